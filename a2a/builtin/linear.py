@@ -1,0 +1,23 @@
+"""Post every receive and send at once, then wait for all (Open MPI basic linear)."""
+import numpy as np
+
+from ..registry import blocks, register
+
+
+@register("linear", mirrors="Open MPI basic linear (coll_tuned_alltoall_algorithm 1)")
+def linear(comm, sendbuf, recvbuf):
+    """Post all p-1 receives and sends at once, then Waitall."""
+    from mpi4py import MPI
+
+    p, r = comm.size, comm.rank
+    send, recv = blocks(sendbuf, p), blocks(recvbuf, p)
+    peers = [(r + s) % p for s in range(1, p)]
+    requests = [comm.Recv_init(recv[q], q) for q in peers] + [comm.Send_init(send[q], q) for q in peers]
+    start, wait, copy = MPI.Prequest.Startall, MPI.Request.Waitall, np.copyto
+
+    def run():
+        start(requests)
+        copy(recv[r], send[r])
+        wait(requests)
+
+    return run, lambda: [q.Free() for q in requests]

@@ -1,0 +1,27 @@
+"""p-1 Sendrecv steps (Open MPI pairwise, MPICH pairwise)."""
+import numpy as np
+
+from ..registry import blocks, register
+from ..errors import BadOption
+
+SCHEDULES = ("shift", "xor")
+
+
+@register("pairwise", mirrors="Open MPI pairwise (2); MPICH pairwise",
+          limits={"schedule": (lambda s: s in SCHEDULES, "shift, or xor when p is a power of two")})
+def pairwise(comm, sendbuf, recvbuf, *, schedule: str = "shift"):
+    """Step s sends to (r+s) mod p and receives from (r-s) mod p, or exchanges with r xor s."""
+    p, r = comm.size, comm.rank
+    if schedule == "xor" and p & (p - 1):
+        raise BadOption(f"pairwise: schedule=xor needs a power-of-two process count, not {p}; use shift")
+    send, recv = blocks(sendbuf, p), blocks(recvbuf, p)
+    pairs = [(r ^ s, r ^ s) if schedule == "xor" else ((r + s) % p, (r - s) % p) for s in range(1, p)]
+    steps = [(send[dst], dst, recv[src], src) for dst, src in pairs]
+    sendrecv, copy = comm.Sendrecv, np.copyto
+
+    def run():
+        copy(recv[r], send[r])
+        for out, dst, into, src in steps:
+            sendrecv(out, dst, 0, into, src, 0)
+
+    return run

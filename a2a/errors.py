@@ -1,0 +1,33 @@
+"""Typed errors: each names what was wrong and what is accepted; the CLI catches them once."""
+from __future__ import annotations
+
+
+class A2AError(Exception):
+    """Base of every error the testbed raises on purpose."""
+
+
+class BadInput(A2AError, ValueError):
+    """Buffers or arguments that MPI_Alltoall semantics do not accept."""
+
+
+class BadOption(BadInput):
+    """An unknown algorithm option, or a value out of range."""
+
+
+class UnknownAlgorithm(A2AError, KeyError):
+    """A name that no registered algorithm has."""
+
+    def __init__(self, name: str, known: list[str]):
+        self.name, self.known = name, known
+        super().__init__(name)
+
+    def __str__(self) -> str:
+        return f"unknown algorithm {self.name!r}; registered: {', '.join(self.known)}"
+
+
+class PluginError(A2AError):
+    """A plug-in that cannot be loaded."""
+
+
+class BadResults(A2AError):
+    """A results directory or file that cannot be read."""

@@ -1,0 +1,265 @@
+"""Algorithm, Plan, register() and plug-in loading.
+
+An algorithm is a factory ``f(comm, sendbuf, recvbuf, *, option=default, ...)`` that does all
+preparation and returns ``run`` (one all-to-all) or ``(run, free)``. Its keyword-only
+parameters are its options: their defaults give types for parsing strings from the command
+line, and ``limits`` give accepted values, so bad options fail before any communication.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import sys
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from .errors import BadInput, BadOption, PluginError, UnknownAlgorithm
+
+ENTRY_POINT_GROUP = "a2a.algorithms"
+Limit = tuple[Callable[[Any], bool], str]  # (predicate, what is accepted)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One keyword option of an algorithm: its default, and which values it accepts."""
+
+    name: str
+    default: Any
+    limit: Limit | None = None
+
+    def parse(self, value: Any, algorithm: str) -> Any:
+        """Convert a value (maybe text from the command line) to the default's type and check it."""
+        kind = type(self.default)
+        try:
+            if isinstance(value, str) and kind is bool:
+                if value.lower() not in ("1", "0", "true", "false", "yes", "no"):
+                    raise ValueError(value)
+                value = value.lower() in ("1", "true", "yes")
+            elif self.default is not None and not isinstance(value, kind):
+                if kind is int and isinstance(value, float) and not value.is_integer():
+                    raise ValueError(value)
+                value = kind(value)
+        except (TypeError, ValueError):
+            raise BadOption(
+                f"{algorithm}: option {self.name}={value!r} is not a {kind.__name__}"
+            ) from None
+        if self.limit and not self.limit[0](value):
+            raise BadOption(f"{algorithm}: option {self.name}={value!r}; accepted: {self.limit[1]}")
+        return value
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """A registered all-to-all algorithm."""
+
+    name: str
+    factory: Callable[..., Any]
+    summary: str
+    options: dict[str, Option]
+    mirrors: str = ""
+
+    def resolve(self, options: dict[str, Any]) -> dict[str, Any]:
+        """Check option names and values; return every option with defaults filled in."""
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            accepted = ", ".join(self.options) or "none"
+            raise BadOption(f"{self.name}: unknown option {', '.join(unknown)}; accepted: {accepted}")
+        return {k: o.parse(options[k], self.name) if k in options else o.default
+                for k, o in self.options.items()}
+
+    def plan(self, comm: Any, sendbuf: np.ndarray, recvbuf: np.ndarray, **options: Any) -> "Plan":
+        """Check the input on every rank, then prepare everything one call needs."""
+        resolved = self.resolve(options)
+        check_buffers(comm, sendbuf, recvbuf)
+        private = comm.Dup()  # our point-to-point traffic cannot match the caller's
+        try:
+            made = self.factory(private, sendbuf, recvbuf, **resolved)
+        except BaseException:
+            private.Free()
+            raise
+        run, free = made if isinstance(made, tuple) else (made, getattr(made, "free", None))
+        return Plan(self, resolved, run, free, private)
+
+    def describe_options(self) -> str:
+        """Options as `name=default (accepted)` text."""
+        return ", ".join(
+            f"{o.name}={o.default}" + (f" ({o.limit[1]})" if o.limit else "")
+            for o in self.options.values()
+        )
+
+
+@dataclass
+class Plan:
+    """A prepared all-to-all: call it for one exchange; free it (or use `with`) when done."""
+
+    algorithm: Algorithm
+    options: dict[str, Any]
+    run: Callable[[], Any]
+    _free: Callable[[], Any] | None = field(default=None, repr=False)
+    _comm: Any = field(default=None, repr=False)
+
+    def __call__(self) -> None:
+        self.run()
+
+    def free(self) -> None:
+        """Release requests, buffers and communicators the plan holds."""
+        if self._free is not None:
+            self._free()
+        if self._comm is not None:
+            self._comm.Free()
+        self._free = self._comm = None
+        self.run = _freed
+
+    def __enter__(self) -> "Plan":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.free()
+
+
+def _freed() -> None:
+    raise BadInput("this plan has been freed; make a new one")
+
+
+def check_buffers(comm: Any, sendbuf: Any, recvbuf: Any) -> None:
+    """Raise BadInput on every rank if any rank's buffers break MPI_Alltoall's rules."""
+    problem = _buffer_problem(comm.size, sendbuf, recvbuf)
+    shape = None if problem else (sendbuf.dtype.str, sendbuf.size)
+    verdicts = comm.allgather((problem, shape))
+    for rank, (problem, _) in enumerate(verdicts):
+        if problem:
+            raise BadInput(f"rank {rank}: {problem}")
+    shapes = {s for _, s in verdicts}
+    if len(shapes) > 1:
+        found = ", ".join(f"{np.dtype(d).name} x {n}" for d, n in sorted(shapes))
+        raise BadInput(f"ranks pass different buffers ({found}); every rank must pass the same dtype and size")
+
+
+def _buffer_problem(size: int, sendbuf: Any, recvbuf: Any) -> str | None:
+    for name, buf in (("sendbuf", sendbuf), ("recvbuf", recvbuf)):
+        if not isinstance(buf, np.ndarray):
+            return f"{name} must be a NumPy array, not {type(buf).__name__}"
+        if not buf.flags.c_contiguous:
+            return f"{name} must be C-contiguous (use np.ascontiguousarray)"
+    if sendbuf.dtype != recvbuf.dtype:
+        return f"sendbuf is {sendbuf.dtype} but recvbuf is {recvbuf.dtype}; they must match"
+    if sendbuf.size != recvbuf.size:
+        return f"sendbuf has {sendbuf.size} elements but recvbuf {recvbuf.size}; they must match"
+    if sendbuf.size % size:
+        return f"buffer size {sendbuf.size} is not divisible by the communicator size {size}"
+    if sendbuf.size and np.shares_memory(sendbuf, recvbuf):
+        return "sendbuf and recvbuf overlap; pass two separate arrays"
+    if not recvbuf.flags.writeable:
+        return "recvbuf is read-only"
+    return None
+
+
+def blocks(buf: np.ndarray, nblocks: int) -> np.ndarray:
+    """View a buffer as `nblocks` rows of raw bytes, one per peer."""
+    return buf.reshape(-1).view(np.uint8).reshape(nblocks, buf.nbytes // nblocks)
+
+
+class Registry:
+    """Name -> Algorithm: built-ins, entry points, and plug-ins loaded by the caller."""
+
+    def __init__(self) -> None:
+        self._algorithms: dict[str, Algorithm] = {}
+        self._discovered = False
+
+    def add(self, algorithm: Algorithm) -> None:
+        """Register an algorithm; a name may be registered once."""
+        known = self._algorithms.get(algorithm.name)
+        if known is not None and known.factory is not algorithm.factory:
+            raise PluginError(f"algorithm {algorithm.name!r} is already registered")
+        self._algorithms[algorithm.name] = algorithm
+
+    def all(self) -> dict[str, Algorithm]:
+        """Every algorithm, built-ins and entry points loaded on first use."""
+        if not self._discovered:
+            self._discovered = True
+            importlib.import_module("a2a.builtin")
+            for ep in entry_points(group=ENTRY_POINT_GROUP):
+                try:
+                    ep.load()
+                except Exception as exc:
+                    raise PluginError(f"entry point {ep.name} ({ep.value}): {exc}") from exc
+        return self._algorithms
+
+
+# The one process-wide table, as in mpi4py.bench: register() must reach it from any module.
+REGISTRY = Registry()
+
+
+def register(name: str, *, mirrors: str = "", limits: dict[str, Limit] | None = None
+             ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register a factory `f(comm, sendbuf, recvbuf, *, option=default...)` under `name`."""
+    def decorate(factory: Callable[..., Any]) -> Callable[..., Any]:
+        options = _options_of(factory, limits or {}, name)
+        summary = (inspect.getdoc(factory) or "").strip().splitlines()
+        REGISTRY.add(Algorithm(name, factory, summary[0] if summary else "", options, mirrors))
+        return factory
+    return decorate
+
+
+def _options_of(factory: Callable[..., Any], limits: dict[str, Limit], name: str
+                ) -> dict[str, Option]:
+    params = list(inspect.signature(factory).parameters.values())
+    if len(params) < 3 or any(p.kind is p.VAR_KEYWORD for p in params):
+        raise PluginError(
+            f"{name}: a factory takes (comm, sendbuf, recvbuf, *, option=default, ...); "
+            "declare each option as a keyword-only parameter with a default"
+        )
+    options = {p.name: Option(p.name, p.default, limits.get(p.name))
+               for p in params[3:] if p.default is not p.empty}
+    stray = set(limits) - set(options)
+    if stray:
+        raise PluginError(f"{name}: limits for unknown options {', '.join(sorted(stray))}")
+    return options
+
+
+def algorithms() -> list[str]:
+    """Names of the registered algorithms."""
+    return sorted(REGISTRY.all())
+
+
+def get(name: str) -> Algorithm:
+    """The algorithm called `name`; UnknownAlgorithm lists the valid names."""
+    table = REGISTRY.all()
+    if name not in table:
+        raise UnknownAlgorithm(name, sorted(table))
+    return table[name]
+
+
+def load_plugin(source: str | Path) -> list[str]:
+    """Import a plug-in from a .py file or a module name; return the names it registered."""
+    before = set(REGISTRY.all())
+    path = Path(source)
+    try:
+        if path.suffix == ".py" or path.exists():
+            if not path.is_file():
+                raise PluginError(f"plug-in file {source} does not exist")
+            module_name = f"a2a_plugin_{path.stem}_{abs(hash(str(path.resolve())))}"
+            if module_name not in sys.modules:
+                spec = importlib.util.spec_from_file_location(module_name, path)
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[module_name] = module
+                spec.loader.exec_module(module)
+        else:
+            importlib.import_module(str(source))
+    except PluginError:
+        raise
+    except Exception as exc:
+        raise PluginError(f"cannot load plug-in {source}: {type(exc).__name__}: {exc}") from exc
+    return sorted(set(REGISTRY.all()) - before)
+
+
+def alltoall(comm: Any, sendbuf: np.ndarray, recvbuf: np.ndarray, algorithm: str = "native",
+             **options: Any) -> None:
+    """One all-to-all with the named algorithm (plans, runs once, frees)."""
+    with get(algorithm).plan(comm, sendbuf, recvbuf, **options) as plan:
+        plan()

@@ -1,0 +1,213 @@
+"""The record of a run: results.csv (one row per point), samples.csv (every sample), meta.json."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from .errors import BadResults
+
+RESULTS_CSV = "results.csv"
+SAMPLES_CSV = "samples.csv"
+META_JSON = "meta.json"
+
+
+@dataclass
+class Row:
+    """One measured (or skipped) point: a line of results.csv."""
+
+    nprocs: int
+    nnodes: int
+    ppn: int
+    algorithm: str
+    options: str
+    dtype: str
+    count: int
+    bytes_per_peer: int
+    iterations: int = 0
+    warmup: int = 0
+    t_min_us: float = math.nan
+    t_p50_us: float = math.nan
+    t_p90_us: float = math.nan
+    t_p95_us: float = math.nan
+    t_p99_us: float = math.nan
+    t_mean_us: float = math.nan
+    t_max_us: float = math.nan
+    t_std_us: float = math.nan
+    stalls: int = 0
+    outliers: int = 0
+    algbw_GBps: float = math.nan
+    busbw_GBps: float = math.nan
+    valid: bool = False
+    note: str = ""
+
+    @property
+    def key(self) -> tuple:
+        """Identify the point: what was measured, not what came out."""
+        return point_key(self)
+
+    def as_csv(self) -> dict[str, str]:
+        """Render every field as CSV text (empty for NaN)."""
+        return {k: _format(v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_csv(cls, record: dict[str, str]) -> "Row":
+        """Parse one CSV record; missing trailing columns take their defaults."""
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in record or record[f.name] is None:
+                continue
+            values[f.name] = _parse(record[f.name], f.type)
+        return cls(**values)
+
+
+COLUMNS: list[str] = [f.name for f in fields(Row)]
+KEY_COLUMNS: list[str] = ["nprocs", "algorithm", "options", "dtype", "bytes_per_peer"]
+SAMPLE_COLUMNS: list[str] = KEY_COLUMNS + ["iteration", "seconds"]
+
+
+def point_key(row: Any) -> tuple:
+    """Key of a point given a Row, a dict or any object with the key columns."""
+    get = row.get if isinstance(row, dict) else lambda k: getattr(row, k)
+    return tuple(str(get(k)) for k in KEY_COLUMNS)
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return "" if math.isnan(value) else f"{value:.6g}"
+    return str(value)
+
+
+def _parse(text: str, kind: Any) -> Any:
+    kind = kind if isinstance(kind, str) else kind.__name__
+    if kind == "bool":
+        return text.strip().lower() in ("true", "1", "yes")
+    if kind == "int":
+        return int(text) if text.strip() else 0
+    if kind == "float":
+        return float(text) if text.strip() else math.nan
+    return text
+
+
+class Recorder:
+    """Append rows and samples to a results directory, flushing after every point."""
+
+    def __init__(self, directory: Path):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._results = _open_csv(self.directory / RESULTS_CSV, COLUMNS)
+        self._samples = _open_csv(self.directory / SAMPLES_CSV, SAMPLE_COLUMNS)
+
+    def add(self, row: Row, samples: Iterable[float] = ()) -> None:
+        """Write one point's row and its samples, and flush both to disk."""
+        key = dict(zip(KEY_COLUMNS, point_key(row)))
+        for i, seconds in enumerate(samples):
+            self._samples[1].writerow({**key, "iteration": i, "seconds": repr(float(seconds))})
+        self._results[1].writerow(row.as_csv())
+        for handle, _ in (self._samples, self._results):
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def close(self) -> None:
+        """Close both files."""
+        for handle, _ in (self._results, self._samples):
+            handle.close()
+
+
+def _open_csv(path: Path, columns: list[str]) -> tuple[Any, csv.DictWriter]:
+    fresh = not path.exists() or path.stat().st_size == 0
+    if not fresh:
+        check_header(path, columns)
+    handle = open(path, "a", newline="")
+    writer = csv.DictWriter(handle, fieldnames=columns)
+    if fresh:
+        writer.writeheader()
+    return handle, writer
+
+
+def check_header(path: Path, columns: list[str]) -> list[str]:
+    """Return the header of a CSV file, or raise BadResults if it is not ours."""
+    with open(path, newline="") as handle:
+        header = next(csv.reader(handle), [])
+    if header[: len(columns)] != columns[: len(header)] or not header:
+        raise BadResults(
+            f"{path}: unexpected CSV header {','.join(header[:6])}...; "
+            f"expected {','.join(columns[:6])}... (a results file written by `bench run`)"
+        )
+    return header
+
+
+def read_rows(directory: Path) -> list[Row]:
+    """Read results.csv of a results directory."""
+    path = Path(directory) / RESULTS_CSV
+    if not path.is_file():
+        raise BadResults(f"{directory}: not a results directory (no {RESULTS_CSV})")
+    check_header(path, COLUMNS)
+    with open(path, newline="") as handle:
+        return [Row.from_csv(record) for record in csv.DictReader(handle)]
+
+
+def read_samples(directory: Path) -> dict[tuple, list[float]]:
+    """Read samples.csv into {point key: [seconds in iteration order]}."""
+    path = Path(directory) / SAMPLES_CSV
+    samples: dict[tuple, list[float]] = {}
+    if not path.is_file():
+        return samples
+    check_header(path, SAMPLE_COLUMNS)
+    with open(path, newline="") as handle:
+        for record in csv.DictReader(handle):
+            samples.setdefault(point_key(record), []).append(float(record["seconds"]))
+    return samples
+
+
+def read_meta(directory: Path) -> dict[str, Any]:
+    """Read meta.json of a results directory ({} if absent)."""
+    path = Path(directory) / META_JSON
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise BadResults(f"{path}: not valid JSON ({exc})") from exc
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a file so that readers see either the old or the new content, never a part."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def write_meta(directory: Path, meta: dict[str, Any]) -> None:
+    """Write meta.json atomically."""
+    write_atomic(Path(directory) / META_JSON, json.dumps(meta, indent=2, default=str) + "\n")
+
+
+@dataclass
+class Run:
+    """A results directory read back: rows, samples by point key, and metadata."""
+
+    directory: Path
+    rows: list[Row] = field(default_factory=list)
+    samples: dict[tuple, list[float]] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __iter__(self) -> Iterator[Row]:
+        return iter(self.rows)
+
+
+def load(directory: Path) -> Run:
+    """Read a whole results directory."""
+    directory = Path(directory)
+    return Run(directory, read_rows(directory), read_samples(directory), read_meta(directory))

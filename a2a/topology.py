@@ -1,0 +1,35 @@
+"""Which ranks share a node: real nodes from MPI, or virtual nodes of `ppn` ranks."""
+from __future__ import annotations
+
+from typing import Any
+
+PLACEMENTS = ("block", "cyclic")
+
+
+def node_groups(comm: Any, ppn: int = 0, placement: str = "block") -> list[list[int]]:
+    """Ranks of `comm` grouped by node, each node's ranks ascending, nodes by lowest rank.
+
+    ppn=0 asks MPI (Split_type SHARED). ppn=K makes virtual nodes of K ranks: "block" puts
+    ranks 0..K-1 on node 0 (a last node may have fewer), "cyclic" deals ranks round-robin
+    over ceil(size/K) nodes, as `--map-by node` does.
+    """
+    size = comm.size
+    if ppn:
+        nnodes = -(-size // ppn)
+        node_of = [r // ppn if placement == "block" else r % nnodes for r in range(size)]
+    else:
+        from mpi4py import MPI
+
+        local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
+        lowest = local.allreduce(comm.rank, op=MPI.MIN)
+        local.Free()
+        node_of = comm.allgather(lowest)
+    groups: dict[int, list[int]] = {}
+    for rank, node in enumerate(node_of):
+        groups.setdefault(node, []).append(rank)
+    return sorted(groups.values())
+
+
+def my_node(nodes: list[list[int]], rank: int) -> int:
+    """Index of the node that holds `rank`."""
+    return next(i for i, members in enumerate(nodes) if rank in members)

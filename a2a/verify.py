@@ -1,0 +1,29 @@
+"""Data whose every element names its source, destination and position, to check an all-to-all."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def _exact_limit(dtype: np.dtype) -> int:
+    """Largest modulus whose residues the dtype holds exactly."""
+    if dtype.kind in "fc":
+        return 2 ** (np.finfo(dtype).nmant + 1)
+    if dtype.kind in "iu":
+        return int(np.iinfo(dtype).max) + 1
+    raise ValueError(f"dtype {dtype} cannot carry check data; use an integer, float or complex dtype")
+
+
+def _values(dtype: np.dtype, sources: np.ndarray, dests: np.ndarray, count: int) -> np.ndarray:
+    k = np.arange(count, dtype=np.int64)
+    codes = (sources[:, None] * 7919 + dests[:, None] * 104729 + k[None, :] * 31) % _exact_limit(dtype)
+    return codes.astype(dtype).reshape(-1)
+
+
+def send_pattern(dtype: np.dtype, nprocs: int, rank: int, count: int) -> np.ndarray:
+    """What `rank` sends: block j is addressed to rank j."""
+    return _values(np.dtype(dtype), np.full(nprocs, rank), np.arange(nprocs), count)
+
+
+def expected_pattern(dtype: np.dtype, nprocs: int, rank: int, count: int) -> np.ndarray:
+    """What `rank` must receive: block j came from rank j."""
+    return _values(np.dtype(dtype), np.arange(nprocs), np.full(nprocs, rank), count)

@@ -1,0 +1,1 @@
+"""`python -m bench`: the command line of the a2a testbed."""

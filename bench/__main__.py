@@ -1,0 +1,4 @@
+"""Entry point: `python -m bench` (same as `python -m bench run`)."""
+from .cli import entry
+
+entry()
