@@ -1,0 +1,36 @@
+# The README's commands. `make demo` runs the main job; `make test` runs the suite in both modes.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+NP ?= 4
+EXTRAS ?= mpich,test,plot
+
+.PHONY: install demo test test-plain test-mpi lint clean
+
+install: $(BIN)/.installed
+
+$(BIN)/.installed: setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
+	touch $@
+
+demo: install
+	$(BIN)/mpirun -n $(NP) $(BIN)/python -m bench run --sizes 8,1K,64K --iterations 10
+
+test: install test-plain test-mpi
+
+test-plain: install
+	$(BIN)/python -m pytest -q
+
+test-mpi: install
+	$(BIN)/mpirun -n $(NP) $(BIN)/python -m pytest -q
+
+lint: install
+	$(BIN)/ruff check a2a bench tests
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache
+
+# Targets of each part of the testbed (bench-overhead, bench-tuned, ...) live in mk/.
+-include mk/*.mk

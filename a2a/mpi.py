@@ -1,0 +1,54 @@
+"""Small MPI helpers shared by the driver and the tests; mpi4py is imported only when called."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+LAUNCHER_VARIABLES = ("PMI_", "PMIX_", "HYDRA_", "MPI_LOCAL", "OMPI_", "I_MPI_", "MPIR_CVAR_")
+
+
+def world() -> Any:
+    """MPI.COMM_WORLD (initialises MPI on first use)."""
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD
+
+
+def idle_barrier(comm: Any, poll: float = 0.005) -> None:
+    """Barrier that sleeps between polls, so waiting ranks leave the cores to working ones."""
+    request = comm.Ibarrier()
+    while not request.Test():
+        time.sleep(poll)
+
+
+@contextmanager
+def abort_on_error(comm: Any) -> Iterator[None]:
+    """Turn an exception on any one rank into the end of the whole job, with the error shown."""
+    try:
+        yield
+    except SystemExit as done:
+        if done.code in (0, None):
+            raise
+        _report_and_abort(comm, f"exit {done.code}", int(done.code) if isinstance(done.code, int) else 1)
+    except BaseException:
+        _report_and_abort(comm, traceback.format_exc(), 1)
+
+
+def _report_and_abort(comm: Any, message: str, code: int) -> None:
+    sys.stdout.flush()
+    prefix = f"[rank {comm.rank} of {comm.size}] " if comm.size > 1 else ""
+    sys.stderr.write("".join(prefix + line + "\n" for line in message.rstrip().splitlines()))
+    sys.stderr.flush()
+    if comm.size > 1:
+        comm.Abort(code)
+    sys.exit(code)
+
+
+def clean_launcher_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """A copy of the environment without the variables an MPI launcher set for this process."""
+    env = dict(os.environ if env is None else env)
+    return {k: v for k, v in env.items() if not k.startswith(LAUNCHER_VARIABLES)}

@@ -1,0 +1,35 @@
+"""Helpers for tests that start MPI programs of their own."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from a2a.mpi import clean_launcher_env
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def mpiexec_path() -> str:
+    """The mpiexec beside this Python (the venv's MPI wheel), else the one on PATH."""
+    beside = Path(sys.executable).parent / "mpiexec"
+    found = str(beside) if beside.exists() else shutil.which("mpiexec")
+    if not found:
+        raise RuntimeError("no mpiexec found beside this Python or on PATH")
+    return found
+
+
+def mpiexec(n: int, *args: str, timeout: float = 300, env: dict[str, str] | None = None,
+            cwd: Path | str = ROOT) -> subprocess.CompletedProcess:
+    """Run `mpiexec -n N python ARGS...` with a clean launcher environment; capture its output."""
+    command = [mpiexec_path(), "-n", str(n), sys.executable, *args]
+    return subprocess.run(command, env=clean_launcher_env(env), cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def python(*args: str, timeout: float = 120, env: dict[str, str] | None = None,
+           cwd: Path | str = ROOT) -> subprocess.CompletedProcess:
+    """Run `python ARGS...` as a separate (singleton MPI) process; capture its output."""
+    return subprocess.run([sys.executable, *args], env=clean_launcher_env(env), cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
