@@ -1,0 +1,209 @@
+"""`python -m bench harness`: time MPI_Alltoall from the C reference and from the Python driver, side by side."""
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+from tabulate import tabulate
+
+from a2a.errors import A2AError
+from a2a.mpi import clean_launcher_env
+
+from .cli import echo, main
+from .options import parse_list
+
+SOURCE = Path(__file__).resolve().parent / "c" / "alltoall_ref.c"
+MODES = ("sync", "pipelined")
+# the figure each protocol's users quote: the median sample (sync), OSU's Avg Latency (pipelined)
+STATISTIC = {"sync": "t_p50_us", "pipelined": "t_mean_us"}
+TARGET_RATIO, TARGET_FROM_BYTES = 1.10, 64 * 1024
+SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
+
+
+class HarnessError(A2AError):
+    """The C reference could not be built or run, or its output could not be read."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One size in one protocol: the C figure and the Python figure, in microseconds."""
+
+    mode: str
+    bytes_per_peer: int
+    c_us: float
+    python_us: float
+
+    @property
+    def ratio(self) -> float:
+        """Python over C."""
+        return self.python_us / self.c_us
+
+    @property
+    def gap_us(self) -> float:
+        """Python minus C."""
+        return self.python_us - self.c_us
+
+
+def find_tool(name: str) -> str:
+    """The MPI tool beside this Python (the venv's MPI wheel), else the one on PATH."""
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.exists() else shutil.which(name)
+    if not found:
+        raise HarnessError(f"no {name} found beside {sys.executable} or on PATH; "
+                           "install an MPI wheel (pip install mpich) or your MPI's development package")
+    return found
+
+
+def build_reference(output: Path, mpicc: str | None = None) -> Path:
+    """Compile the C reference with the MPI library's own mpicc, unless `output` is newer than the source."""
+    output = Path(output)
+    if output.exists() and output.stat().st_mtime >= SOURCE.stat().st_mtime:
+        return output
+    output.parent.mkdir(parents=True, exist_ok=True)
+    command = [mpicc or find_tool("mpicc"), "-O2", "-o", str(output), str(SOURCE)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise HarnessError(f"{' '.join(command)} failed:\n{done.stderr.strip()}")
+    return output
+
+
+def launch(command: list[str], what: str, timeout: float = 900) -> str:
+    """Run one MPI job with a clean launcher environment; return its standard output."""
+    try:
+        done = subprocess.run(command, env=clean_launcher_env(), capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as late:
+        raise HarnessError(f"{what} did not finish within {timeout:.0f} s: {' '.join(command)}") from late
+    if done.returncode != 0:
+        raise HarnessError(f"{what} failed (exit {done.returncode}): {' '.join(command)}\n"
+                           f"{done.stderr.strip()}")
+    return done.stdout
+
+
+def table_rows(text: str) -> list[dict[str, str]]:
+    """The CSV records of a program's output, from its header line (the first naming bytes_per_peer)."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if "bytes_per_peer" in line.split(",")), None)
+    if start is None:
+        raise HarnessError(f"no CSV header with bytes_per_peer in this output:\n{text.strip()[:2000]}")
+    return [row for row in csv.DictReader(lines[start:]) if row.get("bytes_per_peer")]
+
+
+def figures(rows: list[dict[str, str]], mode: str) -> dict[int, float]:
+    """bytes_per_peer -> the mode's figure in microseconds, from rows of that mode."""
+    column = STATISTIC[mode]
+    found = {}
+    for row in rows:
+        if row.get("mode", row.get("timing", mode)) == mode and row.get(column):
+            found[int(row["bytes_per_peer"])] = float(row[column])
+    return found
+
+
+def reference_command(binary: Path, nprocs: int, sizes: list[int], iterations: int, warmup: int) -> list[str]:
+    """mpiexec running the C reference in both protocols."""
+    return [find_tool("mpiexec"), "-n", str(nprocs), str(binary), "-i", str(iterations), "-w", str(warmup),
+            "-m", "both", *map(str, sizes)]
+
+
+def python_command(nprocs: int, sizes: list[int], mode: str, iterations: int, warmup: int,
+                   output: Path) -> list[str]:
+    """mpiexec running the Python driver on MPI_Alltoall (algorithm native) in one protocol."""
+    return [find_tool("mpiexec"), "-n", str(nprocs), sys.executable, "-m", "bench", "run",
+            "--algorithms", "native", "--timing", mode, "--nprocs", str(nprocs),
+            "--sizes", ",".join(map(str, sizes)), "--iterations", str(iterations), "--warmup", str(warmup),
+            "--output", str(output), "--format", "csv", "--quiet"]
+
+
+def measure(binary: Path, nprocs: int, sizes: list[int], iterations: int, warmup: int,
+            repeats: int) -> list[Comparison]:
+    """Alternate C and Python runs `repeats` times; compare the medians of each figure over the repeats."""
+    c_runs: dict[str, list[dict[int, float]]] = {mode: [] for mode in MODES}
+    python_runs: dict[str, list[dict[int, float]]] = {mode: [] for mode in MODES}
+    with tempfile.TemporaryDirectory(prefix="a2a-harness-") as scratch:
+        for repeat in range(repeats):
+            rows = table_rows(launch(reference_command(binary, nprocs, sizes, iterations, warmup), "C reference"))
+            for mode in MODES:
+                c_runs[mode].append(figures(rows, mode))
+                output = Path(scratch) / f"{mode}-{repeat}"
+                text = launch(python_command(nprocs, sizes, mode, iterations, warmup, output), "python -m bench run")
+                python_runs[mode].append(figures(table_rows(text), mode))
+    return [Comparison(mode, size, _median_of(c_runs[mode], size, "C reference"),
+                       _median_of(python_runs[mode], size, "python -m bench run"))
+            for mode in MODES for size in sizes]
+
+
+def _median_of(runs: list[dict[int, float]], size: int, what: str) -> float:
+    values = [run[size] for run in runs if size in run]
+    if not values:
+        raise HarnessError(f"{what} reported no figure for {size} bytes per peer")
+    return statistics.median(values)
+
+
+def render(comparisons: list[Comparison]) -> str:
+    """One line per size: C, Python, ratio and gap in each protocol."""
+    by_key = {(c.mode, c.bytes_per_peer): c for c in comparisons}
+    sizes = sorted({c.bytes_per_peer for c in comparisons})
+    headers = ["bytes/peer"]
+    for mode in MODES:
+        headers += [f"{mode} C us", f"{mode} Py us", f"{mode} Py/C", f"{mode} gap us"]
+    lines = []
+    for size in sizes:
+        line: list[object] = [size]
+        for mode in MODES:
+            c = by_key.get((mode, size))
+            line += ["", "", "", ""] if c is None else [f"{c.c_us:.2f}", f"{c.python_us:.2f}",
+                                                        f"{c.ratio:.3f}", f"{c.gap_us:+.2f}"]
+        lines.append(line)
+    return tabulate(lines, headers=headers, disablenumparse=True, stralign="right")
+
+
+def verdict(comparisons: list[Comparison]) -> list[str]:
+    """The small-size gap per protocol and whether the large sizes are within the target ratio."""
+    said = []
+    for mode in MODES:
+        ours = sorted((c for c in comparisons if c.mode == mode), key=lambda c: c.bytes_per_peer)
+        if not ours:
+            continue
+        smallest = ours[0]
+        said.append(f"{mode}: gap at {smallest.bytes_per_peer} B per peer {smallest.gap_us:+.2f} us "
+                    f"(Python {smallest.python_us:.2f} us, C {smallest.c_us:.2f} us)")
+        large = [c for c in ours if c.bytes_per_peer >= TARGET_FROM_BYTES]
+        missed = [c for c in large if c.ratio > TARGET_RATIO]
+        if large:
+            state = "met" if not missed else "MISSED at " + ", ".join(f"{c.bytes_per_peer} B ({c.ratio:.3f})"
+                                                                     for c in missed)
+            said.append(f"{mode}: Python/C <= {TARGET_RATIO:.2f} from {TARGET_FROM_BYTES} B per peer: {state}")
+    return said
+
+
+@main.command("harness")
+@click.option("--nprocs", "-n", default=2, show_default=True, type=click.IntRange(2),
+              help="Ranks for both programs (keep within the cores to measure the harness, not the scheduler).")
+@click.option("--sizes", default="8,1K,64K,1M", show_default=True, help="Bytes per peer (8, 1K, 64KiB, 1M).")
+@click.option("--iterations", default=1000, show_default=True, type=click.IntRange(1),
+              help="Timed calls per size and protocol, the same in C and Python.")
+@click.option("--warmup", default=50, show_default=True, type=click.IntRange(0), help="Untimed calls first.")
+@click.option("--repeats", default=3, show_default=True, type=click.IntRange(1),
+              help="Alternate C and Python runs this many times; report the medians.")
+@click.option("--reference", default="build/alltoall_ref", show_default=True, type=click.Path(dir_okay=False),
+              help="The C reference binary; built with mpicc from bench/c/alltoall_ref.c when missing or stale.")
+def harness(nprocs: int, sizes: str, iterations: int, warmup: int, repeats: int, reference: str) -> None:
+    """Compare MPI_Alltoall timed by the C reference and by `bench run` (native), in both protocols."""
+    if any(int(os.environ.get(name, "1") or 1) > 1 for name in SIZE_VARIABLES):
+        raise HarnessError("run `python -m bench harness` without mpirun: it launches its own MPI jobs")
+    size_list = parse_list(sizes, "size")
+    binary = build_reference(Path(reference))
+    comparisons = measure(binary, nprocs, size_list, iterations, warmup, repeats)
+    echo(f"MPI_Alltoall at {nprocs} ranks, {iterations} iterations after {warmup} warm-up, "
+         f"median of {repeats} alternating runs; sync quotes the median sample, pipelined the mean over ranks")
+    echo(render(comparisons))
+    for line in verdict(comparisons):
+        echo(line)

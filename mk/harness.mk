@@ -1,0 +1,15 @@
+# The C reference (bench/c/alltoall_ref.c), built with the MPI library's own mpicc, and
+# `make bench-harness`: C and `python -m bench run --algorithms native` side by side at 2 ranks.
+HARNESS_REFERENCE := build/alltoall_ref
+HARNESS_SIZES ?= 8,1K,64K,1M
+
+.PHONY: harness-reference bench-harness
+
+harness-reference: $(HARNESS_REFERENCE)
+
+$(HARNESS_REFERENCE): bench/c/alltoall_ref.c | $(BIN)/.installed
+	@mkdir -p $(dir $@)
+	$(BIN)/mpicc -O2 -o $@ $<
+
+bench-harness: $(HARNESS_REFERENCE)
+	$(BIN)/python -m bench harness --nprocs 2 --sizes $(HARNESS_SIZES) --reference $(HARNESS_REFERENCE)

