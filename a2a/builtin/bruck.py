@@ -13,8 +13,9 @@ def bruck(comm, sendbuf, recvbuf, *, radix: int = 2):
     p, r = comm.size, comm.rank
     send, recv = blocks(sendbuf, p), blocks(recvbuf, p)
     work = np.empty_like(send)  # work[i] holds the block that must travel i ranks forward
-    into_work = np.array([(j - r) % p for j in range(p)])  # work[(j - r) % p] = send[j]
-    into_recv = np.array([(r - i) % p for i in range(p)])  # recv[(r - i) % p] = work[i]
+    copies = [(work[: p - r], send[r:]), (work[p - r:], send[:r]),  # work[i] = send[(r + i) % p]
+              (recv[: r + 1], work[r::-1]), (recv[r + 1:], work[: r: -1])]  # recv[j] = work[(r - j) % p]
+    rotate_in, rotate_out = _nonempty(copies[:2]), _nonempty(copies[2:])
     block = MPI.BYTE.Create_contiguous(send.shape[1]).Commit()
     rounds = []
     distance = 1
@@ -24,17 +25,21 @@ def bruck(comm, sendbuf, recvbuf, *, radix: int = 2):
             if moved:
                 # MPI gathers the outgoing blocks through a datatype, as MPICH's brucks does
                 layout = block.Create_indexed_block(1, moved).Commit()
-                rounds.append(([work, 1, layout], (r + digit * distance) % p, np.array(moved),
-                               np.empty((len(moved), send.shape[1]), np.uint8), (r - digit * distance) % p))
+                incoming = np.empty((len(moved), send.shape[1]), np.uint8)
+                rounds.append(([work, 1, layout], (r + digit * distance) % p, incoming,
+                               (r - digit * distance) % p, _unpack(work, incoming, distance, digit, radix)))
         distance *= radix
-    sendrecv = comm.Sendrecv
+    sendrecv, copy = comm.Sendrecv, np.copyto
 
     def run():
-        work[into_work] = send  # scattering rows is several times faster than np.take's gather
-        for outgoing, dst, moved, incoming, src in rounds:
+        for into, source in rotate_in:
+            copy(into, source)
+        for outgoing, dst, incoming, src, unpack in rounds:
             sendrecv(outgoing, dst, 0, incoming, src, 0)
-            work[moved] = incoming
-        recv[into_recv] = work
+            for into, source in unpack:
+                copy(into, source)
+        for into, source in rotate_out:
+            copy(into, source)
 
     def free():
         for outgoing, *_ in rounds:
@@ -42,3 +47,23 @@ def bruck(comm, sendbuf, recvbuf, *, radix: int = 2):
         block.Free()
 
     return run, free
+
+
+def _unpack(work: np.ndarray, incoming: np.ndarray, distance: int, digit: int, radix: int) -> list:
+    """(view of work, view of incoming) pairs that put received blocks back in place.
+
+    The blocks with `digit` at `distance` form runs of `distance` rows every radix*distance
+    rows: one strided view covers all whole periods, one slice the partial last period.
+    """
+    p, width = work.shape
+    period = radix * distance
+    whole = p // period
+    start = whole * period + digit * distance
+    pairs = [(work[: whole * period].reshape(whole, radix, distance, width)[:, digit],
+              incoming[: whole * distance].reshape(whole, distance, width)),
+             (work[start: start + distance], incoming[whole * distance:])]
+    return _nonempty(pairs)
+
+
+def _nonempty(pairs: list) -> list:
+    return [(into, source) for into, source in pairs if into.shape[0]]
