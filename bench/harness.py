@@ -16,6 +16,7 @@ from tabulate import tabulate
 
 from a2a.errors import A2AError
 from a2a.mpi import clean_launcher_env
+from a2a.report import human_bytes
 
 from .cli import echo, main
 from .options import parse_list
@@ -69,7 +70,7 @@ def build_reference(output: Path, mpicc: str | None = None) -> Path:
         return output
     output.parent.mkdir(parents=True, exist_ok=True)
     command = [mpicc or find_tool("mpicc"), "-O2", "-o", str(output), str(SOURCE)]
-    done = subprocess.run(command, capture_output=True, text=True)
+    done = subprocess.run(command, check=False, capture_output=True, text=True)
     if done.returncode != 0:
         raise HarnessError(f"{' '.join(command)} failed:\n{done.stderr.strip()}")
     return output
@@ -78,7 +79,7 @@ def build_reference(output: Path, mpicc: str | None = None) -> Path:
 def launch(command: list[str], what: str, timeout: float = 900) -> str:
     """Run one MPI job with a clean launcher environment; return its standard output."""
     try:
-        done = subprocess.run(command, env=clean_launcher_env(), capture_output=True, text=True,
+        done = subprocess.run(command, check=False, env=clean_launcher_env(), capture_output=True, text=True,
                               timeout=timeout)
     except subprocess.TimeoutExpired as late:
         raise HarnessError(f"{what} did not finish within {timeout:.0f} s: {' '.join(command)}") from late
@@ -156,13 +157,13 @@ def render(comparisons: list[Comparison]) -> str:
         headers += [f"{mode} C us", f"{mode} Py us", f"{mode} Py/C", f"{mode} gap us"]
     lines = []
     for size in sizes:
-        line: list[object] = [size]
+        line: list[object] = [human_bytes(size)]
         for mode in MODES:
             c = by_key.get((mode, size))
             line += ["", "", "", ""] if c is None else [f"{c.c_us:.2f}", f"{c.python_us:.2f}",
                                                         f"{c.ratio:.3f}", f"{c.gap_us:+.2f}"]
         lines.append(line)
-    return tabulate(lines, headers=headers, disablenumparse=True, stralign="right")
+    return tabulate(lines, headers=headers, disable_numparse=True, stralign="right")
 
 
 def verdict(comparisons: list[Comparison]) -> list[str]:
@@ -173,14 +174,14 @@ def verdict(comparisons: list[Comparison]) -> list[str]:
         if not ours:
             continue
         smallest = ours[0]
-        said.append(f"{mode}: gap at {smallest.bytes_per_peer} B per peer {smallest.gap_us:+.2f} us "
+        said.append(f"{mode}: gap at {human_bytes(smallest.bytes_per_peer)} per peer {smallest.gap_us:+.2f} us "
                     f"(Python {smallest.python_us:.2f} us, C {smallest.c_us:.2f} us)")
         large = [c for c in ours if c.bytes_per_peer >= TARGET_FROM_BYTES]
         missed = [c for c in large if c.ratio > TARGET_RATIO]
         if large:
-            state = "met" if not missed else "MISSED at " + ", ".join(f"{c.bytes_per_peer} B ({c.ratio:.3f})"
-                                                                     for c in missed)
-            said.append(f"{mode}: Python/C <= {TARGET_RATIO:.2f} from {TARGET_FROM_BYTES} B per peer: {state}")
+            state = "met" if not missed else "MISSED at " + ", ".join(
+                f"{human_bytes(c.bytes_per_peer)} ({c.ratio:.3f})" for c in missed)
+            said.append(f"{mode}: Python/C <= {TARGET_RATIO:.2f} from {human_bytes(TARGET_FROM_BYTES)} per peer: {state}")
     return said
 
 
