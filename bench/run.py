@@ -120,6 +120,10 @@ def build_config(comm: Any, values: dict[str, Any]) -> SweepConfig:
     if odd:
         raise BadConfig(f"sizes {odd} are not multiples of {dtype}'s {itemsize} bytes")
     layouts = mesh_layouts(get("mesh", ""), _as_list(get("groups", [])))
+    for layout in layouts:
+        if layout.nprocs > comm.size:
+            raise BadConfig(f"mesh {layout.mesh_text} holds {layout.nprocs} ranks, more than the {comm.size} "
+                            "of this job")
     fallback = ",".join(str(m.nprocs) for m in layouts) if layouts else default_nprocs(comm.size)
     nprocs = parse_list(_as_text(get("nprocs", fallback)), "process count", parse_count)
     if nprocs[0] < 1 or nprocs[-1] > comm.size:
