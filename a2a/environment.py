@@ -15,8 +15,8 @@ import numpy as np
 
 def describe_run(comm: Any, config: Any, plugins: list[str]) -> dict[str, Any]:
     """Everything a reader needs to trust or reproduce the run (collective over comm)."""
-    from mpi4py import MPI
     import mpi4py
+    from mpi4py import MPI
 
     hosts = Counter(comm.allgather(MPI.Get_processor_name()))
     return {

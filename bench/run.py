@@ -14,16 +14,24 @@ import click
 
 import a2a
 from a2a import report
-from a2a.errors import A2AError, BadOption
+from a2a.environment import describe_run, node_memory_share
+from a2a.errors import BadOption
+from a2a.mesh import Layout, layouts
 from a2a.mpi import abort_on_error, world
 from a2a.results import Recorder, Row, read_meta, read_rows, write_meta
-from a2a.mesh import Layout, layouts
 from a2a.sweep import TIMINGS, Context, Observer, Point, SweepConfig, Variant, points, run_sweep
-from a2a.environment import describe_run, node_memory_share
 
 from .cli import main
-from .options import (BadConfig, load_config, parse_algorithm_spec, parse_assignments, parse_count,
-                      parse_dtype, parse_list, parse_size)
+from .options import (
+    BadConfig,
+    load_config,
+    parse_algorithm_spec,
+    parse_assignments,
+    parse_count,
+    parse_dtype,
+    parse_list,
+    parse_size,
+)
 
 DEFAULT_SIZES = "4:128K:x2"
 EXIT_TERMINATED = 143
@@ -49,7 +57,8 @@ SWEEP_OPTIONS = ("config", "sizes", "dtype", "algorithms", "plugin", "option", "
 @click.option("--output", help="Results directory. [default: results/<UTC time>]")
 @click.option("--resume", "resume", type=click.Path(file_okay=False), help="Finish an interrupted run in DIR.")
 @click.option("--timeout", help="Seconds one point may take before the job ends. [default: 300]")
-@click.option("--max-memory", help="Bytes of buffers per rank; larger points are skipped. [default: a share of the node]")
+@click.option("--max-memory",
+              help="Bytes of buffers per rank; larger points are skipped. [default: a share of the node]")
 @click.option("--ppn", help="Ranks per virtual node, for node-aware algorithms. [default: real nodes]")
 @click.option("--seed", help="Seed of the algorithm order within a size. [default: 0]")
 @click.option("--timing", type=click.Choice(["sync", "pipelined"]), default=None,

@@ -5,12 +5,12 @@ import json
 
 import numpy as np
 import pytest
+from support import mpiexec
 
 import a2a
 from a2a.errors import BadOption
 from a2a.mesh import Layout, group_comm, layouts, parse_groups, parse_mesh
 from a2a.results import read_rows
-from support import mpiexec
 
 MEMBERS = {
     ("2x2x2", "x"): [[0, 4], [1, 5], [2, 6], [3, 7]],

@@ -5,12 +5,12 @@ import json
 
 import numpy as np
 import pytest
+from support import mpiexec
 
 from a2a.environment import cores_of_this_rank, oversubscription
 from a2a.results import read_rows, read_samples
 from a2a.stats import Stats
 from a2a.sweep import Context
-from support import mpiexec
 
 CORES = len(cores_of_this_rank())
 
