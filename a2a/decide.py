@@ -310,6 +310,42 @@ def lookup(document: dict[str, Any], nprocs: int, bytes_per_peer: int,
     return table, row
 
 
+# --- comparing two runs ----------------------------------------------------------------
+
+def compare(baseline: list[Path], tuned: list[Path], algorithm: str = "native",
+            metric: str = "median") -> list[dict[str, Any]]:
+    """Per process count and size, one algorithm's metric in two sets of runs, their ratio and Mann-Whitney p."""
+    runs = [gather(directories)[0] for directories in (baseline, tuned)]
+    mine = [{(p.context, p.bytes_per_peer): p for p in run.values() if p.algorithm == algorithm} for run in runs]
+    common = sorted(set(mine[0]) & set(mine[1]))
+    if not common:
+        raise BadResults(f"no valid {algorithm} points measured in both the baseline and the tuned runs")
+    rows = []
+    for key in common:
+        before, after = mine[0][key], mine[1][key]
+        old, new = before.value_us(metric), after.value_us(metric)
+        rows.append({**_context_dict(key[0]), "bytes_per_peer": key[1], "baseline_us": old, "tuned_us": new,
+                     "ratio": new / old if old > 0 else math.nan,
+                     "p": mann_whitney_p(before.samples, after.samples) if before.samples and after.samples else None})
+    return rows
+
+
+def render_comparison(rows: list[dict[str, Any]], metric: str, alpha: float) -> str:
+    """The comparison as a table; a ratio counts only when the test says the runs differ."""
+    body = [[*(row[c] for c in CONTEXT_COLUMNS), human(row["bytes_per_peer"]), f"{row['baseline_us']:,.1f}",
+             f"{row['tuned_us']:,.1f}", f"{row['ratio']:.2f}",
+             "-" if row["p"] is None else f"{row['p']:.3f}", _verdict(row, alpha)] for row in rows]
+    headers = [*CONTEXT_COLUMNS, "bytes/peer", f"default {metric} us", f"tuned {metric} us", "tuned/default",
+               "p", ""]
+    return tabulate(body, headers=headers, disable_numparse=True)
+
+
+def _verdict(row: dict[str, Any], alpha: float) -> str:
+    if row["p"] is None or row["p"] >= alpha:
+        return "same (not significant)"
+    return "faster" if row["ratio"] < 1 else "SLOWER"
+
+
 # --- printing --------------------------------------------------------------------------
 
 def render(document: dict[str, Any]) -> str:

@@ -39,16 +39,39 @@ def decide(results: tuple[str, ...], metric: str, alpha: float, dtype: str | Non
               help="File to write (atomically); without it the file goes to stdout.")
 @click.option("--libmpi", type=click.Path(dir_okay=False),
               help="mpich: the MPICH library whose built-in tree to extend [default: found beside this Python].")
-def export(table: str, fmt: str, output: str | None, libmpi: str | None) -> None:
+@click.option("--env", "env_only", is_flag=True,
+              help="Print only the KEY=VALUE lines that apply the written file (for scripts; needs -o).")
+def export(table: str, fmt: str, output: str | None, libmpi: str | None, env_only: bool) -> None:
     """Write a decision table as an Open MPI, MPICH or Intel MPI tuning file."""
     options = {"libmpi": libmpi} if libmpi and fmt == "mpich" else {}
     if libmpi and fmt != "mpich":
         raise click.BadParameter("only --format mpich reads a library", param_hint="--libmpi")
+    if env_only and not output:
+        raise click.BadParameter("--env needs --output FILE", param_hint="--env")
     exported = export_table(table, fmt, Path(output) if output else None, **options)
     for warning in exported.warnings:
         click.echo(f"warning: {warning}", err=True)
-    if output:
+    if env_only:
+        for key, value in exported.environment(str(Path(output).resolve())).items():
+            click.echo(f"{key}={value}")
+    elif output:
         click.echo(f"wrote {output}; apply it with:\n  {exported.apply(str(Path(output).resolve()))}")
     else:
         click.echo(exported.text, nl=False)
         click.echo(f"apply it with:\n  {exported.apply('FILE')}", err=True)
+
+
+@main.command("compare")
+@click.option("--baseline", multiple=True, required=True, help="Results directory of the default run (repeatable).")
+@click.option("--tuned", multiple=True, required=True, help="Results directory of the tuned run (repeatable).")
+@click.option("--algorithm", default="native", show_default=True, help="The algorithm to compare.")
+@click.option("--metric", type=click.Choice(decision.METRICS), default="median", show_default=True)
+@click.option("--alpha", type=float, default=0.05, show_default=True,
+              help="Mann-Whitney level below which a difference counts as real.")
+def compare(baseline: tuple[str, ...], tuned: tuple[str, ...], algorithm: str, metric: str, alpha: float) -> None:
+    """Per size, the ratio tuned/baseline of one algorithm measured in two sets of runs.
+
+    For example native with and without an exported tuning file; runs of a set are merged.
+    """
+    rows = decision.compare([Path(d) for d in baseline], [Path(d) for d in tuned], algorithm, metric)
+    click.echo(decision.render_comparison(rows, metric, alpha))

@@ -6,6 +6,7 @@ names the cell and its cost. Cells then merge into byte ranges again.
 """
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Hashable
@@ -19,11 +20,17 @@ Counterpart = Callable[[str, dict[str, str], int], Hashable | None]
 
 @dataclass
 class Exported:
-    """A tuning file's text, how to apply it, and what was lost on the way."""
+    """A tuning file's text, the environment that applies it, and what was lost on the way."""
 
     text: str
-    apply: Callable[[str], str]  # file path -> the command line or environment that applies it
+    environment: Callable[[str], dict[str, str]]  # file path -> variables that apply the file
     warnings: list[str] = field(default_factory=list)
+    note: str = ""  # how else to apply it, or what the variables also change
+
+    def apply(self, path: str) -> str:
+        """The shell line that applies the file at `path` (and the note, if any)."""
+        variables = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.environment(path).items())
+        return f"export {variables}" + (f"\n  {self.note.format(path=path)}" if self.note else "")
 
 
 @dataclass(frozen=True)
@@ -43,10 +50,18 @@ def translate(document: dict[str, Any], counterpart: Counterpart, library: str
     tables = []
     for table in sorted(document["tables"], key=lambda t: t["nprocs"]):
         nprocs = table["nprocs"]
-        cells = [cell for row in table["ranges"] for cell in row["cells"]]
-        targets = [_target(cell, nprocs, counterpart, library, warnings) for cell in cells]
-        tables.append((nprocs, _segments([c["bytes_per_peer"] for c in cells], targets)))
+        units = [unit for row in table["ranges"] for unit in _units(row)]
+        targets = [(low, _target(cell, nprocs, counterpart, library, warnings)) for low, cell in units]
+        tables.append((nprocs, _segments(targets)))
     return tables, warnings
+
+
+def _units(row: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+    """(first byte, cell) for each measured cell of a range; a range without cells is one unit."""
+    cells = row.get("cells") or [{"algorithm": row["algorithm"], "options": row["options"],
+                                  "bytes_per_peer": row["bytes_min"], "value_us": 0.0, "candidates": []}]
+    lows = [row["bytes_min"]] + lower_bounds([c["bytes_per_peer"] for c in cells])[1:]
+    return list(zip(lows, cells))
 
 
 def _target(cell: dict[str, Any], nprocs: int, counterpart: Counterpart, library: str,
@@ -73,9 +88,9 @@ def _label(cell: dict[str, Any]) -> str:
     return f"{cell['algorithm']} ({cell['options']})" if cell["options"] else cell["algorithm"]
 
 
-def _segments(sizes: list[int], targets: list[Hashable]) -> list[Segment]:
+def _segments(targets: list[tuple[int, Hashable]]) -> list[Segment]:
     merged: list[list[Any]] = []
-    for low, target in zip(lower_bounds(sizes), targets):
+    for low, target in targets:
         if merged and merged[-1][2] == target:
             continue
         if merged:

@@ -32,8 +32,5 @@ def export(document: dict[str, Any]) -> Exported:
                 high = NO_LIMIT if segment.high is None else segment.high
                 conditions.append(f"{segment.target}:{segment.low}-{high}@{nprocs}-{last}")
     value = ";".join(conditions) or "0"
-    return Exported(f'I_MPI_ADJUST_ALLTOALL="{value}"\n', lambda path: _apply(path, value), warnings)
-
-
-def _apply(path: str, value: str) -> str:
-    return f'export I_MPI_ADJUST_ALLTOALL="{value}"\n  (or: set -a; . {path}; set +a)'
+    return Exported(f'I_MPI_ADJUST_ALLTOALL="{value}"\n', lambda path: {"I_MPI_ADJUST_ALLTOALL": value},
+                    warnings, "(or: set -a; . {path}; set +a)")

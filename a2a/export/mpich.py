@@ -63,7 +63,9 @@ def export(document: dict[str, Any], libmpi: str | Path | None = None) -> Export
         raise BadInput(f"{source}: its selection tree has no collective=alltoall to replace")
     tree["collective=alltoall"] = alltoall_subtree(tables, original)
     text = json.dumps(tree, indent=1) + "\n"
-    return Exported(text, lambda path: _apply(path, throttle), warnings)
+    note = "" if throttle is None else ("(the throttle also applies where MPICH itself picks scattered, "
+                                        "in the ranges left to it)")
+    return Exported(text, lambda path: _environment(path, throttle), warnings, note)
 
 
 def alltoall_subtree(tables: list[tuple[int, list[Any]]], original: dict[str, Any]) -> dict[str, Any]:
@@ -106,12 +108,11 @@ def _throttle(tables: list[tuple[int, list[Any]]], warnings: list[str]) -> int |
     return chosen
 
 
-def _apply(path: str, throttle: int | None) -> str:
-    line = f"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE={path}"
-    if throttle is None:
-        return f"export {line}"
-    return (f"export {line} MPIR_CVAR_ALLTOALL_THROTTLE={throttle}\n  (the throttle also applies where "
-            "MPICH itself picks scattered, in the ranges left to it)")
+def _environment(path: str, throttle: int | None) -> dict[str, str]:
+    variables = {"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": path}
+    if throttle is not None:
+        variables["MPIR_CVAR_ALLTOALL_THROTTLE"] = str(throttle)
+    return variables
 
 
 # --- the built-in tree -----------------------------------------------------------------

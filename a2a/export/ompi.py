@@ -41,11 +41,12 @@ def export(document: dict[str, Any]) -> Exported:
             algorithm, requests = segment.target
             fields = [segment.low * nprocs, algorithm, 0, 0] + ([requests] if needs_requests else [])
             lines.append(" ".join(str(f) for f in fields))
-    return Exported("\n".join(lines) + "\n", apply, warnings)
+    return Exported("\n".join(lines) + "\n", environment, warnings, NOTE)
 
 
-def apply(path: str) -> str:
-    """The mpirun options that load the file."""
-    return (f"mpirun --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename {path} ..."
-            f"\n  (or export OMPI_MCA_coll_tuned_use_dynamic_rules=1 "
-            f"OMPI_MCA_coll_tuned_dynamic_rules_filename={path})")
+NOTE = "(or: mpirun --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename {path} ...)"
+
+
+def environment(path: str) -> dict[str, str]:
+    """The MCA variables that load the file."""
+    return {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_dynamic_rules_filename": path}

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from . import Exported, translate
-from .ompi import apply, counterpart
+from .ompi import NOTE, counterpart, environment
 
 ALGORITHM_NAMES = {0: "ignore", 1: "linear", 2: "pairwise", 3: "modified_bruck", 4: "linear_sync"}
 
@@ -25,7 +25,7 @@ def export(document: dict[str, Any]) -> Exported:
         entry["rules"] = [_rule(segment, nprocs) for segment in segments]
         entries.append(entry)
     rules = {"rule_file_version": 3, "module": "tuned", "collectives": {"alltoall": entries}}
-    return Exported(json.dumps(rules, indent=1) + "\n", apply, warnings)
+    return Exported(json.dumps(rules, indent=1) + "\n", environment, warnings, NOTE)
 
 
 def _rule(segment: Any, nprocs: int) -> dict[str, Any]:
