@@ -6,7 +6,8 @@ from pathlib import Path
 import click
 
 from a2a import decide as decision
-from a2a.export import export as export_table, formats
+from a2a.export import export as export_table
+from a2a.export import formats
 
 from .cli import main
 
@@ -68,10 +69,22 @@ def export(table: str, fmt: str, output: str | None, libmpi: str | None, env_onl
 @click.option("--metric", type=click.Choice(decision.METRICS), default="median", show_default=True)
 @click.option("--alpha", type=float, default=0.05, show_default=True,
               help="Mann-Whitney level below which a difference counts as real.")
-def compare(baseline: tuple[str, ...], tuned: tuple[str, ...], algorithm: str, metric: str, alpha: float) -> None:
+@click.option("--revert-slower", "table", type=click.Path(dir_okay=False),
+              help="A decision.json whose cells measured significantly slower go back to native...")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="...written here (verified table).")
+def compare(baseline: tuple[str, ...], tuned: tuple[str, ...], algorithm: str, metric: str, alpha: float,
+            table: str | None, output: str | None) -> None:
     """Per size, the ratio tuned/baseline of one algorithm measured in two sets of runs.
 
     For example native with and without an exported tuning file; runs of a set are merged.
     """
     rows = decision.compare([Path(d) for d in baseline], [Path(d) for d in tuned], algorithm, metric)
     click.echo(decision.render_comparison(rows, metric, alpha))
+    if bool(table) != bool(output):
+        raise click.BadParameter("--revert-slower and --output go together", param_hint="--revert-slower")
+    if table:
+        document = decision.read_decision(table)
+        for line in decision.revert_slower(document, rows, alpha) or ["nothing was slower: the table stands"]:
+            click.echo(line)
+        decision.write_decision(document, Path(output))
+        click.echo(f"wrote {output}")

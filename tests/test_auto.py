@@ -5,12 +5,12 @@ import json
 
 import numpy as np
 import pytest
+from decide_fixtures import minimal_table
+from support import mpiexec
 
 import a2a
 from a2a.errors import BadOption
 from a2a.results import read_rows
-from decide_fixtures import minimal_table
-from support import mpiexec
 
 
 def shared_path(comm, tmp_path, name: str, document) -> str:

@@ -5,13 +5,12 @@ import json
 import re
 
 import pytest
+from decide_fixtures import LIBRARY_TABLE, minimal_table, record
+from support import python
 
 from a2a import decide
 from a2a.errors import BadInput, BadResults
-from a2a.export import export, formats, translate
-from a2a.export import mpich, ompi
-from decide_fixtures import LIBRARY_TABLE, minimal_table, record
-from support import python
+from a2a.export import export, formats, mpich, ompi, translate
 
 
 @pytest.fixture
@@ -61,7 +60,7 @@ def test_decide_picks_merges_and_covers_zero_to_infinity(library_run):
     assert (cell["bytes_per_peer"], cell["runner_up"], cell["tie"]) == (8, "native", False)
     assert cell["speedup_vs_native"] == pytest.approx(50 / 20, rel=0.05)
     assert cell["margin"] == pytest.approx(50 / 20 - 1, rel=0.1)
-    assert [c["algorithm"] for c in cell["candidates"]][0] == "bruck" and len(cell["candidates"]) == 4
+    assert cell["candidates"][0]["algorithm"] == "bruck" and len(cell["candidates"]) == 4
     assert decide.lookup(document, 4, 300)[1]["algorithm"] == "pairwise"
     assert decide.lookup(document, 3, 300)[0]["nprocs"] == 2  # nearest measured count below
     assert decide.lookup(document, 1, 300) is None
@@ -264,3 +263,17 @@ def test_cli_bad_input(tmp_path, library_table):
 
 def test_formats_listed():
     assert list(formats()) == ["ompi", "ompi-json", "mpich", "intel"]
+
+
+def test_cells_the_library_ran_slower_go_back_to_native(library_run, tmp_path):
+    document = decide.decide([library_run])
+    rows = [{"nprocs": 4, "bytes_per_peer": 16384, "ratio": 2.0, "p": 0.001},  # throttled: slower
+            {"nprocs": 4, "bytes_per_peer": 1024, "ratio": 1.5, "p": 0.4},     # pairwise: noise
+            {"nprocs": 4, "bytes_per_peer": 8, "ratio": 0.5, "p": 0.001}]      # bruck: faster
+    reverted = decide.revert_slower(document, rows, 0.05)
+    assert reverted == ["nprocs=4, 16384 B/peer: throttled:window=2 ran 2.00x slower in the library; back to native"]
+    assert spans(table_of(document, 4)) == [
+        (0, 255, "bruck", "radix=2"), (256, 4095, "pairwise", "schedule=shift"), (4096, None, "native", "")]
+    path = tmp_path / "verified.json"
+    decide.write_decision(document, path)
+    assert decide.read_decision(path)["tables"][1]["ranges"][2]["cells"][0]["reverted_from"] == "throttled:window=2"

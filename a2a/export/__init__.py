@@ -7,9 +7,10 @@ names the cell and its cost. Cells then merge into byte ranges again.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Hashable
+from typing import Any
 
 from ..decide import lower_bounds, parse_options, read_decision
 from ..errors import BadInput

@@ -24,8 +24,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from . import Exported, translate
 from ..errors import BadInput
+from . import Exported, translate
 
 TREE_START = re.compile(rb'\{"collective=')
 INT_MAX = 2147483647

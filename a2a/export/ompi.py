@@ -32,9 +32,9 @@ def export(document: dict[str, Any]) -> Exported:
     tables, warnings = translate(document, counterpart, "Open MPI")
     needs_requests = any(s.target[1] for _, segments in tables for s in segments)
     lines = ["rule-file-version-2"] if needs_requests else []
-    lines += [f"# alltoall decision from a2a ({document['metric']}, alpha {document['alpha']}); "
-              "message size = bytes per peer x comm size",
-              "1", str(ALLTOALL_ID), str(len(tables))]
+    comment = (f"# alltoall decision from a2a ({document['metric']}, alpha {document['alpha']}); "
+               "message size = bytes per peer x comm size")
+    lines += [comment, "1", str(ALLTOALL_ID), str(len(tables))]
     for nprocs, segments in tables:
         lines += [f"{nprocs}", f"{len(segments)}"]
         for segment in segments:
