@@ -1,2 +1,2 @@
 """Import every subcommand module so that each registers itself on `main`."""
-from . import overhead, run, show  # noqa: F401
+from . import decide, overhead, run, show  # noqa: F401
