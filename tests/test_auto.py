@@ -29,7 +29,8 @@ def run_auto(comm, table: str | None, bytes_per_peer: int) -> bool:
     options = {} if table is None else {"table": table}
     with a2a.get("auto").plan(comm, send, recv, **options) as plan:
         plan()
-    return all(comm.allgather(np.array_equal(recv, np.repeat((r + 16 * np.arange(p)).astype(np.uint8), bytes_per_peer))))
+    expected = np.repeat((r + 16 * np.arange(p)).astype(np.uint8), bytes_per_peer)
+    return all(comm.allgather(np.array_equal(recv, expected)))
 
 
 @pytest.mark.mpi

@@ -72,7 +72,7 @@ def alltoall_subtree(tables: list[tuple[int, list[Any]]], original: dict[str, An
     """{comm_type=intra: {in place: MPICH's, out of place: by comm size, then size}, other keys: MPICH's}."""
     native = original.get("comm_type=intra", original)
     by_size: dict[str, Any] = {f"comm_size<={tables[0][0] - 1}": copy.deepcopy(native)}
-    for i, (nprocs, segments) in enumerate(tables):
+    for i, (_, segments) in enumerate(tables):
         key = f"comm_size<={tables[i + 1][0] - 1}" if i + 1 < len(tables) else "comm_size=any"
         by_size[key] = {_size_key(s): _leaf(s.target, native) for s in segments}
     intra = {"is_sendbuf_inplace=yes": copy.deepcopy(native), "is_sendbuf_inplace=no": by_size}
