@@ -21,7 +21,7 @@ import numpy as np
 from tabulate import tabulate
 
 from .errors import BadInput, BadResults
-from .results import KEY_COLUMNS, Row, load, point_key, write_atomic
+from .results import KEY_COLUMNS, KEY_DEFAULTS, Row, load, point_key, write_atomic
 
 SCHEMA = "a2a-decision/1"
 METRICS = ("mean", "median", "p90", "p99", "max")
@@ -128,6 +128,10 @@ def gather(directories: list[Path], dtype: str | None = None) -> tuple[dict[tupl
             point.samples += run.samples.get(key, [])
     points = {k: p for k, p in points.items() if k not in wrong}
     names = ", ".join(str(d) for d in directories)
+    timings = sorted({p.rows[0].timing for p in points.values()})
+    if len(timings) > 1:
+        raise BadResults(f"{names} mix timing modes ({', '.join(timings)}); a decision compares points "
+                         "measured the same way: decide the runs of one --timing at a time")
     if not points:
         raise BadResults(f"no valid points in {names}: every point was skipped, refused or wrong")
     return _one_dtype(points, dtype, names), sources, _chosen_dtype(points, dtype)
@@ -239,6 +243,11 @@ def decide(directories: list[Path], metric: str = "mean", alpha: float = 0.05,
     }
 
 
+def context_of(record: dict[str, Any]) -> tuple:
+    """A table's or comparison row's context; columns it lacks take the results' defaults."""
+    return tuple(record.get(c, KEY_DEFAULTS.get(c, "")) for c in CONTEXT_COLUMNS)
+
+
 def _context_dict(context: tuple) -> dict[str, Any]:
     return {column: _plain(value) for column, value in zip(CONTEXT_COLUMNS, context)}
 
@@ -275,24 +284,25 @@ def _schema_problem(document: Any) -> str | None:
     tables = document.get("tables")
     if not isinstance(tables, list) or not tables:
         return "no tables"
-    columns = document.get("context_columns", ["nprocs"])
     for table in tables:
-        if not isinstance(table, dict) or any(not isinstance(table.get(c), int) for c in columns):
-            return f"a table lacks integer {', '.join(columns)}"
+        if not isinstance(table, dict) or not isinstance(table.get("nprocs"), int):
+            return "a table lacks an integer nprocs"
         rows = table.get("ranges")
         if not isinstance(rows, list) or not rows or rows[0].get("bytes_min") != 0:
-            return f"the ranges of {_where(table, columns)} do not start at 0 bytes"
+            return f"the ranges of {_where(table)} do not start at 0 bytes"
         for row, following in zip(rows, rows[1:] + [None]):
             if not isinstance(row.get("algorithm"), str) or not isinstance(row.get("options"), str):
-                return f"a range of {_where(table, columns)} lacks algorithm or options"
+                return f"a range of {_where(table)} lacks algorithm or options"
             end = None if following is None else following.get("bytes_min", -1) - 1
             if row.get("bytes_max") != end:
-                return f"the ranges of {_where(table, columns)} leave a gap or overlap at {row.get('bytes_max')}"
+                return f"the ranges of {_where(table)} leave a gap or overlap at {row.get('bytes_max')}"
     return None
 
 
-def _where(table: dict[str, Any], columns: list[str]) -> str:
-    return ", ".join(f"{c}={table.get(c)}" for c in columns)
+def _where(table: dict[str, Any]) -> str:
+    """'nprocs=4', with the other context columns where they differ from their defaults."""
+    return ", ".join(f"{c}={table.get(c)}" for c in CONTEXT_COLUMNS
+                     if c == "nprocs" or table.get(c, KEY_DEFAULTS.get(c, "")) != KEY_DEFAULTS.get(c, ""))
 
 
 def lookup(document: dict[str, Any], nprocs: int, bytes_per_peer: int,
@@ -352,18 +362,18 @@ def revert_slower(document: dict[str, Any], rows: list[dict[str, Any]], alpha: f
     scattered against our throttled, say), so a table is verified on the library itself.
     Changes `document` in place; returns what was reverted.
     """
-    slower = {(tuple(row[c] for c in CONTEXT_COLUMNS), row["bytes_per_peer"]): row["ratio"] for row in rows
+    slower = {(context_of(row), row["bytes_per_peer"]): row["ratio"] for row in rows
               if row["p"] is not None and row["p"] < alpha and row["ratio"] > 1}
     reverted = []
     for table in document["tables"]:
-        context = tuple(table[c] for c in CONTEXT_COLUMNS)
+        context = context_of(table)
         cells = [cell for row in table["ranges"] for cell in row["cells"]]
         for cell in cells:
             ratio = slower.get((context, cell["bytes_per_peer"]))
             if ratio is None or cell["algorithm"] == "native":
                 continue
             native = next((c for c in cell["candidates"] if c["algorithm"] == "native"), None)
-            reverted.append(f"{_where(table, CONTEXT_COLUMNS)}, {cell['bytes_per_peer']} B/peer: "
+            reverted.append(f"{_where(table)}, {cell['bytes_per_peer']} B/peer: "
                             f"{_label(cell['algorithm'], cell['options'])} ran {ratio:.2f}x slower in the library; "
                             "back to native")
             value = native["value_us"] if native else cell["value_us"]

@@ -5,12 +5,13 @@ import json
 import re
 
 import pytest
-from decide_fixtures import LIBRARY_TABLE, minimal_table, record
+from decide_fixtures import LIBRARY_TABLE, minimal_table, record, row_for, samples_around
 from support import python
 
 from a2a import decide
 from a2a.errors import BadInput, BadResults
 from a2a.export import export, formats, mpich, ompi, translate
+from a2a.results import Recorder
 
 
 @pytest.fixture
@@ -277,3 +278,16 @@ def test_cells_the_library_ran_slower_go_back_to_native(library_run, tmp_path):
     path = tmp_path / "verified.json"
     decide.write_decision(document, path)
     assert decide.read_decision(path)["tables"][1]["ranges"][2]["cells"][0]["reverted_from"] == "throttled:window=2"
+
+
+def test_decide_refuses_to_mix_timing_modes(tmp_path):
+    sync = record(tmp_path / "sync", {(2, 8): LIBRARY_TABLE[(2, 8)]})
+    pipelined = tmp_path / "pipelined"
+    recorder = Recorder(pipelined)
+    seconds = samples_around(20)
+    row = row_for(2, 8, "native", "", "float32", 4, seconds)
+    row.timing = "pipelined"
+    recorder.add(row, seconds)
+    recorder.close()
+    with pytest.raises(BadResults, match=r"mix timing modes \(pipelined, sync\)"):
+        decide.decide([sync, pipelined])

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..decide import lower_bounds, parse_options, read_decision
 from ..errors import BadInput
-from ..results import write_atomic
+from ..results import KEY_DEFAULTS, write_atomic
 
 Counterpart = Callable[[str, dict[str, str], int], Hashable | None]
 
@@ -104,7 +104,7 @@ def _check_context(document: dict[str, Any]) -> None:
     for column in document.get("context_columns", ["nprocs"]):
         if column == "nprocs":
             continue
-        values = sorted({t[column] for t in document["tables"]})
+        values = sorted({t.get(column, KEY_DEFAULTS.get(column, "")) for t in document["tables"]})
         if len(values) > 1:
             raise BadInput(f"the table has several {column} values ({values}); MPI libraries choose by "
                            f"process count and size only: decide one {column} at a time")
