@@ -8,6 +8,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,7 @@ MODES = ("sync", "pipelined")
 STATISTIC = {"sync": "t_p50_us", "pipelined": "t_mean_us"}
 TARGET_RATIO, TARGET_FROM_BYTES = 1.10, 64 * 1024
 SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
+BUSY_BELOW_IDLE = 0.8
 
 
 class HarnessError(A2AError):
@@ -123,22 +125,43 @@ def python_command(nprocs: int, sizes: list[int], mode: str, iterations: int, wa
             "--output", str(output), "--format", "csv", "--quiet"]
 
 
+def idle_share(seconds: float = 1.0) -> float | None:
+    """Share of all CPUs' time spent idle over the next `seconds` (Linux /proc/stat; None elsewhere)."""
+    def read() -> tuple[int, int]:
+        ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return ticks[3] + ticks[4], sum(ticks)  # idle + iowait, all
+
+    try:
+        idle_before, total_before = read()
+        time.sleep(seconds)
+        idle_after, total_after = read()
+    except (OSError, ValueError, IndexError):
+        return None
+    return (idle_after - idle_before) / max(total_after - total_before, 1)
+
+
 def measure(binary: Path, nprocs: int, sizes: list[int], iterations: int, warmup: int,
-            repeats: int) -> list[Comparison]:
-    """Alternate C and Python runs `repeats` times; compare the medians of each figure over the repeats."""
+            repeats: int) -> tuple[list[Comparison], list[float | None]]:
+    """Alternate C and Python runs `repeats` times; compare the medians of each figure over the repeats.
+
+    Also return how idle the machine was just before each repeat: other work skews microseconds.
+    """
     c_runs: dict[str, list[dict[int, float]]] = {mode: [] for mode in MODES}
     python_runs: dict[str, list[dict[int, float]]] = {mode: [] for mode in MODES}
+    idle = []
     with tempfile.TemporaryDirectory(prefix="a2a-harness-") as scratch:
         for repeat in range(repeats):
+            idle.append(idle_share())
             rows = table_rows(launch(reference_command(binary, nprocs, sizes, iterations, warmup), "C reference"))
             for mode in MODES:
                 c_runs[mode].append(figures(rows, mode))
                 output = Path(scratch) / f"{mode}-{repeat}"
                 text = launch(python_command(nprocs, sizes, mode, iterations, warmup, output), "python -m bench run")
                 python_runs[mode].append(figures(table_rows(text), mode))
-    return [Comparison(mode, size, _median_of(c_runs[mode], size, "C reference"),
-                       _median_of(python_runs[mode], size, "python -m bench run"))
-            for mode in MODES for size in sizes]
+    comparisons = [Comparison(mode, size, _median_of(c_runs[mode], size, "C reference"),
+                              _median_of(python_runs[mode], size, "python -m bench run"))
+                   for mode in MODES for size in sizes]
+    return comparisons, idle
 
 
 def _median_of(runs: list[dict[int, float]], size: int, what: str) -> float:
@@ -181,7 +204,8 @@ def verdict(comparisons: list[Comparison]) -> list[str]:
         if large:
             state = "met" if not missed else "MISSED at " + ", ".join(
                 f"{human_bytes(c.bytes_per_peer)} ({c.ratio:.3f})" for c in missed)
-            said.append(f"{mode}: Python/C <= {TARGET_RATIO:.2f} from {human_bytes(TARGET_FROM_BYTES)} per peer: {state}")
+            said.append(f"{mode}: Python/C <= {TARGET_RATIO:.2f} from {human_bytes(TARGET_FROM_BYTES)} per peer: "
+                        f"{state}")
     return said
 
 
@@ -202,9 +226,23 @@ def harness(nprocs: int, sizes: str, iterations: int, warmup: int, repeats: int,
         raise HarnessError("run `python -m bench harness` without mpirun: it launches its own MPI jobs")
     size_list = parse_list(sizes, "size")
     binary = build_reference(Path(reference))
-    comparisons = measure(binary, nprocs, size_list, iterations, warmup, repeats)
+    comparisons, idle = measure(binary, nprocs, size_list, iterations, warmup, repeats)
     echo(f"MPI_Alltoall at {nprocs} ranks, {iterations} iterations after {warmup} warm-up, "
          f"median of {repeats} alternating runs; sync quotes the median sample, pipelined the mean over ranks")
     echo(render(comparisons))
     for line in verdict(comparisons):
         echo(line)
+    for line in idle_notes(idle):
+        echo(line)
+
+
+def idle_notes(idle: list[float | None]) -> list[str]:
+    """How idle the CPUs were before each repeat, and a warning when other work was running."""
+    known = [share for share in idle if share is not None]
+    if not known:
+        return []
+    notes = ["CPUs idle before each repeat: " + " ".join(f"{share:.0%}" for share in known)]
+    if min(known) < BUSY_BELOW_IDLE:
+        notes.append(f"WARNING: other work was running (idle below {BUSY_BELOW_IDLE:.0%}); these "
+                     "microseconds measure the scheduler as much as the harness: rerun on a quiet machine")
+    return notes

@@ -16,6 +16,7 @@ from bench.harness import (
     HarnessError,
     build_reference,
     figures,
+    idle_notes,
     render,
     table_rows,
     verdict,
@@ -126,3 +127,11 @@ def test_harness_end_to_end(reference: Path):
     assert any(line.split()[:1] == ["64K"] for line in lines), done.stdout
     assert any(line.startswith("sync: gap at 8 per peer") for line in lines), done.stdout
     assert any(line.startswith("pipelined: Python/C <= 1.10") for line in lines), done.stdout
+
+
+def test_idle_notes_warn_about_a_busy_machine():
+    assert idle_notes([None]) == []
+    assert idle_notes([0.97, 0.95]) == ["CPUs idle before each repeat: 97% 95%"]
+    busy = idle_notes([0.97, 0.30])
+    assert busy[0] == "CPUs idle before each repeat: 97% 30%"
+    assert busy[1].startswith("WARNING: other work was running (idle below 80%)")
