@@ -2,6 +2,7 @@
 # `make bench-harness`: C and `python -m bench run --algorithms native` side by side at 2 ranks.
 HARNESS_REFERENCE := build/alltoall_ref
 HARNESS_SIZES ?= 8,1K,64K,1M
+HARNESS_REPEATS ?= 5
 
 .PHONY: harness-reference bench-harness
 
@@ -12,4 +13,4 @@ $(HARNESS_REFERENCE): bench/c/alltoall_ref.c | $(BIN)/.installed
 	$(BIN)/mpicc -O2 -o $@ $<
 
 bench-harness: $(HARNESS_REFERENCE)
-	$(BIN)/python -m bench harness --nprocs 2 --sizes $(HARNESS_SIZES) --reference $(HARNESS_REFERENCE)
+	$(BIN)/python -m bench harness --nprocs 2 --sizes $(HARNESS_SIZES) --repeats $(HARNESS_REPEATS) --reference $(HARNESS_REFERENCE)
