@@ -55,6 +55,15 @@ class Comparison:
         return self.python_us - self.c_us
 
 
+@dataclass
+class Measurement:
+    """What measure() saw: the comparisons, how idle the CPUs were per repeat, the driver's warnings."""
+
+    comparisons: list[Comparison]
+    idle: list[float | None]
+    warnings: list[str]
+
+
 def find_tool(name: str) -> str:
     """The MPI tool beside this Python (the venv's MPI wheel), else the one on PATH."""
     beside = Path(sys.executable).parent / name
@@ -78,8 +87,8 @@ def build_reference(output: Path, mpicc: str | None = None) -> Path:
     return output
 
 
-def launch(command: list[str], what: str, timeout: float = 900) -> str:
-    """Run one MPI job with a clean launcher environment; return its standard output."""
+def launch(command: list[str], what: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    """Run one MPI job with a clean launcher environment; return it done, with its output."""
     try:
         done = subprocess.run(command, check=False, env=clean_launcher_env(), capture_output=True, text=True,
                               timeout=timeout)
@@ -88,7 +97,7 @@ def launch(command: list[str], what: str, timeout: float = 900) -> str:
     if done.returncode != 0:
         raise HarnessError(f"{what} failed (exit {done.returncode}): {' '.join(command)}\n"
                            f"{done.stderr.strip()}")
-    return done.stdout
+    return done
 
 
 def table_rows(text: str) -> list[dict[str, str]]:
@@ -141,27 +150,31 @@ def idle_share(seconds: float = 1.0) -> float | None:
 
 
 def measure(binary: Path, nprocs: int, sizes: list[int], iterations: int, warmup: int,
-            repeats: int) -> tuple[list[Comparison], list[float | None]]:
+            repeats: int) -> Measurement:
     """Alternate C and Python runs `repeats` times; compare the medians of each figure over the repeats.
 
-    Also return how idle the machine was just before each repeat: other work skews microseconds.
+    Also note how idle the machine was just before each repeat (other work skews microseconds)
+    and keep the driver's warnings (oversubscription), each once.
     """
     c_runs: dict[str, list[dict[int, float]]] = {mode: [] for mode in MODES}
     python_runs: dict[str, list[dict[int, float]]] = {mode: [] for mode in MODES}
-    idle = []
+    idle, warnings = [], []
     with tempfile.TemporaryDirectory(prefix="a2a-harness-") as scratch:
         for repeat in range(repeats):
             idle.append(idle_share())
-            rows = table_rows(launch(reference_command(binary, nprocs, sizes, iterations, warmup), "C reference"))
+            rows = table_rows(launch(reference_command(binary, nprocs, sizes, iterations, warmup),
+                                     "C reference").stdout)
             for mode in MODES:
                 c_runs[mode].append(figures(rows, mode))
                 output = Path(scratch) / f"{mode}-{repeat}"
-                text = launch(python_command(nprocs, sizes, mode, iterations, warmup, output), "python -m bench run")
-                python_runs[mode].append(figures(table_rows(text), mode))
+                done = launch(python_command(nprocs, sizes, mode, iterations, warmup, output), "python -m bench run")
+                python_runs[mode].append(figures(table_rows(done.stdout), mode))
+                warnings += [line for line in done.stderr.splitlines()
+                             if line.startswith("WARNING") and line not in warnings]
     comparisons = [Comparison(mode, size, _median_of(c_runs[mode], size, "C reference"),
                               _median_of(python_runs[mode], size, "python -m bench run"))
                    for mode in MODES for size in sizes]
-    return comparisons, idle
+    return Measurement(comparisons, idle, warnings)
 
 
 def _median_of(runs: list[dict[int, float]], size: int, what: str) -> float:
@@ -209,6 +222,18 @@ def verdict(comparisons: list[Comparison]) -> list[str]:
     return said
 
 
+def idle_notes(idle: list[float | None]) -> list[str]:
+    """How idle the CPUs were before each repeat, and a warning when other work was running."""
+    known = [share for share in idle if share is not None]
+    if not known:
+        return []
+    notes = ["CPUs idle before each repeat: " + " ".join(f"{share:.0%}" for share in known)]
+    if min(known) < BUSY_BELOW_IDLE:
+        notes.append(f"WARNING: other work was running (idle below {BUSY_BELOW_IDLE:.0%}); these "
+                     "microseconds measure the scheduler as much as the harness: rerun on a quiet machine")
+    return notes
+
+
 @main.command("harness")
 @click.option("--nprocs", "-n", default=2, show_default=True, type=click.IntRange(2),
               help="Ranks for both programs (keep within the cores to measure the harness, not the scheduler).")
@@ -222,27 +247,13 @@ def verdict(comparisons: list[Comparison]) -> list[str]:
               help="The C reference binary; built with mpicc from bench/c/alltoall_ref.c when missing or stale.")
 def harness(nprocs: int, sizes: str, iterations: int, warmup: int, repeats: int, reference: str) -> None:
     """Compare MPI_Alltoall timed by the C reference and by `bench run` (native), in both protocols."""
-    if any(int(os.environ.get(name, "1") or 1) > 1 for name in SIZE_VARIABLES):
+    if any(os.environ.get(name, "").isdigit() and int(os.environ[name]) > 1 for name in SIZE_VARIABLES):
         raise HarnessError("run `python -m bench harness` without mpirun: it launches its own MPI jobs")
     size_list = parse_list(sizes, "size")
     binary = build_reference(Path(reference))
-    comparisons, idle = measure(binary, nprocs, size_list, iterations, warmup, repeats)
+    measured = measure(binary, nprocs, size_list, iterations, warmup, repeats)
     echo(f"MPI_Alltoall at {nprocs} ranks, {iterations} iterations after {warmup} warm-up, "
          f"median of {repeats} alternating runs; sync quotes the median sample, pipelined the mean over ranks")
-    echo(render(comparisons))
-    for line in verdict(comparisons):
+    echo(render(measured.comparisons))
+    for line in [*verdict(measured.comparisons), *idle_notes(measured.idle), *measured.warnings]:
         echo(line)
-    for line in idle_notes(idle):
-        echo(line)
-
-
-def idle_notes(idle: list[float | None]) -> list[str]:
-    """How idle the CPUs were before each repeat, and a warning when other work was running."""
-    known = [share for share in idle if share is not None]
-    if not known:
-        return []
-    notes = ["CPUs idle before each repeat: " + " ".join(f"{share:.0%}" for share in known)]
-    if min(known) < BUSY_BELOW_IDLE:
-        notes.append(f"WARNING: other work was running (idle below {BUSY_BELOW_IDLE:.0%}); these "
-                     "microseconds measure the scheduler as much as the harness: rerun on a quiet machine")
-    return notes
