@@ -80,8 +80,14 @@ def slurm(nodes: str | None, ntasks_per_node: str | None, partition: str | None,
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(script)
     path.chmod(0o755)
-    for count in counts if several else [next(iter(counts), None)]:
-        job = sbatch(*([f"--nodes={count}", "--dependency=singleton"] if several else []), str(path))
+    submit_jobs(path, counts, campaign, output)
+
+
+def submit_jobs(path: Path, counts: list[int], campaign: str | None, output: str | None) -> None:
+    """Submit the script once, or once per node count (one after another); say where results go."""
+    for count in counts or [None]:
+        per_count = ["--nodes", str(count), "--dependency=singleton"] if len(counts) > 1 else []
+        job = sbatch(*per_count, str(path))
         if campaign:
             echo(f"submitted job {job}: results in {campaign}/nodes-{count or '<nodes>'}")
         else:

@@ -113,14 +113,47 @@ def test_time_limit_warning_stops_cleanly_and_resume_finishes(slurm, tmp_path):
 def test_bench_slurm_submits_a_campaign(slurm, tmp_path):
     done = python("-m", "bench", "slurm", "--nodes", "1", "--ntasks-per-node", "2", "--time", "5",
                   "--campaign", "campaign", "--submit", "--",
-                  "--sizes", "8", "--algorithms", "native,linear", "--nprocs", "2", "--iterations", "5",
+                  "--sizes", "8", "--algorithms", "native,linear", "--iterations", "5",
                   cwd=tmp_path, env=slurm.env)
     assert done.returncode == 0, done.stderr
     jobs = re.findall(r"submitted job (\d+): results in campaign/nodes-1", done.stdout)
     assert len(jobs) == 1, done.stdout
     state = slurm.wait(jobs[0], timeout=240)
-    assert state["JobState"] == "COMPLETED", job_output(tmp_path, jobs[0])
+    output = job_output(tmp_path, jobs[0])
+    assert state["JobState"] == "COMPLETED", output
+    assert "--nprocs 2" in output  # a campaign's job measures its whole allocation
     assert_complete(tmp_path / "campaign" / "nodes-1", [8], ["native", "linear"], jobs[0], nprocs=2)
+
+
+def test_bench_slurm_prints_the_filled_script():
+    done = python("-m", "bench", "slurm", "-N", "4", "--ntasks-per-node", "32", "-p", "compute", "-A", "proj42",
+                  "-t", "2:00:00", "--warning", "300", "--sbatch=--qos=debug", "--",
+                  "--sizes", "8:1M:x4", "--iterations", "50")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    for line in ("#SBATCH --nodes=4", "#SBATCH --ntasks-per-node=32", "#SBATCH --partition=compute",
+                 "#SBATCH --account=proj42", "#SBATCH --time=2:00:00", "#SBATCH --signal=B:TERM@300",
+                 "#SBATCH --qos=debug", '[ -n "${A2A_RUN_ARGS:-}" ] || A2A_RUN_ARGS=\'--sizes 8:1M:x4 --iterations 50\'',
+                 f'[ -n "${{A2A_PYTHON:-}}" ] || A2A_PYTHON={sys.executable}'):
+        assert line in lines
+    assert not any(line.startswith("#SBATCH --ntasks=") for line in lines)  # it would win over per-node
+    last_directive = max(i for i, line in enumerate(lines) if line.startswith("#SBATCH"))
+    assert last_directive < lines.index("set -uo pipefail")  # sbatch stops reading at the first command
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-t", "2h"], "--time '2h'; accepted: MINUTES, MM:SS"),
+    (["-N", "0"], "node counts start at 1"),
+    (["-N", "1,2", "--output", "x"], "for a campaign use --campaign"),
+    (["-p", ""], "--partition ''; accepted: a non-empty name"),
+    (["--sbatch", "qos=debug"], "accepted: one long sbatch option"),
+    (["--", "--sizez", "8"], "No such option '--sizez'"),
+    (["--", "--resume", "x"], "--resume is the script's business"),
+    (["--", "--plugin", "a b.py"], "cannot hold spaces"),
+])
+def test_bench_slurm_refuses_bad_options(args, message):
+    done = python("-m", "bench", "slurm", *args)
+    assert done.returncode == 2 and message in done.stderr and done.stdout == "", done.stderr
 
 
 def test_hostfiles_from_the_slurm_nodelist(slurm, tmp_path):
