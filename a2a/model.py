@@ -1,0 +1,385 @@
+"""Hockney (alpha-beta) cost model of each algorithm: formulas, least-squares fits, predictions.
+
+Notation: p processes, m bytes per peer, N nodes, q = p/N ranks per node. Every formula is a
+sum of terms `coefficient(p, m, nodes) * parameter`, linear in the parameters:
+
+- alpha*: seconds per round of messages that are in flight together (start-up, latency);
+- beta*:  seconds per byte one rank sends (1/beta is that rank's bandwidth);
+- gamma:  seconds per byte copied locally (memory).
+
+Link classes: `_intra` parameters are for messages inside a node, `_inter` between nodes.
+Every coefficient of a beta or gamma is proportional to m, so T(m) = L(p) + S(p) m, and the
+crossover between the latency-bound and the bandwidth-bound regime is m* = L(p) / S(p).
+
+This module reads results (numpy only) and never imports MPI.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from itertools import combinations
+from statistics import median
+from typing import Callable, Iterable
+
+import numpy as np
+
+from .errors import BadInput, BadResults
+from .results import Row
+
+BAD_FIT = 0.5  # a point whose relative error exceeds this is reported as badly modelled
+MIN_SEPARATION = 0.05  # sine of the angle below which two terms cannot be told apart
+LINK_PAIRS = (("alpha_intra", "alpha_inter"), ("beta_intra", "beta_inter"))
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Where a point runs: p ranks on N nodes (q = p/N ranks per node, maybe fractional)."""
+
+    nprocs: int
+    nnodes: int = 1
+
+    @property
+    def ppn(self) -> float:
+        return self.nprocs / self.nnodes
+
+
+Terms = Callable[[Shape, float, dict], "dict[str, float]"]
+
+
+@dataclass(frozen=True)
+class Formula:
+    """One algorithm's cost: parameters (most essential first) and their coefficients."""
+
+    name: str
+    text: str
+    params: tuple[str, ...]
+    terms: Terms
+
+
+def option(options: dict, name: str, default: int) -> int:
+    """An integer option of a series, e.g. radix=4 (default when absent or empty)."""
+    value = options.get(name, "")
+    try:
+        return int(value) if value != "" else default
+    except ValueError:
+        raise BadResults(f"option {name}={value!r} is not an integer") from None
+
+
+def node_shape(shape: Shape, options: dict) -> Shape:
+    """The nodes a node-aware algorithm sees: virtual nodes of ppn=K ranks, else the real ones."""
+    k = option(options, "ppn", 0)
+    return Shape(shape.nprocs, -(-shape.nprocs // k)) if k > 0 else shape
+
+
+# pairwise: p-1 Sendrecv rounds, one message of m bytes each.
+#   T = (p-1) (alpha + m beta)
+def pairwise_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+    return {"alpha": s.nprocs - 1, "beta": (s.nprocs - 1) * m}
+
+
+# pairwise_inplace: copy the whole send buffer, then p-1 Sendrecv_replace rounds (even p; odd p
+# has p rounds with one idle). T = R alpha + (p-1) m beta + p m gamma
+def pairwise_inplace_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+    p = s.nprocs
+    rounds = p - 1 if p % 2 == 0 else p
+    return {"alpha": rounds, "beta": (p - 1) * m, "gamma": p * m}
+
+
+# linear / throttled(window w): batches of w peers posted at once; the latencies of one batch
+# overlap, its bytes still leave one after another through the rank's link.
+#   T = ceil((p-1)/w) alpha + (p-1) m beta        (linear: w = p-1, one batch)
+# This is the full-overlap bound; per-message CPU cost that does not overlap shows up as fit error.
+def throttled_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+    p = s.nprocs
+    window = option(options, "window", 8)
+    return {"alpha": math.ceil((p - 1) / max(window, 1)), "beta": (p - 1) * m}
+
+
+def linear_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+    return throttled_terms(s, m, {"window": str(max(s.nprocs - 1, 1))})
+
+
+def bruck_schedule(p: int, radix: int) -> tuple[int, int]:
+    """Rounds and blocks sent by Bruck's algorithm: one round per nonzero digit value used.
+
+    Round (d, v) sends the blocks i < p whose base-radix digit d equals v.
+    """
+    rounds = blocks = 0
+    distance = 1
+    while distance < p:
+        for digit in range(1, radix):
+            moved = sum(1 for i in range(p) if (i // distance) % radix == digit)
+            rounds += moved > 0
+            blocks += moved
+        distance *= radix
+    return rounds, blocks
+
+
+# bruck(radix k): R rounds (about (k-1) log_k p), B blocks of m bytes sent in all (about
+# p/k (k-1) log_k p; at k=2: ceil(lg p) rounds of p/2 blocks). Locally it rotates the buffer
+# (p m), gathers and scatters the moved blocks around each round (2 B m) and unrotates (p m).
+#   T = R alpha + B m beta + (2p + 2B) m gamma
+def bruck_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+    p = s.nprocs
+    rounds, blocks = bruck_schedule(p, option(options, "radix", 2))
+    return {"alpha": rounds, "beta": blocks * m, "gamma": (2 * p + 2 * blocks) * m}
+
+
+# node_aware: step 0 exchanges with the q ranks of the own node, step i >= 1 with the q ranks
+# of node n+i; the q messages of one step overlap.
+#   T = alpha_intra + (q-1) m beta_intra + (N-1) (alpha_inter + q m beta_inter)
+# beta_inter is per byte one rank sends; the q ranks of a node share its network link, so it
+# includes that sharing at the measured q.
+def node_aware_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+    n = node_shape(s, options)
+    q, others = n.ppn, n.nnodes - 1
+    return {"alpha_intra": 1, "beta_intra": (q - 1) * m,
+            "alpha_inter": others, "beta_inter": others * q * m}
+
+
+# hierarchical: gather p m bytes from each of the q-1 other ranks on the node leader, leader
+# packs (q p m copied), leaders exchange q*q*m bytes per pair of nodes in one Alltoallv,
+# leader unpacks (q p m) and scatters p m to each of the q-1 others. The leader's work is
+# the critical path:
+#   T = 2 alpha_intra + 2 (q-1) p m beta_intra + [N>1] alpha_inter + (N-1) q^2 m beta_inter
+#       + 2 q p m gamma
+def hierarchical_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+    n = node_shape(s, options)
+    p, q, others = n.nprocs, n.ppn, n.nnodes - 1
+    return {"alpha_intra": 2, "beta_intra": 2 * (q - 1) * p * m,
+            "alpha_inter": 1 if others else 0, "beta_inter": others * q * q * m,
+            "gamma": 2 * q * p * m}
+
+
+# native (and plug-ins): the library switches algorithms by size, so no one schedule applies.
+# Generic form: the latency of a logarithmic algorithm (what libraries use for small
+# messages) and the bandwidth of a direct exchange (what they use for large ones).
+#   T = ceil(lg p) alpha + (p-1) m beta
+def generic_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+    return {"alpha": math.ceil(math.log2(max(s.nprocs, 2))), "beta": (s.nprocs - 1) * m}
+
+
+PAIRWISE = Formula("pairwise", "(p-1) (alpha + m beta)", ("alpha", "beta"), pairwise_terms)
+FORMULAS: dict[str, Formula] = {f.name: f for f in (
+    PAIRWISE,
+    Formula("pairwise_inplace", "R alpha + (p-1) m beta + p m gamma  (R = p-1, or p if p odd)",
+            ("alpha", "beta", "gamma"), pairwise_inplace_terms),
+    Formula("linear", "alpha + (p-1) m beta", ("alpha", "beta"), linear_terms),
+    Formula("throttled", "ceil((p-1)/w) alpha + (p-1) m beta", ("alpha", "beta"), throttled_terms),
+    Formula("bruck", "R alpha + B m beta + (2p + 2B) m gamma  (R rounds, B blocks sent)",
+            ("alpha", "beta", "gamma"), bruck_terms),
+    Formula("node_aware", "alpha_intra + (q-1) m beta_intra + (N-1) (alpha_inter + q m beta_inter)",
+            ("alpha_inter", "beta_inter", "alpha_intra", "beta_intra"), node_aware_terms),
+    Formula("hierarchical", "2 alpha_intra + 2 (q-1) p m beta_intra + [N>1] alpha_inter"
+            " + (N-1) q^2 m beta_inter + 2 q p m gamma",
+            ("alpha_inter", "beta_inter", "alpha_intra", "beta_intra", "gamma"), hierarchical_terms),
+)}
+GENERIC = Formula("generic", "ceil(lg p) alpha + (p-1) m beta", ("alpha", "beta"), generic_terms)
+
+
+def formula_for(algorithm: str) -> Formula:
+    """The formula of an algorithm; native and unknown (plug-in) algorithms get the generic one."""
+    return FORMULAS.get(algorithm, GENERIC)
+
+
+def parse_options(text: str) -> dict[str, str]:
+    """'radix=4;window=8' -> {'radix': '4', 'window': '8'}."""
+    pairs = (item.split("=", 1) for item in text.split(";") if item)
+    return {key: value for key, value in pairs}
+
+
+@dataclass(frozen=True)
+class Residual:
+    """One measured point beside the model's value for it."""
+
+    nprocs: int
+    nnodes: int
+    bytes_per_peer: int
+    measured: float
+    predicted: float
+
+    @property
+    def error(self) -> float:
+        """Relative error of the model, |predicted - measured| / measured."""
+        return abs(self.predicted - self.measured) / self.measured
+
+
+@dataclass
+class Fit:
+    """A formula fitted to one series (algorithm + options) of measured medians."""
+
+    algorithm: str
+    options: str
+    formula: Formula
+    params: dict[str, float]
+    status: dict[str, str]  # per parameter: fitted, folded (into others), or assumed (from X)
+    residuals: list[Residual]
+    ppn: float  # ranks per node assumed when predicting other process counts
+    nprocs: list[int] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """Series name as plots and tables show it, e.g. 'bruck radix=4'."""
+        return f"{self.algorithm} {self.options}".strip()
+
+    @property
+    def error(self) -> float:
+        """Median relative error over the measured points."""
+        return median(r.error for r in self.residuals)
+
+    def shape(self, nprocs: int) -> Shape:
+        """The shape assumed for a process count: the measured one, else the same ranks per node."""
+        for r in self.residuals:
+            if r.nprocs == nprocs:
+                return Shape(nprocs, r.nnodes)
+        return Shape(nprocs, max(1, math.ceil(nprocs / self.ppn)))
+
+    def terms(self, nprocs: int, size: float) -> dict[str, float]:
+        return self.formula.terms(self.shape(nprocs), size, parse_options(self.options))
+
+    def predict(self, nprocs: int, size: float) -> float:
+        """Predicted seconds for one all-to-all of `size` bytes per peer on `nprocs` processes."""
+        return sum(c * self.params.get(k, 0.0) for k, c in self.terms(nprocs, size).items())
+
+    def latency(self, nprocs: int) -> float:
+        """The latency term L(p): the time at zero bytes."""
+        return self.predict(nprocs, 0.0)
+
+    def slope(self, nprocs: int) -> float:
+        """The bandwidth term per byte per peer, S(p)."""
+        return self.predict(nprocs, 1.0) - self.latency(nprocs)
+
+    def crossover(self, nprocs: int) -> float:
+        """Bytes per peer where the latency and the bandwidth terms are equal (inf if no slope)."""
+        return crossover(self.latency(nprocs), self.slope(nprocs))
+
+    def bad_points(self, limit: float = BAD_FIT) -> list[Residual]:
+        """Measured points the model misses by more than `limit` (relative)."""
+        return [r for r in self.residuals if r.error > limit]
+
+
+def crossover(latency: float, slope: float) -> float:
+    """m* with latency == slope * m*; inf when nothing depends on m."""
+    return latency / slope if slope > 0 else math.inf
+
+
+def fit(rows: Iterable[Row]) -> list[Fit]:
+    """Fit every series (algorithm + options) of the valid rows with at least two measured points."""
+    series: dict[tuple[str, str], list[Row]] = {}
+    for row in rows:
+        if row.valid and row.nprocs >= 2 and row.t_p50_us > 0 and not math.isnan(row.t_p50_us):
+            series.setdefault((row.algorithm, row.options), []).append(row)
+    if not series:
+        raise BadResults("no valid measured points with 2 or more processes to fit")
+    return [fit_series(alg, opts, points) for (alg, opts), points in sorted(series.items())
+            if len(points) >= 2]
+
+
+def row_shape(row: Row) -> Shape:
+    """The shape a row ran on (one node when the row does not say)."""
+    return Shape(row.nprocs, row.nnodes if row.nnodes >= 1 else 1)
+
+
+def fit_series(algorithm: str, options: str, rows: list[Row]) -> Fit:
+    """Least squares on relative error, parameters >= 0, over the terms the points can tell apart."""
+    formula = formula_for(algorithm)
+    opts = parse_options(options)
+    measured = np.array([r.t_p50_us * 1e-6 for r in rows])
+    columns = [[formula.terms(row_shape(r), r.bytes_per_peer, opts).get(k, 0.0) for k in formula.params]
+               for r in rows]
+    design = np.array(columns, dtype=float) / measured[:, None]  # relative residuals
+    kept, status = separable(design, formula.params)
+    values = nonnegative_lstsq(design[:, kept], np.ones(len(rows)))
+    params = dict.fromkeys(formula.params, 0.0)
+    params.update({formula.params[j]: float(v) for j, v in zip(kept, values)})
+    assume_missing_links(params, status)
+    largest = max(rows, key=lambda r: r.nprocs)
+    result = Fit(algorithm, options, formula, params, status, [],
+                 row_shape(largest).ppn, sorted({r.nprocs for r in rows}))
+    result.residuals = [Residual(r.nprocs, row_shape(r).nnodes, r.bytes_per_peer, t,
+                                 result.predict(r.nprocs, r.bytes_per_peer))
+                        for r, t in zip(rows, measured)]
+    return result
+
+
+def separable(design: np.ndarray, names: tuple[str, ...]) -> tuple[list[int], dict[str, str]]:
+    """Columns to fit, in priority order, skipping those the points cannot tell apart.
+
+    A column of zeros was not measured at all (e.g. no inter-node points). A column almost in
+    the span of the columns kept before it (e.g. gamma vs beta at one process count) is folded:
+    held at 0, its cost absorbed by the others.
+    """
+    kept: list[int] = []
+    status: dict[str, str] = {}
+    for j, name in enumerate(names):
+        column = design[:, j]
+        norm = np.linalg.norm(column)
+        if norm == 0:
+            status[name] = "unmeasured"
+            continue
+        unit = column / norm
+        if kept:
+            basis, _ = np.linalg.qr(design[:, kept])
+            unit = unit - basis @ (basis.T @ unit)
+        if np.linalg.norm(unit) < MIN_SEPARATION:
+            status[name] = "folded"
+        else:
+            status[name] = "fitted"
+            kept.append(j)
+    return kept, status
+
+
+def nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """min |a x - b| with x >= 0, exactly, by trying every support (a has at most 5 columns).
+
+    The optimum is the unconstrained solution on its own support, so the best feasible one wins.
+    """
+    n = a.shape[1]
+    best, best_x = math.inf, np.zeros(n)
+    for size in range(1, n + 1):
+        for support in combinations(range(n), size):
+            x_sub, *_ = np.linalg.lstsq(a[:, support], b, rcond=None)
+            if (x_sub < 0).any():
+                continue
+            x = np.zeros(n)
+            x[list(support)] = x_sub
+            residual = float(np.linalg.norm(a @ x - b))
+            if residual < best:
+                best, best_x = residual, x
+    return best_x
+
+
+def assume_missing_links(params: dict[str, float], status: dict[str, str]) -> None:
+    """A link class never measured takes the other class's value (uniform links assumed)."""
+    for intra, inter in LINK_PAIRS:
+        for missing, known in ((intra, inter), (inter, intra)):
+            if status.get(missing) == "unmeasured" and status.get(known) == "fitted":
+                params[missing] = params[known]
+                status[missing] = f"assumed = {known}"
+
+
+def parse_nprocs(text: str) -> list[int]:
+    """'256,1024' -> [256, 1024]; each a whole number >= 2."""
+    try:
+        counts = [int(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise BadInput(f"process counts {text!r}: expected whole numbers separated by commas, "
+                       "e.g. 256,1024") from None
+    if not counts or min(counts) < 2:
+        raise BadInput(f"process counts {text!r}: each must be at least 2")
+    return sorted(set(counts))
+
+
+def predict_table(fits: list[Fit], nprocs: int, sizes: list[int]) -> dict[str, list[float]]:
+    """Predicted seconds per series label, one per size, at `nprocs`."""
+    return {f.label: [f.predict(nprocs, m) for m in sizes] for f in fits}
+
+
+def winners(fits: list[Fit], nprocs: int, sizes: list[int]) -> list[tuple[int, Fit, float]]:
+    """(size, best series, its predicted seconds) for each size at `nprocs`."""
+    best = []
+    for m in sizes:
+        times = [(f.predict(nprocs, m), i) for i, f in enumerate(fits)]
+        t, i = min(times)
+        best.append((m, fits[i], t))
+    return best
