@@ -45,6 +45,7 @@ class Row:
     busbw_GBps: float = math.nan
     valid: bool = False
     note: str = ""
+    tcp_timeouts: int | None = None
 
     @property
     def key(self) -> tuple:
@@ -78,6 +79,8 @@ def point_key(row: Any) -> tuple:
 
 
 def _format(value: Any) -> str:
+    if value is None:
+        return ""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
@@ -87,6 +90,8 @@ def _format(value: Any) -> str:
 
 def _parse(text: str, kind: Any) -> Any:
     kind = kind if isinstance(kind, str) else kind.__name__
+    if kind.endswith("| None"):
+        return _parse(text, kind[: -len("| None")].strip()) if text.strip() else None
     if kind == "bool":
         return text.strip().lower() in ("true", "1", "yes")
     if kind == "int":

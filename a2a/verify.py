@@ -14,9 +14,11 @@ def _exact_limit(dtype: np.dtype) -> int:
 
 
 def _values(dtype: np.dtype, sources: np.ndarray, dests: np.ndarray, count: int) -> np.ndarray:
-    k = np.arange(count, dtype=np.int64)
-    codes = (sources[:, None] * 7919 + dests[:, None] * 104729 + k[None, :] * 31) % _exact_limit(dtype)
-    return codes.astype(dtype).reshape(-1)
+    limit, steps = _exact_limit(dtype), np.arange(count, dtype=np.int64) * 31
+    out = np.empty((len(sources), count), dtype=dtype)
+    for row, (source, dest) in enumerate(zip(sources.tolist(), dests.tolist())):
+        out[row] = (steps + (source * 7919 + dest * 104729)) % limit  # one block at a time: bounded memory
+    return out.reshape(-1)
 
 
 def send_pattern(dtype: np.dtype, nprocs: int, rank: int, count: int) -> np.ndarray:

@@ -1,0 +1,74 @@
+"""Facts about the run for meta.json: library, versions, hosts, commit, job."""
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def describe_run(comm: Any, config: Any, plugins: list[str]) -> dict[str, Any]:
+    """Everything a reader needs to trust or reproduce the run (collective over comm)."""
+    from mpi4py import MPI
+    import mpi4py
+
+    hosts = Counter(comm.allgather(MPI.Get_processor_name()))
+    return {
+        "command": " ".join(sys.argv),
+        "argv": sys.argv,
+        "config": config.as_dict(),
+        "plugins": plugins,
+        "world_size": comm.size,
+        "hosts": dict(hosts),
+        "nodes": len(hosts),
+        "ranks_per_node": max(hosts.values()),
+        "mpi_library": MPI.Get_library_version().strip(),
+        "mpi_version": "%d.%d" % MPI.Get_version(),
+        "mpi4py": mpi4py.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "a2a": _version(),
+        "git_commit": git_commit(),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "start": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def git_commit() -> str | None:
+    """The project's commit (with '+dirty' for local changes), when it is a git checkout."""
+    here = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (commit + ("+dirty" if dirty else "")) or None
+
+
+def node_memory_share(comm: Any) -> int:
+    """Half of this node's available memory divided among its ranks (collective)."""
+    from mpi4py import MPI
+
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    ranks_here = local.size
+    local.Free()
+    try:
+        fields = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+        available = int(fields["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    return comm.allreduce(available // 2 // ranks_here, op=MPI.MIN)

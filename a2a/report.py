@@ -1,0 +1,73 @@
+"""Render result rows as the seed mail's table (per size: avg, std, min, max, `!` on stalls)."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import asdict
+from typing import Iterable
+
+from tabulate import tabulate
+
+from .results import COLUMNS, Row
+
+
+def human_bytes(n: int) -> str:
+    """65536 -> '64K' (powers of 1024, as --sizes takes them)."""
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return str(n)
+
+
+def _us(value: float) -> str:
+    return "" if math.isnan(value) else f"{value:,.1f}" if value < 1e5 else f"{value:,.0f}"
+
+
+def flag(row: Row) -> str:
+    """'!' for a point that stalled, 'INVALID' for a wrong result, 'skipped'/'refused' as noted."""
+    if row.note.startswith(("skipped", "refused")):
+        return row.note.split(":")[0]
+    if not row.valid:
+        return "INVALID"
+    return "!" if row.stalls else ""
+
+
+def table(rows: Iterable[Row], fmt: str = "simple") -> str:
+    """One process count's (or any) rows as a text table, sizes ascending, algorithms by name."""
+    rows = sorted(rows, key=lambda r: (r.nprocs, r.bytes_per_peer, r.algorithm, r.options))
+    show_timeouts = any(r.tcp_timeouts is not None for r in rows)
+    body = []
+    for r in rows:
+        line = [r.nprocs, human_bytes(r.bytes_per_peer), _label(r), _us(r.t_mean_us), _us(r.t_std_us),
+                _us(r.t_min_us), _us(r.t_max_us), _us(r.t_p50_us), _us(r.t_p99_us),
+                "" if math.isnan(r.busbw_GBps) else f"{r.busbw_GBps:.3f}", r.stalls]
+        if show_timeouts:
+            line.append("" if r.tcp_timeouts is None else r.tcp_timeouts)
+        body.append(line + [flag(r)])
+    headers = ["nprocs", "bytes/peer", "algorithm", "avg us", "std us", "min us", "max us",
+               "p50 us", "p99 us", "busbw GB/s", "stalls"] + (["tcp timeouts"] if show_timeouts else []) + [""]
+    return tabulate(body, headers=headers, tablefmt=fmt, disable_numparse=True,
+                    colalign=("right", "right", "left") + ("right",) * (len(headers) - 3))
+
+
+def _label(row: Row) -> str:
+    return f"{row.algorithm} ({row.options})" if row.options else row.algorithm
+
+
+def as_csv(rows: Iterable[Row]) -> str:
+    """Rows as results.csv text."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=COLUMNS)
+    writer.writeheader()
+    for row in rows:
+        writer.writerow(row.as_csv())
+    return out.getvalue()
+
+
+def as_json(rows: Iterable[Row]) -> str:
+    """Rows as a JSON list (NaN as null)."""
+    clean = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(r).items()}
+             for r in rows]
+    return json.dumps(clean, indent=1)

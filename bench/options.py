@@ -1,0 +1,108 @@
+"""Parse the sweep's option values: sizes, process counts, algorithm specs, option assignments."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from a2a.errors import A2AError, BadOption
+
+UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1024**2, "MB": 1024**2,
+         "MIB": 1024**2, "G": 1024**3, "GB": 1024**3, "GIB": 1024**3}
+SIZE = re.compile(r"^\s*(\d+)\s*([A-Za-z]*)\s*$")
+
+
+class BadConfig(A2AError):
+    """An option or config file value the sweep cannot use."""
+
+
+def parse_size(text: str, what: str = "size") -> int:
+    """'64KiB' -> 65536. Units K, KiB, KB, M, MiB, G (all powers of 1024) or none (bytes)."""
+    match = SIZE.match(str(text))
+    if not match or match.group(2).upper() not in UNITS:
+        raise BadConfig(f"{what} {text!r} is not a byte count; accepted: 8, 1K, 64KiB, 1M, 2G")
+    return int(match.group(1)) * UNITS[match.group(2).upper()]
+
+
+def parse_list(text: str, what: str, parse: Any = parse_size) -> list[int]:
+    """'8,1K,4:128K:x2' -> sorted distinct values; a range is start:stop:xFACTOR or start:stop:+STEP."""
+    values: set[int] = set()
+    for part in str(text).split(","):
+        if not part.strip():
+            continue
+        if ":" not in part:
+            values.add(parse(part, what))
+            continue
+        pieces = part.split(":")
+        if len(pieces) != 3 or not re.match(r"^\s*[x+*]\s*\d+\s*$", pieces[2]):
+            raise BadConfig(f"{what} range {part!r}; accepted: START:STOP:xFACTOR or START:STOP:+STEP")
+        start, stop = parse(pieces[0], what), parse(pieces[1], what)
+        step = int(pieces[2].strip()[1:])
+        geometric = pieces[2].strip()[0] in "x*"
+        if (geometric and (step < 2 or start < 1)) or (not geometric and step < 1) or stop < start:
+            raise BadConfig(f"{what} range {part!r} never reaches {stop}; use a factor >= 2 "
+                            "(and a start >= 1) or a step >= 1, with START <= STOP")
+        value = start
+        while value <= stop:
+            values.add(value)
+            value = value * step if geometric else value + step
+    if not values:
+        raise BadConfig(f"{what}: no values in {text!r}")
+    return sorted(values)
+
+
+def parse_count(text: str, what: str) -> int:
+    """A plain positive integer."""
+    if not str(text).strip().isdigit():
+        raise BadConfig(f"{what} {text!r} is not a whole number")
+    return int(text)
+
+
+def parse_dtype(name: str) -> str:
+    """A NumPy dtype name whose elements can carry check data."""
+    try:
+        dtype = np.dtype(name)
+    except TypeError:
+        dtype = None
+    if dtype is None or dtype.kind not in "iufc":
+        raise BadConfig(f"dtype {name!r}; accepted: NumPy integer, float or complex names "
+                        "(float32, float64, int32, uint8, complex64, ...)")
+    return dtype.name
+
+
+def parse_assignments(items: list[str] | tuple[str, ...], what: str) -> dict[str, dict[str, str]]:
+    """['bruck.radix=4', 'throttled.window=2'] -> {'bruck': {'radix': '4'}, ...}."""
+    options: dict[str, dict[str, str]] = {}
+    for item in items:
+        match = re.match(r"^\s*([\w.-]+)\.(\w+)\s*=\s*(.*?)\s*$", str(item))
+        if not match:
+            raise BadOption(f"{what} {item!r}; accepted: ALGORITHM.KEY=VALUE, e.g. bruck.radix=4")
+        options.setdefault(match.group(1), {})[match.group(2)] = match.group(3)
+    return options
+
+
+def parse_algorithm_spec(spec: str) -> tuple[str, dict[str, str]]:
+    """'bruck:radix=4' -> ('bruck', {'radix': '4'}): a variant with its own options."""
+    name, *assignments = [piece.strip() for piece in spec.split(":")]
+    options = {}
+    for assignment in assignments:
+        key, sep, value = assignment.partition("=")
+        if not sep or not key:
+            raise BadOption(f"algorithm {spec!r}; accepted: NAME or NAME:KEY=VALUE[:KEY=VALUE]")
+        options[key] = value
+    return name, options
+
+
+def load_config(path: Path) -> dict[str, Any]:
+    """Read a YAML sweep file into option values (keys as the long options, - or _)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise BadConfig(f"cannot read config {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise BadConfig(f"config {path} must be a mapping of option names to values")
+    return {str(k).replace("-", "_"): v for k, v in data.items()}

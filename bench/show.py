@@ -1,0 +1,41 @@
+"""`bench list` and `bench show`: the algorithms, and the tables of an earlier run."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from tabulate import tabulate
+
+import a2a
+from a2a import report
+from a2a.results import load
+
+from .cli import main
+
+
+@main.command("list")
+@click.option("--plugin", multiple=True, help="A .py file or module that registers algorithms (repeatable).")
+def list_algorithms(plugin: tuple[str, ...]) -> None:
+    """List the algorithms with what they do, their options and what they mirror."""
+    for source in plugin:
+        a2a.load_plugin(source)
+    rows = [(name, a2a.get(name).summary, a2a.get(name).describe_options() or "-", a2a.get(name).mirrors)
+            for name in a2a.algorithms()]
+    click.echo(tabulate(rows, headers=["algorithm", "what it does", "options", "mirrors"],
+                        maxcolwidths=[None, 50, 30, 40]))
+
+
+@main.command("show")
+@click.argument("results", type=click.Path(exists=True, file_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
+def show(results: str, fmt: str) -> None:
+    """Print the tables of an earlier run."""
+    run = load(Path(results))
+    if fmt != "table":
+        click.echo(report.as_csv(run.rows) if fmt == "csv" else report.as_json(run.rows), nl=fmt == "json")
+        return
+    meta = run.meta
+    click.echo(f"{results}: {meta.get('status', 'unknown status')}; {meta.get('mpi_library', '').splitlines()[0] if meta.get('mpi_library') else ''}")
+    for nprocs in sorted({r.nprocs for r in run.rows}):
+        click.echo(f"\n{nprocs} ranks (times in microseconds; ! = stalled)")
+        click.echo(report.table(r for r in run.rows if r.nprocs == nprocs))
