@@ -16,15 +16,18 @@ This module reads results (numpy only) and never imports MPI.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from itertools import combinations
+from pathlib import Path
 from statistics import median
-from typing import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
-from .errors import BadInput, BadResults
-from .results import Row
+from .errors import BadResults
+from .results import Row, Run
 
 BAD_FIT = 0.5  # a point whose relative error exceeds this is reported as badly modelled
 MIN_SEPARATION = 0.05  # sine of the angle below which two terms cannot be told apart
@@ -277,7 +280,7 @@ def fit(rows: Iterable[Row]) -> list[Fit]:
 
 def row_shape(row: Row) -> Shape:
     """The shape a row ran on (one node when the row does not say)."""
-    return Shape(row.nprocs, row.nnodes if row.nnodes >= 1 else 1)
+    return Shape(row.nprocs, max(row.nnodes, 1))
 
 
 def fit_series(algorithm: str, options: str, rows: list[Row]) -> Fit:
@@ -358,28 +361,91 @@ def assume_missing_links(params: dict[str, float], status: dict[str, str]) -> No
                 status[missing] = f"assumed = {known}"
 
 
-def parse_nprocs(text: str) -> list[int]:
-    """'256,1024' -> [256, 1024]; each a whole number >= 2."""
-    try:
-        counts = [int(item) for item in text.split(",") if item.strip()]
-    except ValueError:
-        raise BadInput(f"process counts {text!r}: expected whole numbers separated by commas, "
-                       "e.g. 256,1024") from None
-    if not counts or min(counts) < 2:
-        raise BadInput(f"process counts {text!r}: each must be at least 2")
-    return sorted(set(counts))
-
-
-def predict_table(fits: list[Fit], nprocs: int, sizes: list[int]) -> dict[str, list[float]]:
+def predicted_times(fits: list[Fit], nprocs: int, sizes: list[int]) -> dict[str, list[float]]:
     """Predicted seconds per series label, one per size, at `nprocs`."""
     return {f.label: [f.predict(nprocs, m) for m in sizes] for f in fits}
 
 
-def winners(fits: list[Fit], nprocs: int, sizes: list[int]) -> list[tuple[int, Fit, float]]:
-    """(size, best series, its predicted seconds) for each size at `nprocs`."""
-    best = []
-    for m in sizes:
-        times = [(f.predict(nprocs, m), i) for i, f in enumerate(fits)]
-        t, i = min(times)
-        best.append((m, fits[i], t))
-    return best
+# --- the predicted decision table (the shape of a2a.decide's decision.json) -----------------
+
+SCHEMA = "a2a-decision/1"
+
+
+def predicted_cell(fits: list[Fit], nprocs: int, size: int) -> dict[str, Any]:
+    """The predicted winner at one size, with every series' predicted time as candidates."""
+    ranked = sorted(((f.predict(nprocs, size) * 1e6, f) for f in fits), key=lambda c: c[0])
+    (best_us, best), runner = ranked[0], ranked[1] if len(ranked) > 1 else None
+    native = next((us for us, f in ranked if f.algorithm == "native" and not f.options), None)
+    return {
+        "bytes_per_peer": size, "algorithm": best.algorithm, "options": best.options,
+        "value_us": _round(best_us), "samples": 0, "tie": False, "tied_with": [],
+        "runner_up": runner[1].label if runner else None,
+        "runner_up_us": _round(runner[0]) if runner else None,
+        "margin": _round(runner[0] / best_us - 1) if runner and best_us > 0 else None,
+        "speedup_vs_native": _round(native / best_us) if native is not None and best_us > 0 else None,
+        "candidates": [{"algorithm": f.algorithm, "options": f.options, "value_us": _round(us)}
+                       for us, f in ranked],
+        "predicted": True,
+    }
+
+
+def lower_bounds(sizes: list[int]) -> list[int]:
+    """First byte count of each size's range: 0, then the geometric mean of neighbours."""
+    return [0] + [min(b, max(a + 1, round(math.sqrt(a * b)))) for a, b in zip(sizes, sizes[1:])]
+
+
+def merge_ranges(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Adjacent sizes with the same choice become one byte range; the ranges cover 0..inf."""
+    merged: list[dict[str, Any]] = []
+    for low, cell in zip(lower_bounds([c["bytes_per_peer"] for c in cells]), cells):
+        choice = (cell["algorithm"], cell["options"])
+        if merged and (merged[-1]["algorithm"], merged[-1]["options"]) == choice:
+            merged[-1]["cells"].append(cell)
+            continue
+        if merged:
+            merged[-1]["bytes_max"] = low - 1
+        merged.append({"bytes_min": low, "bytes_max": None, "algorithm": choice[0],
+                       "options": choice[1], "cells": [cell]})
+    return merged
+
+
+def predicted_decision(fits: list[Fit], nprocs: list[int], sizes: list[int],
+                       sources: list[dict[str, Any]], dtype: str) -> dict[str, Any]:
+    """A decision document (schema a2a-decision/1) from the model, marked as predicted."""
+    libraries = sorted({s["mpi_library"] for s in sources if s.get("mpi_library")})
+    return {
+        "schema": SCHEMA, "predicted": True, "metric": "median", "alpha": None, "dtype": dtype,
+        "context_columns": ["nprocs"],
+        "mpi_library": libraries[0] if len(libraries) == 1 else libraries or None,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "sources": sources,
+        "model": [fit_summary(f) for f in fits],
+        "tables": [{"nprocs": p, "predicted": True,
+                    "ranges": merge_ranges([predicted_cell(fits, p, m) for m in sizes])}
+                   for p in nprocs],
+    }
+
+
+def fit_summary(f: Fit) -> dict[str, Any]:
+    """A fit as plain JSON: formula, parameters (seconds, seconds per byte) and their status."""
+    return {"algorithm": f.algorithm, "options": f.options, "formula": f.formula.text,
+            "params": {k: _round(v) for k, v in f.params.items()}, "status": f.status,
+            "median_relative_error": _round(f.error), "points": len(f.residuals),
+            "measured_nprocs": f.nprocs, "ppn_assumed": _round(f.ppn)}
+
+
+def _round(value: float) -> float:
+    return float(f"{value:.6g}")
+
+
+def source(run: Run) -> dict[str, Any]:
+    """Where a predicted table's data came from (as a2a.decide records its sources)."""
+    meta = run.meta
+    return {"directory": str(Path(run.directory).resolve()), "status": meta.get("status"),
+            "start": meta.get("start"), "mpi_library": meta.get("mpi_library"),
+            "git_commit": meta.get("git_commit"), "points": len(run.rows)}
+
+
+def measured_sizes(rows: Iterable[Row]) -> list[int]:
+    """The distinct sizes of the valid points, ascending."""
+    return sorted({r.bytes_per_peer for r in rows if r.valid})
