@@ -218,7 +218,12 @@ class Fit:
     status: dict[str, str]  # per parameter: fitted, folded (into others), or assumed (from X)
     residuals: list[Residual]
     ppn: float  # ranks per node assumed when predicting other process counts
-    nprocs: list[int] = field(default_factory=list)
+    nodes: dict[int, int] = field(default_factory=dict)  # measured process count -> nodes
+
+    @property
+    def nprocs(self) -> list[int]:
+        """The measured process counts."""
+        return sorted(self.nodes)
 
     @property
     def label(self) -> str:
@@ -232,17 +237,18 @@ class Fit:
 
     def shape(self, nprocs: int) -> Shape:
         """The shape assumed for a process count: the measured one, else the same ranks per node."""
-        for r in self.residuals:
-            if r.nprocs == nprocs:
-                return Shape(nprocs, r.nnodes)
+        if nprocs in self.nodes:
+            return Shape(nprocs, self.nodes[nprocs])
         return Shape(nprocs, max(1, math.ceil(nprocs / self.ppn)))
-
-    def terms(self, nprocs: int, size: float) -> dict[str, float]:
-        return self.formula.terms(self.shape(nprocs), size, parse_options(self.options))
 
     def predict(self, nprocs: int, size: float) -> float:
         """Predicted seconds for one all-to-all of `size` bytes per peer on `nprocs` processes."""
-        return sum(c * self.params.get(k, 0.0) for k, c in self.terms(nprocs, size).items())
+        return self.predict_on(self.shape(nprocs), size)
+
+    def predict_on(self, shape: Shape, size: float) -> float:
+        """Predicted seconds on a given shape (process count and nodes)."""
+        terms = self.formula.terms(shape, size, parse_options(self.options))
+        return sum(c * self.params.get(k, 0.0) for k, c in terms.items())
 
     def latency(self, nprocs: int) -> float:
         """The latency term L(p): the time at zero bytes."""
@@ -297,10 +303,10 @@ def fit_series(algorithm: str, options: str, rows: list[Row]) -> Fit:
     params.update({formula.params[j]: float(v) for j, v in zip(kept, values)})
     assume_missing_links(params, status)
     largest = max(rows, key=lambda r: r.nprocs)
-    result = Fit(algorithm, options, formula, params, status, [],
-                 row_shape(largest).ppn, sorted({r.nprocs for r in rows}))
+    result = Fit(algorithm, options, formula, params, status, [], row_shape(largest).ppn,
+                 {r.nprocs: row_shape(r).nnodes for r in rows})
     result.residuals = [Residual(r.nprocs, row_shape(r).nnodes, r.bytes_per_peer, t,
-                                 result.predict(r.nprocs, r.bytes_per_peer))
+                                 result.predict_on(row_shape(r), r.bytes_per_peer))
                         for r, t in zip(rows, measured)]
     return result
 

@@ -138,7 +138,7 @@ def bytes_axis(ax: Any, axis: str = "x") -> None:
     target = ax.xaxis if axis == "x" else ax.yaxis
     (ax.set_xscale if axis == "x" else ax.set_yscale)("log", base=2)
     target.set_major_locator(LogLocator(base=4))
-    target.set_major_formatter(FuncFormatter(lambda v, _: human_bytes(int(round(v))) if v >= 1 else ""))
+    target.set_major_formatter(FuncFormatter(lambda v, _: human_bytes(round(v)) if v >= 1 else ""))
     target.set_minor_formatter(FuncFormatter(lambda v, _: ""))
 
 
@@ -268,13 +268,13 @@ def speedup_heatmaps(data: Data, directory: Path) -> list[Figure]:
     ratios = {name: native / median_grid(data, name) for name in others}
     finite = np.concatenate([r[np.isfinite(r)] for r in ratios.values()])
     span = max(2.0, float(np.max(np.abs(np.log2(finite))))) if finite.size else 2.0
-    norm = LogNorm(2 ** -span, 2 ** span)
+    norm, cmap = LogNorm(2 ** -span, 2 ** span), pyplot().get_cmap("RdBu")
     fig, axes = panels(len(others))
     image = None
     for ax, name in zip(axes, others):
         grid = np.ma.masked_invalid(ratios[name])
-        image = ax.imshow(grid, cmap="RdBu", norm=norm, aspect="auto", origin="lower")
-        annotate(ax, grid, lambda v: f"{v:.2g}", lambda i, j, v: image.cmap(norm(v)))
+        image = ax.imshow(grid, cmap=cmap, norm=norm, aspect="auto", origin="lower")
+        annotate(ax, grid, lambda v: f"{v:.2g}", lambda i, j, v: cmap(norm(v)))
         cell_axes(ax, data)
         ax.set_title(f"{name} vs native")
     fig.tight_layout(rect=(0, 0, 0.92, 1))
@@ -441,8 +441,8 @@ def metadata(run: Run) -> list[tuple[str, str]]:
         ("git commit", meta.get("git_commit") or ""),
         ("started / ended", f"{meta.get('start', '')} / {meta.get('end', '')}"),
         ("status", str(meta.get("status", ""))),
-        ("points", f"{len(run.rows)} ({sum(r.valid for r in run.rows)} valid, "
-                   f"{sum(1 for r in run.rows if r.stalls)} with stalls)"),
+        ("points", (f"{len(run.rows)} ({sum(r.valid for r in run.rows)} valid, "
+                    f"{sum(1 for r in run.rows if r.stalls)} with stalls)")),
     ]
     return [(k, v) for k, v in items if v.strip(" /()")]
 
