@@ -385,7 +385,7 @@ def predicted_cell(fits: list[Fit], nprocs: int, size: int) -> dict[str, Any]:
     return {
         "bytes_per_peer": size, "algorithm": best.algorithm, "options": best.options,
         "value_us": _round(best_us), "samples": 0, "tie": False, "tied_with": [],
-        "runner_up": runner[1].label if runner else None,
+        "runner_up": decision_label(runner[1]) if runner else None,
         "runner_up_us": _round(runner[0]) if runner else None,
         "margin": _round(runner[0] / best_us - 1) if runner and best_us > 0 else None,
         "speedup_vs_native": _round(native / best_us) if native is not None and best_us > 0 else None,
@@ -393,6 +393,11 @@ def predicted_cell(fits: list[Fit], nprocs: int, size: int) -> dict[str, Any]:
                        for us, f in ranked],
         "predicted": True,
     }
+
+
+def decision_label(f: Fit) -> str:
+    """A series as decision tables name it: 'bruck:radix=4'."""
+    return ":".join([f.algorithm] + [o for o in f.options.split(";") if o])
 
 
 def lower_bounds(sizes: list[int]) -> list[int]:

@@ -18,7 +18,7 @@ from . import model
 from .errors import A2AError, BadResults
 from .report import human_bytes
 from .results import Row, Run, point_key
-from .stats import stall_mask
+from .stats import bandwidths, stall_mask
 
 INSTALL_HINT = "pip install 'a2a-testbed[plot]'"
 PANEL = (4.6, 3.4)  # inches per panel
@@ -223,9 +223,9 @@ def busbw_vs_size(data: Data, directory: Path) -> list[Figure]:
     """Bus bandwidth (nccl-tests convention) vs bytes per peer, a panel per process count."""
     def draw(ax: Any, nprocs: int) -> None:
         for name in data.labels:
-            rows = [r for r in data.series(nprocs, name) if r.busbw_GBps > 0]
-            ax.plot([r.bytes_per_peer for r in rows], [r.busbw_GBps for r in rows], "o-",
-                    color=data.colors[name], markersize=3)
+            rows = data.series(nprocs, name)
+            busbw = [bandwidths(r.bytes_per_peer, r.nprocs, r.t_p50_us * 1e-6)[1] for r in rows]
+            ax.plot([r.bytes_per_peer for r in rows], busbw, "o-", color=data.colors[name], markersize=3)
         bytes_axis(ax)
         ax.set_yscale("log")
         ax.set_xlabel("bytes per peer")
@@ -405,8 +405,8 @@ def samples_over_iterations(data: Data, directory: Path) -> list[Figure]:
             ax.set_xlabel("iteration")
             ax.set_ylabel("time (us)")
         fig.suptitle(f"{nprocs} processes: every sample (max over ranks); red x: stall "
-                     f"(>= fastest + {data.stall_threshold:g} s); {stalls} stalls")
-        fig.tight_layout(rect=(0, 0, 0.93, 1))
+                     f"(>= fastest + {data.stall_threshold:g} s); stalls: {stalls}")
+        fig.tight_layout(rect=(0, 0, 0.93, 0.97))
         bar = fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=axes, fraction=0.02, pad=0.01)
         bar.set_label("bytes per peer")
         ticks = data.sizes[:: max(1, len(data.sizes) // 8)]

@@ -59,6 +59,18 @@ def synthetic_run(directory) -> None:
     (directory / "meta.json").write_text(json.dumps({"status": "complete"}))
 
 
+def test_stalls_are_counted_and_marked(tmp_path):
+    pytest.importorskip("matplotlib")
+    from a2a import plot
+    from a2a.results import load
+
+    synthetic_run(tmp_path)
+    figures = plot.plot_all(load(tmp_path), tmp_path / "plots")
+    assert "samples_p2" in [f.name for f in figures]
+    svg = (tmp_path / "plots" / "samples_p2.svg").read_text()
+    assert "stalls: 4" in svg  # one 0.3 s sample in each of the four points
+
+
 def test_without_matplotlib_the_message_names_the_extra(tmp_path):
     synthetic_run(tmp_path)
     hide = ("import sys; sys.modules['matplotlib'] = None; "  # makes `import matplotlib` fail
