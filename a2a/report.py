@@ -53,7 +53,13 @@ def table(rows: Iterable[Row], fmt: str = "simple") -> str:
 
 
 def _label(row: Row) -> str:
-    return f"{row.algorithm} ({row.options})" if row.options else row.algorithm
+    """Algorithm name with the options that differ from its defaults (all of them for unknown ones)."""
+    from .registry import REGISTRY
+
+    known = REGISTRY.all().get(row.algorithm)
+    defaults = {k: str(o.default) for k, o in known.options.items()} if known else {}
+    shown = [kv for kv in row.options.split(";") if kv and kv.partition("=")[::2] not in defaults.items()]
+    return f"{row.algorithm} ({';'.join(shown)})" if shown else row.algorithm
 
 
 def as_csv(rows: Iterable[Row]) -> str:
