@@ -131,19 +131,18 @@ def panels(count: int, columns: int = 3) -> tuple[Any, list[Any]]:
     return fig, flat[:count]
 
 
-def bytes_axis(ax: Any, axis: str = "x") -> None:
-    """Log-2 axis of bytes per peer, ticks as 4, 64, 1K, 16K."""
+def bytes_axis(ax: Any) -> None:
+    """Log-2 x axis of bytes per peer, ticks as 4, 64, 1K, 16K."""
     from matplotlib.ticker import FuncFormatter, LogLocator
 
-    target = ax.xaxis if axis == "x" else ax.yaxis
-    (ax.set_xscale if axis == "x" else ax.set_yscale)("log", base=2)
-    target.set_major_locator(LogLocator(base=4))
-    target.set_major_formatter(FuncFormatter(lambda v, _: human_bytes(round(v)) if v >= 1 else ""))
-    target.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(LogLocator(base=4))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: human_bytes(round(v)) if v >= 1 else ""))
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
 
 
-def time_axis(ax: Any) -> None:
-    """Log axis of microseconds with plain numbers."""
+def log_axis(ax: Any) -> None:
+    """Log y axis with plain numbers (0.01, 10, 1000), not powers of ten."""
     from matplotlib.ticker import FuncFormatter
 
     ax.set_yscale("log")
@@ -207,7 +206,7 @@ def time_vs_size(data: Data, directory: Path) -> list[Figure]:
             ax.plot([r.bytes_per_peer for r in stalled], [r.t_p50_us for r in stalled], "o",
                     markersize=9, markerfacecolor="none", markeredgecolor="red")
         bytes_axis(ax)
-        time_axis(ax)
+        log_axis(ax)
         ax.set_xlabel("bytes per peer")
         ax.set_ylabel("time per all-to-all (us)")
 
@@ -227,7 +226,7 @@ def busbw_vs_size(data: Data, directory: Path) -> list[Figure]:
             busbw = [bandwidths(r.bytes_per_peer, r.nprocs, r.t_p50_us * 1e-6)[1] for r in rows]
             ax.plot([r.bytes_per_peer for r in rows], busbw, "o-", color=data.colors[name], markersize=3)
         bytes_axis(ax)
-        ax.set_yscale("log")
+        log_axis(ax)
         ax.set_xlabel("bytes per peer")
         ax.set_ylabel("bus bandwidth (GB/s)")
 
@@ -364,7 +363,7 @@ def model_overlay(data: Data, directory: Path) -> list[Figure]:
                 ax.plot([cross], [fit.predict(p, cross) * 1e6], "v", color=shade[p], markersize=8,
                         markeredgecolor="black")
         bytes_axis(ax)
-        time_axis(ax)
+        log_axis(ax)
         ax.set_title(f"{fit.label}\nmedian error {fit.error:.0%}", fontsize=9)
         ax.set_xlabel("bytes per peer")
         ax.set_ylabel("time (us)")
@@ -400,7 +399,7 @@ def samples_over_iterations(data: Data, directory: Path) -> list[Figure]:
                 stalled = np.flatnonzero(stall_mask(samples, data.stall_threshold))
                 stalls += stalled.size
                 ax.plot(stalled, samples[stalled] * 1e6, "x", color="red", markersize=7, markeredgewidth=2)
-            time_axis(ax)
+            log_axis(ax)
             ax.set_title(name)
             ax.set_xlabel("iteration")
             ax.set_ylabel("time (us)")
