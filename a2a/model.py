@@ -4,6 +4,7 @@ Notation: p processes, m bytes per peer, N nodes, q = p/N ranks per node. Every 
 sum of terms `coefficient(p, m, nodes) * parameter`, linear in the parameters:
 
 - alpha*: seconds per round of messages that are in flight together (start-up, latency);
+  alpha_msg: seconds per message posted, for the start-up that does not overlap;
 - beta*:  seconds per byte one rank sends (1/beta is that rank's bandwidth);
 - gamma:  seconds per byte copied locally (memory).
 
@@ -88,14 +89,17 @@ def pairwise_inplace_terms(s: Shape, m: float, options: dict) -> dict[str, float
     return {"alpha": rounds, "beta": (p - 1) * m, "gamma": p * m}
 
 
-# linear / throttled(window w): batches of w peers posted at once; the latencies of one batch
-# overlap, its bytes still leave one after another through the rank's link.
-#   T = ceil((p-1)/w) alpha + (p-1) m beta        (linear: w = p-1, one batch)
-# This is the full-overlap bound; per-message CPU cost that does not overlap shows up as fit error.
+# linear / throttled(window w): batches of w peers posted at once. The latencies within a batch
+# overlap (alpha per batch); the start-up of each message posted does not (alpha_msg, the CPU
+# cost of posting and matching it); the bytes leave one after another through the rank's link.
+#   T = ceil((p-1)/w) alpha + (p-1) (alpha_msg + m beta)        (linear: w = p-1, one batch)
+# alpha_msg = 0 is DESIGN's full-overlap bound, alpha = 0 its no-overlap bound (p-1)(alpha + m beta).
+# At one process count the two alphas cannot be told apart; alpha_msg keeps their sum, so
+# predictions for more processes take the pessimistic bound.
 def throttled_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
     p = s.nprocs
     window = option(options, "window", 8)
-    return {"alpha": math.ceil((p - 1) / max(window, 1)), "beta": (p - 1) * m}
+    return {"alpha": math.ceil((p - 1) / max(window, 1)), "alpha_msg": p - 1, "beta": (p - 1) * m}
 
 
 def linear_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
@@ -141,16 +145,15 @@ def node_aware_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
 
 
 # hierarchical: gather p m bytes from each of the q-1 other ranks on the node leader, leader
-# packs (q p m copied), leaders exchange q*q*m bytes per pair of nodes in one Alltoallv,
-# leader unpacks (q p m) and scatters p m to each of the q-1 others. The leader's work is
-# the critical path:
-#   T = 2 alpha_intra + 2 (q-1) p m beta_intra + [N>1] alpha_inter + (N-1) q^2 m beta_inter
+# packs (q p m copied), exchanges q*q*m bytes with each of the N-1 other leaders (Alltoallv),
+# unpacks (q p m) and scatters p m to each of the q-1 others. The leader is the critical path:
+#   T = 2 alpha_intra + 2 (q-1) p m beta_intra + (N-1) (alpha_inter + q^2 m beta_inter)
 #       + 2 q p m gamma
 def hierarchical_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
     n = node_shape(s, options)
     p, q, others = n.nprocs, n.ppn, n.nnodes - 1
     return {"alpha_intra": 2, "beta_intra": 2 * (q - 1) * p * m,
-            "alpha_inter": 1 if others else 0, "beta_inter": others * q * q * m,
+            "alpha_inter": others, "beta_inter": others * q * q * m,
             "gamma": 2 * q * p * m}
 
 
@@ -167,14 +170,16 @@ FORMULAS: dict[str, Formula] = {f.name: f for f in (
     PAIRWISE,
     Formula("pairwise_inplace", "R alpha + (p-1) m beta + p m gamma  (R = p-1, or p if p odd)",
             ("alpha", "beta", "gamma"), pairwise_inplace_terms),
-    Formula("linear", "alpha + (p-1) m beta", ("alpha", "beta"), linear_terms),
-    Formula("throttled", "ceil((p-1)/w) alpha + (p-1) m beta", ("alpha", "beta"), throttled_terms),
+    Formula("linear", "alpha + (p-1) (alpha_msg + m beta)", ("alpha_msg", "beta", "alpha"),
+            linear_terms),
+    Formula("throttled", "ceil((p-1)/w) alpha + (p-1) (alpha_msg + m beta)",
+            ("alpha_msg", "beta", "alpha"), throttled_terms),
     Formula("bruck", "R alpha + B m beta + (2p + 2B) m gamma  (R rounds, B blocks sent)",
             ("alpha", "beta", "gamma"), bruck_terms),
     Formula("node_aware", "alpha_intra + (q-1) m beta_intra + (N-1) (alpha_inter + q m beta_inter)",
             ("alpha_inter", "beta_inter", "alpha_intra", "beta_intra"), node_aware_terms),
-    Formula("hierarchical", "2 alpha_intra + 2 (q-1) p m beta_intra + [N>1] alpha_inter"
-            " + (N-1) q^2 m beta_inter + 2 q p m gamma",
+    Formula("hierarchical", "2 alpha_intra + 2 (q-1) p m beta_intra"
+            " + (N-1) (alpha_inter + q^2 m beta_inter) + 2 q p m gamma",
             ("alpha_inter", "beta_inter", "alpha_intra", "beta_intra", "gamma"), hierarchical_terms),
 )}
 GENERIC = Formula("generic", "ceil(lg p) alpha + (p-1) m beta", ("alpha", "beta"), generic_terms)

@@ -62,18 +62,18 @@ def fit_table(fits: list[model.Fit]) -> str:
 
 
 def params_text(f: model.Fit) -> str:
-    """alpha in us, beta and gamma in ns/B (with the bandwidth 1/beta), and what was not fitted."""
-    parts = []
-    for name in f.formula.params:
-        status = f.status[name]
-        if status in ("folded", "unmeasured"):
-            parts.append(f"{name} {status}")
-            continue
-        value = f.params[name]
-        text = (f"{name}={value * 1e6:.3g}us" if name.startswith("alpha")
-                else f"{name}={value * 1e9:.3g}ns/B" + (f" ({1e-9 / value:.3g} GB/s)" if value else ""))
-        parts.append(text if status == "fitted" else f"{name} {status}")
-    return "\n".join(parts)
+    """alpha in us, beta and gamma in ns/B (with the bandwidth 1/beta); what was not fitted, why."""
+    return "\n".join(param_text(name, f.params[name], f.status[name]) for name in f.formula.params)
+
+
+def param_text(name: str, value: float, status: str) -> str:
+    if status != "fitted":
+        return f"{name} {status}"
+    if value == 0:
+        return f"{name}=0 (at its bound)"
+    if name.startswith("alpha"):
+        return f"{name}={value * 1e6:.3g}us"
+    return f"{name}={value * 1e9:.3g}ns/B ({1e-9 / value:.3g} GB/s)"
 
 
 def bytes_text(size: float) -> str:
@@ -116,7 +116,8 @@ def prediction_table(fits: list[model.Fit], nprocs: int, sizes: list[int]) -> st
         best = min(range(len(labels)), key=column.__getitem__)
         body.append([human_bytes(size)] + [f"{t * 1e6:,.1f}" + ("*" if j == best else "")
                                            for j, t in enumerate(column)])
-    return tabulate(body, headers=["bytes/peer"] + labels, disable_numparse=True, maxheadercolwidths=12,
+    headers = ["bytes/peer"] + [name.replace(" ", "\n").replace(";", "\n") for name in labels]
+    return tabulate(body, headers=headers, disable_numparse=True,
                     colalign=("right",) * (len(labels) + 1)) + "\n* predicted fastest"
 
 

@@ -12,7 +12,7 @@ from a2a import model
 from a2a.results import Recorder, Row, read_rows
 
 SIZES = [4 * 4**k for k in range(9)]  # 4 B .. 256 KiB per peer
-TRUTH = {"alpha": 20e-6, "beta": 1.5e-9, "gamma": 0.4e-9, "alpha_intra": 3e-6, "beta_intra": 0.3e-9,
+TRUTH = {"alpha": 20e-6, "alpha_msg": 2e-6, "beta": 1.5e-9, "gamma": 0.4e-9, "alpha_intra": 3e-6, "beta_intra": 0.3e-9,
          "alpha_inter": 40e-6, "beta_inter": 8e-9}
 
 
@@ -42,8 +42,8 @@ def through_files(rows: list[Row], directory) -> list[Row]:
 
 CASES = [  # series, shapes (nprocs, nnodes), parameters that must come back
     ("pairwise", "schedule=shift", [(2, 1), (4, 1), (8, 1)], ["alpha", "beta"]),
-    ("linear", "", [(2, 1), (4, 1), (8, 1)], ["alpha", "beta"]),
-    ("throttled", "window=2", [(2, 1), (4, 1), (8, 1)], ["alpha", "beta"]),
+    ("linear", "", [(2, 1), (4, 1), (8, 1)], ["alpha", "alpha_msg", "beta"]),
+    ("throttled", "window=2", [(2, 1), (4, 1), (8, 1)], ["alpha", "alpha_msg", "beta"]),
     ("native", "", [(2, 1), (4, 1), (16, 1)], ["alpha", "beta"]),
     ("bruck", "radix=2", [(2, 1), (5, 1), (8, 1), (16, 1)], ["alpha", "beta", "gamma"]),
     ("bruck", "radix=3", [(3, 1), (7, 1), (9, 1), (16, 1)], ["alpha", "beta", "gamma"]),
@@ -83,6 +83,14 @@ def test_terms_one_process_count_cannot_separate_are_folded():
     assert fit.error < 1e-9  # still exact where it was measured
 
 
+def test_linear_at_one_process_count_extrapolates_with_the_per_message_start_up():
+    """At p=2 alpha and alpha_msg are both constant: alpha_msg keeps their sum, so time grows with p."""
+    [fit] = model.fit(synthetic("linear", "", [(2, 1)], noise=0))
+    assert fit.status == {"alpha_msg": "fitted", "beta": "fitted", "alpha": "folded"}
+    assert fit.params["alpha_msg"] == pytest.approx(TRUTH["alpha"] + TRUTH["alpha_msg"])
+    assert fit.latency(101) == pytest.approx(100 * fit.latency(2))
+
+
 def test_unmeasured_link_class_takes_the_measured_one():
     """Measured on one node only: inter-node parameters are assumed equal to intra-node ones."""
     [fit] = model.fit(synthetic("node_aware", "placement=block;ppn=0", [(2, 1), (4, 1), (8, 1)], noise=0))
@@ -97,7 +105,7 @@ def test_virtual_nodes_come_from_the_ppn_option():
     terms = model.node_aware_terms(model.Shape(12, 1), 100, {"ppn": "4"})
     assert terms == {"alpha_intra": 1, "beta_intra": 300, "alpha_inter": 2, "beta_inter": 800}
     terms = model.hierarchical_terms(model.Shape(12, 1), 100, {"ppn": "4"})
-    assert terms == {"alpha_intra": 2, "beta_intra": 2 * 3 * 12 * 100, "alpha_inter": 1,
+    assert terms == {"alpha_intra": 2, "beta_intra": 2 * 3 * 12 * 100, "alpha_inter": 2,
                      "beta_inter": 2 * 16 * 100, "gamma": 2 * 4 * 12 * 100}
 
 
@@ -119,9 +127,10 @@ def test_crossover_hand_example():
     # bruck radix 2 on 8 ranks: 3 rounds, 12 blocks: 3 alpha = 12 m beta at m = 2500 B
     bruck = model.Fit("bruck", "radix=2", model.formula_for("bruck"), params, {}, [], 8, {8: 1})
     assert bruck.crossover(8) == pytest.approx(2500)
-    # linear on 5 ranks: alpha = 4 m beta at m = 2500 B
-    linear = model.Fit("linear", "", model.formula_for("linear"), params, {}, [], 5, {5: 1})
-    assert linear.crossover(5) == pytest.approx(2500)
+    # linear on 5 ranks, alpha_msg = 2 us: alpha + 4 alpha_msg = 4 m beta at m = 4500 B
+    linear = model.Fit("linear", "", model.formula_for("linear"), {**params, "alpha_msg": 2e-6}, {}, [],
+                       5, {5: 1})
+    assert linear.crossover(5) == pytest.approx(4500)
     assert model.crossover(1e-6, 0.0) == math.inf
 
 
