@@ -267,9 +267,24 @@ class Fit:
         """Bytes per peer where the latency and the bandwidth terms are equal (inf if no slope)."""
         return crossover(self.latency(nprocs), self.slope(nprocs))
 
+    def describe(self) -> list[str]:
+        """Each parameter for reading: alpha in us, beta and gamma in ns/B and GB/s, or why not fitted."""
+        return [describe_param(k, self.params[k], self.status[k]) for k in self.formula.params]
+
     def bad_points(self, limit: float = BAD_FIT) -> list[Residual]:
         """Measured points the model misses by more than `limit` (relative)."""
         return [r for r in self.residuals if r.error > limit]
+
+
+def describe_param(name: str, value: float, status: str) -> str:
+    """'alpha=5.2us', 'beta=0.4ns/B (2.5 GB/s)', 'gamma folded', 'alpha=0 (at its bound)'."""
+    if status != "fitted":
+        return f"{name} {status}"
+    if value == 0:
+        return f"{name}=0 (at its bound)"
+    if name.startswith("alpha"):
+        return f"{name}={value * 1e6:.3g}us"
+    return f"{name}={value * 1e9:.3g}ns/B ({1e-9 / value:.3g} GB/s)"
 
 
 def crossover(latency: float, slope: float) -> float:

@@ -451,7 +451,7 @@ def write_index(data: Data, figures: list[Figure], directory: Path) -> None:
     esc = html.escape
     meta_rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in metadata(data.run))
     fit_rows = "".join(
-        f"<tr><td>{esc(f.label)}</td><td>{esc(f.formula.text)}</td><td>{esc(fit_params(f))}</td>"
+        f"<tr><td>{esc(f.label)}</td><td>{esc(f.formula.text)}</td><td>{esc('; '.join(f.describe()))}</td>"
         f"<td>{f.error:.0%}</td><td>{len(f.bad_points())} of {len(f.residuals)}</td></tr>" for f in data.fits)
     sections = "".join(
         f'<section><h2>{esc(f.title)}</h2><p>{esc(f.caption)}</p><a href="{f.name}.svg">'
@@ -470,17 +470,3 @@ text-align:left;vertical-align:top}}img{{max-width:100%;border:1px solid #eee}}<
 </body></html>
 """
     (directory / "index.html").write_text(page)
-
-
-def fit_params(f: model.Fit) -> str:
-    """alpha in us, beta and gamma in ns/B; parameters not fitted say why."""
-    parts = []
-    for name in f.formula.params:
-        status, value = f.status[name], f.params[name]
-        if status != "fitted":
-            parts.append(f"{name}: {status}")
-        elif name.startswith("alpha"):
-            parts.append(f"{name}={value * 1e6:.3g} us")
-        else:
-            parts.append(f"{name}={value * 1e9:.3g} ns/B")
-    return "; ".join(parts)

@@ -55,25 +55,10 @@ def predict_counts(text: str) -> list[int]:
 
 def fit_table(fits: list[model.Fit]) -> str:
     """One line per series: parameters, median error, crossover per measured process count."""
-    body = [[f.label, params_text(f), len(f.residuals), f"{f.error:.0%}", len(f.bad_points()),
+    body = [[f.label, "\n".join(f.describe()), len(f.residuals), f"{f.error:.0%}", len(f.bad_points()),
              "\n".join(f"p={p}: {bytes_text(f.crossover(p))}" for p in f.nprocs)] for f in fits]
     return tabulate(body, headers=["series", "fitted parameters", "points", "median\nerror",
                                    "points\noff > 50%", "crossover\n(B/peer)"], disable_numparse=True)
-
-
-def params_text(f: model.Fit) -> str:
-    """alpha in us, beta and gamma in ns/B (with the bandwidth 1/beta); what was not fitted, why."""
-    return "\n".join(param_text(name, f.params[name], f.status[name]) for name in f.formula.params)
-
-
-def param_text(name: str, value: float, status: str) -> str:
-    if status != "fitted":
-        return f"{name} {status}"
-    if value == 0:
-        return f"{name}=0 (at its bound)"
-    if name.startswith("alpha"):
-        return f"{name}={value * 1e6:.3g}us"
-    return f"{name}={value * 1e9:.3g}ns/B ({1e-9 / value:.3g} GB/s)"
 
 
 def bytes_text(size: float) -> str:
