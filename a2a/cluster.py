@@ -115,7 +115,8 @@ class Shape:
     def describe(self) -> str:
         """One line: nodes x slots, rate, queues, rto_min."""
         rto = f"rto_min {self.rto_min_ms} ms" if self.rto_min_ms else "default rto_min (200 ms)"
-        return (f"{self.nodes} nodes x {self.slots} slots, {show_rate(self.rate_bps)} links, "
+        slots = f"{self.slots} slot" + ("s" if self.slots > 1 else "")
+        return (f"{self.nodes} nodes x {slots}, {show_rate(self.rate_bps)} links, "
                 f"switch queue {show_size(self.queue_bytes)} per port, "
                 f"NIC queue {show_size(self.nic_queue_bytes)}, {rto}")
 

@@ -135,10 +135,15 @@ POINTS = ("--sizes", "256K,512K", "--algorithms", "native,linear", "--nprocs", "
 def test_shallow_switch_queue_stalls_with_tcp_timeouts(netns, tmp_path: Path):
     ok(bench("cluster", "up", "--nodes", "4", "--slots", "1", "--queue", "32kb",
              "--hostfiles", str(tmp_path / "h")))
+    shape = cluster.read_state().shape
+    before = sum(cluster.node_tcp_ext(h)["TCPTimeouts"] for h in shape.hosts)
     ok(bench("cluster", "run", "--", "run", *POINTS, "--output", str(tmp_path / "emulated")))
+    after = sum(cluster.node_tcp_ext(h)["TCPTimeouts"] for h in shape.hosts)
     emulated = read_rows(tmp_path / "emulated")
     assert any(r.stalls and r.tcp_timeouts for r in emulated), seed_table(emulated, "emulated")
     assert all(r.nnodes == 4 for r in emulated)
+    # the points' counts are the nodes' own counters (read in each namespace), not the host's
+    assert 0 < sum(r.tcp_timeouts for r in emulated) <= after - before
     cluster.down()
 
     ok(mpiexec(4, "-m", "bench", "run", *POINTS, "--output", str(tmp_path / "plain"), timeout=120))
