@@ -36,11 +36,12 @@ def parse_list(text: str, what: str, parse: Any = parse_size) -> list[int]:
             values.add(parse(part, what))
             continue
         pieces = part.split(":")
-        if len(pieces) != 3 or not re.match(r"^\s*[x+*]\s*\d+\s*$", pieces[2]):
+        step_match = re.match(r"^\s*([x*+])\s*(\S+)\s*$", pieces[2]) if len(pieces) == 3 else None
+        if not step_match:
             raise BadConfig(f"{what} range {part!r}; accepted: START:STOP:xFACTOR or START:STOP:+STEP")
         start, stop = parse(pieces[0], what), parse(pieces[1], what)
-        step = int(pieces[2].strip()[1:])
-        geometric = pieces[2].strip()[0] in "x*"
+        geometric = step_match.group(1) in "x*"
+        step = parse_count(step_match.group(2), "factor") if geometric else parse(step_match.group(2), what)
         if (geometric and (step < 2 or start < 1)) or (not geometric and step < 1) or stop < start:
             raise BadConfig(f"{what} range {part!r} never reaches {stop}; use a factor >= 2 "
                             "(and a start >= 1) or a step >= 1, with START <= STOP")

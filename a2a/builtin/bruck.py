@@ -8,29 +8,62 @@ from ..registry import blocks, register
           limits={"radix": (lambda k: k >= 2, "an integer >= 2")})
 def bruck(comm, sendbuf, recvbuf, *, radix: int = 2):
     """Rotate, then per base-`radix` digit send the blocks with that digit to r + digit*k^d; unrotate."""
+    from mpi4py import MPI
+
     p, r = comm.size, comm.rank
     send, recv = blocks(sendbuf, p), blocks(recvbuf, p)
     work = np.empty_like(send)  # work[i] holds the block that must travel i ranks forward
-    rotate = np.array([(r + i) % p for i in range(p)])
-    unrotate = np.array([(r - j) % p for j in range(p)])
+    copies = [(work[: p - r], send[r:]), (work[p - r:], send[:r]),  # work[i] = send[(r + i) % p]
+              (recv[: r + 1], work[r::-1]), (recv[r + 1:], work[: r: -1])]  # recv[j] = work[(r - j) % p]
+    rotate_in, rotate_out = _nonempty(copies[:2]), _nonempty(copies[2:])
+    block = MPI.BYTE.Create_contiguous(send.shape[1]).Commit()
     rounds = []
     distance = 1
     while distance < p:
         for digit in range(1, radix):
-            moved = np.array([i for i in range(p) if (i // distance) % radix == digit])
-            if moved.size:
-                outgoing, incoming = work[moved], np.empty_like(work[moved])
-                rounds.append((moved, outgoing, (r + digit * distance) % p,
-                               incoming, (r - digit * distance) % p))
+            moved = [i for i in range(p) if (i // distance) % radix == digit]
+            if moved:
+                # MPI gathers the outgoing blocks through a datatype, as MPICH's brucks does
+                layout = block.Create_indexed_block(1, moved).Commit()
+                incoming = np.empty((len(moved), send.shape[1]), np.uint8)
+                rounds.append(([work, 1, layout], (r + digit * distance) % p, incoming,
+                               (r - digit * distance) % p, _unpack(work, incoming, distance, digit, radix)))
         distance *= radix
-    take, sendrecv = np.take, comm.Sendrecv
+    sendrecv, copy = comm.Sendrecv, np.copyto
 
     def run():
-        take(send, rotate, axis=0, out=work)
-        for moved, outgoing, dst, incoming, src in rounds:
-            take(work, moved, axis=0, out=outgoing)
+        for into, source in rotate_in:
+            copy(into, source)
+        for outgoing, dst, incoming, src, unpack in rounds:
             sendrecv(outgoing, dst, 0, incoming, src, 0)
-            work[moved] = incoming
-        take(work, unrotate, axis=0, out=recv)
+            for into, source in unpack:
+                copy(into, source)
+        for into, source in rotate_out:
+            copy(into, source)
 
-    return run
+    def free():
+        for outgoing, *_ in rounds:
+            outgoing[2].Free()
+        block.Free()
+
+    return run, free
+
+
+def _unpack(work: np.ndarray, incoming: np.ndarray, distance: int, digit: int, radix: int) -> list:
+    """(view of work, view of incoming) pairs that put received blocks back in place.
+
+    The blocks with `digit` at `distance` form runs of `distance` rows every radix*distance
+    rows: one strided view covers all whole periods, one slice the partial last period.
+    """
+    p, width = work.shape
+    period = radix * distance
+    whole = p // period
+    start = whole * period + digit * distance
+    pairs = [(work[: whole * period].reshape(whole, radix, distance, width)[:, digit],
+              incoming[: whole * distance].reshape(whole, distance, width)),
+             (work[start: start + distance], incoming[whole * distance:])]
+    return _nonempty(pairs)
+
+
+def _nonempty(pairs: list) -> list:
+    return [(into, source) for into, source in pairs if into.shape[0]]

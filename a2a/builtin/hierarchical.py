@@ -31,13 +31,14 @@ def hierarchical(comm, sendbuf, recvbuf, *, ppn: int = 0, placement: str = "bloc
     pack, unpack = leader_permutations(nodes, n, p)
     outbound = [len(members) * here * width for members in nodes]
     layout = (outbound, np.cumsum([0] + outbound[:-1]).tolist())
-    take, exchange = np.take, leaders.Alltoallv
+    into_outgoing, into_scattered = np.argsort(pack), np.argsort(unpack)  # gathers as scatters
+    exchange = leaders.Alltoallv
 
     def run():
         local.Gather(send, gathered, root=0)
-        take(gathered, pack, axis=0, out=outgoing)
+        outgoing[into_outgoing] = gathered
         exchange([outgoing, layout, MPI.BYTE], [incoming, layout, MPI.BYTE])
-        take(incoming, unpack, axis=0, out=scattered)
+        scattered[into_scattered] = incoming
         local.Scatter(scattered, recv, root=0)
 
     return run, lambda: (local.Free(), leaders.Free())

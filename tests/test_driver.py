@@ -1,0 +1,218 @@
+"""The timing driver: statistics, stalls, the record, resume, limits and bad options."""
+from __future__ import annotations
+
+import csv
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support import ROOT, mpiexec, mpiexec_path
+
+from a2a.mpi import clean_launcher_env
+from a2a.results import read_rows, read_samples
+from a2a.stats import Stats, bandwidths
+from bench.options import BadConfig, parse_list, parse_size
+from bench.run import default_nprocs
+
+SLEEPY = "tests/plugins/sleepy.py"
+HEADER = ("nprocs,nnodes,ppn,algorithm,options,dtype,count,bytes_per_peer,iterations,warmup,t_min_us,"
+          "t_p50_us,t_p90_us,t_p95_us,t_p99_us,t_mean_us,t_max_us,t_std_us,stalls,outliers,algbw_GBps,"
+          "busbw_GBps,valid,note")
+
+
+def bench(n: int, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return mpiexec(n, "-m", "bench", *args, timeout=timeout)
+
+
+def test_stats_match_hand_computed_values():
+    stats = Stats.of(np.array([0.010, 0.011, 0.012, 0.013, 0.300]), stall_threshold=0.1)
+    assert (stats.n, stats.min, stats.p50, stats.max) == (5, 0.010, 0.012, 0.300)
+    assert stats.mean == pytest.approx(0.0692)
+    assert stats.p90 == pytest.approx(0.013 + 0.6 * 0.287)  # linear interpolation at rank 3.6
+    assert stats.std == pytest.approx(np.sqrt(((np.array([10, 11, 12, 13, 300]) - 69.2) ** 2).sum() / 4) / 1000)
+    assert stats.stalls == 1  # only 0.300 >= 0.010 + 0.1
+    assert stats.outliers == 1  # fence: Q3 0.013 + 3 * IQR 0.002 = 0.019
+
+
+def test_bandwidths_follow_nccl_tests():
+    algbw, busbw = bandwidths(1024, 4, 1e-3)
+    assert algbw == pytest.approx(0.004096) and busbw == pytest.approx(0.003072)
+
+
+@pytest.mark.parametrize("text,values", [
+    ("8,1K,64KiB,1M", [8, 1024, 65536, 1048576]),
+    ("4:32:x2", [4, 8, 16, 32]),
+    ("1K:3K:+1K", [1024, 2048, 3072]),
+    ("16,4,16", [4, 16]),
+])
+def test_size_lists(text, values):
+    assert parse_list(text, "size") == values
+
+
+@pytest.mark.parametrize("text", ["12Q", "1.5K", "4:128:x1", "64:8:x2", "", "4:8"])
+def test_bad_size_lists(text):
+    with pytest.raises(BadConfig):
+        parse_list(text, "size") if text else parse_size(text)
+
+
+def test_default_process_counts():
+    assert default_nprocs(8) == "2,4,8" and default_nprocs(6) == "2,4,6" and default_nprocs(1) == "1"
+
+
+def test_record_has_the_exact_header_and_every_sample(tmp_path):
+    out = tmp_path / "run"
+    done = bench(3, "run", "--sizes", "8,1K", "--algorithms", "native,bruck", "--iterations", "4",
+                 "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    lines = (out / "results.csv").read_text().splitlines()
+    assert lines[0].startswith(HEADER + ",")  # later issues append columns after `note`
+    rows = read_rows(out)
+    assert {(r.nprocs, r.bytes_per_peer, r.algorithm) for r in rows} == {
+        (n, s, a) for n in (2, 3) for s in (8, 1024) for a in ("native", "bruck")}
+    assert all(r.valid and r.iterations == 4 and r.t_min_us <= r.t_p50_us <= r.t_max_us for r in rows)
+    samples = read_samples(out)
+    assert all(len(samples[r.key]) == 4 for r in rows)
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["status"] == "complete" and meta["world_size"] == 3 and "MPICH" in meta["mpi_library"]
+    assert meta["config"]["sizes"] == [8, 1024] and meta["end"]
+    assert "\n3 ranks" in done.stdout and " bruck " in done.stdout
+
+
+def test_stalls_and_outliers_are_flagged(tmp_path):
+    out = tmp_path / "run"
+    # warm-up is call 0, so calls 3 and 6 are timed iterations 2 and 5
+    done = bench(2, "run", "--plugin", SLEEPY, "--algorithms", "sleepy:stall_calls=3/6,native",
+                 "--sizes", "8", "--nprocs", "2", "--iterations", "10", "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    rows = {r.algorithm: r for r in read_rows(out)}
+    assert (rows["sleepy"].stalls, rows["sleepy"].outliers) == (2, 2)
+    assert rows["native"].stalls == 0  # (microsecond jitter may still make outliers)
+    seconds = read_samples(out)[rows["sleepy"].key]
+    assert [i for i, s in enumerate(seconds) if s >= 0.25] == [2, 5]
+    assert rows["sleepy"].t_max_us >= 250000
+    line = next(text for text in done.stdout.splitlines() if "sleepy" in text)
+    assert line.rstrip().endswith("!")
+
+
+def test_points_above_the_memory_cap_are_skipped(tmp_path):
+    out = tmp_path / "run"
+    done = bench(2, "run", "--sizes", "8,4K", "--algorithms", "native", "--nprocs", "2",
+                 "--max-memory", "4K", "--iterations", "3", "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    rows = {r.bytes_per_peer: r for r in read_rows(out)}
+    assert rows[8].valid and rows[8].iterations == 3
+    assert not rows[4096].valid and rows[4096].note.startswith("skipped: buffers need 16384 B per rank")
+
+
+def test_process_counts_run_on_subcommunicators(tmp_path):
+    out = tmp_path / "run"
+    done = bench(3, "run", "--sizes", "64", "--algorithms", "pairwise", "--nprocs", "1,2,3",
+                 "--iterations", "3", "--output", str(out), "--quiet", "--allow-oversubscribed")
+    assert done.returncode == 0, done.stderr
+    assert sorted(r.nprocs for r in read_rows(out)) == [1, 2, 3]
+    assert done.stdout == "" and done.stderr == ""
+
+
+def test_config_file_with_command_line_winning(tmp_path):
+    config = tmp_path / "sweep.yaml"
+    config.write_text("sizes: [8, 1K]\nalgorithms: [native, pairwise]\niterations: 3\noption: []\n")
+    out = tmp_path / "run"
+    done = bench(2, "run", "--config", str(config), "--iterations", "4", "--output", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    rows = read_rows(out)
+    assert {r.bytes_per_peer for r in rows} == {8, 1024} and {r.iterations for r in rows} == {4}
+
+
+def test_sigterm_stops_cleanly_and_resume_measures_only_the_missing_points(tmp_path):
+    out = tmp_path / "run"
+    slow = "sleepy:stall_calls=1/2/3/4/5:seconds=0.15"
+    args = ["-m", "bench", "run", "--plugin", SLEEPY, "--algorithms", f"{slow},native", "--sizes",
+            "8,16,32,64", "--nprocs", "2", "--iterations", "5", "--output", str(out), "--quiet"]
+    job = subprocess.Popen([mpiexec_path(), "-n", "2", sys.executable, *args], cwd=ROOT,
+                           env=clean_launcher_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and _rows_on_disk(out) < 2:
+        time.sleep(0.1)
+    job.send_signal(signal.SIGTERM)
+    _, stderr = job.communicate(timeout=60)
+    assert job.returncode != 0
+    first = read_rows(out)
+    assert 2 <= len(first) < 8
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["status"].startswith("terminated"), meta["status"]
+    assert f"--resume {out}" in stderr
+
+    done = bench(2, "run", "--resume", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    rows = read_rows(out)
+    assert len(rows) == 8 and len({r.key for r in rows}) == 8
+    assert [r.as_csv() for r in rows[: len(first)]] == [r.as_csv() for r in first]
+    samples = read_samples(out)
+    assert all(len(samples[r.key]) == 5 for r in rows)
+    assert json.loads((out / "meta.json").read_text())["status"] == "complete"
+
+
+def _rows_on_disk(out: Path) -> int:
+    path = out / "results.csv"
+    return max(0, len(path.read_text().splitlines()) - 1) if path.exists() else 0
+
+
+def test_a_point_past_the_timeout_ends_the_job_naming_it(tmp_path):
+    out = tmp_path / "run"
+    done = bench(2, "run", "--plugin", SLEEPY, "--algorithms", "native,sleepy:stall_calls=0:seconds=30:from_bytes=1024",
+                 "--sizes", "8,1K", "--nprocs", "2", "--timeout", "2", "--output", str(out), "--quiet",
+                 timeout=60)
+    assert done.returncode != 0
+    assert "sleepy:from_bytes=1024:seconds=30.0:stall_calls=0 at 1024 B per peer on 2 ranks" in done.stderr
+    assert "did not finish within --timeout 2 s" in done.stderr
+    assert {(r.algorithm, r.bytes_per_peer) for r in read_rows(out)} >= {("native", 8), ("sleepy", 8)}
+    assert json.loads((out / "meta.json").read_text())["status"].startswith("timeout at sleepy")
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--sizes", "12Q"], "size '12Q' is not a byte count"),
+    (["--sizes", "6"], "sizes [6] are not multiples of float32's 4 bytes"),
+    (["--nprocs", "3"], "process counts [3] must lie between 1 and the world size 2"),
+    (["--nprocs", "0"], "process counts [0] must lie between 1"),
+    (["--algorithms", "brook"], "unknown algorithm 'brook'; registered:"),
+    (["--option", "bruck.radix=1"], "bruck: option radix=1; accepted: an integer >= 2"),
+    (["--option", "bruck.fanout=3"], "bruck: unknown option fanout; accepted: radix"),
+    (["--option", "radix=3"], "accepted: ALGORITHM.KEY=VALUE"),
+    (["--config", "no/such/sweep.yaml"], "cannot read config no/such/sweep.yaml"),
+    (["--dtype", "object"], "dtype 'object'; accepted:"),
+    (["--iterations", "many"], "--iterations 'many' is not a whole number"),
+    (["--timeout", "-1"], "--timeout '-1'; accepted: a positive number of seconds"),
+    (["--plugin", "no/such/plugin.py"], "plug-in file no/such/plugin.py does not exist"),
+    (["--format", "xml"], "Invalid value for '--format'"),
+])
+def test_bad_options_exit_2_with_one_message_before_measuring(tmp_path, args, message):
+    out = tmp_path / "run"
+    done = bench(2, "run", *args, "--output", str(out), timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count(message) == 1, done.stderr
+    assert not (out / "results.csv").exists()
+
+
+def test_resume_refuses_sweep_options(tmp_path):
+    done = bench(1, "run", "--resume", str(tmp_path), "--sizes", "8", timeout=60)
+    assert done.returncode == 2 and "drop --sizes" in done.stderr
+
+
+def test_list_and_show(tmp_path):
+    listing = mpiexec(1, "-m", "bench", "list")
+    assert listing.returncode == 0
+    for name in ("native", "linear", "pairwise", "throttled", "bruck", "node_aware", "hierarchical",
+                 "pairwise_inplace"):
+        assert f"\n{name} " in listing.stdout
+    out = tmp_path / "run"
+    assert bench(2, "run", "--sizes", "8", "--algorithms", "linear", "--iterations", "2", "--output",
+                 str(out), "--quiet").returncode == 0
+    shown = mpiexec(1, "-m", "bench", "show", str(out))
+    assert shown.returncode == 0 and "linear" in shown.stdout and "complete" in shown.stdout
+    as_csv = mpiexec(1, "-m", "bench", "show", str(out), "--format", "csv")
+    assert list(csv.reader(as_csv.stdout.splitlines()))[0][:3] == ["nprocs", "nnodes", "ppn"]
