@@ -415,6 +415,9 @@ def mpiexec_path() -> str:
     if not found:
         raise ClusterError("no mpiexec beside this Python or on PATH; install the mpich extra "
                            "(pip install -e '.[mpich]')")
+    if "HYDRA" not in sh(found, "--version", check=False):
+        raise ClusterError(f"{found} is not MPICH's (hydra) mpiexec, which the emulated cluster "
+                           "launches through; use a venv with the mpich extra")
     return found
 
 
@@ -436,7 +439,7 @@ def run_command(state: State, program: Iterable[str], nprocs: int = 0,
 
 
 def run_env() -> dict[str, str]:
-    """This environment less what an enclosing MPI launcher set; the user's MPIR_CVAR_ tuning stays."""
+    """This environment less what an enclosing launcher set; the user's MPIR_CVAR_ tuning stays."""
     env = clean_launcher_env()
     env.update({k: v for k, v in os.environ.items() if k.startswith("MPIR_CVAR_")})
     return env
@@ -446,9 +449,12 @@ def current() -> State:
     """The cluster that is up, or ClusterError saying how to make one."""
     require_root()
     state = read_state()
-    if state is None or state.status != "up":
+    if state is None:
         raise ClusterError("no emulated cluster is up; make one with "
                            "`python -m bench cluster up --nodes N`")
+    if state.status != "up":
+        raise ClusterError("the emulated cluster was never finished (an interrupted `up`); "
+                           "run `python -m bench cluster down`, then `up` again")
     broken = problems(state.shape)
     if broken:
         raise ClusterError(f"the emulated cluster is damaged ({'; '.join(broken)}); "

@@ -109,6 +109,13 @@ def test_down_removes_what_a_crash_left(netns):
     ok(bench("cluster", "down"))
     assert cluster.namespaces() == []
 
+    cluster.write_state(cluster.State(cluster.Shape(1), "building", []))  # up killed mid-way
+    cluster.sh("ip", "netns", "add", "a2a-sw")
+    unfinished = bench("cluster", "run", "--", "run")
+    assert unfinished.returncode == 2 and "never finished" in unfinished.stderr
+    ok(bench("cluster", "down"))
+    assert cluster.namespaces() == [] and not cluster.STATE_DIR.exists()
+
 
 def test_bytes_cross_the_emulated_links(netns, tmp_path: Path):
     ok(bench("cluster", "up", "--nodes", "2", "--slots", "2", "--hostfiles", str(tmp_path / "h")))
