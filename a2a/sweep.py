@@ -7,7 +7,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .environment import cores_of_this_rank, describe_oversubscription, oversubscription
+from .environment import (
+    by_machine,
+    cores_of_this_rank,
+    describe_oversubscription,
+    machine_of_this_rank,
+    oversubscription,
+)
 from .errors import A2AError
 from .mesh import Layout, group_comm
 from .mpi import idle_barrier
@@ -131,7 +137,8 @@ class Context:
 
         hosts = node_groups(comm)
         nodes = node_groups(comm, ppn) if ppn else hosts
-        crowded = oversubscription(comm.allgather((MPI.Get_processor_name(), cores_of_this_rank())))
+        placement = (machine_of_this_rank(), MPI.Get_processor_name(), cores_of_this_rank())
+        crowded = oversubscription(by_machine(comm.allgather(placement)))
         return cls(len(nodes), max(map(len, nodes)), any(h[0] == comm.rank for h in hosts), crowded,
                    harness_cost(comm))
 
