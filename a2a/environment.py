@@ -15,8 +15,8 @@ import numpy as np
 
 def describe_run(comm: Any, config: Any, plugins: list[str]) -> dict[str, Any]:
     """Everything a reader needs to trust or reproduce the run (collective over comm)."""
-    from mpi4py import MPI
     import mpi4py
+    from mpi4py import MPI
 
     hosts = Counter(comm.allgather(MPI.Get_processor_name()))
     return {
@@ -72,3 +72,45 @@ def node_memory_share(comm: Any) -> int:
     except (OSError, KeyError, ValueError):
         available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
     return comm.allreduce(available // 2 // ranks_here, op=MPI.MIN)
+
+
+def cores_of_this_rank() -> frozenset[int]:
+    """CPUs this process may run on (its affinity mask)."""
+    try:
+        return frozenset(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return frozenset(range(os.cpu_count() or 1))
+
+
+def machine_of_this_rank() -> str:
+    """The kernel this rank runs on: its boot id, the same in every network namespace of a machine."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return platform.node()
+
+
+def by_machine(placements: list[tuple[str, str, frozenset[int]]]) -> list[tuple[str, frozenset[int]]]:
+    """(machine, host name, cores) per rank -> (host names of that machine, cores): emulated nodes
+    in namespaces of one kernel share its cores, so they count as one machine."""
+    names: dict[str, set[str]] = {}
+    for machine, host, _ in placements:
+        names.setdefault(machine, set()).add(host)
+    return [(",".join(sorted(names[machine])), cores) for machine, _, cores in placements]
+
+
+def oversubscription(placements: list[tuple[str, frozenset[int]]]) -> dict[str, dict[str, int]]:
+    """Hosts whose ranks outnumber the cores they may use: {host: {"ranks": n, "cores": c}}."""
+    ranks: Counter = Counter()
+    cores: dict[str, set[int]] = {}
+    for host, mask in placements:
+        ranks[host] += 1
+        cores.setdefault(host, set()).update(mask)
+    return {host: {"ranks": ranks[host], "cores": len(cores[host])}
+            for host in sorted(ranks) if ranks[host] > len(cores[host])}
+
+
+def describe_oversubscription(crowded: dict[str, dict[str, int]]) -> str:
+    """'oversubscribed: 4 ranks on 2 cores (vm)' or ''."""
+    return "; ".join(f"oversubscribed: {v['ranks']} ranks on {v['cores']} cores ({host})"
+                     for host, v in crowded.items())

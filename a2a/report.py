@@ -8,6 +8,7 @@ import math
 from dataclasses import asdict
 from typing import Iterable
 
+import numpy as np
 from tabulate import tabulate
 
 from .results import COLUMNS, Row
@@ -50,6 +51,41 @@ def table(rows: Iterable[Row], fmt: str = "simple") -> str:
                "p50 us", "p99 us", "busbw GB/s", "stalls"] + (["tcp timeouts"] if show_timeouts else []) + [""]
     return tabulate(body, headers=headers, tablefmt=fmt, disable_numparse=True,
                     colalign=("right", "right", "left") + ("right",) * (len(headers) - 3))
+
+
+def oversubscription_warning(crowded: dict[str, dict[str, int]]) -> str:
+    """Why oversubscribed timings mislead, with the numbers."""
+    where = ", ".join(f"{v['ranks']} ranks on {v['cores']} cores of {host}" for host, v in crowded.items())
+    return (f"oversubscribed: {where}. Timings then measure the OS scheduler as much as the algorithm; "
+            "compare algorithms only side by side in this run (--allow-oversubscribed hides this warning).")
+
+
+TPU_PERCENTILES = [("p50", "t_p50_us"), ("p90", "t_p90_us"), ("p95", "t_p95_us"), ("p99", "t_p99_us"),
+                   ("avg", "t_mean_us"), ("max", "t_max_us"), ("min", "t_min_us")]
+
+
+def tpu_table(rows: Iterable[Row]) -> str:
+    """Rows in the TPU all-to-all benchmark's columns (tab-separated, like its CSV).
+
+    transferred_data is what leaves each rank: (group_size - 1) x bytes_per_peer; achieved_bw
+    at a percentile is transferred_data over the step time at that percentile.
+    """
+    headers = ["iteration", "op_type", "rank", "mesh_shape", "op_dimension", "sharding_strategy",
+               "transferred_data (GB)", "dtype_bytes", "algorithm"]
+    headers += [f"step_time_ms_{name}" for name, _ in TPU_PERCENTILES] + ["step_time_ms_num_runs"]
+    headers += [f"achieved_bw (GB/s)_{name}" for name, _ in TPU_PERCENTILES]
+    lines = ["\t".join(headers)]
+    for r in sorted(rows, key=lambda r: (r.mesh, r.groups, r.algorithm, r.options, r.bytes_per_peer)):
+        group = r.group_size or r.nprocs
+        transferred = (group - 1) * r.bytes_per_peer / 1e9
+        times_ms = [getattr(r, column) / 1e3 for _, column in TPU_PERCENTILES]
+        axes = sum(1 for size in r.groups.split("x") if size != "1") if r.groups else 1
+        cells = [r.count, "A2A", group, r.mesh or r.nprocs, axes, r.groups or r.nprocs, f"{transferred:.3g}",
+                 np.dtype(r.dtype).itemsize, _label(r)]
+        cells += [f"{t:.6g}" for t in times_ms] + [r.iterations]
+        cells += [f"{transferred / (t / 1e3):.6g}" if t > 0 else "" for t in times_ms]
+        lines.append("\t".join(map(str, cells)))
+    return "\n".join(lines)
 
 
 def _label(row: Row) -> str:

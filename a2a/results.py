@@ -46,6 +46,11 @@ class Row:
     valid: bool = False
     note: str = ""
     tcp_timeouts: int | None = None
+    mesh: str = ""
+    groups: str = ""
+    group_size: int | None = None
+    ngroups: int | None = None
+    timing: str = "sync"
 
     @property
     def key(self) -> tuple:
@@ -68,14 +73,18 @@ class Row:
 
 
 COLUMNS: list[str] = [f.name for f in fields(Row)]
-KEY_COLUMNS: list[str] = ["nprocs", "algorithm", "options", "dtype", "bytes_per_peer"]
+KEY_COLUMNS: list[str] = ["nprocs", "algorithm", "options", "dtype", "bytes_per_peer", "timing", "mesh", "groups"]
 SAMPLE_COLUMNS: list[str] = KEY_COLUMNS + ["iteration", "seconds"]
 
 
+KEY_DEFAULTS = {"timing": "sync", "mesh": "", "groups": ""}
+
+
 def point_key(row: Any) -> tuple:
-    """Key of a point given a Row, a dict or any object with the key columns."""
-    get = row.get if isinstance(row, dict) else lambda k: getattr(row, k)
-    return tuple(str(get(k)) for k in KEY_COLUMNS)
+    """Key of a point given a Row, a dict (a CSV record) or any object with the key columns."""
+    if isinstance(row, dict):
+        return tuple(str(row.get(k, KEY_DEFAULTS.get(k, ""))) for k in KEY_COLUMNS)
+    return tuple(str(getattr(row, k)) for k in KEY_COLUMNS)
 
 
 def _format(value: Any) -> str:

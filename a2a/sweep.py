@@ -7,13 +7,21 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .environment import (
+    by_machine,
+    cores_of_this_rank,
+    describe_oversubscription,
+    machine_of_this_rank,
+    oversubscription,
+)
 from .errors import A2AError
+from .mesh import Layout, group_comm
 from .mpi import idle_barrier
 from .netstat import tcp_timeouts
 from .registry import get
 from .results import Row, point_key
 from .stats import Stats, bandwidths
-from .timing import time_sync
+from .timing import harness_cost, time_pipelined, time_sync
 from .topology import node_groups
 from .verify import expected_pattern, send_pattern
 
@@ -36,6 +44,9 @@ class Variant:
         return ":".join([self.name, *(f"{k}={v}" for k, v in sorted(self.options.items()))])
 
 
+TIMINGS = ("sync", "pipelined")
+
+
 @dataclass(frozen=True)
 class SweepConfig:
     """Everything a sweep needs; stored in meta.json so that --resume can rebuild it."""
@@ -53,6 +64,8 @@ class SweepConfig:
     max_memory: int = 1 << 30
     ppn: int = 0
     seed: int = 0
+    timing: str = "sync"
+    layouts: list[Layout] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -63,45 +76,78 @@ class SweepConfig:
         """Rebuild from as_dict() output."""
         values = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         values["variants"] = [Variant(v["name"], dict(v["options"])) for v in data["variants"]]
+        values["layouts"] = [Layout(tuple(m["mesh"]), tuple(m["keep"])) for m in data.get("layouts", [])]
         return cls(**values)
 
 
 @dataclass(frozen=True)
 class Point:
-    """One measurement: a variant at a size on the first `nprocs` ranks."""
+    """One measurement: a variant at a size on the first `nprocs` ranks (maybe in mesh groups)."""
 
     nprocs: int
     bytes_per_peer: int
     variant: Variant
     dtype: str
+    timing: str = "sync"
+    layout: Layout | None = None
 
     @property
     def key(self) -> tuple:
         """The results key of this point."""
         return point_key({"nprocs": self.nprocs, "algorithm": self.variant.name,
                           "options": self.variant.options_text, "dtype": self.dtype,
-                          "bytes_per_peer": self.bytes_per_peer})
+                          "bytes_per_peer": self.bytes_per_peer, "timing": self.timing,
+                          "mesh": self.layout.mesh_text if self.layout else "",
+                          "groups": self.layout.strategy if self.layout else ""})
 
     def __str__(self) -> str:
-        return f"{self.variant.label} at {self.bytes_per_peer} B per peer on {self.nprocs} ranks"
+        where = f" in groups {self.layout.strategy} of mesh {self.layout.mesh_text}" if self.layout else ""
+        return f"{self.variant.label} at {self.bytes_per_peer} B per peer on {self.nprocs} ranks{where}"
 
 
 def points(config: SweepConfig, nprocs: int) -> list[Point]:
-    """A process count's points: sizes ascending, algorithms in a seeded shuffle per size.
+    """A process count's points: per layout, sizes ascending, algorithms in a seeded shuffle per size.
 
     The shuffle keeps any algorithm from always running first (cold) or last (after the
     others warmed caches and links); the seed makes the order the same on every rank.
     """
     order: list[Point] = []
-    for size in config.sizes:
-        variants = list(config.variants)
-        random.Random(f"{config.seed}:{nprocs}:{size}").shuffle(variants)
-        order += [Point(nprocs, size, v, config.dtype) for v in variants]
+    for layout in [m for m in config.layouts if m.nprocs == nprocs] or [None]:
+        for size in config.sizes:
+            variants = list(config.variants)
+            random.Random(f"{config.seed}:{nprocs}:{size}").shuffle(variants)
+            order += [Point(nprocs, size, v, config.dtype, config.timing, layout) for v in variants]
     return order
+
+
+@dataclass(frozen=True)
+class Context:
+    """What holds for every point of a process count: nodes, crowding, the harness's own cost."""
+
+    nnodes: int
+    ppn: int
+    host_leader: bool
+    crowded: dict[str, dict[str, int]]
+    harness: dict[str, float]
+
+    @classmethod
+    def of(cls, comm: Any, ppn: int) -> "Context":
+        """Find the nodes, who shares cores, and what timing costs (collective)."""
+        from mpi4py import MPI
+
+        hosts = node_groups(comm)
+        nodes = node_groups(comm, ppn) if ppn else hosts
+        placement = (machine_of_this_rank(), MPI.Get_processor_name(), cores_of_this_rank())
+        crowded = oversubscription(by_machine(comm.allgather(placement)))
+        return cls(len(nodes), max(map(len, nodes)), any(h[0] == comm.rank for h in hosts), crowded,
+                   harness_cost(comm))
 
 
 class Observer:
     """What rank 0 hears during a sweep; the default hears nothing."""
+
+    def start_nprocs(self, nprocs: int, context: Context, layouts: list[Layout]) -> None:
+        """A process count begins."""
 
     def start_point(self, point: Point) -> None:
         """A point is about to be measured."""
@@ -119,11 +165,11 @@ def run_sweep(world: Any, config: SweepConfig, done: set[tuple], observer: Obser
     from mpi4py import MPI
 
     for nprocs in config.nprocs:
-        member = world.rank < nprocs
+        todo = [p for p in points(config, nprocs) if p.key not in done]
+        member = world.rank < nprocs and bool(todo)
         sub = world.Split(0 if member else MPI.UNDEFINED, world.rank)
         stopped, rows = False, []
         if member:
-            todo = [p for p in points(config, nprocs) if p.key not in done]
             stopped, rows = _measure_all(sub, config, todo, observer, stop_requested)
             sub.Free()
         idle_barrier(world)  # ranks outside this count sleep here instead of spinning
@@ -136,12 +182,14 @@ def run_sweep(world: Any, config: SweepConfig, done: set[tuple], observer: Obser
 
 def _measure_all(sub: Any, config: SweepConfig, todo: list[Point], observer: Observer,
                  stop_requested: Callable[[], bool]) -> tuple[bool, list[Row]]:
-    shape = Shape.of(sub, config.ppn)
+    context = Context.of(sub, config.ppn)
+    if sub.rank == 0:
+        observer.start_nprocs(sub.size, context, [m for m in config.layouts if m.nprocs == sub.size])
     rows = []
     for point in todo:
         if sub.rank == 0:
             observer.start_point(point)
-        measured = measure(sub, point, config, shape, stop_requested)
+        measured = measure(sub, point, config, context, stop_requested)
         if measured is None:
             return True, rows
         row, samples = measured
@@ -151,82 +199,95 @@ def _measure_all(sub: Any, config: SweepConfig, todo: list[Point], observer: Obs
     return False, rows
 
 
-@dataclass(frozen=True)
-class Shape:
-    """Nodes of a communicator: as algorithms see them (maybe virtual) and as hosts really are."""
-
-    nnodes: int
-    ppn: int
-    host_leader: bool
-
-    @classmethod
-    def of(cls, comm: Any, ppn: int) -> "Shape":
-        """Find the nodes (collective)."""
-        hosts = node_groups(comm)
-        nodes = node_groups(comm, ppn) if ppn else hosts
-        return cls(len(nodes), max(map(len, nodes)), any(h[0] == comm.rank for h in hosts))
-
-
-def measure(comm: Any, point: Point, config: SweepConfig, shape: Shape,
+def measure(comm: Any, point: Point, config: SweepConfig, context: Context,
             stop_requested: Callable[[], bool]) -> tuple[Row, np.ndarray] | None:
-    """Plan, warm up, time and check one point (collective); None if a stop was requested."""
-    dtype = np.dtype(point.dtype)
-    count = point.bytes_per_peer // dtype.itemsize
-    row = Row(point.nprocs, shape.nnodes, shape.ppn, point.variant.name, point.variant.options_text,
-              dtype.name, count, point.bytes_per_peer, iterations=0, warmup=config.warmup)
-    need = 2 * point.nprocs * point.bytes_per_peer
+    """Plan, warm up, time and check one point (collective); None if a stop was requested.
+
+    With a mesh layout the algorithm runs in every replica group at once; timing and checks
+    still span all of `comm`, so a sample is the max over every rank of every group.
+    """
+    row = _blank_row(point, config, context)
+    group = group_comm(comm, point.layout) if point.layout else comm
+    try:
+        return _time_and_check(comm, group, point, config, context, row, stop_requested)
+    finally:
+        if group is not comm:
+            group.Free()
+
+
+def _time_and_check(comm: Any, group: Any, point: Point, config: SweepConfig, context: Context, row: Row,
+                    stop_requested: Callable[[], bool]) -> tuple[Row, np.ndarray] | None:
+    need = 2 * group.size * point.bytes_per_peer
     if need > config.max_memory:
-        row.note = f"skipped: buffers need {need} B per rank, above --max-memory {config.max_memory}"
-        return row, np.zeros(0)
-    sendbuf = send_pattern(dtype, comm.size, comm.rank, count)
+        return _noted(row, f"skipped: buffers need {need} B per rank, above --max-memory {config.max_memory}")
+    sendbuf = send_pattern(np.dtype(point.dtype), group.size, group.rank, row.count)
     recvbuf = np.zeros_like(sendbuf)
-    timeouts_before = _sum_over_hosts(comm, shape)
+    timeouts_before = _sum_over_hosts(comm, context)
     try:
-        plan = get(point.variant.name).plan(comm, sendbuf, recvbuf, **point.variant.options)
+        plan = get(point.variant.name).plan(group, sendbuf, recvbuf, **point.variant.options)
     except A2AError as refused:  # raised alike on every rank (the checks are collective)
-        row.note = f"refused: {refused}"
-        return row, np.zeros(0)
+        return _noted(row, f"refused: {refused}")
     try:
-        samples, stopped = time_sync(comm, plan.run, config.warmup, config.iterations,
-                                     config.max_time_per_point, stop_requested)
+        if point.timing == "pipelined":
+            samples, stopped = time_pipelined(comm, plan.run, config.warmup, config.iterations, stop_requested)
+        else:
+            samples, stopped = time_sync(comm, plan.run, config.warmup, config.iterations,
+                                         config.max_time_per_point, stop_requested)
         if stopped:
             return None
-        wrong = _check(comm, plan, recvbuf, dtype, count) if config.check else []
+        wrong = _check(comm, group, plan, recvbuf, np.dtype(point.dtype), row.count) if config.check else []
     finally:
         plan.free()
-    timeouts_after = _sum_over_hosts(comm, shape)
-    _fill(row, Stats.of(samples, config.stall_threshold), config)
+    timeouts_after = _sum_over_hosts(comm, context)
+    _fill(row, Stats.of(samples, config.stall_threshold), config, point.timing)
     row.valid = not wrong
     if wrong:
-        row.note = f"WRONG RESULT on ranks {_ranges(wrong)}"
+        _noted(row, f"WRONG RESULT on ranks {_ranges(wrong)}")
     if timeouts_before is not None and timeouts_after is not None:
         row.tcp_timeouts = timeouts_after - timeouts_before
     return row, samples
 
 
-def _check(comm: Any, plan: Any, recvbuf: np.ndarray, dtype: np.dtype, count: int) -> list[int]:
-    """Run once more into a cleared buffer; return the ranks whose result is wrong."""
+def _blank_row(point: Point, config: SweepConfig, context: Context) -> Row:
+    layout = point.layout
+    row = Row(point.nprocs, context.nnodes, context.ppn, point.variant.name, point.variant.options_text,
+              point.dtype, point.bytes_per_peer // np.dtype(point.dtype).itemsize, point.bytes_per_peer,
+              warmup=config.warmup, timing=point.timing, note=describe_oversubscription(context.crowded))
+    if layout:
+        row.mesh, row.groups, row.group_size, row.ngroups = (layout.mesh_text, layout.strategy,
+                                                             layout.group_size, layout.ngroups)
+    return row
+
+
+def _noted(row: Row, note: str) -> tuple[Row, np.ndarray]:
+    """Put `note` first in the row's note (skip and refusal notes are read by their prefix)."""
+    row.note = "; ".join(n for n in (note, row.note) if n)
+    return row, np.zeros(0)
+
+
+def _check(comm: Any, group: Any, plan: Any, recvbuf: np.ndarray, dtype: np.dtype, count: int) -> list[int]:
+    """Run once more into a cleared buffer; return the ranks (of comm) whose result is wrong."""
     recvbuf[...] = 0
     plan()
-    right = np.array_equal(recvbuf, expected_pattern(dtype, comm.size, comm.rank, count))
+    right = np.array_equal(recvbuf, expected_pattern(dtype, group.size, group.rank, count))
     return [rank for rank, ok in enumerate(comm.allgather(right)) if not ok]
 
 
-def _fill(row: Row, stats: Stats, config: SweepConfig) -> None:
+def _fill(row: Row, stats: Stats, config: SweepConfig, timing: str) -> None:
     us = 1e6
-    row.iterations = stats.n
+    row.iterations = config.iterations if timing == "pipelined" else stats.n
     row.t_min_us, row.t_p50_us, row.t_p90_us = stats.min * us, stats.p50 * us, stats.p90 * us
     row.t_p95_us, row.t_p99_us, row.t_mean_us = stats.p95 * us, stats.p99 * us, stats.mean * us
     row.t_max_us, row.t_std_us = stats.max * us, stats.std * us
     row.stalls, row.outliers = stats.stalls, stats.outliers
-    row.algbw_GBps, row.busbw_GBps = bandwidths(row.bytes_per_peer, row.nprocs, stats.p50)
-    if stats.n < config.iterations:
-        row.note = f"stopped after {stats.n} iterations (--max-time-per-point {config.max_time_per_point:g} s)"
+    row.algbw_GBps, row.busbw_GBps = bandwidths(row.bytes_per_peer, row.group_size or row.nprocs, stats.p50)
+    if timing == "sync" and stats.n < config.iterations:
+        _noted(row, f"stopped after {stats.n} iterations (--max-time-per-point {config.max_time_per_point:g} s)")
 
 
-def _sum_over_hosts(comm: Any, shape: Shape) -> int | None:
+def _sum_over_hosts(comm: Any, context: Context) -> int | None:
     """TCP timeouts summed over hosts (one reader per host), or None if any host cannot tell."""
-    mine = tcp_timeouts() if shape.host_leader else 0
+    mine = tcp_timeouts() if context.host_leader else 0
     local = np.array([mine or 0, mine is None], dtype=np.int64)
     total = np.empty_like(local)
     comm.Allreduce(local, total)  # sums: the count, and how many hosts could not tell

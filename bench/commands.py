@@ -1,2 +1,2 @@
 """Import every subcommand module so that each registers itself on `main`."""
-from . import model, overhead, plot, run, show  # noqa: F401
+from . import cluster, decide, model, overhead, plot, run, show  # noqa: F401

@@ -14,20 +14,30 @@ import click
 
 import a2a
 from a2a import report
-from a2a.errors import A2AError, BadOption
+from a2a.environment import describe_run, node_memory_share
+from a2a.errors import BadOption
+from a2a.mesh import Layout, layouts
 from a2a.mpi import abort_on_error, world
 from a2a.results import Recorder, Row, read_meta, read_rows, write_meta
-from a2a.sweep import Observer, Point, SweepConfig, Variant, run_sweep
-from a2a.environment import describe_run, node_memory_share
+from a2a.sweep import TIMINGS, Context, Observer, Point, SweepConfig, Variant, points, run_sweep
 
 from .cli import main
-from .options import (BadConfig, load_config, parse_algorithm_spec, parse_assignments, parse_count,
-                      parse_dtype, parse_list, parse_size)
+from .options import (
+    BadConfig,
+    load_config,
+    parse_algorithm_spec,
+    parse_assignments,
+    parse_count,
+    parse_dtype,
+    parse_list,
+    parse_size,
+)
 
 DEFAULT_SIZES = "4:128K:x2"
 EXIT_TERMINATED = 143
 SWEEP_OPTIONS = ("config", "sizes", "dtype", "algorithms", "plugin", "option", "nprocs", "warmup",
-                 "iterations", "max_time_per_point", "stall_threshold", "check", "max_memory", "ppn", "seed")
+                 "iterations", "max_time_per_point", "stall_threshold", "check", "max_memory", "ppn", "seed",
+                 "timing", "mesh", "groups")
 
 
 @main.command("run")
@@ -47,12 +57,19 @@ SWEEP_OPTIONS = ("config", "sizes", "dtype", "algorithms", "plugin", "option", "
 @click.option("--output", help="Results directory. [default: results/<UTC time>]")
 @click.option("--resume", "resume", type=click.Path(file_okay=False), help="Finish an interrupted run in DIR.")
 @click.option("--timeout", help="Seconds one point may take before the job ends. [default: 300]")
-@click.option("--max-memory", help="Bytes of buffers per rank; larger points are skipped. [default: a share of the node]")
+@click.option("--max-memory",
+              help="Bytes of buffers per rank; larger points are skipped. [default: a share of the node]")
 @click.option("--ppn", help="Ranks per virtual node, for node-aware algorithms. [default: real nodes]")
 @click.option("--seed", help="Seed of the algorithm order within a size. [default: 0]")
+@click.option("--timing", type=click.Choice(["sync", "pipelined"]), default=None,
+              help="sync: barrier + one timed call, max over ranks, every sample; pipelined: OSU/IMB "
+                   "back-to-back calls, per-rank means. [default: sync]")
+@click.option("--mesh", help="Cartesian meshes, comma-separated (2x2x8,2x4); ranks fill them row-major.")
+@click.option("--groups", multiple=True, help="Axes forming each replica group: z, y,z or 1x1x8 (repeatable).")
+@click.option("--allow-oversubscribed", is_flag=True, help="No warning when ranks outnumber cores (still recorded).")
 @click.option("--quiet", is_flag=True, help="No progress bar or tables (errors and warnings still show).")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
-              help="What goes to stdout: tables per process count, or all rows at the end.")
+@click.option("--format", "fmt", type=click.Choice(["table", "tpu", "csv", "json"]), default="table",
+              help="stdout: tables per process count (seed mail's or TPU benchmark's columns), or rows at the end.")
 @click.pass_context
 def run(ctx: click.Context, **given: Any) -> None:
     """Sweep message sizes x process counts x algorithms (the main job)."""
@@ -63,7 +80,7 @@ def run(ctx: click.Context, **given: Any) -> None:
         explicit["option"] = (*explicit.get("option", ()), f"auto.table={given['decision_table']}")
     directory, config, plugins, done = prepare(comm, explicit)
     session = Session(comm, directory, config, plugins, given["quiet"], given["fmt"],
-                      float(given["timeout"] or config.timeout))
+                      float(given["timeout"] or config.timeout), given["allow_oversubscribed"])
     sys.exit(session.sweep(done))
 
 
@@ -111,9 +128,19 @@ def build_config(comm: Any, values: dict[str, Any]) -> SweepConfig:
     odd = [s for s in sizes if s % itemsize]
     if odd:
         raise BadConfig(f"sizes {odd} are not multiples of {dtype}'s {itemsize} bytes")
-    nprocs = parse_list(_as_text(get("nprocs", default_nprocs(comm.size))), "process count", parse_count)
+    layouts = mesh_layouts(get("mesh", ""), _as_list(get("groups", [])))
+    for layout in layouts:
+        if layout.nprocs > comm.size:
+            raise BadConfig(f"mesh {layout.mesh_text} holds {layout.nprocs} ranks, more than the {comm.size} "
+                            "of this job")
+    fallback = ",".join(str(m.nprocs) for m in layouts) if layouts else default_nprocs(comm.size)
+    nprocs = parse_list(_as_text(get("nprocs", fallback)), "process count", parse_count)
     if nprocs[0] < 1 or nprocs[-1] > comm.size:
         raise BadConfig(f"process counts {nprocs} must lie between 1 and the world size {comm.size}")
+    for layout in layouts:
+        if layout.nprocs not in nprocs:
+            raise BadConfig(f"mesh {layout.mesh_text} holds {layout.nprocs} ranks, not a process count of "
+                            f"this sweep ({', '.join(map(str, nprocs))}; the world has {comm.size})")
     ppn = parse_count(str(get("ppn", 0)), "--ppn")
     options = parse_assignments(_as_list(get("option", [])), "--option")
     return SweepConfig(
@@ -127,7 +154,23 @@ def build_config(comm: Any, values: dict[str, Any]) -> SweepConfig:
         timeout=_seconds(get("timeout", 300), "--timeout"),
         max_memory=parse_size(str(get("max_memory", node_memory_share(comm))), "--max-memory"),
         seed=parse_count(str(get("seed", 0)), "--seed"),
+        timing=_choice(get("timing", "sync"), TIMINGS, "--timing"),
+        layouts=layouts,
     )
+
+
+def mesh_layouts(meshes: Any, groups: list[str]) -> list[Layout]:
+    """--mesh and --groups -> layouts (every mesh with every group choice)."""
+    meshes = [m.strip() for m in _as_text(meshes).split(",") if m.strip()]
+    if groups and not meshes:
+        raise BadConfig("--groups needs --mesh (the axes are the mesh's)")
+    return layouts(meshes, groups)
+
+
+def _choice(value: Any, accepted: tuple[str, ...], what: str) -> str:
+    if value not in accepted:
+        raise BadConfig(f"{what} {value!r}; accepted: {', '.join(accepted)}")
+    return str(value)
 
 
 def variants(text: str, options: dict[str, dict[str, str]], ppn: int) -> list[Variant]:
@@ -196,6 +239,7 @@ class Session:
     quiet: bool
     fmt: str
     timeout: float
+    allow_oversubscribed: bool
     stop: threading.Event = field(default_factory=threading.Event)
     signal_name: str = "a signal on another rank"
 
@@ -224,14 +268,23 @@ class Output(Observer):
     def __init__(self, session: Session, meta: dict[str, Any], already: int):
         self.session, self.meta = session, meta
         self.recorder = Recorder(session.directory)
-        self.total = sum(len(session.config.sizes) * len(session.config.variants)
-                         for _ in session.config.nprocs) - already
+        self.total = sum(len(points(session.config, n)) for n in session.config.nprocs) - already
         self.measured, self.rows, self.began = 0, [], time.monotonic()
-        self.last_progress, self.watchdog = 0.0, None
-        meta.update(status="running", resumed_with=already or None)
+        self.last_progress, self.watchdog, self.crowded = 0.0, None, {}
+        meta.update(status="running", resumed_with=already or None, oversubscribed=False, by_nprocs={})
         write_meta(session.directory, meta)
         if not session.quiet:
             click.echo(f"a2a sweep: {self.total} points -> {session.directory}", err=True)
+
+    def start_nprocs(self, nprocs: int, context: Context, layouts: list[Layout]) -> None:
+        self.meta["by_nprocs"][str(nprocs)] = {
+            "nnodes": context.nnodes, "ppn": context.ppn, "oversubscribed": context.crowded,
+            "harness": context.harness,
+            "replica_groups": [{"mesh": m.mesh_text, "groups": m.strategy, "members": m.groups()} for m in layouts],
+        }
+        self.meta["oversubscribed"] = self.meta["oversubscribed"] or bool(context.crowded)
+        write_meta(self.session.directory, self.meta)
+        self.crowded = context.crowded
 
     def start_point(self, point: Point) -> None:
         self.watchdog = threading.Timer(self.session.timeout, self._timed_out, (point,))
@@ -249,10 +302,17 @@ class Output(Observer):
         self._progress(row)
 
     def end_nprocs(self, nprocs: int, rows: list[Row]) -> None:
-        if self.session.fmt == "table" and not self.session.quiet and rows:
-            click.echo(f"\n{nprocs} ranks (times in microseconds; ! = stalled, a sample "
-                       f">= fastest + {self.session.config.stall_threshold:g} s)")
+        tables = self.session.fmt in ("table", "tpu") and not self.session.quiet and rows
+        if self.crowded and not self.session.allow_oversubscribed:
+            click.echo(f"\nWARNING: {nprocs} ranks, {report.oversubscription_warning(self.crowded)}",
+                       err=not tables)
+        if tables and self.session.fmt == "tpu":
+            click.echo(f"\n{nprocs} ranks\n" + report.tpu_table(rows))
+        elif tables:
+            click.echo(f"\n{nprocs} ranks ({self.session.config.timing} timing; times in microseconds; "
+                       f"! = stalled, a sample >= fastest + {self.session.config.stall_threshold:g} s)")
             click.echo(report.table(rows))
+        self.crowded = {}
 
     def finish(self, status: str) -> None:
         """Close the record, stamp meta.json, print machine-readable output if asked."""

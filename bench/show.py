@@ -34,8 +34,8 @@ def show(results: str, fmt: str) -> None:
     if fmt != "table":
         click.echo(report.as_csv(run.rows) if fmt == "csv" else report.as_json(run.rows), nl=fmt == "json")
         return
-    meta = run.meta
-    click.echo(f"{results}: {meta.get('status', 'unknown status')}; {meta.get('mpi_library', '').splitlines()[0] if meta.get('mpi_library') else ''}")
+    library = (run.meta.get("mpi_library") or "unknown MPI library").splitlines()[0]
+    click.echo(f"{results}: {run.meta.get('status', 'unknown status')}; {library}")
     for nprocs in sorted({r.nprocs for r in run.rows}):
         click.echo(f"\n{nprocs} ranks (times in microseconds; ! = stalled)")
         click.echo(report.table(r for r in run.rows if r.nprocs == nprocs))

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support import mpiexec
 
 import a2a
-from a2a.mpi import idle_barrier
-from a2a.registry import _buffer_problem
 from a2a.builtin.hierarchical import leader_permutations
 from a2a.builtin.pairwise_inplace import one_factor
-from support import mpiexec
+from a2a.mpi import idle_barrier
+from a2a.registry import _buffer_problem
 
 VARIANTS = [
     ("native", {}), ("linear", {}), ("pairwise", {}), ("throttled", {}), ("throttled", {"window": 2}),

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
+from support import ROOT, mpiexec, python
 
 import a2a
-from support import ROOT, mpiexec, python
 
 EXAMPLE = ROOT / "examples" / "scattered_pairs.py"
 

@@ -1,8 +1,8 @@
 """p-1 Sendrecv steps (Open MPI pairwise, MPICH pairwise)."""
 import numpy as np
 
-from ..registry import blocks, register
 from ..errors import BadOption
+from ..registry import blocks, register
 
 SCHEDULES = ("shift", "xor")
 

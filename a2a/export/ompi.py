@@ -1,0 +1,52 @@
+"""Open MPI's classic coll_tuned dynamic rules file (alltoall is collective 3).
+
+Facts from Open MPI's coll_tuned_dynamic_file.c: numbers are read with %li (so never
+zero-padded: a leading 0 means octal); `#` starts a comment; each comm size's first rule
+starts at message size 0; the message size of alltoall is the whole send buffer (bytes per
+peer x communicator size); the optional fifth field (max requests, used by linear_sync)
+needs the `rule-file-version-2` header, which Open MPI reads from 5.0.7 on. Open MPI 5.0.x
+applies the entry of the largest comm size <= the communicator's and none below the first.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from . import Exported, translate
+
+ALLTOALL_ID = 3
+ALGORITHM_IDS = {"native": 0, "linear": 1, "pairwise": 2, "bruck": 3, "throttled": 4}
+
+
+def counterpart(algorithm: str, options: dict[str, str], nprocs: int) -> tuple[int, int] | None:
+    """(coll_tuned alltoall algorithm, max requests), or None where Open MPI has no such algorithm."""
+    if algorithm == "bruck" and options.get("radix", "2") != "2":
+        return None  # Open MPI 5's modified_bruck is radix 2 only
+    if algorithm not in ALGORITHM_IDS:
+        return None
+    window = int(options.get("window", 0)) if algorithm == "throttled" else 0
+    return ALGORITHM_IDS[algorithm], window
+
+
+def export(document: dict[str, Any]) -> Exported:
+    """The rules file for every process count of the table."""
+    tables, warnings = translate(document, counterpart, "Open MPI")
+    needs_requests = any(s.target[1] for _, segments in tables for s in segments)
+    lines = ["rule-file-version-2"] if needs_requests else []
+    comment = (f"# alltoall decision from a2a ({document['metric']}, alpha {document['alpha']}); "
+               "message size = bytes per peer x comm size")
+    lines += [comment, "1", str(ALLTOALL_ID), str(len(tables))]
+    for nprocs, segments in tables:
+        lines += [f"{nprocs}", f"{len(segments)}"]
+        for segment in segments:
+            algorithm, requests = segment.target
+            fields = [segment.low * nprocs, algorithm, 0, 0] + ([requests] if needs_requests else [])
+            lines.append(" ".join(str(f) for f in fields))
+    return Exported("\n".join(lines) + "\n", environment, warnings, NOTE)
+
+
+NOTE = "(or: mpirun --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename {path} ...)"
+
+
+def environment(path: str) -> dict[str, str]:
+    """The MCA variables that load the file."""
+    return {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_dynamic_rules_filename": path}

@@ -1,0 +1,90 @@
+"""`bench decide` and `bench export`: the best algorithm per size, in the files MPI libraries read."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from a2a import decide as decision
+from a2a.export import export as export_table
+from a2a.export import formats
+
+from .cli import main
+
+
+@main.command("decide")
+@click.argument("results", nargs=-1, required=True)
+@click.option("--metric", type=click.Choice(decision.METRICS), default="mean", show_default=True,
+              help="What 'best' means; mean counts the stalls applications pay for.")
+@click.option("--alpha", type=float, default=0.05, show_default=True,
+              help="Mann-Whitney significance level: slower but not significantly so is a tie.")
+@click.option("--dtype", help="Use the points of this dtype (when the runs mix several).")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the table as JSON (decision.json).")
+def decide(results: tuple[str, ...], metric: str, alpha: float, dtype: str | None, output: str | None) -> None:
+    """Choose the best algorithm per process count and size from one or more results directories."""
+    document = decision.decide([Path(r) for r in results], metric, alpha, dtype)
+    click.echo(decision.render(document))
+    ties = sum(c["tie"] for t in document["tables"] for r in t["ranges"] for c in r["cells"])
+    click.echo(f"\n{ties} cell(s) went to a simpler algorithm not significantly slower (tie, alpha={alpha}).")
+    if output:
+        if not Path(output).resolve().parent.is_dir():
+            raise click.BadParameter(f"directory of {output} does not exist", param_hint="--output")
+        decision.write_decision(document, Path(output))
+        click.echo(f"wrote {output}")
+
+
+@main.command("export")
+@click.argument("table", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", required=True, help=f"One of: {', '.join(formats())}.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False),
+              help="File to write (atomically); without it the file goes to stdout.")
+@click.option("--libmpi", type=click.Path(dir_okay=False),
+              help="mpich: the MPICH library whose built-in tree to extend [default: found beside this Python].")
+@click.option("--env", "env_only", is_flag=True,
+              help="Print only the KEY=VALUE lines that apply the written file (for scripts; needs -o).")
+def export(table: str, fmt: str, output: str | None, libmpi: str | None, env_only: bool) -> None:
+    """Write a decision table as an Open MPI, MPICH or Intel MPI tuning file."""
+    options = {"libmpi": libmpi} if libmpi and fmt == "mpich" else {}
+    if libmpi and fmt != "mpich":
+        raise click.BadParameter("only --format mpich reads a library", param_hint="--libmpi")
+    if env_only and not output:
+        raise click.BadParameter("--env needs --output FILE", param_hint="--env")
+    exported = export_table(table, fmt, Path(output) if output else None, **options)
+    for warning in exported.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if env_only:
+        for key, value in exported.environment(str(Path(output).resolve())).items():
+            click.echo(f"{key}={value}")
+    elif output:
+        click.echo(f"wrote {output}; apply it with:\n  {exported.apply(str(Path(output).resolve()))}")
+    else:
+        click.echo(exported.text, nl=False)
+        click.echo(f"apply it with:\n  {exported.apply('FILE')}", err=True)
+
+
+@main.command("compare")
+@click.option("--baseline", multiple=True, required=True, help="Results directory of the default run (repeatable).")
+@click.option("--tuned", multiple=True, required=True, help="Results directory of the tuned run (repeatable).")
+@click.option("--algorithm", default="native", show_default=True, help="The algorithm to compare.")
+@click.option("--metric", type=click.Choice(decision.METRICS), default="median", show_default=True)
+@click.option("--alpha", type=float, default=0.05, show_default=True,
+              help="Mann-Whitney level below which a difference counts as real.")
+@click.option("--revert-slower", "table", type=click.Path(dir_okay=False),
+              help="A decision.json whose cells measured significantly slower go back to native...")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="...written here (verified table).")
+def compare(baseline: tuple[str, ...], tuned: tuple[str, ...], algorithm: str, metric: str, alpha: float,
+            table: str | None, output: str | None) -> None:
+    """Per size, the ratio tuned/baseline of one algorithm measured in two sets of runs.
+
+    For example native with and without an exported tuning file; runs of a set are merged.
+    """
+    rows = decision.compare([Path(d) for d in baseline], [Path(d) for d in tuned], algorithm, metric)
+    click.echo(decision.render_comparison(rows, metric, alpha))
+    if bool(table) != bool(output):
+        raise click.BadParameter("--revert-slower and --output go together", param_hint="--revert-slower")
+    if table:
+        document = decision.read_decision(table)
+        for line in decision.revert_slower(document, rows, alpha) or ["nothing was slower: the table stands"]:
+            click.echo(line)
+        decision.write_decision(document, Path(output))
+        click.echo(f"wrote {output}")

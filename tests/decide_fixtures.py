@@ -1,0 +1,71 @@
+"""Realistic synthetic results (written with Recorder) and decision tables for the decide tests."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from a2a.results import Recorder, Row, write_meta
+from a2a.stats import Stats, bandwidths
+
+# (nprocs, bytes per peer) -> {(algorithm, options): median microseconds}; every point gets
+# 20 lognormal samples (5% spread) around its median, so clear gaps are significant.
+LIBRARY_TABLE = {
+    (2, 8): {("native", ""): 30, ("pairwise", "schedule=shift"): 12, ("bruck", "radix=2"): 40},
+    (2, 1024): {("native", ""): 60, ("pairwise", "schedule=shift"): 25, ("bruck", "radix=2"): 80},
+    (4, 8): {("native", ""): 50, ("bruck", "radix=2"): 20, ("pairwise", "schedule=shift"): 70,
+             ("throttled", "window=2"): 90},
+    (4, 64): {("native", ""): 60, ("bruck", "radix=2"): 25, ("pairwise", "schedule=shift"): 80,
+              ("throttled", "window=2"): 95},
+    (4, 1024): {("native", ""): 200, ("bruck", "radix=2"): 300, ("pairwise", "schedule=shift"): 90,
+                ("throttled", "window=2"): 150},
+    (4, 16384): {("native", ""): 900, ("bruck", "radix=2"): 2500, ("pairwise", "schedule=shift"): 800,
+                 ("throttled", "window=2"): 400},
+    (4, 262144): {("native", ""): 5000, ("bruck", "radix=2"): 40000, ("pairwise", "schedule=shift"): 9000,
+                  ("throttled", "window=2"): 8000},
+}
+
+
+def samples_around(median_us: float, n: int = 20, seed: int = 0, spread: float = 0.05) -> np.ndarray:
+    """n samples in seconds, lognormal around a median."""
+    rng = np.random.default_rng(seed)
+    return median_us * 1e-6 * np.exp(rng.normal(0.0, spread, n))
+
+
+def record(directory: Path, points: dict, dtype: str = "float32", mpi_library: str = "MPICH Version: test",
+           stall_at: dict | None = None) -> Path:
+    """Write a results directory holding `points` (see LIBRARY_TABLE) as `bench run` would."""
+    recorder = Recorder(directory)
+    itemsize = np.dtype(dtype).itemsize
+    for i, ((nprocs, size), variants) in enumerate(sorted(points.items())):
+        for j, ((algorithm, options), median) in enumerate(sorted(variants.items())):
+            seconds = samples_around(median, seed=1000 * i + j)
+            if stall_at and (nprocs, size, algorithm) in stall_at:
+                seconds[:stall_at[nprocs, size, algorithm]] += 0.2  # TCP retransmission stalls
+            recorder.add(row_for(nprocs, size, algorithm, options, dtype, itemsize, seconds), seconds)
+    recorder.close()
+    write_meta(directory, {"status": "complete", "mpi_library": mpi_library, "start": "2026-01-01T00:00:00+00:00"})
+    return directory
+
+
+def row_for(nprocs: int, size: int, algorithm: str, options: str, dtype: str, itemsize: int,
+            seconds: np.ndarray) -> Row:
+    """A valid results row summarising the samples."""
+    stats = Stats.of(seconds, 0.1)
+    us = 1e6
+    algbw, busbw = bandwidths(size, nprocs, stats.p50)
+    return Row(nprocs, 1, nprocs, algorithm, options, dtype, size // itemsize, size, stats.n, 1,
+               stats.min * us, stats.p50 * us, stats.p90 * us, stats.p95 * us, stats.p99 * us,
+               stats.mean * us, stats.max * us, stats.std * us, stats.stalls, stats.outliers,
+               algbw, busbw, True, "")
+
+
+def minimal_table(nprocs: int, ranges: list[tuple[int, str, str]]) -> dict:
+    """A decision document by hand: ranges are (bytes_min, algorithm, options), ascending from 0."""
+    rows = []
+    for i, (low, algorithm, options) in enumerate(ranges):
+        high = ranges[i + 1][0] - 1 if i + 1 < len(ranges) else None
+        rows.append({"bytes_min": low, "bytes_max": high, "algorithm": algorithm, "options": options, "cells": []})
+    return {"schema": "a2a-decision/1", "metric": "mean", "alpha": 0.05, "dtype": "uint8",
+            "context_columns": ["nprocs"], "tables": [{"nprocs": nprocs, "ranges": rows}]}
+

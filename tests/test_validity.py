@@ -1,0 +1,91 @@
+"""Timing validity: oversubscription is detected and recorded, pipelined mode, the harness's own cost."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from support import mpiexec
+
+from a2a.environment import by_machine, cores_of_this_rank, oversubscription
+from a2a.results import read_rows, read_samples
+from a2a.stats import Stats
+from a2a.sweep import Context
+
+CORES = len(cores_of_this_rank())
+
+
+def test_namespaces_of_one_kernel_count_as_one_machine():
+    two = frozenset({0, 1})
+    placements = [("boot-a", "a2a-n0", two), ("boot-a", "a2a-n0", two), ("boot-a", "a2a-n1", two),
+                  ("boot-b", "real-node", two)]
+    assert oversubscription(by_machine(placements)) == {"a2a-n0,a2a-n1": {"ranks": 3, "cores": 2}}
+
+
+def test_oversubscription_from_faked_affinity():
+    two = frozenset({0, 1})
+    placements = [("a", two)] * 4 + [("b", frozenset({0})), ("b", frozenset({1})), ("c", frozenset({0, 1, 2}))]
+    assert oversubscription(placements) == {"a": {"ranks": 4, "cores": 2}}
+    assert oversubscription([("a", frozenset({0}))] * 2) == {"a": {"ranks": 2, "cores": 1}}
+    assert oversubscription([("a", frozenset({0})), ("a", frozenset({1}))]) == {}
+
+
+@pytest.mark.mpi
+def test_oversubscription_seen_for_real(comm):
+    crowded = Context.of(comm, 0).crowded
+    assert bool(crowded) == (comm.size > CORES)
+
+
+@pytest.mark.skipif(CORES >= 4, reason=f"this machine has {CORES} cores: 4 ranks do not oversubscribe it")
+def test_oversubscribed_run_is_recorded_and_warned(tmp_path):
+    out = tmp_path / "run"
+    done = mpiexec(4, "-m", "bench", "run", "--sizes", "8", "--algorithms", "native", "--nprocs", "4",
+                   "--iterations", "3", "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("WARNING: 4 ranks, oversubscribed: 4 ranks on") == 1
+    assert done.stdout.index("WARNING") < done.stdout.index("bytes/peer")  # above the table
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["oversubscribed"] and meta["by_nprocs"]["4"]["oversubscribed"]
+    assert all("oversubscribed: 4 ranks on" in r.note for r in read_rows(out))
+
+    quiet = tmp_path / "quiet"
+    done = mpiexec(4, "-m", "bench", "run", "--sizes", "8", "--algorithms", "native", "--nprocs", "4",
+                   "--iterations", "3", "--output", str(quiet), "--allow-oversubscribed")
+    assert done.returncode == 0 and "WARNING" not in done.stdout + done.stderr
+    assert all("oversubscribed" in r.note for r in read_rows(quiet))
+
+
+def test_pipelined_statistics_on_hand_computed_means():
+    means = np.array([0.001, 0.002, 0.003, 0.006])  # each rank's mean time per call
+    stats = Stats.of(means, stall_threshold=0.1)
+    assert (stats.min, stats.mean, stats.max) == (0.001, 0.003, 0.006)  # OSU Min/Avg/Max latency
+
+
+def test_pipelined_run_records_per_rank_means_and_its_mode(tmp_path):
+    out = tmp_path / "run"
+    done = mpiexec(2, "-m", "bench", "run", "--timing", "pipelined", "--sizes", "8,64K", "--algorithms",
+                   "native,pairwise", "--iterations", "50", "--output", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    rows = read_rows(out)
+    assert len(rows) == 4 and {r.timing for r in rows} == {"pipelined"}
+    assert all(r.valid and r.iterations == 50 and r.t_min_us <= r.t_mean_us <= r.t_max_us for r in rows)
+    samples = read_samples(out)
+    assert all(len(samples[r.key]) == 2 for r in rows)  # one mean per rank
+    assert (out / "results.csv").read_text().splitlines()[0].endswith(",timing")
+    # the mode is part of a point's identity: sync points of the same grid are new points
+    done = mpiexec(2, "-m", "bench", "run", "--sizes", "8", "--algorithms", "native", "--nprocs", "2",
+                   "--iterations", "5", "--output", str(tmp_path / "sync"), "--quiet")
+    sync_row = read_rows(tmp_path / "sync")[0]
+    assert sync_row.timing == "sync" and sync_row.key != next(r.key for r in rows if r.algorithm == "native"
+                                                               and r.bytes_per_peer == 8)
+
+
+def test_harness_cost_is_recorded(tmp_path):
+    out = tmp_path / "run"
+    done = mpiexec(2, "-m", "bench", "run", "--sizes", "8", "--algorithms", "native", "--iterations", "3",
+                   "--output", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    harness = json.loads((out / "meta.json").read_text())["by_nprocs"]["2"]["harness"]
+    assert 0 < harness["wtick_us"] <= 1e6 and 0 < harness["wtime_step_us"] < 1e3
+    assert 0 < harness["sync_empty_timed_call_p50_us"] < harness["sync_iteration_with_synchronisation_us"]
+    assert harness["pipelined_empty_call_us"] > 0
