@@ -27,12 +27,15 @@ from typing import Any
 
 import numpy as np
 
+from . import decide
 from .errors import BadResults
 from .results import Row, Run
 
 BAD_FIT = 0.5  # a point whose relative error exceeds this is reported as badly modelled
 MIN_SEPARATION = 0.05  # sine of the angle below which two terms cannot be told apart
 LINK_PAIRS = (("alpha_intra", "alpha_inter"), ("beta_intra", "beta_inter"))
+CONTEXT = ("timing", "mesh", "groups")  # key columns besides nprocs that make a separate series
+PLAIN = ("sync", "", "")  # their values for a plain run: synchronised timing, no mesh
 
 
 @dataclass(frozen=True)
@@ -224,6 +227,7 @@ class Fit:
     residuals: list[Residual]
     ppn: float  # ranks per node assumed when predicting other process counts
     nodes: dict[int, int] = field(default_factory=dict)  # measured process count -> nodes
+    context: tuple[str, ...] = PLAIN  # timing, mesh, groups
 
     @property
     def nprocs(self) -> list[int]:
@@ -232,8 +236,8 @@ class Fit:
 
     @property
     def label(self) -> str:
-        """Series name as plots and tables show it, e.g. 'bruck radix=4'."""
-        return f"{self.algorithm} {self.options}".strip()
+        """Series name as plots and tables show it, e.g. 'bruck radix=4 [mesh 2x4 groups z]'."""
+        return f"{self.algorithm} {self.options}".strip() + context_text(self.context)
 
     @property
     def error(self) -> float:
@@ -293,41 +297,61 @@ def crossover(latency: float, slope: float) -> float:
 
 
 def fit(rows: Iterable[Row]) -> list[Fit]:
-    """Fit every series (algorithm + options) of the valid rows with at least two measured points."""
-    series: dict[tuple[str, str], list[Row]] = {}
+    """Fit every series (algorithm, options, context) of the valid rows with two or more points."""
+    series: dict[tuple, list[Row]] = {}
     for row in rows:
-        if row.valid and row.nprocs >= 2 and row.t_p50_us > 0 and not math.isnan(row.t_p50_us):
-            series.setdefault((row.algorithm, row.options), []).append(row)
+        if row.valid and row_shape(row).nprocs >= 2 and row.t_p50_us > 0 and not math.isnan(row.t_p50_us):
+            series.setdefault((row.algorithm, row.options, context_of(row)), []).append(row)
     if not series:
         raise BadResults("no valid measured points with 2 or more processes to fit")
-    return [fit_series(alg, opts, points) for (alg, opts), points in sorted(series.items())
-            if len(points) >= 2]
+    return [fit_series(alg, opts, points, context)
+            for (alg, opts, context), points in sorted(series.items()) if len(points) >= 2]
+
+
+def context_of(row: Row) -> tuple[str, ...]:
+    """The row's timing mode, mesh and groups."""
+    return tuple(str(getattr(row, column)) for column in CONTEXT)
+
+
+def context_text(context: tuple[str, ...]) -> str:
+    """'' for a plain run, else e.g. ' [mesh 2x4 groups z]' or ' [pipelined timing]'."""
+    timing, mesh, groups = context
+    parts = ([f"mesh {mesh} groups {groups}"] if mesh or groups else []) + \
+        ([f"{timing} timing"] if timing != "sync" else [])
+    return f" [{', '.join(parts)}]" if parts else ""
 
 
 def row_shape(row: Row) -> Shape:
-    """The shape a row ran on (one node when the row does not say)."""
+    """The communicator an all-to-all of the row ran on: the whole run, or one replica group.
+
+    A group is assumed packed onto as few nodes as the run's ranks per node allow.
+    """
+    if row.group_size:
+        nodes = 1 if row.nnodes <= 1 else math.ceil(row.group_size / max(row.ppn, 1))
+        return Shape(row.group_size, nodes)
     return Shape(row.nprocs, max(row.nnodes, 1))
 
 
-def fit_series(algorithm: str, options: str, rows: list[Row]) -> Fit:
+def fit_series(algorithm: str, options: str, rows: list[Row], context: tuple[str, ...] = PLAIN) -> Fit:
     """Least squares on relative error, parameters >= 0, over the terms the points can tell apart."""
     formula = formula_for(algorithm)
     opts = parse_options(options)
+    shapes = [row_shape(r) for r in rows]
     measured = np.array([r.t_p50_us * 1e-6 for r in rows])
-    columns = [[formula.terms(row_shape(r), r.bytes_per_peer, opts).get(k, 0.0) for k in formula.params]
-               for r in rows]
+    columns = [[formula.terms(shape, r.bytes_per_peer, opts).get(k, 0.0) for k in formula.params]
+               for shape, r in zip(shapes, rows)]
     design = np.array(columns, dtype=float) / measured[:, None]  # relative residuals
     kept, status = separable(design, formula.params)
     values = nonnegative_lstsq(design[:, kept], np.ones(len(rows)))
     params = dict.fromkeys(formula.params, 0.0)
     params.update({formula.params[j]: float(v) for j, v in zip(kept, values)})
     assume_missing_links(params, status)
-    largest = max(rows, key=lambda r: r.nprocs)
-    result = Fit(algorithm, options, formula, params, status, [], row_shape(largest).ppn,
-                 {r.nprocs: row_shape(r).nnodes for r in rows})
-    result.residuals = [Residual(r.nprocs, row_shape(r).nnodes, r.bytes_per_peer, t,
-                                 result.predict_on(row_shape(r), r.bytes_per_peer))
-                        for r, t in zip(rows, measured)]
+    largest = max(shapes, key=lambda shape: shape.nprocs)
+    result = Fit(algorithm, options, formula, params, status, [], largest.ppn,
+                 {shape.nprocs: shape.nnodes for shape in shapes}, context)
+    result.residuals = [Residual(shape.nprocs, shape.nnodes, r.bytes_per_peer, t,
+                                 result.predict_on(shape, r.bytes_per_peer))
+                        for shape, r, t in zip(shapes, rows, measured)]
     return result
 
 
@@ -387,15 +411,21 @@ def assume_missing_links(params: dict[str, float], status: dict[str, str]) -> No
                 status[missing] = f"assumed = {known}"
 
 
+def predictable(fits: list[Fit]) -> dict[tuple[str, ...], list[Fit]]:
+    """Fits by context, for those that can be predicted at other process counts (no mesh groups)."""
+    by_context: dict[tuple[str, ...], list[Fit]] = {}
+    for f in fits:
+        if not (f.context[1] or f.context[2]):
+            by_context.setdefault(f.context, []).append(f)
+    return by_context
+
+
 def predicted_times(fits: list[Fit], nprocs: int, sizes: list[int]) -> dict[str, list[float]]:
     """Predicted seconds per series label, one per size, at `nprocs`."""
     return {f.label: [f.predict(nprocs, m) for m in sizes] for f in fits}
 
 
-# --- the predicted decision table (the shape of a2a.decide's decision.json) -----------------
-
-SCHEMA = "a2a-decision/1"
-
+# --- the predicted decision table (a2a.decide's decision.json, marked as predicted) --------
 
 def predicted_cell(fits: list[Fit], nprocs: int, size: int) -> dict[str, Any]:
     """The predicted winner at one size, with every series' predicted time as candidates."""
@@ -420,46 +450,29 @@ def decision_label(f: Fit) -> str:
     return ":".join([f.algorithm] + [o for o in f.options.split(";") if o])
 
 
-def lower_bounds(sizes: list[int]) -> list[int]:
-    """First byte count of each size's range: 0, then the geometric mean of neighbours."""
-    return [0] + [min(b, max(a + 1, round(math.sqrt(a * b)))) for a, b in zip(sizes, sizes[1:])]
-
-
-def merge_ranges(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Adjacent sizes with the same choice become one byte range; the ranges cover 0..inf."""
-    merged: list[dict[str, Any]] = []
-    for low, cell in zip(lower_bounds([c["bytes_per_peer"] for c in cells]), cells):
-        choice = (cell["algorithm"], cell["options"])
-        if merged and (merged[-1]["algorithm"], merged[-1]["options"]) == choice:
-            merged[-1]["cells"].append(cell)
-            continue
-        if merged:
-            merged[-1]["bytes_max"] = low - 1
-        merged.append({"bytes_min": low, "bytes_max": None, "algorithm": choice[0],
-                       "options": choice[1], "cells": [cell]})
-    return merged
-
-
 def predicted_decision(fits: list[Fit], nprocs: list[int], sizes: list[int],
                        sources: list[dict[str, Any]], dtype: str) -> dict[str, Any]:
     """A decision document (schema a2a-decision/1) from the model, marked as predicted."""
     libraries = sorted({s["mpi_library"] for s in sources if s.get("mpi_library")})
+    tables = []
+    for context, group in sorted(predictable(fits).items()):
+        for p in nprocs:
+            where = {"nprocs": p, **dict(zip(CONTEXT, context))}
+            tables.append({**{c: where[c] for c in decide.CONTEXT_COLUMNS}, "predicted": True,
+                           "ranges": decide.ranges([predicted_cell(group, p, m) for m in sizes])})
     return {
-        "schema": SCHEMA, "predicted": True, "metric": "median", "alpha": None, "dtype": dtype,
-        "context_columns": ["nprocs"],
+        "schema": decide.SCHEMA, "predicted": True, "metric": "median", "alpha": None,
+        "dtype": dtype, "context_columns": list(decide.CONTEXT_COLUMNS),
         "mpi_library": libraries[0] if len(libraries) == 1 else libraries or None,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "sources": sources,
-        "model": [fit_summary(f) for f in fits],
-        "tables": [{"nprocs": p, "predicted": True,
-                    "ranges": merge_ranges([predicted_cell(fits, p, m) for m in sizes])}
-                   for p in nprocs],
+        "sources": sources, "model": [fit_summary(f) for f in fits], "tables": tables,
     }
 
 
 def fit_summary(f: Fit) -> dict[str, Any]:
     """A fit as plain JSON: formula, parameters (seconds, seconds per byte) and their status."""
-    return {"algorithm": f.algorithm, "options": f.options, "formula": f.formula.text,
+    return {"algorithm": f.algorithm, "options": f.options, **dict(zip(CONTEXT, f.context)),
+            "formula": f.formula.text,
             "params": {k: _round(v) for k, v in f.params.items()}, "status": f.status,
             "median_relative_error": _round(f.error), "points": len(f.residuals),
             "measured_nprocs": f.nprocs, "ppn_assumed": _round(f.ppn)}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,8 +66,9 @@ class Data:
     stall_threshold: float
 
     @property
-    def nprocs(self) -> list[int]:
-        return sorted({r.nprocs for r in self.rows})
+    def panels(self) -> list[Panel]:
+        """Process counts (with timing mode, mesh and groups when a run has several), ascending."""
+        return sorted({panel_of(r) for r in self.rows})
 
     @property
     def sizes(self) -> list[int]:
@@ -76,13 +78,25 @@ class Data:
     def labels(self) -> list[str]:
         return sorted({label(r) for r in self.rows})
 
-    def series(self, nprocs: int, name: str) -> list[Row]:
-        """Rows of one series at one process count, by size."""
-        return sorted((r for r in self.rows if r.nprocs == nprocs and label(r) == name),
+    def series(self, panel: Panel, name: str) -> list[Row]:
+        """Rows of one series in one panel, by size."""
+        return sorted((r for r in self.rows if panel_of(r) == panel and label(r) == name),
                       key=lambda r: r.bytes_per_peer)
 
     def samples(self, row: Row) -> np.ndarray:
         return np.asarray(self.run.samples.get(point_key(row), []), dtype=float)
+
+
+Panel = tuple  # (nprocs, (timing, mesh, groups)): what one panel, heat-map row or samples figure shows
+
+
+def panel_of(row: Row) -> Panel:
+    return row.nprocs, model.context_of(row)
+
+
+def panel_title(panel: Panel, unit: str = " processes") -> str:
+    """'8 processes', or '8 processes [mesh 2x4 groups z]'."""
+    return f"{panel[0]}{unit}{model.context_text(panel[1])}"
 
 
 def label(row: Row) -> str:
@@ -99,7 +113,7 @@ def prepare(run: Run) -> Data:
     labels = sorted({label(r) for r in rows})
     palette = plt.get_cmap("tab10" if len(labels) <= 10 else "tab20").colors
     colors = {name: palette[i % len(palette)] for i, name in enumerate(labels)}
-    fits = model.fit(rows) if any(r.nprocs >= 2 for r in rows) else []
+    fits = model.fit(rows) if any(model.row_shape(r).nprocs >= 2 for r in rows) else []
     threshold = float(run.meta.get("config", {}).get("stall_threshold", 0.1))
     return Data(run, rows, fits, colors, threshold)
 
@@ -173,12 +187,12 @@ def band(data: Data, row: Row) -> tuple[float, float]:
     return row.t_min_us, row.t_p90_us
 
 
-def each_series(data: Data, draw: Callable[[Any, int], None]) -> tuple[Any, list[Any]]:
-    """One panel per process count, each drawn by `draw(ax, nprocs)`."""
-    fig, axes = panels(len(data.nprocs))
-    for ax, nprocs in zip(axes, data.nprocs):
-        draw(ax, nprocs)
-        ax.set_title(f"{nprocs} processes")
+def each_panel(data: Data, draw: Callable[[Any, Panel], None]) -> tuple[Any, list[Any]]:
+    """One panel per process count (and mesh or timing), each drawn by `draw(ax, panel)`."""
+    fig, axes = panels(len(data.panels))
+    for ax, panel in zip(axes, data.panels):
+        draw(ax, panel)
+        ax.set_title(panel_title(panel))
     return fig, axes
 
 
@@ -193,9 +207,9 @@ def series_legend(data: Data, fig: Any, names: Iterable[str]) -> None:
 
 def time_vs_size(data: Data, directory: Path) -> list[Figure]:
     """Median time vs bytes per peer, log-log, a panel per process count, p10-p90 bands."""
-    def draw(ax: Any, nprocs: int) -> None:
+    def draw(ax: Any, panel: Panel) -> None:
         for name in data.labels:
-            rows = data.series(nprocs, name)
+            rows = data.series(panel, name)
             if not rows:
                 continue
             x = [r.bytes_per_peer for r in rows]
@@ -210,7 +224,7 @@ def time_vs_size(data: Data, directory: Path) -> list[Figure]:
         ax.set_xlabel("bytes per peer")
         ax.set_ylabel("time per all-to-all (us)")
 
-    fig, _ = each_series(data, draw)
+    fig, _ = each_panel(data, draw)
     series_legend(data, fig, data.labels)
     save(fig, directory, "time_vs_size")
     return [Figure("time_vs_size", "Time vs message size",
@@ -220,17 +234,18 @@ def time_vs_size(data: Data, directory: Path) -> list[Figure]:
 
 def busbw_vs_size(data: Data, directory: Path) -> list[Figure]:
     """Bus bandwidth (nccl-tests convention) vs bytes per peer, a panel per process count."""
-    def draw(ax: Any, nprocs: int) -> None:
+    def draw(ax: Any, panel: Panel) -> None:
         for name in data.labels:
-            rows = data.series(nprocs, name)
-            busbw = [bandwidths(r.bytes_per_peer, r.nprocs, r.t_p50_us * 1e-6)[1] for r in rows]
+            rows = data.series(panel, name)
+            busbw = [bandwidths(r.bytes_per_peer, model.row_shape(r).nprocs, r.t_p50_us * 1e-6)[1]
+                     for r in rows]
             ax.plot([r.bytes_per_peer for r in rows], busbw, "o-", color=data.colors[name], markersize=3)
         bytes_axis(ax)
         log_axis(ax)
         ax.set_xlabel("bytes per peer")
         ax.set_ylabel("bus bandwidth (GB/s)")
 
-    fig, _ = each_series(data, draw)
+    fig, _ = each_panel(data, draw)
     series_legend(data, fig, data.labels)
     save(fig, directory, "busbw_vs_size")
     return [Figure("busbw_vs_size", "Bus bandwidth vs message size",
@@ -239,18 +254,18 @@ def busbw_vs_size(data: Data, directory: Path) -> list[Figure]:
 
 
 def median_grid(data: Data, name: str) -> np.ndarray:
-    """Median us of a series as a (nprocs x size) array, NaN where not measured."""
-    grid = np.full((len(data.nprocs), len(data.sizes)), np.nan)
+    """Median us of a series as a (panel x size) array, NaN where not measured."""
+    grid = np.full((len(data.panels), len(data.sizes)), np.nan)
     for r in data.rows:
         if label(r) == name:
-            grid[data.nprocs.index(r.nprocs), data.sizes.index(r.bytes_per_peer)] = r.t_p50_us
+            grid[data.panels.index(panel_of(r)), data.sizes.index(r.bytes_per_peer)] = r.t_p50_us
     return grid
 
 
 def cell_axes(ax: Any, data: Data) -> None:
     """Sizes across, process counts up, one cell each."""
     ax.set_xticks(range(len(data.sizes)), [human_bytes(s) for s in data.sizes], rotation=60)
-    ax.set_yticks(range(len(data.nprocs)), [str(p) for p in data.nprocs])
+    ax.set_yticks(range(len(data.panels)), [panel_title(p, "") for p in data.panels])
     ax.set_xlabel("bytes per peer")
     ax.set_ylabel("processes")
     ax.grid(False)
@@ -278,8 +293,11 @@ def speedup_heatmaps(data: Data, directory: Path) -> list[Figure]:
         ax.set_title(f"{name} vs native")
     fig.tight_layout(rect=(0, 0, 0.92, 1))
     bar = fig.colorbar(image, ax=axes, fraction=0.03, pad=0.02)
-    bar.set_label("speed-up over native (native / algorithm, median)")
-    plain_colorbar(bar)
+    bar.set_label("speed-up over native")
+    step = 1 if span <= 3 else 2 if span <= 8 else 4
+    exponents = [e for e in range(-math.floor(span), math.floor(span) + 1) if e % step == 0]
+    bar.set_ticks([2.0 ** e for e in exponents], labels=[f"{2.0 ** e:.3g}" for e in exponents])
+    bar.ax.minorticks_off()
     save(fig, directory, "speedup_heatmap")
     return [Figure("speedup_heatmap", "Speed-up over native",
                    "Median time of native divided by the algorithm's, per size and process count. "
@@ -304,12 +322,6 @@ def luminance(rgba: Any) -> float:
     return 0.299 * r + 0.587 * g + 0.114 * b
 
 
-def plain_colorbar(bar: Any) -> None:
-    """Colour bar ticks as plain numbers (0.1, 1, 10), not powers."""
-    from matplotlib.ticker import FuncFormatter
-
-    bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    bar.ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
 
 
 def decision_map(data: Data, directory: Path) -> list[Figure]:
@@ -319,21 +331,25 @@ def decision_map(data: Data, directory: Path) -> list[Figure]:
 
     grids = {name: median_grid(data, name) for name in data.labels}
     stack = np.stack([grids[n] for n in data.labels])
+    filled = np.where(np.isfinite(stack), stack, np.inf)
     measured = np.isfinite(stack).any(axis=0)
-    best = np.where(measured, np.nanargmin(np.where(np.isfinite(stack), stack, np.inf), axis=0), -1)
+    best = np.where(measured, np.argmin(filled, axis=0), -1)
+    fastest = np.where(measured, np.min(filled, axis=0), np.nan)
     winners = sorted({data.labels[i] for i in best.flat if i >= 0})
     index = {data.labels.index(n): k for k, n in enumerate(winners)}
     cells = np.ma.masked_less(np.vectorize(lambda i: index.get(i, -1))(best), 0)
     fig, axes = panels(1, 1)
     ax = axes[0]
-    fig.set_size_inches(max(6.0, 0.55 * len(data.sizes) + 2), max(3.0, 0.45 * len(data.nprocs) + 2.2))
+    names = max(len(panel_title(p, "")) for p in data.panels)
+    fig.set_size_inches(max(6.0, 0.55 * len(data.sizes) + 2 + 0.07 * names),
+                        max(3.0, 0.45 * len(data.panels) + 2.2))
     ax.imshow(cells, cmap=ListedColormap([data.colors[n] for n in winners]), vmin=-0.5,
               vmax=len(winners) - 0.5, aspect="auto", origin="lower")
     if "native" in grids:
-        annotate(ax, np.ma.masked_invalid(grids["native"] / np.nanmin(stack, axis=0)),
+        annotate(ax, np.ma.masked_invalid(grids["native"] / fastest),
                  lambda v: f"{v:.1f}x", lambda i, j, v: data.colors[winners[cells[i, j]]])
     cell_axes(ax, data)
-    ax.set_title("Fastest algorithm by median (cell text: speed-up over native)")
+    ax.set_title("Fastest by median (text: speed-up over native)")
     handles = [Patch(color=data.colors[n]) for n in winners]
     legend_below(fig, handles, winners)
     save(fig, directory, "decision_map")
@@ -347,7 +363,7 @@ def model_overlay(data: Data, directory: Path) -> list[Figure]:
     if not data.fits:
         return []
     plt = pyplot()
-    counts = data.nprocs
+    counts = sorted({p for fit in data.fits for p in fit.nprocs})
     palette = plt.get_cmap("viridis")(np.linspace(0, 0.85, len(counts)))
     shade = dict(zip(counts, palette))
     fig, axes = panels(len(data.fits))
@@ -387,11 +403,11 @@ def samples_over_iterations(data: Data, directory: Path) -> list[Figure]:
     figures = []
     norm = LogNorm(min(data.sizes), max(data.sizes) if len(data.sizes) > 1 else min(data.sizes) * 2)
     cmap = plt.get_cmap("viridis")
-    for nprocs in data.nprocs:
+    for panel in data.panels:
         fig, axes = panels(len(data.labels), columns=4)
         stalls = 0
         for ax, name in zip(axes, data.labels):
-            for row in data.series(nprocs, name):
+            for row in data.series(panel, name):
                 samples = data.samples(row)
                 if not samples.size:
                     continue
@@ -403,7 +419,7 @@ def samples_over_iterations(data: Data, directory: Path) -> list[Figure]:
             ax.set_title(name)
             ax.set_xlabel("iteration")
             ax.set_ylabel("time (us)")
-        fig.suptitle(f"{nprocs} processes: every sample (max over ranks); red x: stall "
+        fig.suptitle(f"{panel_title(panel)}: every sample (max over ranks); red x: stall "
                      f"(>= fastest + {data.stall_threshold:g} s); stalls: {stalls}")
         fig.tight_layout(rect=(0, 0, 0.93, 0.97))
         bar = fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=axes, fraction=0.02, pad=0.01)
@@ -411,9 +427,10 @@ def samples_over_iterations(data: Data, directory: Path) -> list[Figure]:
         ticks = data.sizes[:: max(1, len(data.sizes) // 8)]
         bar.set_ticks(ticks, labels=[human_bytes(t) for t in ticks])
         bar.ax.minorticks_off()
-        name = f"samples_p{nprocs}"
+        name = f"samples_p{panel[0]}" + "".join(f"_{re.sub('[^A-Za-z0-9]+', '-', part)}"
+                                                for part in panel[1] if part and part != "sync")
         save(fig, directory, name)
-        figures.append(Figure(name, f"Samples over iterations, {nprocs} processes",
+        figures.append(Figure(name, f"Samples over iterations, {panel_title(panel)}",
                               "Every timed iteration of every point, coloured by size; red crosses "
                               "mark stalls, the seed's 0.2 s TCP retransmission delays."))
     return figures

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from tabulate import tabulate
 
-from a2a import model
+from a2a import decide, model
 from a2a.report import human_bytes
 from a2a.results import load, write_atomic
 
@@ -31,15 +31,21 @@ def model_command(results: str, predict_nprocs: str | None, output: str | None) 
     echo(formula_table(fits) + "\n")
     echo(bad_points_table(fits) + "\n")
     sizes = model.measured_sizes(run.rows)
-    for nprocs in counts:
-        echo(f"Predicted median time at {nprocs} processes (us; ranks per node as measured)")
-        echo(prediction_table(fits, nprocs, sizes) + "\n")
-    if counts or output:
+    groups = model.predictable(fits)
+    if counts and not groups:
+        echo("Nothing to predict: every series ran in mesh groups, whose size is fixed by the mesh.")
+    for context, group in sorted(groups.items()):
+        for nprocs in counts:
+            echo(f"Predicted median time at {nprocs} processes{model.context_text(context)} "
+                 "(us; ranks per node as measured)")
+            echo(prediction_table(group, nprocs, sizes) + "\n")
+    if (counts or output) and groups:
         dtypes = sorted({r.dtype for r in run.rows if r.valid})
-        document = model.predicted_decision(fits, counts or sorted({p for f in fits for p in f.nprocs}),
-                                            sizes, [model.source(run)], ",".join(dtypes))
+        measured = sorted({p for group in groups.values() for f in group for p in f.nprocs})
+        document = model.predicted_decision(fits, counts or measured, sizes, [model.source(run)],
+                                            ",".join(dtypes))
         echo("Predicted decision table (from the model, not measured)")
-        echo(decision_table(document))
+        echo(decide.render(document))
         if output:
             write_atomic(Path(output), json.dumps(document, indent=1) + "\n")
             echo(f"\nwrote {output}")
@@ -104,19 +110,3 @@ def prediction_table(fits: list[model.Fit], nprocs: int, sizes: list[int]) -> st
     headers = ["bytes/peer"] + [name.replace(" ", "\n").replace(";", "\n") for name in labels]
     return tabulate(body, headers=headers, disable_numparse=True,
                     colalign=("right",) * (len(labels) + 1)) + "\n* predicted fastest"
-
-
-def decision_table(document: dict) -> str:
-    """Predicted ranges: nprocs, bytes range, algorithm, predicted time, runner-up, vs native."""
-    body = []
-    for table in document["tables"]:
-        for i, rng in enumerate(table["ranges"]):
-            top = "inf" if rng["bytes_max"] is None else human_bytes(rng["bytes_max"])
-            label = f"{rng['algorithm']} {rng['options']}".strip()
-            worst = max(rng["cells"], key=lambda c: c["value_us"])
-            speedups = [c["speedup_vs_native"] for c in rng["cells"] if c["speedup_vs_native"]]
-            body.append([table["nprocs"] if i == 0 else "", f"{human_bytes(rng['bytes_min'])}..{top}",
-                         label, f"{worst['value_us']:,.1f}", worst["runner_up"] or "-",
-                         f"{max(speedups):.2f}x" if speedups else "-"])
-    return tabulate(body, headers=["nprocs", "range (B/peer)", "algorithm", "predicted us (max in range)",
-                                   "runner-up", "vs native (best)"], disable_numparse=True)

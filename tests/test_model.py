@@ -9,6 +9,7 @@ import pytest
 from support import python
 
 from a2a import model
+from a2a.decide import lookup, read_decision
 from a2a.results import Recorder, Row, read_rows
 
 SIZES = [4 * 4**k for k in range(9)]  # 4 B .. 256 KiB per peer
@@ -185,6 +186,31 @@ def test_predicted_decision_table_covers_every_size():
     assert first["algorithm"] == "bruck" and last["algorithm"] != "bruck"
 
 
+def test_groups_and_timing_modes_are_separate_series():
+    """Rows in mesh groups are fitted with the group's size; each timing mode is its own series."""
+    plain = synthetic("pairwise", "", [(2, 1), (4, 1)], noise=0)
+    grouped = synthetic("pairwise", "", [(2, 1), (4, 1)], noise=0)
+    for row in grouped:  # the same times, measured as groups of p inside a mesh of 8 ranks
+        row.mesh, row.groups, row.group_size, row.ngroups = "2x4", "z" if row.nprocs == 4 else "y", \
+            row.nprocs, 8 // row.nprocs
+        row.nprocs = 8
+    piped = synthetic("pairwise", "", [(2, 1), (4, 1)], noise=0)
+    for row in piped:
+        row.timing, row.t_p50_us = "pipelined", row.t_p50_us / 2
+    fits = {f.label: f for f in model.fit(plain + grouped + piped)}
+    assert sorted(fits) == ["pairwise", "pairwise [mesh 2x4 groups y]", "pairwise [mesh 2x4 groups z]",
+                            "pairwise [pipelined timing]"]
+    for label in ("pairwise", "pairwise [mesh 2x4 groups y]", "pairwise [mesh 2x4 groups z]"):
+        assert fits[label].params == pytest.approx({"alpha": TRUTH["alpha"], "beta": TRUTH["beta"]}, rel=1e-6)
+    assert fits["pairwise [pipelined timing]"].params["beta"] == pytest.approx(TRUTH["beta"] / 2, rel=1e-6)
+    # group sizes, not the mesh's 8 ranks
+    assert fits["pairwise [mesh 2x4 groups y]"].nprocs == [2]
+    assert fits["pairwise [mesh 2x4 groups z]"].nprocs == [4]
+    document = predicted_document(list(fits.values()), [16])  # mesh groups are not predicted
+    assert [(t["nprocs"], t["timing"], t["mesh"]) for t in document["tables"]] == [
+        (16, "pipelined", ""), (16, "sync", "")]
+
+
 def write_results(directory, rows: list[Row]) -> None:
     through_files(rows, directory)
     (directory / "meta.json").write_text(json.dumps({"status": "complete", "mpi_library": "TEST MPI 1.0"}))
@@ -202,9 +228,10 @@ def test_model_command_prints_fits_predictions_and_writes_the_table(tmp_path):
     assert "within 50% of every measured point" in done.stdout
     assert "Predicted median time at 1024 processes" in done.stdout
     assert "Predicted decision table" in done.stdout
-    document = json.loads(output.read_text())
+    document = read_decision(output)  # what `bench export` and the `auto` algorithm read
     assert document["predicted"] is True and [t["nprocs"] for t in document["tables"]] == [256, 1024]
     assert document["mpi_library"] == "TEST MPI 1.0"
+    assert lookup(document, 300, 100)[0]["nprocs"] == 256
 
 
 def test_model_command_lists_the_points_it_gets_wrong(tmp_path):
