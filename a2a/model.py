@@ -29,7 +29,7 @@ import numpy as np
 
 from . import decide
 from .errors import BadResults
-from .results import Row, Run
+from .results import Row, Run, label
 
 BAD_FIT = 0.5  # a point whose relative error exceeds this is reported as badly modelled
 MIN_SEPARATION = 0.05  # sine of the angle below which two terms cannot be told apart
@@ -435,7 +435,7 @@ def predicted_cell(fits: list[Fit], nprocs: int, size: int) -> dict[str, Any]:
     return {
         "bytes_per_peer": size, "algorithm": best.algorithm, "options": best.options,
         "value_us": _round(best_us), "samples": 0, "tie": False, "tied_with": [],
-        "runner_up": decision_label(runner[1]) if runner else None,
+        "runner_up": label(runner[1].algorithm, runner[1].options) if runner else None,
         "runner_up_us": _round(runner[0]) if runner else None,
         "margin": _round(runner[0] / best_us - 1) if runner and best_us > 0 else None,
         "speedup_vs_native": _round(native / best_us) if native is not None and best_us > 0 else None,
@@ -443,11 +443,6 @@ def predicted_cell(fits: list[Fit], nprocs: int, size: int) -> dict[str, Any]:
                        for us, f in ranked],
         "predicted": True,
     }
-
-
-def decision_label(f: Fit) -> str:
-    """A series as decision tables name it: 'bruck:radix=4'."""
-    return ":".join([f.algorithm] + [o for o in f.options.split(";") if o])
 
 
 def predicted_decision(fits: list[Fit], nprocs: list[int], sizes: list[int],

@@ -19,7 +19,7 @@ from .mesh import Layout, group_comm
 from .mpi import idle_barrier
 from .netstat import tcp_timeouts
 from .registry import get
-from .results import Row, point_key
+from .results import Row, label, point_key
 from .stats import Stats, bandwidths
 from .timing import harness_cost, time_pipelined, time_sync
 from .topology import node_groups
@@ -41,7 +41,7 @@ class Variant:
     @property
     def label(self) -> str:
         """Name, with options when it has any: bruck:radix=4."""
-        return ":".join([self.name, *(f"{k}={v}" for k, v in sorted(self.options.items()))])
+        return label(self.name, self.options_text)
 
 
 TIMINGS = ("sync", "pipelined")
