@@ -1,3 +1,2 @@
 """Import every subcommand module so that each registers itself on `main`."""
-from . import cluster, decide, model, overhead, plot, run, show  # noqa: F401
-from . import slurm_cmd  # noqa: F401
+from . import cluster, decide, model, overhead, plot, run, show, slurm_cmd  # noqa: F401

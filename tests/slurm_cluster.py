@@ -194,7 +194,7 @@ def _node_line() -> str:
     """This machine's NodeName line as `slurmd -C` sees it (without RealMemory, which varies)."""
     text = subprocess.run([_which("slurmd"), "-C"], capture_output=True, text=True, timeout=30,
                           check=False).stdout
-    line = next((l for l in text.splitlines() if l.startswith("NodeName=")), None)
+    line = next((row for row in text.splitlines() if row.startswith("NodeName=")), None)
     if line is None:
         raise RuntimeError(f"slurmd -C printed no NodeName line: {text!r}")
     return " ".join(w for w in line.split() if not w.startswith("RealMemory="))

@@ -133,7 +133,8 @@ def test_bench_slurm_prints_the_filled_script():
     lines = done.stdout.splitlines()
     for line in ("#SBATCH --nodes=4", "#SBATCH --ntasks-per-node=32", "#SBATCH --partition=compute",
                  "#SBATCH --account=proj42", "#SBATCH --time=2:00:00", "#SBATCH --signal=B:TERM@300",
-                 "#SBATCH --qos=debug", '[ -n "${A2A_RUN_ARGS:-}" ] || A2A_RUN_ARGS=\'--sizes 8:1M:x4 --iterations 50\'',
+                 "#SBATCH --qos=debug",
+                 '[ -n "${A2A_RUN_ARGS:-}" ] || A2A_RUN_ARGS=\'--sizes 8:1M:x4 --iterations 50\'',
                  f'[ -n "${{A2A_PYTHON:-}}" ] || A2A_PYTHON={sys.executable}'):
         assert line in lines
     assert not any(line.startswith("#SBATCH --ntasks=") for line in lines)  # it would win over per-node
