@@ -21,7 +21,7 @@ import numpy as np
 from tabulate import tabulate
 
 from .errors import BadInput, BadResults
-from .results import KEY_COLUMNS, KEY_DEFAULTS, Row, load, point_key, write_atomic
+from .results import KEY_COLUMNS, KEY_DEFAULTS, Row, label, load, point_key, write_atomic
 
 SCHEMA = "a2a-decision/1"
 METRICS = ("mean", "median", "p90", "p99", "max")
@@ -178,8 +178,8 @@ def decide_cell(points: list[Point], metric: str, alpha: float) -> dict[str, Any
         "algorithm": choice.algorithm, "options": choice.options, "value_us": _round(value),
         "samples": len(choice.samples),
         "tie": choice is not best,
-        "tied_with": [_label(p.algorithm, p.options) for p in tied if p is not choice],
-        "runner_up": _label(runner.algorithm, runner.options) if runner else None,
+        "tied_with": [label(p.algorithm, p.options) for p in tied if p is not choice],
+        "runner_up": label(runner.algorithm, runner.options) if runner else None,
         "runner_up_us": _round(runner.value_us(metric)) if runner else None,
         "margin": _round(runner.value_us(metric) / value - 1.0) if runner and value > 0 else None,
         "speedup_vs_native": _round(native.value_us(metric) / value) if native and value > 0 else None,
@@ -197,9 +197,6 @@ def _tied(best: Point, other: Point, alpha: float) -> bool:
 def _round(value: float) -> float:
     return float(f"{value:.6g}")
 
-
-def _label(algorithm: str, options: str) -> str:
-    return f"{algorithm}:{options.replace(';', ':')}" if options else algorithm
 
 
 def ranges(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -374,11 +371,11 @@ def revert_slower(document: dict[str, Any], rows: list[dict[str, Any]], alpha: f
                 continue
             native = next((c for c in cell["candidates"] if c["algorithm"] == "native"), None)
             reverted.append(f"{_where(table)}, {cell['bytes_per_peer']} B/peer: "
-                            f"{_label(cell['algorithm'], cell['options'])} ran {ratio:.2f}x slower in the library; "
+                            f"{label(cell['algorithm'], cell['options'])} ran {ratio:.2f}x slower in the library; "
                             "back to native")
             value = native["value_us"] if native else cell["value_us"]
-            cell.update(reverted_from=_label(cell["algorithm"], cell["options"]), library_ratio=_round(ratio),
-                        runner_up=_label(cell["algorithm"], cell["options"]), runner_up_us=cell["value_us"],
+            cell.update(reverted_from=label(cell["algorithm"], cell["options"]), library_ratio=_round(ratio),
+                        runner_up=label(cell["algorithm"], cell["options"]), runner_up_us=cell["value_us"],
                         margin=_round(cell["value_us"] / value - 1) if value else None,
                         algorithm="native", options="", value_us=value, speedup_vs_native=1.0, tie=False,
                         tied_with=[])
@@ -413,7 +410,7 @@ def render(document: dict[str, Any]) -> str:
             span = f"{human(row['bytes_min'])}..{human(row['bytes_max']) if row['bytes_max'] is not None else 'inf'}"
             for i, cell in enumerate(row["cells"]):
                 body.append([*(table[c] if i == 0 else "" for c in columns), span if i == 0 else "",
-                             human(cell["bytes_per_peer"]), _label(cell["algorithm"], cell["options"]),
+                             human(cell["bytes_per_peer"]), label(cell["algorithm"], cell["options"]),
                              f"{cell['value_us']:,.1f}", cell["runner_up"] or "-",
                              _percent(cell["margin"]), _times(cell["speedup_vs_native"]),
                              "tie" if cell["tie"] else ""])

@@ -82,6 +82,23 @@ def cores_of_this_rank() -> frozenset[int]:
         return frozenset(range(os.cpu_count() or 1))
 
 
+def machine_of_this_rank() -> str:
+    """The kernel this rank runs on: its boot id, the same in every network namespace of a machine."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return platform.node()
+
+
+def by_machine(placements: list[tuple[str, str, frozenset[int]]]) -> list[tuple[str, frozenset[int]]]:
+    """(machine, host name, cores) per rank -> (host names of that machine, cores): emulated nodes
+    in namespaces of one kernel share its cores, so they count as one machine."""
+    names: dict[str, set[str]] = {}
+    for machine, host, _ in placements:
+        names.setdefault(machine, set()).add(host)
+    return [(",".join(sorted(names[machine])), cores) for machine, _, cores in placements]
+
+
 def oversubscription(placements: list[tuple[str, frozenset[int]]]) -> dict[str, dict[str, int]]:
     """Hosts whose ranks outnumber the cores they may use: {host: {"ranks": n, "cores": c}}."""
     ranks: Counter = Counter()

@@ -8,7 +8,7 @@ import traceback
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-LAUNCHER_VARIABLES = ("PMI_", "PMIX_", "HYDRA_", "MPI_LOCAL", "OMPI_", "I_MPI_", "MPIR_CVAR_")
+LAUNCHER_VARIABLES = ("PMI_", "PMIX_", "HYDRA_", "HYDI_", "MPI_LOCAL", "OMPI_", "I_MPI_", "MPIR_CVAR_")
 
 
 def world() -> Any:

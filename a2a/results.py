@@ -87,6 +87,11 @@ def point_key(row: Any) -> tuple:
     return tuple(str(getattr(row, k)) for k in KEY_COLUMNS)
 
 
+def label(algorithm: str, options: str) -> str:
+    """An algorithm with its results-style options as one name: ('bruck', 'radix=4') -> 'bruck:radix=4'."""
+    return ":".join([algorithm, *(o for o in options.split(";") if o)])
+
+
 def _format(value: Any) -> str:
     if value is None:
         return ""

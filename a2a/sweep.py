@@ -7,13 +7,19 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .environment import cores_of_this_rank, describe_oversubscription, oversubscription
+from .environment import (
+    by_machine,
+    cores_of_this_rank,
+    describe_oversubscription,
+    machine_of_this_rank,
+    oversubscription,
+)
 from .errors import A2AError
 from .mesh import Layout, group_comm
 from .mpi import idle_barrier
 from .netstat import tcp_timeouts
 from .registry import get
-from .results import Row, point_key
+from .results import Row, label, point_key
 from .stats import Stats, bandwidths
 from .timing import harness_cost, time_pipelined, time_sync
 from .topology import node_groups
@@ -35,7 +41,7 @@ class Variant:
     @property
     def label(self) -> str:
         """Name, with options when it has any: bruck:radix=4."""
-        return ":".join([self.name, *(f"{k}={v}" for k, v in sorted(self.options.items()))])
+        return label(self.name, self.options_text)
 
 
 TIMINGS = ("sync", "pipelined")
@@ -131,7 +137,8 @@ class Context:
 
         hosts = node_groups(comm)
         nodes = node_groups(comm, ppn) if ppn else hosts
-        crowded = oversubscription(comm.allgather((MPI.Get_processor_name(), cores_of_this_rank())))
+        placement = (machine_of_this_rank(), MPI.Get_processor_name(), cores_of_this_rank())
+        crowded = oversubscription(by_machine(comm.allgather(placement)))
         return cls(len(nodes), max(map(len, nodes)), any(h[0] == comm.rank for h in hosts), crowded,
                    harness_cost(comm))
 

@@ -73,6 +73,8 @@ SWEEP_OPTIONS = ("config", "sizes", "dtype", "algorithms", "plugin", "option", "
 @click.pass_context
 def run(ctx: click.Context, **given: Any) -> None:
     """Sweep message sizes x process counts x algorithms (the main job)."""
+    stop = StopRequest()
+    stop.install()  # before MPI starts: a batch system's warning may come at any time
     comm = world()
     explicit = {k: v for k, v in given.items()
                 if ctx.get_parameter_source(k) is click.core.ParameterSource.COMMANDLINE}
@@ -80,7 +82,7 @@ def run(ctx: click.Context, **given: Any) -> None:
         explicit["option"] = (*explicit.get("option", ()), f"auto.table={given['decision_table']}")
     directory, config, plugins, done = prepare(comm, explicit)
     session = Session(comm, directory, config, plugins, given["quiet"], given["fmt"],
-                      float(given["timeout"] or config.timeout), given["allow_oversubscribed"])
+                      float(given["timeout"] or config.timeout), given["allow_oversubscribed"], stop)
     sys.exit(session.sweep(done))
 
 
@@ -240,26 +242,42 @@ class Session:
     fmt: str
     timeout: float
     allow_oversubscribed: bool
-    stop: threading.Event = field(default_factory=threading.Event)
-    signal_name: str = "a signal on another rank"
+    stop: StopRequest
 
     def sweep(self, done: set[tuple]) -> int:
         """Run every missing point; return the exit code."""
-        rank0 = self.comm.rank == 0
-        meta = describe_run(self.comm, self.config, self.plugins)
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, self._on_signal)
-        observer = Output(self, meta, len(done)) if rank0 else Observer()
-        with abort_on_error(self.comm):
-            finished = run_sweep(self.comm, self.config, done, observer, self.stop.is_set)
-        status = "complete" if finished else f"terminated by {self.signal_name}"
-        if rank0:
-            observer.finish(status)
+        with abort_on_error(self.comm):  # a failure on any rank, rank 0's files included, ends the job
+            meta = describe_run(self.comm, self.config, self.plugins)
+            observer = Output(self, meta, len(done)) if self.comm.rank == 0 else Observer()
+            finished = run_sweep(self.comm, self.config, done, observer, self.stop)
+            if self.comm.rank == 0:
+                observer.finish("complete" if finished else f"terminated by {self.stop.name}")
         return 0 if finished else EXIT_TERMINATED
 
+
+# SIGUSR1 too: Open MPI's mpirun and srun kill on SIGTERM instead of passing it on, while all
+# launchers pass SIGUSR1 through, so batch scripts forward Slurm's warning as SIGUSR1.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+
+
+@dataclass
+class StopRequest:
+    """Set by a stop signal; the sweep reads it at every synchronisation, so all ranks agree."""
+
+    event: threading.Event = field(default_factory=threading.Event)
+    name: str = "a signal on another rank"
+
+    def install(self) -> None:
+        """Catch the stop signals in this process."""
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self._on_signal)
+
+    def __call__(self) -> bool:
+        return self.event.is_set()
+
     def _on_signal(self, signum: int, frame: Any) -> None:
-        self.signal_name = signal.Signals(signum).name
-        self.stop.set()
+        self.name = signal.Signals(signum).name
+        self.event.set()
 
 
 class Output(Observer):

@@ -216,3 +216,34 @@ def test_list_and_show(tmp_path):
     assert shown.returncode == 0 and "linear" in shown.stdout and "complete" in shown.stdout
     as_csv = mpiexec(1, "-m", "bench", "show", str(out), "--format", "csv")
     assert list(csv.reader(as_csv.stdout.splitlines()))[0][:3] == ["nprocs", "nnodes", "ppn"]
+
+
+def test_a_bad_record_on_resume_ends_the_job_instead_of_hanging(tmp_path):
+    out = tmp_path / "run"
+    assert bench(2, "run", "--sizes", "8", "--algorithms", "native", "--iterations", "2", "--output", str(out),
+                 "--quiet").returncode == 0
+    samples = out / "samples.csv"
+    samples.write_text(samples.read_text().replace("timing,", "", 1))
+    meta = json.loads((out / "meta.json").read_text())
+    meta["config"]["sizes"].append(16)
+    (out / "meta.json").write_text(json.dumps(meta))
+    began = time.monotonic()
+    done = bench(2, "run", "--resume", str(out), timeout=120)
+    assert done.returncode != 0 and "unexpected CSV header" in done.stderr
+    assert time.monotonic() - began < 60
+
+
+def test_sigusr1_stops_like_sigterm(tmp_path):
+    out = tmp_path / "run"
+    args = ["-m", "bench", "run", "--plugin", SLEEPY, "--algorithms", "sleepy:stall_calls=1/2/3/4/5:seconds=0.15",
+            "--sizes", "8,16,32,64", "--nprocs", "2", "--iterations", "5", "--output", str(out), "--quiet"]
+    job = subprocess.Popen([mpiexec_path(), "-n", "2", sys.executable, *args], cwd=ROOT,
+                           env=clean_launcher_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and _rows_on_disk(out) < 1:
+        time.sleep(0.1)
+    job.send_signal(signal.SIGUSR1)
+    job.communicate(timeout=60)
+    assert job.returncode != 0
+    assert json.loads((out / "meta.json").read_text())["status"] == "terminated by SIGUSR1"
+    assert 1 <= len(read_rows(out)) < 4

@@ -7,12 +7,19 @@ import numpy as np
 import pytest
 from support import mpiexec
 
-from a2a.environment import cores_of_this_rank, oversubscription
+from a2a.environment import by_machine, cores_of_this_rank, oversubscription
 from a2a.results import read_rows, read_samples
 from a2a.stats import Stats
 from a2a.sweep import Context
 
 CORES = len(cores_of_this_rank())
+
+
+def test_namespaces_of_one_kernel_count_as_one_machine():
+    two = frozenset({0, 1})
+    placements = [("boot-a", "a2a-n0", two), ("boot-a", "a2a-n0", two), ("boot-a", "a2a-n1", two),
+                  ("boot-b", "real-node", two)]
+    assert oversubscription(by_machine(placements)) == {"a2a-n0,a2a-n1": {"ranks": 3, "cores": 2}}
 
 
 def test_oversubscription_from_faked_affinity():

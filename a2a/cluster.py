@@ -1,0 +1,462 @@
+"""An emulated Ethernet cluster on this machine: a network namespace per node, a bridge as the switch.
+
+Each node namespace `a2a-nK` has one veth `eth0` (address 10.213.0.K+1/24, no route
+anywhere else) whose peer `pK` is a port of bridge `br0` in the switch namespace `a2a-sw`.
+A `tbf` qdisc on every switch port gives the link rate and the switch's shallow per-port
+buffer (where incast drops happen); one on every node's `eth0` gives the same rate with a
+host-sized queue. MPICH's hydra reaches the nodes through a launcher script standing in
+for ssh. Everything is named with the prefix `a2a-` and recorded in a state file, so that
+`down` removes it all, even after a crash.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .errors import A2AError, BadOption
+from .mpi import clean_launcher_env
+
+STATE_DIR = Path("/run/a2a-cluster")
+NETNS_ETC = Path("/etc/netns")
+SWITCH = "a2a-sw"
+BRIDGE = "br0"
+NODE_DEVICE = "eth0"
+SUBNET = "10.213.0"
+OURS = re.compile(r"^a2a-(sw|n\d+)$")
+MAX_NODES = 200
+BURST_BYTES = 16 * 1024
+RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12,
+              "bps": 8, "kbps": 8 * 10**3, "mbps": 8 * 10**6, "gbps": 8 * 10**9}
+SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2,
+              "g": 1024**3, "gb": 1024**3}
+
+
+class ClusterError(A2AError):
+    """The emulated cluster cannot be made, used or found."""
+
+
+def parse_rate(text: str) -> int:
+    """Bits per second from a tc-style rate such as 1gbit, 100mbit or 125mbps."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*", str(text).lower())
+    if not match or match[2] not in RATE_UNITS:
+        raise BadOption(f"rate {text!r} is not a rate; accepted: a number with a unit among "
+                        f"{', '.join(RATE_UNITS)} (e.g. 1gbit, 100mbit)")
+    bits = round(float(match[1]) * RATE_UNITS[match[2]])
+    if not 8000 <= bits <= 100 * 10**9:
+        raise BadOption(f"rate {text!r} is out of range; accepted: 8kbit to 100gbit")
+    return bits
+
+
+def parse_size(text: str, what: str = "queue") -> int:
+    """Bytes from a tc-style size such as 32kb, 1mb or 65536 (k = 1024)."""
+    match = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", str(text).lower())
+    if not match or match[2] not in SIZE_UNITS:
+        raise BadOption(f"{what} {text!r} is not a size; accepted: bytes, or a number with "
+                        "kb, mb or gb (e.g. 32kb, 1mb)")
+    size = int(match[1]) * SIZE_UNITS[match[2]]
+    if not 2048 <= size <= 1024**3:
+        raise BadOption(f"{what} {text!r} is out of range; accepted: 2kb (more than one "
+                        "1500-byte frame) to 1gb")
+    return size
+
+
+def show_rate(bits: int) -> str:
+    """The shortest exact tc spelling of a rate."""
+    for unit in ("tbit", "gbit", "mbit", "kbit"):
+        if bits % RATE_UNITS[unit] == 0:
+            return f"{bits // RATE_UNITS[unit]}{unit}"
+    return f"{bits}bit"
+
+
+def show_size(size: int) -> str:
+    """The shortest exact spelling of a size (k = 1024)."""
+    for unit in ("gb", "mb", "kb"):
+        if size % SIZE_UNITS[unit] == 0:
+            return f"{size // SIZE_UNITS[unit]}{unit}"
+    return str(size)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What an emulated cluster is: its nodes, ranks per node and links."""
+
+    nodes: int
+    slots: int = 2
+    rate_bps: int = 10**9
+    queue_bytes: int = 32 * 1024
+    nic_queue_bytes: int = 1024 * 1024
+    rto_min_ms: int = 0  # 0: the kernel's default (200 ms)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.nodes <= MAX_NODES:
+            raise BadOption(f"nodes={self.nodes}; accepted: 1 to {MAX_NODES}")
+        if not 1 <= self.slots <= 256:
+            raise BadOption(f"slots={self.slots}; accepted: 1 to 256 ranks per node")
+        if not 0 <= self.rto_min_ms <= 10000:
+            raise BadOption(f"rto-min={self.rto_min_ms} ms; accepted: 1 to 10000 (or 0 for "
+                            "the kernel's default)")
+
+    @classmethod
+    def parse(cls, nodes: int, slots: int = 2, rate: str = "1gbit", queue: str = "32kb",
+              nic_queue: str = "1mb", rto_min: int = 0) -> Shape:
+        """A shape from command-line spellings; raise BadOption naming what is accepted."""
+        return cls(nodes, slots, parse_rate(rate), parse_size(queue, "queue"),
+                   parse_size(nic_queue, "nic-queue"), rto_min)
+
+    def describe(self) -> str:
+        """One line: nodes x slots, rate, queues, rto_min."""
+        rto = f"rto_min {self.rto_min_ms} ms" if self.rto_min_ms else "default rto_min (200 ms)"
+        slots = f"{self.slots} slot" + ("s" if self.slots > 1 else "")
+        return (f"{self.nodes} nodes x {slots}, {show_rate(self.rate_bps)} links, "
+                f"switch queue {show_size(self.queue_bytes)} per port, "
+                f"NIC queue {show_size(self.nic_queue_bytes)}, {rto}")
+
+    @property
+    def hosts(self) -> list[str]:
+        """Node (namespace and host) names."""
+        return [node_name(k) for k in range(self.nodes)]
+
+
+def node_name(k: int) -> str:
+    """Namespace and host name of node k."""
+    return f"a2a-n{k}"
+
+
+def node_address(k: int) -> str:
+    """IPv4 address of node k's eth0."""
+    return f"{SUBNET}.{k + 1}"
+
+
+# ---------------------------------------------------------------- commands
+
+
+def require_root() -> None:
+    """Refuse clearly unless this process may create namespaces."""
+    if os.geteuid() != 0:
+        raise ClusterError("the emulated cluster needs root (it creates network namespaces, "
+                           "veth links and tc qdiscs); run it as root, e.g. with sudo")
+    missing = [tool for tool in ("ip", "tc", "unshare") if not shutil.which(tool)]
+    if missing:
+        raise ClusterError(f"the emulated cluster needs {', '.join(missing)} on PATH "
+                           "(Debian: apt-get install iproute2 util-linux)")
+
+
+def sh(*argv: str, check: bool = True) -> str:
+    """Run one command; return its output, or raise ClusterError with its message."""
+    done = subprocess.run(argv, check=False, capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise ClusterError(f"`{' '.join(argv)}` failed: {done.stderr.strip() or done.stdout.strip()}")
+    return done.stdout
+
+
+def namespaces() -> list[str]:
+    """Our namespaces that exist now (any a2a-sw / a2a-nK), nodes in order."""
+    names = [line.split()[0] for line in sh("ip", "netns", "list").splitlines() if line.strip()]
+    ours = [name for name in names if OURS.match(name)]
+    return sorted(ours, key=lambda n: (n == SWITCH, int(n[5:]) if n != SWITCH else 0))
+
+
+# ---------------------------------------------------------------- state
+
+
+@dataclass
+class State:
+    """What `up` made: the shape and the files outside the namespaces."""
+
+    shape: Shape
+    status: str  # "building" until up finished, then "up"
+    hostfiles: list[str]
+
+    @property
+    def launcher(self) -> Path:
+        """The ssh stand-in that hydra calls (`-launcher-exec`)."""
+        return STATE_DIR / "launch"
+
+    @property
+    def run_hostfile(self) -> Path:
+        """The MPICH hostfile that `run` uses (a private copy of the one under hostfiles/)."""
+        return STATE_DIR / "hosts"
+
+
+def read_state() -> State | None:
+    """The recorded cluster, or None if there is none."""
+    path = STATE_DIR / "state.json"
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        return State(Shape(**data["shape"]), data["status"], list(data["hostfiles"]))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ClusterError(f"{path} is damaged ({exc}); run `python -m bench cluster down`") from exc
+
+
+def write_state(state: State) -> None:
+    """Record the cluster before and after building it."""
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    data = {"shape": asdict(state.shape), "status": state.status, "hostfiles": state.hostfiles}
+    (STATE_DIR / "state.json").write_text(json.dumps(data, indent=2) + "\n")
+
+
+# ---------------------------------------------------------------- up / down
+
+
+def up(shape: Shape, hostfile_dir: Path) -> tuple[State, bool]:
+    """Make the cluster (or find it already made); return its state and whether it was made now."""
+    require_root()
+    current = read_state()
+    if current is not None:
+        if current.shape != shape:
+            raise ClusterError(f"a different cluster is up ({current.shape.describe()}); "
+                               "run `python -m bench cluster down` first")
+        if current.status == "up" and not problems(current.shape):
+            return current, False
+        down()  # same shape, but half-built or damaged: build it again
+    elif namespaces():
+        raise ClusterError(f"namespaces {', '.join(namespaces())} exist but no state records "
+                           "them; run `python -m bench cluster down` to remove them")
+    hostfile_dir = hostfile_dir.resolve()
+    state = State(shape, "building", [str(hostfile_dir / "a2a-cluster.hosts"),
+                                      str(hostfile_dir / "a2a-cluster.openmpi")])
+    write_state(state)
+    try:
+        build(shape)
+        write_files(state, hostfile_dir)
+    except BaseException:
+        down()
+        raise
+    state.status = "up"
+    write_state(state)
+    return state, True
+
+
+def build(shape: Shape) -> None:
+    """Create the switch, the nodes, their links and qdiscs."""
+    sh("ip", "netns", "add", SWITCH)
+    sh("ip", "-n", SWITCH, "link", "add", BRIDGE, "type", "bridge")
+    sh("ip", "-n", SWITCH, "link", "set", BRIDGE, "up")
+    for k, host in enumerate(shape.hosts):
+        port = f"p{k}"
+        sh("ip", "netns", "add", host)
+        sh("ip", "link", "add", NODE_DEVICE, "netns", host, "type", "veth",
+           "peer", "name", port, "netns", SWITCH)
+        sh("ip", "-n", host, "link", "set", "lo", "up")
+        sh("ip", "-n", host, "addr", "add", f"{node_address(k)}/24", "dev", NODE_DEVICE)
+        sh("ip", "-n", host, "link", "set", NODE_DEVICE, "up")
+        sh("ip", "-n", SWITCH, "link", "set", port, "master", BRIDGE, "up")
+        shape_link(host, NODE_DEVICE, shape.rate_bps, shape.nic_queue_bytes)
+        shape_link(SWITCH, port, shape.rate_bps, shape.queue_bytes)
+        if shape.rto_min_ms:
+            sh("ip", "-n", host, "route", "replace", f"{SUBNET}.0/24", "dev", NODE_DEVICE,
+               "proto", "kernel", "scope", "link", "src", node_address(k),
+               "rto_min", f"{shape.rto_min_ms}ms")
+
+
+def shape_link(namespace: str, device: str, rate_bps: int, queue_bytes: int) -> None:
+    """Token bucket at `rate_bps` with a queue of `queue_bytes` on one device."""
+    sh("tc", "-n", namespace, "qdisc", "replace", "dev", device, "root", "tbf",
+       "rate", f"{rate_bps}bit", "burst", str(BURST_BYTES), "limit", str(queue_bytes))
+
+
+def write_files(state: State, hostfile_dir: Path) -> None:
+    """Hosts tables inside the namespaces, the launcher script and the hostfiles."""
+    shape = state.shape
+    table = "127.0.0.1 localhost\n" + "".join(
+        f"{node_address(k)} {host}\n" for k, host in enumerate(shape.hosts))
+    for host in shape.hosts:
+        (NETNS_ETC / host).mkdir(parents=True, exist_ok=True)
+        (NETNS_ETC / host / "hosts").write_text(table)
+    state.launcher.write_text(LAUNCHER)
+    state.launcher.chmod(0o755)
+    hostfile_dir.mkdir(parents=True, exist_ok=True)
+    mpich, openmpi = (Path(p) for p in state.hostfiles)
+    for path in (mpich, state.run_hostfile):
+        path.write_text("".join(f"{host}:{shape.slots}\n" for host in shape.hosts))
+    openmpi.write_text("".join(f"{host} slots={shape.slots}\n" for host in shape.hosts))
+
+
+LAUNCHER = """#!/bin/sh
+# ssh stand-in for MPICH hydra on the emulated cluster: LAUNCH [-x ...] HOST COMMAND...
+# runs COMMAND inside namespace HOST, with HOST as its host name (own UTS namespace).
+while [ "${1#-}" != "$1" ]; do shift; done
+host=$1
+shift
+case "$host" in
+  a2a-n[0-9]*) ;;
+  *) echo "a2a cluster launcher: unknown host '$host' (expected a2a-nK)" >&2; exit 255 ;;
+esac
+exec ip netns exec "$host" unshare --uts sh -c 'hostname "$0" && exec sh -c "$1"' "$host" "$*"
+"""
+
+
+def down() -> list[str]:
+    """Remove every namespace, process and file of the cluster; return what was removed."""
+    require_root()
+    removed = []
+    state_hostfiles = []
+    try:
+        state = read_state()
+        state_hostfiles = state.hostfiles if state else []
+    except ClusterError:
+        pass
+    for namespace in namespaces():
+        stop_processes(namespace)
+        sh("ip", "netns", "del", namespace)
+        removed.append(f"namespace {namespace}")
+    for folder in sorted(NETNS_ETC.glob("a2a-*")) if NETNS_ETC.is_dir() else []:
+        if OURS.match(folder.name):
+            shutil.rmtree(folder)
+            removed.append(f"{folder}")
+    for name in state_hostfiles:
+        if Path(name).exists():
+            Path(name).unlink()
+            removed.append(name)
+    for folder in {Path(name).parent for name in state_hostfiles}:
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()  # we made it for the hostfiles
+    if STATE_DIR.exists():
+        shutil.rmtree(STATE_DIR)
+        removed.append(f"{STATE_DIR}")
+    return removed
+
+
+def stop_processes(namespace: str, grace: float = 3.0) -> None:
+    """End the processes still inside one of our namespaces (TERM, then KILL)."""
+    def alive() -> list[int]:
+        return [int(pid) for pid in sh("ip", "netns", "pids", namespace, check=False).split()]
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = alive()
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace
+        while pids and time.monotonic() < deadline:
+            time.sleep(0.05)
+            pids = alive()
+        if not pids:
+            return
+
+
+# ---------------------------------------------------------------- inspection
+
+
+def problems(shape: Shape) -> list[str]:
+    """What is missing or wrong in the made cluster (empty if it is whole)."""
+    found = set(namespaces())
+    missing = [name for name in [SWITCH, *shape.hosts] if name not in found]
+    extra = sorted(found - {SWITCH, *shape.hosts})
+    issues = [f"namespace {name} is missing" for name in missing]
+    issues += [f"namespace {name} does not belong to this shape" for name in extra]
+    for host in shape.hosts:
+        if host in found and "UP" not in sh("ip", "-n", host, "-br", "link", "show",
+                                            NODE_DEVICE, check=False):
+            issues.append(f"{host}: {NODE_DEVICE} is not up")
+    return issues
+
+
+def link_counters(namespace: str, device: str) -> dict[str, int]:
+    """Byte and packet counters of one device (rx_bytes, tx_bytes, ...)."""
+    data = json.loads(sh("ip", "-n", namespace, "-s", "-j", "link", "show", device))
+    stats = data[0]["stats64"]
+    return {f"{way}_{key}": stats[way][key] for way in ("rx", "tx") for key in ("bytes", "packets")}
+
+
+def qdisc_drops(namespace: str, device: str) -> int:
+    """Packets the root qdisc of one device dropped."""
+    data = json.loads(sh("tc", "-n", namespace, "-s", "-j", "qdisc", "show", "dev", device))
+    return sum(q.get("drops", 0) for q in data if q.get("root"))
+
+
+def tcp_ext(text: str) -> dict[str, int]:
+    """The TcpExt counters of a /proc/net/netstat text."""
+    lines = text.splitlines()
+    for header, values in zip(lines[::2], lines[1::2]):
+        if header.startswith("TcpExt:"):
+            return dict(zip(header.split()[1:], map(int, values.split()[1:])))
+    return {}
+
+
+def node_tcp_ext(host: str) -> dict[str, int]:
+    """TcpExt counters as seen inside one node's namespace."""
+    return tcp_ext(sh("ip", "netns", "exec", host, "cat", "/proc/net/netstat"))
+
+
+def node_report(shape: Shape) -> list[dict]:
+    """Per node: address, eth0 counters, drops at its NIC and at its switch port, TCP timeouts."""
+    rows = []
+    for k, host in enumerate(shape.hosts):
+        counters = link_counters(host, NODE_DEVICE)
+        rows.append({"node": host, "address": node_address(k),
+                     "tx_bytes": counters["tx_bytes"], "rx_bytes": counters["rx_bytes"],
+                     "nic_drops": qdisc_drops(host, NODE_DEVICE),
+                     "port_drops": qdisc_drops(SWITCH, f"p{k}"),
+                     "tcp_timeouts": node_tcp_ext(host).get("TCPTimeouts", 0)})
+    return rows
+
+
+# ---------------------------------------------------------------- run
+
+
+def mpiexec_path() -> str:
+    """MPICH's mpiexec beside this Python (the venv's wheel), else the one on PATH."""
+    beside = Path(sys.executable).parent / "mpiexec"
+    found = str(beside) if beside.exists() else shutil.which("mpiexec")
+    if not found:
+        raise ClusterError("no mpiexec beside this Python or on PATH; install the mpich extra "
+                           "(pip install -e '.[mpich]')")
+    if "HYDRA" not in sh(found, "--version", check=False):
+        raise ClusterError(f"{found} is not MPICH's (hydra) mpiexec, which the emulated cluster "
+                           "launches through; use a venv with the mpich extra")
+    return found
+
+
+def run_command(state: State, program: Iterable[str], nprocs: int = 0,
+                mpiexec: str = "") -> list[str]:
+    """The command that runs `program` on every rank, mpiexec in node 0, TCP forced."""
+    shape = state.shape
+    nprocs = nprocs or shape.nodes * shape.slots
+    if nprocs < 1:
+        raise BadOption(f"nprocs={nprocs}; accepted: 1 or more")
+    head = shape.hosts[0]
+    return ["ip", "netns", "exec", head, "unshare", "--uts",
+            "sh", "-c", 'hostname "$0" && exec "$@"', head,
+            mpiexec or mpiexec_path(), "-launcher", "ssh", "-launcher-exec", str(state.launcher),
+            "-f", str(state.run_hostfile), "-n", str(nprocs),
+            "-genv", "MPIR_CVAR_CH4_NETMOD", "ucx",
+            "-genv", "UCX_TLS", "tcp,self", "-genv", "UCX_NET_DEVICES", NODE_DEVICE,
+            *program]
+
+
+def run_env() -> dict[str, str]:
+    """This environment less what an enclosing launcher set; the user's MPIR_CVAR_ tuning stays."""
+    env = clean_launcher_env()
+    env.update({k: v for k, v in os.environ.items() if k.startswith("MPIR_CVAR_")})
+    return env
+
+
+def current() -> State:
+    """The cluster that is up, or ClusterError saying how to make one."""
+    require_root()
+    state = read_state()
+    if state is None:
+        raise ClusterError("no emulated cluster is up; make one with "
+                           "`python -m bench cluster up --nodes N`")
+    if state.status != "up":
+        raise ClusterError("the emulated cluster was never finished (an interrupted `up`); "
+                           "run `python -m bench cluster down`, then `up` again")
+    broken = problems(state.shape)
+    if broken:
+        raise ClusterError(f"the emulated cluster is damaged ({'; '.join(broken)}); "
+                           "run `python -m bench cluster down` and `up` again")
+    return state

@@ -1,0 +1,25 @@
+"""`bench plot RESULTS [-o DIR]`: every figure of a run as PNG and SVG, and an index.html."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from a2a import plot
+from a2a.results import load
+
+from .cli import echo, main
+
+
+@main.command("plot")
+@click.argument("results", type=click.Path(exists=True, file_okay=False))
+@click.option("-o", "--output", type=click.Path(file_okay=False),
+              help="Directory for the figures. [default: RESULTS/plots]")
+def plot_command(results: str, output: str | None) -> None:
+    """Draw the run's figures (needs the plot extra: pip install 'a2a-testbed[plot]')."""
+    plot.pyplot()  # fail first, and clearly, when matplotlib is missing
+    directory = Path(output) if output else Path(results) / "plots"
+    figures = plot.plot_all(load(Path(results)), directory)
+    for figure in figures:
+        echo(f"{directory / figure.name}.png  (.svg)  {figure.title}")
+    echo(f"{directory / 'index.html'}  shows them all with the run's metadata")
