@@ -10,6 +10,7 @@
  *              min/mean/max of those means over ranks (OSU/IMB style); t_p50_us is empty.
  * Warm-up calls (untimed) precede each mode. Errors in the arguments exit 2 on every rank.
  */
+#define _POSIX_C_SOURCE 200809L /* getopt */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
