@@ -30,6 +30,7 @@ def describe_run(comm: Any, config: Any, plugins: list[str]) -> dict[str, Any]:
         "ranks_per_node": max(hosts.values()),
         "mpi_library": MPI.Get_library_version().strip(),
         "mpi_version": "%d.%d" % MPI.Get_version(),
+        "mpi_thread_level": ["single", "funneled", "serialized", "multiple"][MPI.Query_thread()],
         "mpi4py": mpi4py.__version__,
         "numpy": np.__version__,
         "python": platform.python_version(),
