@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import threading
@@ -15,7 +16,7 @@ import click
 
 import a2a
 from a2a import report
-from a2a.environment import describe_run, node_memory_share
+from a2a.environment import cores_of_this_rank, describe_run, node_memory_share
 from a2a.errors import BadOption
 from a2a.mesh import Layout, layouts
 from a2a.mpi import abort_on_error, world
@@ -89,15 +90,32 @@ def run(ctx: click.Context, **given: Any) -> None:
 
 
 def start_mpi_like_osu() -> None:
-    """Ask for MPI_THREAD_FUNNELED, not mpi4py's default MULTIPLE, unless the user chose a level.
+    """Ask for MPI_THREAD_FUNNELED when every rank has a core, unless the user chose a level.
 
-    At MULTIPLE, MPICH takes a lock on every call: about 0.5 us more at 8 B per peer than the
-    C benchmarks (OSU, IMB) measure, which start MPI without threads (docs/harness.md).
+    At mpi4py's default MULTIPLE, MPICH takes a lock on every call: about 0.5 us more at 8 B
+    per peer than C benchmarks (OSU, IMB) measure (docs/harness.md). But when ranks outnumber
+    cores, that lock's yielding keeps spinning ranks off the CPU: 128 ranks on 2 cores took
+    2 min 17 s at MULTIPLE against 8 min 17 s at FUNNELED here. So crowded nodes keep MULTIPLE.
     """
     import mpi4py
 
-    if "MPI4PY_RC_THREAD_LEVEL" not in os.environ:
+    if "MPI4PY_RC_THREAD_LEVEL" in os.environ:
+        return
+    if ranks_on_this_node() <= len(cores_of_this_rank()):
         mpi4py.rc.thread_level = "funneled"
+
+
+# What launchers say about the ranks on this node: MPICH's hydra, Open MPI, Slurm's srun ("4(x2),2")
+LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_STEP_TASKS_PER_NODE")
+
+
+def ranks_on_this_node() -> int:
+    """Ranks the launcher put on this node (the most per node for srun), 1 when it does not say."""
+    for name in LOCAL_SIZE_VARIABLES:
+        counts = [int(c) for c in re.findall(r"(\d+)(?:\(x\d+\))?", os.environ.get(name, ""))]
+        if counts:
+            return max(counts)
+    return 1
 
 
 def prepare(comm: Any, explicit: dict[str, Any]) -> tuple[Path, SweepConfig, list[str], set[tuple]]:

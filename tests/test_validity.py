@@ -11,6 +11,7 @@ from a2a.environment import by_machine, cores_of_this_rank, oversubscription
 from a2a.results import read_rows, read_samples
 from a2a.stats import Stats
 from a2a.sweep import Context
+from bench.run import LOCAL_SIZE_VARIABLES, ranks_on_this_node
 
 CORES = len(cores_of_this_rank())
 
@@ -89,3 +90,24 @@ def test_harness_cost_is_recorded(tmp_path):
     assert 0 < harness["wtick_us"] <= 1e6 and 0 < harness["wtime_step_us"] < 1e3
     assert 0 < harness["sync_empty_timed_call_p50_us"] < harness["sync_iteration_with_synchronisation_us"]
     assert harness["pipelined_empty_call_us"] > 0
+
+
+@pytest.mark.parametrize("variable,value,ranks", [
+    ("MPI_LOCALNRANKS", "3", 3), ("OMPI_COMM_WORLD_LOCAL_SIZE", "16", 16),
+    ("SLURM_STEP_TASKS_PER_NODE", "4(x2),2", 4), ("SLURM_STEP_TASKS_PER_NODE", "", 1),
+])
+def test_ranks_on_this_node_from_the_launcher(monkeypatch, variable, value, ranks):
+    for name in LOCAL_SIZE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(variable, value)
+    assert ranks_on_this_node() == ranks
+
+
+@pytest.mark.skipif(CORES != 2, reason=f"written for 2 cores; this machine has {CORES}")
+@pytest.mark.parametrize("n,level", [(2, "funneled"), (4, "multiple")])
+def test_thread_level_funneled_unless_ranks_outnumber_cores(tmp_path, n, level):
+    out = tmp_path / "run"
+    done = mpiexec(n, "-m", "bench", "run", "--sizes", "8", "--algorithms", "native", "--nprocs", str(n),
+                   "--iterations", "2", "--output", str(out), "--quiet", "--allow-oversubscribed")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "meta.json").read_text())["mpi_thread_level"] == level
