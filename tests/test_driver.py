@@ -128,24 +128,32 @@ def test_config_file_with_command_line_winning(tmp_path):
     assert {r.bytes_per_peer for r in rows} == {8, 1024} and {r.iterations for r in rows} == {4}
 
 
-def test_sigterm_stops_cleanly_and_resume_measures_only_the_missing_points(tmp_path):
-    out = tmp_path / "run"
-    slow = "sleepy:stall_calls=1/2/3/4/5:seconds=0.15"
-    args = ["-m", "bench", "run", "--plugin", SLEEPY, "--algorithms", f"{slow},native", "--sizes",
-            "8,16,32,64", "--nprocs", "2", "--iterations", "5", "--output", str(out), "--quiet"]
+SLOW = "sleepy:stall_calls=1/2/3/4/5:seconds=0.15"
+
+
+def interrupted_sweep(out: Path, signum: int, algorithms: str, rows_first: int) -> subprocess.CompletedProcess:
+    """Start a slow 2-rank sweep, send `signum` to mpiexec once `rows_first` rows are on disk."""
+    args = ["-m", "bench", "run", "--plugin", SLEEPY, "--algorithms", algorithms, "--sizes", "8,16,32,64",
+            "--nprocs", "2", "--iterations", "5", "--output", str(out), "--quiet"]
     job = subprocess.Popen([mpiexec_path(), "-n", "2", sys.executable, *args], cwd=ROOT,
                            env=clean_launcher_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and _rows_on_disk(out) < 2:
+    while time.monotonic() < deadline and _rows_on_disk(out) < rows_first:
         time.sleep(0.1)
-    job.send_signal(signal.SIGTERM)
-    _, stderr = job.communicate(timeout=60)
-    assert job.returncode != 0
+    job.send_signal(signum)
+    stdout, stderr = job.communicate(timeout=60)
+    return subprocess.CompletedProcess(job.args, job.returncode, stdout, stderr)
+
+
+def test_sigterm_stops_cleanly_and_resume_measures_only_the_missing_points(tmp_path):
+    out = tmp_path / "run"
+    stopped = interrupted_sweep(out, signal.SIGTERM, f"{SLOW},native", rows_first=2)
+    assert stopped.returncode != 0
     first = read_rows(out)
     assert 2 <= len(first) < 8
     meta = json.loads((out / "meta.json").read_text())
     assert meta["status"].startswith("terminated"), meta["status"]
-    assert f"--resume {out}" in stderr
+    assert f"--resume {out}" in stopped.stderr
 
     done = bench(2, "run", "--resume", str(out), "--quiet")
     assert done.returncode == 0, done.stderr
@@ -235,15 +243,6 @@ def test_a_bad_record_on_resume_ends_the_job_instead_of_hanging(tmp_path):
 
 def test_sigusr1_stops_like_sigterm(tmp_path):
     out = tmp_path / "run"
-    args = ["-m", "bench", "run", "--plugin", SLEEPY, "--algorithms", "sleepy:stall_calls=1/2/3/4/5:seconds=0.15",
-            "--sizes", "8,16,32,64", "--nprocs", "2", "--iterations", "5", "--output", str(out), "--quiet"]
-    job = subprocess.Popen([mpiexec_path(), "-n", "2", sys.executable, *args], cwd=ROOT,
-                           env=clean_launcher_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and _rows_on_disk(out) < 1:
-        time.sleep(0.1)
-    job.send_signal(signal.SIGUSR1)
-    job.communicate(timeout=60)
-    assert job.returncode != 0
+    assert interrupted_sweep(out, signal.SIGUSR1, SLOW, rows_first=1).returncode != 0
     assert json.loads((out / "meta.json").read_text())["status"] == "terminated by SIGUSR1"
     assert 1 <= len(read_rows(out)) < 4
