@@ -16,14 +16,13 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .errors import A2AError, BadOption
-from .mpi import clean_launcher_env
+from .mpi import clean_launcher_env, mpi_tool
 
 STATE_DIR = Path("/run/a2a-cluster")
 NETNS_ETC = Path("/etc/netns")
@@ -410,8 +409,7 @@ def node_report(shape: Shape) -> list[dict]:
 
 def mpiexec_path() -> str:
     """MPICH's mpiexec beside this Python (the venv's wheel), else the one on PATH."""
-    beside = Path(sys.executable).parent / "mpiexec"
-    found = str(beside) if beside.exists() else shutil.which("mpiexec")
+    found = mpi_tool("mpiexec")
     if not found:
         raise ClusterError("no mpiexec beside this Python or on PATH; install the mpich extra "
                            "(pip install -e '.[mpich]')")

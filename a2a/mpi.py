@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 import traceback
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Iterator
 
 LAUNCHER_VARIABLES = ("PMI_", "PMIX_", "HYDRA_", "HYDI_", "MPI_LOCAL", "OMPI_", "I_MPI_", "MPIR_CVAR_")
@@ -46,6 +48,12 @@ def _report_and_abort(comm: Any, message: str, code: int) -> None:
     if comm.size > 1:
         comm.Abort(code)
     sys.exit(code)
+
+
+def mpi_tool(name: str) -> str | None:
+    """An MPI program (mpiexec, mpicc) beside this Python, as an MPI wheel puts it, else on PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else shutil.which(name)
 
 
 def clean_launcher_env(env: dict[str, str] | None = None) -> dict[str, str]:

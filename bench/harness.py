@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import csv
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import click
 from tabulate import tabulate
 
 from a2a.errors import A2AError
-from a2a.mpi import clean_launcher_env
+from a2a.mpi import clean_launcher_env, mpi_tool
 from a2a.report import human_bytes
 
 from .cli import echo, main
@@ -66,8 +65,7 @@ class Measurement:
 
 def find_tool(name: str) -> str:
     """The MPI tool beside this Python (the venv's MPI wheel), else the one on PATH."""
-    beside = Path(sys.executable).parent / name
-    found = str(beside) if beside.exists() else shutil.which(name)
+    found = mpi_tool(name)
     if not found:
         raise HarnessError(f"no {name} found beside {sys.executable} or on PATH; "
                            "install an MPI wheel (pip install mpich) or your MPI's development package")

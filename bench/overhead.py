@@ -1,7 +1,6 @@
 """`bench overhead`: our Python algorithms against MPICH's C twins, forced through its CVARs."""
 from __future__ import annotations
 
-import shutil
 import statistics
 import subprocess
 import sys
@@ -11,7 +10,7 @@ from pathlib import Path
 import click
 from tabulate import tabulate
 
-from a2a.mpi import clean_launcher_env
+from a2a.mpi import clean_launcher_env, mpi_tool
 from a2a.report import human_bytes
 from a2a.results import read_rows
 
@@ -53,8 +52,7 @@ def overhead(nprocs: str, sizes: str, iterations: int, repeats: int, launcher: s
 
 
 def _mpiexec() -> str:
-    found = Path(sys.executable).parent / "mpiexec"
-    return str(found) if found.exists() else (shutil.which("mpiexec") or "mpiexec")
+    return mpi_tool("mpiexec") or "mpiexec"
 
 
 def _launch(launcher: str, n: int, ours: str, theirs: str, extra: dict[str, str], sizes: str,

@@ -1,20 +1,18 @@
 """Helpers for tests that start MPI programs of their own."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from a2a.mpi import clean_launcher_env
+from a2a.mpi import clean_launcher_env, mpi_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def mpiexec_path() -> str:
     """The mpiexec beside this Python (the venv's MPI wheel), else the one on PATH."""
-    beside = Path(sys.executable).parent / "mpiexec"
-    found = str(beside) if beside.exists() else shutil.which("mpiexec")
+    found = mpi_tool("mpiexec")
     if not found:
         raise RuntimeError("no mpiexec found beside this Python or on PATH")
     return found

