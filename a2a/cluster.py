@@ -23,6 +23,7 @@ from pathlib import Path
 
 from .errors import A2AError, BadOption
 from .mpi import clean_launcher_env, mpi_tool
+from .units import human_bytes, parse_size
 
 STATE_DIR = Path("/run/a2a-cluster")
 NETNS_ETC = Path("/etc/netns")
@@ -35,8 +36,6 @@ MAX_NODES = 200
 BURST_BYTES = 16 * 1024
 RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12,
               "bps": 8, "kbps": 8 * 10**3, "mbps": 8 * 10**6, "gbps": 8 * 10**9}
-SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2,
-              "g": 1024**3, "gb": 1024**3}
 
 
 class ClusterError(A2AError):
@@ -55,13 +54,9 @@ def parse_rate(text: str) -> int:
     return bits
 
 
-def parse_size(text: str, what: str = "queue") -> int:
-    """Bytes from a tc-style size such as 32kb, 1mb or 65536 (k = 1024)."""
-    match = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", str(text).lower())
-    if not match or match[2] not in SIZE_UNITS:
-        raise BadOption(f"{what} {text!r} is not a size; accepted: bytes, or a number with "
-                        "kb, mb or gb (e.g. 32kb, 1mb)")
-    size = int(match[1]) * SIZE_UNITS[match[2]]
+def parse_queue(text: str, what: str = "queue") -> int:
+    """Bytes of a queue from a size such as 32kb, 1mb or 65536 (k = 1024)."""
+    size = parse_size(text, what)
     if not 2048 <= size <= 1024**3:
         raise BadOption(f"{what} {text!r} is out of range; accepted: 2kb (more than one "
                         "1500-byte frame) to 1gb")
@@ -77,11 +72,9 @@ def show_rate(bits: int) -> str:
 
 
 def show_size(size: int) -> str:
-    """The shortest exact spelling of a size (k = 1024)."""
-    for unit in ("gb", "mb", "kb"):
-        if size % SIZE_UNITS[unit] == 0:
-            return f"{size // SIZE_UNITS[unit]}{unit}"
-    return str(size)
+    """A size as tc spells it: 32kb, 1mb, or plain bytes."""
+    text = human_bytes(size)
+    return text.lower() + "b" if text[-1].isalpha() else text
 
 
 @dataclass(frozen=True)
@@ -108,8 +101,8 @@ class Shape:
     def parse(cls, nodes: int, slots: int = 2, rate: str = "1gbit", queue: str = "32kb",
               nic_queue: str = "1mb", rto_min: int = 0) -> Shape:
         """A shape from command-line spellings; raise BadOption naming what is accepted."""
-        return cls(nodes, slots, parse_rate(rate), parse_size(queue, "queue"),
-                   parse_size(nic_queue, "nic-queue"), rto_min)
+        return cls(nodes, slots, parse_rate(rate), parse_queue(queue, "queue"),
+                   parse_queue(nic_queue, "nic-queue"), rto_min)
 
     def describe(self) -> str:
         """One line: nodes x slots, rate, queues, rto_min."""

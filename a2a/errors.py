@@ -25,6 +25,10 @@ class UnknownAlgorithm(A2AError, KeyError):
         return f"unknown algorithm {self.name!r}; registered: {', '.join(self.known)}"
 
 
+class BadConfig(A2AError):
+    """An option or config file value the sweep cannot use."""
+
+
 class PluginError(A2AError):
     """A plug-in that cannot be loaded."""
 

@@ -12,14 +12,7 @@ import numpy as np
 from tabulate import tabulate
 
 from .results import COLUMNS, Row
-
-
-def human_bytes(n: int) -> str:
-    """65536 -> '64K' (powers of 1024, as --sizes takes them)."""
-    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n >= scale and n % scale == 0:
-            return f"{n // scale}{unit}"
-    return str(n)
+from .units import human_bytes  # noqa: F401 (callers read it from here too)
 
 
 def _us(value: float) -> str:

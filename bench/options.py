@@ -7,23 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from a2a.errors import A2AError, BadOption
-
-UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1024**2, "MB": 1024**2,
-         "MIB": 1024**2, "G": 1024**3, "GB": 1024**3, "GIB": 1024**3}
-SIZE = re.compile(r"^\s*(\d+)\s*([A-Za-z]*)\s*$")
-
-
-class BadConfig(A2AError):
-    """An option or config file value the sweep cannot use."""
-
-
-def parse_size(text: str, what: str = "size") -> int:
-    """'64KiB' -> 65536. Units K, KiB, KB, M, MiB, G (all powers of 1024) or none (bytes)."""
-    match = SIZE.match(str(text))
-    if not match or match.group(2).upper() not in UNITS:
-        raise BadConfig(f"{what} {text!r} is not a byte count; accepted: 8, 1K, 64KiB, 1M, 2G")
-    return int(match.group(1)) * UNITS[match.group(2).upper()]
+from a2a.errors import BadConfig, BadOption
+from a2a.units import parse_size
 
 
 def parse_list(text: str, what: str, parse: Any = parse_size) -> list[int]:

@@ -165,7 +165,7 @@ def test_shallow_switch_queue_stalls_with_tcp_timeouts(netns, tmp_path: Path):
     (("--nodes", "0"), "nodes=0; accepted: 1 to 200"),
     (("--nodes", "2", "--rate", "fast"), "rate 'fast' is not a rate"),
     (("--nodes", "2", "--rate", "1gbps!"), "is not a rate"),
-    (("--nodes", "2", "--queue", "1x"), "queue '1x' is not a size"),
+    (("--nodes", "2", "--queue", "1x"), "queue '1x' is not a byte count"),
     (("--nodes", "2", "--queue", "100"), "queue '100' is out of range"),
     (("--nodes", "2", "--slots", "0"), "slots=0"),
     (("--nodes", "2", "--rto-min", "-1"), "rto-min=-1"),
@@ -206,7 +206,7 @@ def test_rates_and_sizes_parse_like_tc():
     assert cluster.parse_rate("100Mbit") == 10**8
     assert cluster.parse_rate("125mbps") == 10**9
     assert cluster.show_rate(10**9) == "1gbit" and cluster.show_rate(1500 * 10**6) == "1500mbit"
-    assert cluster.parse_size("32kb") == 32768 and cluster.parse_size("1m") == 1 << 20
+    assert cluster.parse_queue("32kb") == 32768 and cluster.parse_queue("1m") == 1 << 20
     assert cluster.show_size(32768) == "32kb" and cluster.show_size(3000) == "3000"
     with pytest.raises(BadOption, match="accepted: 8kbit to 100gbit"):
         cluster.parse_rate("1tbit")
