@@ -22,6 +22,7 @@ from tabulate import tabulate
 
 from .errors import BadInput, BadResults
 from .results import KEY_COLUMNS, KEY_DEFAULTS, Row, label, load, point_key, write_atomic
+from .units import human_bytes
 
 SCHEMA = "a2a-decision/1"
 METRICS = ("mean", "median", "p90", "p99", "max")
@@ -114,7 +115,7 @@ def gather(directories: list[Path], dtype: str | None = None) -> tuple[dict[tupl
     sources = []
     for directory in directories:
         run = load(Path(directory))
-        sources.append(_source(run))
+        sources.append(source(run))
         for row in run.rows:
             key = point_key(row)
             if "WRONG RESULT" in row.note:
@@ -154,7 +155,8 @@ def _chosen_dtype(points: dict[tuple, Point], dtype: str | None) -> str:
     return dtype or next(iter(points.values())).rows[0].dtype
 
 
-def _source(run: Any) -> dict[str, Any]:
+def source(run: Any) -> dict[str, Any]:
+    """Where a table's data came from: directory, status, library, commit."""
     meta = run.meta
     return {"directory": str(Path(run.directory).resolve()), "status": meta.get("status"),
             "start": meta.get("start"), "mpi_library": meta.get("mpi_library"),
@@ -175,16 +177,16 @@ def decide_cell(points: list[Point], metric: str, alpha: float) -> dict[str, Any
     native = next((p for p in ranked if p.algorithm == "native" and not p.options), None)
     return {
         "bytes_per_peer": choice.bytes_per_peer,
-        "algorithm": choice.algorithm, "options": choice.options, "value_us": _round(value),
+        "algorithm": choice.algorithm, "options": choice.options, "value_us": rounded(value),
         "samples": len(choice.samples),
         "tie": choice is not best,
         "tied_with": [label(p.algorithm, p.options) for p in tied if p is not choice],
         "runner_up": label(runner.algorithm, runner.options) if runner else None,
-        "runner_up_us": _round(runner.value_us(metric)) if runner else None,
-        "margin": _round(runner.value_us(metric) / value - 1.0) if runner and value > 0 else None,
-        "speedup_vs_native": _round(native.value_us(metric) / value) if native and value > 0 else None,
+        "runner_up_us": rounded(runner.value_us(metric)) if runner else None,
+        "margin": rounded(runner.value_us(metric) / value - 1.0) if runner and value > 0 else None,
+        "speedup_vs_native": rounded(native.value_us(metric) / value) if native and value > 0 else None,
         "candidates": [{"algorithm": p.algorithm, "options": p.options,
-                        "value_us": _round(p.value_us(metric))} for p in ranked],
+                        "value_us": rounded(p.value_us(metric))} for p in ranked],
     }
 
 
@@ -194,7 +196,8 @@ def _tied(best: Point, other: Point, alpha: float) -> bool:
     return mann_whitney_p(best.samples, other.samples) >= alpha
 
 
-def _round(value: float) -> float:
+def rounded(value: float) -> float:
+    """Six significant digits, for JSON that people read."""
     return float(f"{value:.6g}")
 
 
@@ -374,9 +377,9 @@ def revert_slower(document: dict[str, Any], rows: list[dict[str, Any]], alpha: f
                             f"{label(cell['algorithm'], cell['options'])} ran {ratio:.2f}x slower in the library; "
                             "back to native")
             value = native["value_us"] if native else cell["value_us"]
-            cell.update(reverted_from=label(cell["algorithm"], cell["options"]), library_ratio=_round(ratio),
+            cell.update(reverted_from=label(cell["algorithm"], cell["options"]), library_ratio=rounded(ratio),
                         runner_up=label(cell["algorithm"], cell["options"]), runner_up_us=cell["value_us"],
-                        margin=_round(cell["value_us"] / value - 1) if value else None,
+                        margin=rounded(cell["value_us"] / value - 1) if value else None,
                         algorithm="native", options="", value_us=value, speedup_vs_native=1.0, tie=False,
                         tied_with=[])
         table["ranges"] = ranges(cells)
@@ -385,7 +388,7 @@ def revert_slower(document: dict[str, Any], rows: list[dict[str, Any]], alpha: f
 
 def render_comparison(rows: list[dict[str, Any]], metric: str, alpha: float) -> str:
     """The comparison as a table; a ratio counts only when the test says the runs differ."""
-    body = [[*(row[c] for c in CONTEXT_COLUMNS), human(row["bytes_per_peer"]), f"{row['baseline_us']:,.1f}",
+    body = [[*(row[c] for c in CONTEXT_COLUMNS), human_bytes(row["bytes_per_peer"]), f"{row['baseline_us']:,.1f}",
              f"{row['tuned_us']:,.1f}", f"{row['ratio']:.2f}",
              "-" if row["p"] is None else f"{row['p']:.3f}", _verdict(row, alpha)] for row in rows]
     headers = [*CONTEXT_COLUMNS, "bytes/peer", f"default {metric} us", f"tuned {metric} us", "tuned/default",
@@ -407,24 +410,17 @@ def render(document: dict[str, Any]) -> str:
     body = []
     for table in document["tables"]:
         for row in table["ranges"]:
-            span = f"{human(row['bytes_min'])}..{human(row['bytes_max']) if row['bytes_max'] is not None else 'inf'}"
+            high = "inf" if row["bytes_max"] is None else human_bytes(row["bytes_max"])
+            span = f"{human_bytes(row['bytes_min'])}..{high}"
             for i, cell in enumerate(row["cells"]):
                 body.append([*(table[c] if i == 0 else "" for c in columns), span if i == 0 else "",
-                             human(cell["bytes_per_peer"]), label(cell["algorithm"], cell["options"]),
+                             human_bytes(cell["bytes_per_peer"]), label(cell["algorithm"], cell["options"]),
                              f"{cell['value_us']:,.1f}", cell["runner_up"] or "-",
                              _percent(cell["margin"]), _times(cell["speedup_vs_native"]),
                              "tie" if cell["tie"] else ""])
     headers = [*columns, "range (B/peer)", "measured", "algorithm", f"{document['metric']} us",
                "runner-up", "by", "vs native", ""]
     return tabulate(body, headers=headers, disable_numparse=True)
-
-
-def human(n: int) -> str:
-    """Bytes with K/M/G suffixes when exact."""
-    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n >= scale and n % scale == 0:
-            return f"{n // scale}{unit}"
-    return str(n)
 
 
 def _percent(margin: float | None) -> str:

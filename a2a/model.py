@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from itertools import combinations
-from pathlib import Path
 from statistics import median
 from typing import Any
 
@@ -29,7 +28,7 @@ import numpy as np
 
 from . import decide
 from .errors import BadResults
-from .results import Row, Run, label
+from .results import Row, label
 
 BAD_FIT = 0.5  # a point whose relative error exceeds this is reported as badly modelled
 MIN_SEPARATION = 0.05  # sine of the angle below which two terms cannot be told apart
@@ -193,12 +192,6 @@ def formula_for(algorithm: str) -> Formula:
     return FORMULAS.get(algorithm, GENERIC)
 
 
-def parse_options(text: str) -> dict[str, str]:
-    """'radix=4;window=8' -> {'radix': '4', 'window': '8'}."""
-    pairs = (item.split("=", 1) for item in text.split(";") if item)
-    return {key: value for key, value in pairs}
-
-
 @dataclass(frozen=True)
 class Residual:
     """One measured point beside the model's value for it."""
@@ -256,7 +249,7 @@ class Fit:
 
     def predict_on(self, shape: Shape, size: float) -> float:
         """Predicted seconds on a given shape (process count and nodes)."""
-        terms = self.formula.terms(shape, size, parse_options(self.options))
+        terms = self.formula.terms(shape, size, decide.parse_options(self.options))
         return sum(c * self.params.get(k, 0.0) for k, c in terms.items())
 
     def latency(self, nprocs: int) -> float:
@@ -335,7 +328,7 @@ def row_shape(row: Row) -> Shape:
 def fit_series(algorithm: str, options: str, rows: list[Row], context: tuple[str, ...] = PLAIN) -> Fit:
     """Least squares on relative error, parameters >= 0, over the terms the points can tell apart."""
     formula = formula_for(algorithm)
-    opts = parse_options(options)
+    opts = decide.parse_options(options)
     shapes = [row_shape(r) for r in rows]
     measured = np.array([r.t_p50_us * 1e-6 for r in rows])
     columns = [[formula.terms(shape, r.bytes_per_peer, opts).get(k, 0.0) for k in formula.params]
@@ -434,12 +427,12 @@ def predicted_cell(fits: list[Fit], nprocs: int, size: int) -> dict[str, Any]:
     native = next((us for us, f in ranked if f.algorithm == "native" and not f.options), None)
     return {
         "bytes_per_peer": size, "algorithm": best.algorithm, "options": best.options,
-        "value_us": _round(best_us), "samples": 0, "tie": False, "tied_with": [],
+        "value_us": decide.rounded(best_us), "samples": 0, "tie": False, "tied_with": [],
         "runner_up": label(runner[1].algorithm, runner[1].options) if runner else None,
-        "runner_up_us": _round(runner[0]) if runner else None,
-        "margin": _round(runner[0] / best_us - 1) if runner and best_us > 0 else None,
-        "speedup_vs_native": _round(native / best_us) if native is not None and best_us > 0 else None,
-        "candidates": [{"algorithm": f.algorithm, "options": f.options, "value_us": _round(us)}
+        "runner_up_us": decide.rounded(runner[0]) if runner else None,
+        "margin": decide.rounded(runner[0] / best_us - 1) if runner and best_us > 0 else None,
+        "speedup_vs_native": decide.rounded(native / best_us) if native is not None and best_us > 0 else None,
+        "candidates": [{"algorithm": f.algorithm, "options": f.options, "value_us": decide.rounded(us)}
                        for us, f in ranked],
         "predicted": True,
     }
@@ -468,21 +461,9 @@ def fit_summary(f: Fit) -> dict[str, Any]:
     """A fit as plain JSON: formula, parameters (seconds, seconds per byte) and their status."""
     return {"algorithm": f.algorithm, "options": f.options, **dict(zip(CONTEXT, f.context)),
             "formula": f.formula.text,
-            "params": {k: _round(v) for k, v in f.params.items()}, "status": f.status,
-            "median_relative_error": _round(f.error), "points": len(f.residuals),
-            "measured_nprocs": f.nprocs, "ppn_assumed": _round(f.ppn)}
-
-
-def _round(value: float) -> float:
-    return float(f"{value:.6g}")
-
-
-def source(run: Run) -> dict[str, Any]:
-    """Where a predicted table's data came from (as a2a.decide records its sources)."""
-    meta = run.meta
-    return {"directory": str(Path(run.directory).resolve()), "status": meta.get("status"),
-            "start": meta.get("start"), "mpi_library": meta.get("mpi_library"),
-            "git_commit": meta.get("git_commit"), "points": len(run.rows)}
+            "params": {k: decide.rounded(v) for k, v in f.params.items()}, "status": f.status,
+            "median_relative_error": decide.rounded(f.error), "points": len(f.residuals),
+            "measured_nprocs": f.nprocs, "ppn_assumed": decide.rounded(f.ppn)}
 
 
 def measured_sizes(rows: Iterable[Row]) -> list[int]:

@@ -1,7 +1,6 @@
 """`bench model RESULTS`: fit the alpha-beta model, say where it fails, predict other process counts."""
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -10,7 +9,7 @@ from tabulate import tabulate
 
 from a2a import decide, model
 from a2a.report import human_bytes
-from a2a.results import load, write_atomic
+from a2a.results import load
 
 from .cli import echo, main
 from .options import BadConfig, parse_count, parse_list
@@ -42,12 +41,12 @@ def model_command(results: str, predict_nprocs: str | None, output: str | None) 
     if (counts or output) and groups:
         dtypes = sorted({r.dtype for r in run.rows if r.valid})
         measured = sorted({p for group in groups.values() for f in group for p in f.nprocs})
-        document = model.predicted_decision(fits, counts or measured, sizes, [model.source(run)],
+        document = model.predicted_decision(fits, counts or measured, sizes, [decide.source(run)],
                                             ",".join(dtypes))
         echo("Predicted decision table (from the model, not measured)")
         echo(decide.render(document))
         if output:
-            write_atomic(Path(output), json.dumps(document, indent=1) + "\n")
+            decide.write_decision(document, Path(output))
             echo(f"\nwrote {output}")
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from support import python
 
-from a2a import model
+from a2a import decide, model
 from a2a.decide import lookup, read_decision
 from a2a.results import Recorder, Row, read_rows
 
@@ -25,7 +25,7 @@ def synthetic(algorithm: str, options: str, shapes: list[tuple[int, int]], noise
     rows = []
     for nprocs, nnodes in shapes:
         for size in SIZES:
-            terms = formula.terms(model.Shape(nprocs, nnodes), size, model.parse_options(options))
+            terms = formula.terms(model.Shape(nprocs, nnodes), size, decide.parse_options(options))
             seconds = sum(c * TRUTH[k] for k, c in terms.items()) * (1 + rng.uniform(-noise, noise))
             rows.append(Row(nprocs, nnodes, nprocs // nnodes, algorithm, options, "float32", size // 4,
                             size, iterations=10, t_p50_us=seconds * 1e6, valid=True))
