@@ -205,52 +205,53 @@ def series_legend(data: Data, fig: Any, names: Iterable[str]) -> None:
 
 # --- the figures --------------------------------------------------------------------------
 
-def time_vs_size(data: Data, directory: Path) -> list[Figure]:
-    """Median time vs bytes per peer, log-log, a panel per process count, p10-p90 bands."""
+def size_figure(data: Data, directory: Path, figure: Figure, ylabel: str,
+                draw_series: Callable[[Any, str, list[Row]], None]) -> list[Figure]:
+    """A log-log figure against bytes per peer, a panel per process count, a series per algorithm."""
     def draw(ax: Any, panel: Panel) -> None:
         for name in data.labels:
             rows = data.series(panel, name)
-            if not rows:
-                continue
-            x = [r.bytes_per_peer for r in rows]
-            low, high = zip(*(band(data, r) for r in rows))
-            ax.fill_between(x, low, high, color=data.colors[name], alpha=0.15, linewidth=0)
-            ax.plot(x, [r.t_p50_us for r in rows], "o-", color=data.colors[name], markersize=3)
-            stalled = [r for r in rows if r.stalls]
-            ax.plot([r.bytes_per_peer for r in stalled], [r.t_p50_us for r in stalled], "o",
-                    markersize=9, markerfacecolor="none", markeredgecolor="red")
+            if rows:
+                draw_series(ax, name, rows)
         bytes_axis(ax)
         log_axis(ax)
         ax.set_xlabel("bytes per peer")
-        ax.set_ylabel("time per all-to-all (us)")
+        ax.set_ylabel(ylabel)
 
     fig, _ = each_panel(data, draw)
     series_legend(data, fig, data.labels)
-    save(fig, directory, "time_vs_size")
-    return [Figure("time_vs_size", "Time vs message size",
-                   f"Median time per all-to-all (line) with the p{BAND[0]}-p{BAND[1]} band of its "
-                   "samples (shaded), log-log, one panel per process count. Red rings: points with stalls.")]
+    save(fig, directory, figure.name)
+    return [figure]
+
+
+def time_vs_size(data: Data, directory: Path) -> list[Figure]:
+    """Median time vs bytes per peer, log-log, a panel per process count, p10-p90 bands."""
+    def draw(ax: Any, name: str, rows: list[Row]) -> None:
+        x = [r.bytes_per_peer for r in rows]
+        low, high = zip(*(band(data, r) for r in rows))
+        ax.fill_between(x, low, high, color=data.colors[name], alpha=0.15, linewidth=0)
+        ax.plot(x, [r.t_p50_us for r in rows], "o-", color=data.colors[name], markersize=3)
+        stalled = [r for r in rows if r.stalls]
+        ax.plot([r.bytes_per_peer for r in stalled], [r.t_p50_us for r in stalled], "o",
+                markersize=9, markerfacecolor="none", markeredgecolor="red")
+
+    return size_figure(data, directory, Figure(
+        "time_vs_size", "Time vs message size",
+        f"Median time per all-to-all (line) with the p{BAND[0]}-p{BAND[1]} band of its samples (shaded), "
+        "log-log, one panel per process count. Red rings: points with stalls."),
+        "time per all-to-all (us)", draw)
 
 
 def busbw_vs_size(data: Data, directory: Path) -> list[Figure]:
     """Bus bandwidth (nccl-tests convention) vs bytes per peer, a panel per process count."""
-    def draw(ax: Any, panel: Panel) -> None:
-        for name in data.labels:
-            rows = data.series(panel, name)
-            busbw = [bandwidths(r.bytes_per_peer, model.row_shape(r).nprocs, r.t_p50_us * 1e-6)[1]
-                     for r in rows]
-            ax.plot([r.bytes_per_peer for r in rows], busbw, "o-", color=data.colors[name], markersize=3)
-        bytes_axis(ax)
-        log_axis(ax)
-        ax.set_xlabel("bytes per peer")
-        ax.set_ylabel("bus bandwidth (GB/s)")
+    def draw(ax: Any, name: str, rows: list[Row]) -> None:
+        busbw = [bandwidths(r.bytes_per_peer, model.row_shape(r).nprocs, r.t_p50_us * 1e-6)[1] for r in rows]
+        ax.plot([r.bytes_per_peer for r in rows], busbw, "o-", color=data.colors[name], markersize=3)
 
-    fig, _ = each_panel(data, draw)
-    series_legend(data, fig, data.labels)
-    save(fig, directory, "busbw_vs_size")
-    return [Figure("busbw_vs_size", "Bus bandwidth vs message size",
-                   "busbw = bytes_per_peer x nprocs / median time x (nprocs-1)/nprocs, as nccl-tests "
-                   "reports it; higher is better.")]
+    return size_figure(data, directory, Figure(
+        "busbw_vs_size", "Bus bandwidth vs message size",
+        "busbw = bytes_per_peer x nprocs / median time x (nprocs-1)/nprocs, as nccl-tests reports it; "
+        "higher is better."), "bus bandwidth (GB/s)", draw)
 
 
 def median_grid(data: Data, name: str) -> np.ndarray:
