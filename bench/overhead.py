@@ -12,9 +12,10 @@ from tabulate import tabulate
 
 from a2a.mpi import clean_launcher_env, mpi_tool
 from a2a.report import human_bytes
-from a2a.results import read_rows
+from a2a.results import read_meta, read_rows
 
 from .cli import main
+from .options import parse_count, parse_list
 
 # our algorithm (with options) -> MPICH's algorithm of the same schedule, and its CVARs
 TWINS = {
@@ -35,7 +36,7 @@ def overhead(nprocs: str, sizes: str, iterations: int, repeats: int, launcher: s
     launcher = launcher or _mpiexec()
     table = []
     with tempfile.TemporaryDirectory(prefix="a2a-overhead-") as scratch:
-        for n in [int(x) for x in nprocs.split(",")]:
+        for n in parse_list(nprocs, "process count", parse_count):
             for ours, (theirs, extra) in TWINS.items():
                 ratios: dict[int, list[float]] = {}
                 for repeat in range(repeats):
@@ -65,8 +66,7 @@ def _launch(launcher: str, n: int, ours: str, theirs: str, extra: dict[str, str]
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode:
         raise click.ClickException(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
-    library = (out / "meta.json").read_text()
-    if "MPICH" not in library:
+    if "MPICH" not in (read_meta(out).get("mpi_library") or ""):
         raise click.ClickException("bench overhead forces algorithms through MPICH's CVARs; "
                                    "this MPI library is not MPICH")
 
