@@ -19,7 +19,7 @@ from a2a import report
 from a2a.environment import cores_of_this_rank, describe_run, node_memory_share
 from a2a.errors import BadOption
 from a2a.mesh import Layout, layouts
-from a2a.mpi import abort_on_error, world
+from a2a.mpi import abort_job, abort_on_error, world
 from a2a.results import Recorder, Row, read_meta, read_rows, write_meta
 from a2a.sweep import TIMINGS, Context, Observer, Point, SweepConfig, Variant, points, run_sweep
 
@@ -403,9 +403,7 @@ class Output(Observer):
                    f"python -m bench run --resume {self.session.directory}")
         self.meta.update(status=f"timeout at {point}", end=_now())
         write_meta(self.session.directory, self.meta)
-        sys.stderr.write(message + "\n")
-        sys.stderr.flush()
-        self.session.comm.Abort(124)
+        abort_job(self.session.comm, message, 124, prefix_rank=False)
 
 
 def _now() -> str:
