@@ -4,6 +4,8 @@ An algorithm is a factory ``f(comm, sendbuf, recvbuf, *, option=default, ...)`` 
 preparation and returns ``run`` (one all-to-all) or ``(run, free)``. Its keyword-only
 parameters are its options: their defaults give types for parsing strings from the command
 line, and ``limits`` give accepted values, so bad options fail before any communication.
+One name may serve both collectives: an alltoallv factory ``f(comm, send, recv, *, ...)``
+takes two checked `VBuffer`s and registers with ``collective="alltoallv"`` and the same options.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import importlib
 import importlib.util
 import inspect
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Callable
@@ -19,8 +21,10 @@ from typing import Any, Callable
 import numpy as np
 
 from .errors import BadInput, BadOption, PluginError, UnknownAlgorithm
+from .vbuffers import vbuffers
 
 ENTRY_POINT_GROUP = "a2a.algorithms"
+COLLECTIVES = ("alltoall", "alltoallv")
 Limit = tuple[Callable[[Any], bool], str]  # (predicate, what is accepted)
 
 
@@ -54,14 +58,43 @@ class Option:
 
 
 @dataclass(frozen=True)
-class Algorithm:
-    """A registered all-to-all algorithm."""
+class Kind:
+    """How an algorithm serves one collective: its factory, what it does, what it mirrors."""
 
-    name: str
     factory: Callable[..., Any]
     summary: str
-    options: dict[str, Option]
     mirrors: str = ""
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """A registered all-to-all algorithm: one set of options, a factory per collective it serves."""
+
+    name: str
+    options: dict[str, Option]
+    kinds: dict[str, Kind]
+
+    @property
+    def collectives(self) -> tuple[str, ...]:
+        """The collectives it serves, alltoall first."""
+        return tuple(c for c in COLLECTIVES if c in self.kinds)
+
+    @property
+    def summary(self) -> str:
+        """What it does (for alltoall when it serves both)."""
+        return self.kinds[self.collectives[0]].summary
+
+    @property
+    def mirrors(self) -> str:
+        """The library designs it mirrors (for alltoall when it serves both)."""
+        return self.kinds[self.collectives[0]].mirrors
+
+    def kind(self, collective: str) -> Kind:
+        """Its factory for `collective`; BadOption names the algorithms that serve it if it does not."""
+        if collective not in self.kinds:
+            raise BadOption(f"{self.name} serves {' and '.join(self.collectives)}, not {collective}; "
+                            f"algorithms serving {collective}: {', '.join(algorithms(collective))}")
+        return self.kinds[collective]
 
     def resolve(self, options: dict[str, Any]) -> dict[str, Any]:
         """Check option names and values; return every option with defaults filled in."""
@@ -73,12 +106,25 @@ class Algorithm:
                 for k, o in self.options.items()}
 
     def plan(self, comm: Any, sendbuf: np.ndarray, recvbuf: np.ndarray, **options: Any) -> "Plan":
-        """Check the input on every rank, then prepare everything one call needs."""
+        """Check the input on every rank, then prepare everything one MPI_Alltoall-like call needs."""
+        factory = self.kind("alltoall").factory
         resolved = self.resolve(options)
         check_buffers(comm, sendbuf, recvbuf)
+        return self._prepare(comm, factory, resolved, sendbuf, recvbuf)
+
+    def plan_v(self, comm: Any, sendbuf: np.ndarray, sendcounts: Any, recvbuf: np.ndarray, recvcounts: Any,
+               sdispls: Any = None, rdispls: Any = None, **options: Any) -> "Plan":
+        """The same for MPI_Alltoallv: counts and displacements in elements (packed when None)."""
+        factory = self.kind("alltoallv").factory
+        resolved = self.resolve(options)
+        send, recv = vbuffers(comm, sendbuf, sendcounts, recvbuf, recvcounts, sdispls, rdispls)
+        return self._prepare(comm, factory, resolved, send, recv)
+
+    def _prepare(self, comm: Any, factory: Callable[..., Any], resolved: dict[str, Any], send: Any,
+                 recv: Any) -> "Plan":
         private = comm.Dup()  # our point-to-point traffic cannot match the caller's
         try:
-            made = self.factory(private, sendbuf, recvbuf, **resolved)
+            made = factory(private, send, recv, **resolved)
         except BaseException:
             private.Free()
             raise
@@ -171,12 +217,22 @@ class Registry:
         self._algorithms: dict[str, Algorithm] = {}
         self._discovered = False
 
-    def add(self, algorithm: Algorithm) -> None:
-        """Register an algorithm; a name may be registered once."""
-        known = self._algorithms.get(algorithm.name)
-        if known is not None and known.factory is not algorithm.factory:
-            raise PluginError(f"algorithm {algorithm.name!r} is already registered")
-        self._algorithms[algorithm.name] = algorithm
+    def add(self, name: str, collective: str, kind: Kind, options: dict[str, Option]) -> None:
+        """Register a name's factory for a collective, once; both collectives' options must agree."""
+        known = self._algorithms.get(name)
+        if known is None:
+            self._algorithms[name] = Algorithm(name, options, {collective: kind})
+            return
+        if collective in known.kinds:
+            if known.kinds[collective].factory is not kind.factory:
+                raise PluginError(f"algorithm {name!r} is already registered for {collective}")
+            return
+        if {k: o.default for k, o in options.items()} != {k: o.default for k, o in known.options.items()}:
+            raise PluginError(f"{name}: its {collective} options ({_defaults(options)}) differ from its "
+                              f"{known.collectives[0]} options ({_defaults(known.options)}); "
+                              "one name has one set of options")
+        merged = {k: o if o.limit else options[k] for k, o in known.options.items()}
+        self._algorithms[name] = replace(known, options=merged, kinds={**known.kinds, collective: kind})
 
     def all(self) -> dict[str, Algorithm]:
         """Every algorithm, built-ins and entry points loaded on first use."""
@@ -195,15 +251,22 @@ class Registry:
 REGISTRY = Registry()
 
 
-def register(name: str, *, mirrors: str = "", limits: dict[str, Limit] | None = None
-             ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register a factory `f(comm, sendbuf, recvbuf, *, option=default...)` under `name`."""
+def register(name: str, *, collective: str = "alltoall", mirrors: str = "",
+             limits: dict[str, Limit] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register a factory `f(comm, sendbuf, recvbuf, *, option=default...)` under `name` for `collective`."""
+    if collective not in COLLECTIVES:
+        raise PluginError(f"{name}: collective {collective!r}; accepted: {', '.join(COLLECTIVES)}")
+
     def decorate(factory: Callable[..., Any]) -> Callable[..., Any]:
         options = _options_of(factory, limits or {}, name)
         summary = (inspect.getdoc(factory) or "").strip().splitlines()
-        REGISTRY.add(Algorithm(name, factory, summary[0] if summary else "", options, mirrors))
+        REGISTRY.add(name, collective, Kind(factory, summary[0] if summary else "", mirrors), options)
         return factory
     return decorate
+
+
+def _defaults(options: dict[str, Option]) -> str:
+    return ", ".join(f"{k}={o.default}" for k, o in options.items()) or "none"
 
 
 def _options_of(factory: Callable[..., Any], limits: dict[str, Limit], name: str
@@ -222,9 +285,9 @@ def _options_of(factory: Callable[..., Any], limits: dict[str, Limit], name: str
     return options
 
 
-def algorithms() -> list[str]:
-    """Names of the registered algorithms."""
-    return sorted(REGISTRY.all())
+def algorithms(collective: str | None = None) -> list[str]:
+    """Names of the registered algorithms (those serving `collective` when given)."""
+    return sorted(n for n, a in REGISTRY.all().items() if collective is None or collective in a.kinds)
 
 
 def get(name: str) -> Algorithm:
@@ -262,4 +325,12 @@ def alltoall(comm: Any, sendbuf: np.ndarray, recvbuf: np.ndarray, algorithm: str
              **options: Any) -> None:
     """One all-to-all with the named algorithm (plans, runs once, frees)."""
     with get(algorithm).plan(comm, sendbuf, recvbuf, **options) as plan:
+        plan()
+
+
+def alltoallv(comm: Any, sendbuf: np.ndarray, sendcounts: Any, recvbuf: np.ndarray, recvcounts: Any,
+              algorithm: str = "native", sdispls: Any = None, rdispls: Any = None, **options: Any) -> None:
+    """One MPI_Alltoallv-like exchange with the named algorithm (counts and displacements in elements)."""
+    with get(algorithm).plan_v(comm, sendbuf, sendcounts, recvbuf, recvcounts, sdispls, rdispls,
+                               **options) as plan:
         plan()

@@ -16,13 +16,13 @@ from .cli import main
 @main.command("list")
 @click.option("--plugin", multiple=True, help="A .py file or module that registers algorithms (repeatable).")
 def list_algorithms(plugin: tuple[str, ...]) -> None:
-    """List the algorithms with what they do, their options and what they mirror."""
+    """List the algorithms: which collective each serves (alltoall, alltoallv), what it does, options, mirrors."""
     for source in plugin:
         a2a.load_plugin(source)
-    rows = [(name, a2a.get(name).summary, a2a.get(name).describe_options() or "-", a2a.get(name).mirrors)
-            for name in a2a.algorithms()]
-    click.echo(tabulate(rows, headers=["algorithm", "what it does", "options", "mirrors"],
-                        maxcolwidths=[None, 50, 30, 40]))
+    rows = [(name, collective, kind.summary, a2a.get(name).describe_options() or "-", kind.mirrors)
+            for name in a2a.algorithms() for collective, kind in a2a.get(name).kinds.items()]
+    click.echo(tabulate(rows, headers=["algorithm", "serves", "what it does", "options", "mirrors"],
+                        maxcolwidths=[None, None, 50, 30, 40]))
 
 
 @main.command("show")

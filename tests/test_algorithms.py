@@ -67,7 +67,7 @@ def test_plan_reused_many_times(comm):
     send = random_buffer(np.float64, comm.size * 5, seed=comm.rank)
     want, got = np.empty_like(send), np.empty_like(send)
     comm.Alltoall(send, want)
-    for name in a2a.algorithms():
+    for name in a2a.algorithms("alltoall"):
         if name == "auto":
             continue
         with a2a.get(name).plan(comm, send, got) as plan:

@@ -2,4 +2,4 @@
 
 Named `builtin`, not `algorithms`, so that `a2a.algorithms()` stays the function the API promises.
 """
-from . import auto, bruck, hierarchical, linear, native, node_aware, pairwise, pairwise_inplace, throttled  # noqa: F401
+from . import auto, bruck, bruckv, hierarchical, linear, native, node_aware, pairwise, pairwise_inplace, throttled  # noqa: F401

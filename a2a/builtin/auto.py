@@ -26,7 +26,7 @@ def auto(comm, sendbuf, recvbuf, *, table: str = ""):
         resolved = algorithm.resolve(options)
     except A2AError as problem:
         raise BadOption(f"auto: table {table} names {name} with options the algorithm refuses: {problem}") from None
-    return algorithm.factory(comm, sendbuf, recvbuf, **resolved)
+    return algorithm.kind("alltoall").factory(comm, sendbuf, recvbuf, **resolved)
 
 
 def _read_on_rank0(comm: Any, path: str) -> dict[str, Any]:

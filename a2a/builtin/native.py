@@ -1,4 +1,4 @@
-"""The MPI library's own MPI_Alltoall."""
+"""The MPI library's own MPI_Alltoall and MPI_Alltoallv."""
 from ..registry import register
 
 
@@ -13,3 +13,10 @@ def native(comm, sendbuf, recvbuf):
     send, recv = (MPI.buffer(sendbuf), count, datatype), (MPI.buffer(recvbuf), count, datatype)
     alltoall = comm.Alltoall
     return lambda: alltoall(send, recv)
+
+
+@register("native", collective="alltoallv", mirrors="MPI_Alltoallv as the library chooses")
+def native_v(comm, send, recv):
+    """Call the MPI library's MPI_Alltoallv on message specs built once."""
+    outgoing, incoming, alltoallv = send.spec(), recv.spec(), comm.Alltoallv
+    return lambda: alltoallv(outgoing, incoming)

@@ -12,10 +12,20 @@ NODE_LIMITS = {
           limits=NODE_LIMITS)
 def node_aware(comm, sendbuf, recvbuf, *, ppn: int = 0, placement: str = "block"):
     """Step i: Irecv from every rank of node n-i, Isend to every rank of node n+i, Waitall."""
+    return node_steps(comm, blocks(sendbuf, comm.size), blocks(recvbuf, comm.size), ppn, placement)
+
+
+@register("node_aware", collective="alltoallv", limits=NODE_LIMITS,
+          mirrors="Kutzner's node-ordered loop with per-peer counts")
+def node_aware_v(comm, send, recv, *, ppn: int = 0, placement: str = "block"):
+    """The same node-ordered steps with per-peer counts."""
+    return node_steps(comm, send.blocks(), recv.blocks(), ppn, placement)
+
+
+def node_steps(comm, send, recv, ppn: int, placement: str):
+    """The schedule on per-peer byte blocks (rows of one array, or views of uneven length)."""
     from mpi4py import MPI
 
-    p = comm.size
-    send, recv = blocks(sendbuf, p), blocks(recvbuf, p)
     nodes = node_groups(comm, ppn, placement)
     n, count = my_node(nodes, comm.rank), len(nodes)
     steps = []

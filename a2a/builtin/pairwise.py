@@ -5,16 +5,27 @@ from ..errors import BadOption
 from ..registry import blocks, register
 
 SCHEDULES = ("shift", "xor")
+LIMITS = {"schedule": (lambda s: s in SCHEDULES, "shift, or xor when p is a power of two")}
 
 
-@register("pairwise", mirrors="Open MPI pairwise (2); MPICH pairwise",
-          limits={"schedule": (lambda s: s in SCHEDULES, "shift, or xor when p is a power of two")})
+@register("pairwise", mirrors="Open MPI pairwise (2); MPICH pairwise", limits=LIMITS)
 def pairwise(comm, sendbuf, recvbuf, *, schedule: str = "shift"):
     """Step s sends to (r+s) mod p and receives from (r-s) mod p, or exchanges with r xor s."""
+    return exchange_pairs(comm, blocks(sendbuf, comm.size), blocks(recvbuf, comm.size), schedule)
+
+
+@register("pairwise", collective="alltoallv", limits=LIMITS,
+          mirrors="Open MPI alltoallv pairwise (coll_tuned_alltoallv_algorithm 2)")
+def pairwise_v(comm, send, recv, *, schedule: str = "shift"):
+    """The same p-1 Sendrecv steps with per-peer counts."""
+    return exchange_pairs(comm, send.blocks(), recv.blocks(), schedule)
+
+
+def exchange_pairs(comm, send, recv, schedule: str):
+    """The schedule on per-peer byte blocks (rows of one array, or views of uneven length)."""
     p, r = comm.size, comm.rank
     if schedule == "xor" and p & (p - 1):
         raise BadOption(f"pairwise: schedule=xor needs a power-of-two process count, not {p}; use shift")
-    send, recv = blocks(sendbuf, p), blocks(recvbuf, p)
     pairs = [(r ^ s, r ^ s) if schedule == "xor" else ((r + s) % p, (r - s) % p) for s in range(1, p)]
     steps = [(send[dst], dst, recv[src], src) for dst, src in pairs]
     sendrecv, copy = comm.Sendrecv, np.copyto

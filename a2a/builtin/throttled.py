@@ -3,26 +3,39 @@ import numpy as np
 
 from ..registry import blocks, register
 
+LIMITS = {"window": (lambda w: w >= 1, "an integer >= 1 (peers per batch)")}
+
 
 @register("throttled", mirrors="MPICH scattered (MPIR_CVAR_ALLTOALL_THROTTLE); Open MPI linear_sync (4)",
-          limits={"window": (lambda w: w >= 1, "an integer >= 1 (peers per batch)")})
+          limits=LIMITS)
 def throttled(comm, sendbuf, recvbuf, *, window: int = 8):
     """Exchange with `window` peers at a time (Irecv/Isend, Waitall), in pairwise order."""
+    return batches(comm, blocks(sendbuf, comm.size), blocks(recvbuf, comm.size), window)
+
+
+@register("throttled", collective="alltoallv", limits=LIMITS,
+          mirrors="MPICH alltoallv scattered (MPIR_CVAR_ALLTOALL_THROTTLE)")
+def throttled_v(comm, send, recv, *, window: int = 8):
+    """The same batches of `window` peers with per-peer counts."""
+    return batches(comm, send.blocks(), recv.blocks(), window)
+
+
+def batches(comm, send, recv, window: int):
+    """The schedule on per-peer byte blocks (rows of one array, or views of uneven length)."""
     from mpi4py import MPI
 
     p, r = comm.size, comm.rank
-    send, recv = blocks(sendbuf, p), blocks(recvbuf, p)
-    batches = []
+    steps = []
     for first in range(1, p, window):
         shifts = range(first, min(first + window, p))
-        batches.append([comm.Recv_init(recv[(r - s) % p], (r - s) % p) for s in shifts]
-                       + [comm.Send_init(send[(r + s) % p], (r + s) % p) for s in shifts])
+        steps.append([comm.Recv_init(recv[(r - s) % p], (r - s) % p) for s in shifts]
+                     + [comm.Send_init(send[(r + s) % p], (r + s) % p) for s in shifts])
     start, wait, copy = MPI.Prequest.Startall, MPI.Request.Waitall, np.copyto
 
     def run():
         copy(recv[r], send[r])
-        for requests in batches:
+        for requests in steps:
             start(requests)
             wait(requests)
 
-    return run, lambda: [q.Free() for batch in batches for q in batch]
+    return run, lambda: [q.Free() for batch in steps for q in batch]

@@ -1,0 +1,124 @@
+"""Bruck for uneven blocks: padded and two-phase (Fan et al., HPDC'22), TuNA's radix (arXiv 2411.02581).
+
+Index i of rank r holds the block that travels i ranks forward (from r to r + i); round
+(distance, digit) forwards every index whose base-radix digit at `distance` is `digit` by
+digit x distance ranks. A block is home once its digits so far add up to i.
+"""
+import numpy as np
+
+from ..registry import register
+from .bruck import bruck
+
+RADIX = {"radix": (lambda k: k >= 2, "an integer >= 2")}
+
+
+def bruck_rounds(p: int, radix: int) -> list[tuple[int, int, list[int]]]:
+    """(distance, digit, indices moved) per round, rounds that move nothing left out."""
+    rounds, distance = [], 1
+    while distance < p:
+        for digit in range(1, radix):
+            moved = [i for i in range(1, p) if (i // distance) % radix == digit]
+            if moved:
+                rounds.append((distance, digit, moved))
+        distance *= radix
+    return rounds
+
+
+def global_max(comm, send) -> int:
+    """The largest block any rank sends, in bytes (agreed once per plan: a plan's counts are fixed)."""
+    from mpi4py import MPI
+
+    return comm.allreduce(int(send.nbytes.max(initial=0)), op=MPI.MAX)
+
+
+@register("padded_bruck", collective="alltoallv", limits=RADIX,
+          mirrors="padded Bruck (Fan et al., HPDC'22, harp-lab/bruck-alltoallv)")
+def padded_bruck(comm, send, recv, *, radix: int = 2):
+    """Pad every block to the largest block of any rank, run uniform Bruck, cut the padding off."""
+    p, width = comm.size, global_max(comm, send)
+    padded_send, padded_recv = np.zeros((p, width), np.uint8), np.zeros((p, width), np.uint8)
+    run_bruck, free = bruck(comm, padded_send, padded_recv, radix=radix)
+    pad = [(padded_send[j, : len(b)], b) for j, b in enumerate(send.blocks())]
+    cut = [(b, padded_recv[j, : len(b)]) for j, b in enumerate(recv.blocks())]
+    copy = np.copyto
+
+    def run():
+        for into, source in pad:
+            copy(into, source)
+        run_bruck()
+        for into, source in cut:
+            copy(into, source)
+
+    return run, free
+
+
+@register("two_phase_bruck", collective="alltoallv",
+          mirrors="two-phase Bruck (Fan et al., HPDC'22, harp-lab/bruck-alltoallv)")
+def two_phase_bruck(comm, send, recv):
+    """Radix-2 Bruck; each round first exchanges the sizes of the blocks it moves, then the blocks."""
+    return uneven_bruck(comm, send, recv, 2, direct=False)
+
+
+@register("tuna", collective="alltoallv",
+          limits={"radix": (RADIX["radix"][0], "an integer >= 2 (at most p - 1 is used, as TuNA does)")},
+          mirrors="TuNA, tunable-radix non-uniform Bruck (Fan et al., arXiv 2411.02581)")
+def tuna(comm, send, recv, *, radix: int = 2):
+    """Radix-k two-phase Bruck; a round that moves one block sends it straight home (radix p-1: spread-out)."""
+    return uneven_bruck(comm, send, recv, max(2, min(radix, comm.size - 1)), direct=True)
+
+
+def uneven_bruck(comm, send, recv, radix: int, direct: bool):
+    """Two-phase Bruck rounds (sizes, then data); `direct`: single-block rounds go point to point."""
+    from mpi4py import MPI
+
+    p, r = comm.size, comm.rank
+    width = global_max(comm, send)
+    outgoing_blocks, home = send.blocks(), recv.blocks()
+    mine = [outgoing_blocks[(r + i) % p] for i in range(p)]  # index i: the block for r + i
+    spare = np.empty((p, width), np.uint8)  # index i's block once it has been forwarded here
+    rounds = bruck_rounds(p, radix)
+    most = max((len(m) for *_, m in rounds), default=0)
+    packed_out, packed_in = np.empty(most * width, np.uint8), np.empty(most * width, np.uint8)
+    sizes_out, sizes_in = np.empty(most, np.int64), np.empty(most, np.int64)
+    # TuNA waits for a digit's point-to-point rounds when the digit is done
+    digit_done = [k + 1 == len(rounds) or rounds[k + 1][0] != d for k, (d, _, _) in enumerate(rounds)]
+    sendrecv, copy, waitall = comm.Sendrecv, np.copyto, MPI.Request.Waitall
+
+    def run():
+        held = list(mine)
+        copy(home[r], held[0])
+        pending = []
+        for (distance, digit, moved), last in zip(rounds, digit_done):
+            dst, src = (r + digit * distance) % p, (r - digit * distance) % p
+            if direct and len(moved) == 1:  # its block is still at its source and goes home now
+                i = moved[0]
+                pending += [comm.Irecv(home[(r - i) % p], src, 1), comm.Isend(held[i], dst, 1)]
+            else:
+                _forward(sendrecv, copy, held, moved, dst, src, sizes_out, sizes_in, packed_out, packed_in,
+                         spare, home, r, p, distance * radix)
+            if last and pending:
+                waitall(pending)
+                pending.clear()
+
+    return run
+
+
+def _forward(sendrecv, copy, held, moved, dst, src, sizes_out, sizes_in, packed_out, packed_in,
+             spare, home, r, p, settled):
+    """One round: sizes, then the packed blocks; blocks with index below `settled` are home."""
+    m = len(moved)
+    offset = 0
+    for k, i in enumerate(moved):
+        n = len(held[i])
+        sizes_out[k] = n
+        copy(packed_out[offset: offset + n], held[i])
+        offset += n
+    sendrecv(sizes_out[:m], dst, 0, sizes_in[:m], src, 0)
+    sendrecv(packed_out[:offset], dst, 1, packed_in[: int(sizes_in[:m].sum())], src, 1)
+    offset = 0
+    for k, i in enumerate(moved):
+        n = int(sizes_in[k])
+        into = home[(r - i) % p] if i < settled else spare[i, :n]
+        copy(into, packed_in[offset: offset + n])
+        held[i] = into
+        offset += n

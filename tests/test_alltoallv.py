@@ -1,0 +1,239 @@
+"""alltoallv: every algorithm gives what MPI_Alltoallv gives for every workload kind, and bad counts fail everywhere."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from support import mpiexec
+from test_algorithms import self_comm, subcommunicators
+
+import a2a
+from a2a.builtin.bruckv import bruck_rounds
+from a2a.errors import BadConfig, PluginError
+from a2a.registry import register
+from a2a.vbuffers import overlap, packed
+from a2a.workload import imbalance, parse_workload, read_matrix
+
+VARIANTS = [
+    ("native", {}), ("linear", {}), ("pairwise", {}), ("throttled", {"window": 2}), ("node_aware", {"ppn": 3}),
+    ("padded_bruck", {}), ("padded_bruck", {"radix": 3}), ("two_phase_bruck", {}), ("tuna", {}),
+    ("tuna", {"radix": 3}),
+]
+# (workload, dtype, mean bytes per peer, blocks out of order with holes between them)
+WORKLOADS = [
+    ("uniform", np.float32, 64, False), ("random:spread=1", np.complex128, 3000, True),
+    ("zipf:s=1.5", np.int16, 200, False), ("sparse:density=0.3", np.float64, 3000, True),
+    ("moe:experts=5,topk=2,skew=1", np.float32, 1000, False),
+    ("moe:topk=1,capacity=0.8,direction=combine", np.float32, 64, True), ("matrix", np.float64, 800, False),
+]
+
+
+def workload_counts(spec: str, p: int, mean_bytes: int, itemsize: int, tmp_path) -> np.ndarray:
+    """The workload's matrix, with rank 0 sending nothing to the last rank (a count-0 peer always)."""
+    if spec == "matrix":  # every rank writes the same file into its own directory
+        path = tmp_path / f"m{p}.csv"
+        path.write_text("\n".join(",".join(str((i * 3 + j) % 4) for j in range(p)) for i in range(p)))
+        spec = f"matrix:{path}"
+    counts = parse_workload(spec).counts(p, mean_bytes, itemsize, seed=7)
+    counts[0, p - 1] = 0
+    return counts
+
+
+def buffers(counts: np.ndarray, r: int, dtype: type, holes: bool) -> tuple:
+    """(send, sendcounts, sdispls, recvcounts, rdispls, empty recvbuf) for rank r.
+
+    With holes, blocks lie in reverse peer order with a gap before each, as MPI allows.
+    """
+    p = len(counts)
+    sendcounts, recvcounts = counts[r], counts[:, r]
+    gaps = np.arange(p)[::-1] if holes else np.zeros(p, int)
+    sdispls, rdispls = (packed(c[::-1])[::-1] + k * gaps if holes else packed(c)
+                        for c, k in ((sendcounts, 1), (recvcounts, 2)))
+    send = (np.arange(sendcounts.sum() + gaps.sum()) + 10000 * r).astype(dtype)
+    return send, sendcounts, sdispls, recvcounts, rdispls, np.full(recvcounts.sum() + 2 * gaps.sum(), -1, dtype)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("spec,dtype,mean_bytes,holes", WORKLOADS, ids=[w[0] for w in WORKLOADS])
+def test_matches_mpi_alltoallv(comm, spec, dtype, mean_bytes, holes, tmp_path):
+    wrong = []
+    for p, sub in subcommunicators(comm):
+        if sub is None:
+            continue
+        counts = workload_counts(spec, p, mean_bytes, np.dtype(dtype).itemsize, tmp_path)
+        send, sendcounts, sdispls, recvcounts, rdispls, want = buffers(counts, sub.rank, dtype, holes)
+        sub.Alltoallv([send, (sendcounts, sdispls)], [want, (recvcounts, rdispls)])
+        for name, options in VARIANTS:
+            got = np.full_like(want, -1)
+            a2a.alltoallv(sub, send, sendcounts, got, recvcounts, name, sdispls, rdispls, **options)
+            if not np.array_equal(got, want):
+                wrong.append((p, name, options))
+    assert not wrong, f"{spec}: differs from MPI_Alltoallv at (p, algorithm, options) {wrong}"
+
+
+@pytest.mark.mpi
+def test_v_plan_reused_many_times(comm):
+    counts = parse_workload("zipf").counts(comm.size, 100, 8, seed=1)
+    send = np.arange(counts[comm.rank].sum(), dtype=np.float64) + comm.rank
+    want, got = np.empty(counts[:, comm.rank].sum()), np.empty(counts[:, comm.rank].sum())
+    comm.Alltoallv([send, counts[comm.rank]], [want, counts[:, comm.rank]])
+    for name in a2a.algorithms("alltoallv"):
+        with a2a.get(name).plan_v(comm, send, counts[comm.rank], got, counts[:, comm.rank]) as plan:
+            for _ in range(3):
+                got[:] = 0
+                plan()
+                assert np.array_equal(got, want), name
+
+
+def bad_case(case: str, p: int, r: int):
+    """(sendbuf, sendcounts, recvbuf, recvcounts, sdispls, rdispls) that only the last rank gets wrong."""
+    counts = np.full(p, 2)
+    send, recv = np.zeros(2 * p, np.float32), np.zeros(2 * p + 2, np.float32)
+    sdispls = rdispls = None
+    if r == p - 1:
+        if case == "negative":
+            counts = counts.copy()
+            counts[0] = -1
+        elif case == "too small":
+            send = np.zeros(2 * p - 1, np.float32)
+        elif case == "overlap":
+            rdispls = np.arange(p) * 2 - (np.arange(p) > 0)
+        elif case == "length":
+            counts = np.full(p + 1, 2)
+    return send, counts, recv, counts, sdispls, rdispls
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("case,message", [
+    ("negative", r"sendcounts\[0\] = -1; counts and displacements must be >= 0"),
+    ("too small", "sendbuf has .* elements, but block .* ends at element"),
+    ("overlap", "receive blocks 0 and 1 overlap"),
+    ("length", "sendcounts must be .* integers"),
+])
+def test_bad_counts_on_one_rank_fail_on_every_rank(comm, case, message):
+    if case == "overlap" and comm.size == 1:
+        pytest.skip("needs two blocks")
+    args = bad_case(case, comm.size, comm.rank)
+    with pytest.raises(a2a.BadInput, match=f"rank {comm.size - 1}: {message}"):
+        a2a.alltoallv(comm, *args[:4], "pairwise", *args[4:])
+
+
+@pytest.mark.mpi
+def test_counts_that_peers_do_not_expect_fail_on_every_rank(comm):
+    p, r = comm.size, comm.rank
+    sendcounts, recvcounts = np.full(p, 2), np.full(p, 2)
+    if r == 0:
+        sendcounts[p - 1] = 3  # rank p-1 expects 2 from rank 0
+    send, recv = np.zeros(3 * p), np.zeros(3 * p)
+    with pytest.raises(a2a.BadInput, match=f"rank {p - 1}: rank 0 sends 3 but recvcounts\\[0\\] = 2"):
+        a2a.alltoallv(comm, send, sendcounts, recv, recvcounts, "tuna")
+
+
+def test_every_alltoallv_algorithm_on_one_to_eight_ranks():
+    """The collective tests above, at every p from 1 to 8."""
+    done = mpiexec(8, "-m", "pytest", "-q", "-m", "mpi", "-p", "no:cacheprovider",
+                   "tests/test_alltoallv.py", timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert " passed" in done.stdout and "failed" not in done.stdout
+
+
+def test_collectives_per_algorithm():
+    assert a2a.get("native").collectives == ("alltoall", "alltoallv")
+    assert a2a.get("tuna").collectives == ("alltoallv",)
+    assert a2a.get("bruck").collectives == ("alltoall",)
+    assert {"padded_bruck", "two_phase_bruck", "tuna", "linear"} <= set(a2a.algorithms("alltoallv"))
+    assert "tuna" not in a2a.algorithms("alltoall") and "tuna" in a2a.algorithms()
+
+
+def test_wrong_collective_names_the_algorithms_that_serve_it():
+    with pytest.raises(a2a.BadOption, match="tuna serves alltoallv, not alltoall; algorithms serving alltoall: .*"):
+        a2a.alltoall(self_comm(), np.zeros(2), np.zeros(2), "tuna")
+    with pytest.raises(a2a.BadOption, match="bruck serves alltoall, not alltoallv; .*two_phase_bruck"):
+        a2a.alltoallv(self_comm(), np.zeros(2), [2], np.zeros(2), [2], "bruck")
+
+
+def test_other_options_for_the_second_collective_are_refused():
+    def other(comm, send, recv, *, radix: int = 3):
+        return lambda: None
+
+    with pytest.raises(PluginError, match="bruck: its alltoallv options \\(radix=3\\) differ from its alltoall "
+                                          "options \\(radix=2\\)"):
+        register("bruck", collective="alltoallv")(other)
+    assert a2a.get("bruck").collectives == ("alltoall",)
+
+
+def test_v_options_are_checked():
+    with pytest.raises(a2a.BadOption, match="radix=1; accepted: an integer >= 2"):
+        a2a.alltoallv(self_comm(), np.zeros(2), [2], np.zeros(2), [2], "tuna", radix=1)
+
+
+def test_bruck_rounds_move_every_block_home():
+    for p in range(1, 12):
+        for radix in (2, 3, 5):
+            travelled = np.zeros(p, int)
+            for distance, digit, moved in bruck_rounds(p, radix):
+                travelled[moved] += digit * distance
+            assert travelled.tolist() == list(range(p)), (p, radix)
+
+
+def test_overlap_and_packed():
+    assert overlap([2, 2, 0], [0, 2, 1]) is None  # an empty block inside another is fine
+    assert overlap([2, 2], [0, 1]) == (0, 1)
+    assert packed(np.array([3, 0, 2])).tolist() == [0, 3, 3]
+
+
+def test_workloads_against_hand_computed_matrices(tmp_path):
+    assert parse_workload("uniform").counts(2, 8, 4).tolist() == [[2, 2], [2, 2]]
+    assert parse_workload("sparse:density=1").counts(3, 4, 1).tolist() == [[4] * 3] * 3
+    assert parse_workload("zipf:s=0").counts(2, 6, 2).tolist() == [[3, 3], [3, 3]]
+    # s=1, p=2: weights 1 and 1/2 in some order, the same for both senders; mean 3 elements
+    zipf = parse_workload("zipf:s=1").counts(2, 3, 1)
+    assert sorted(zipf[0].tolist()) == [2, 4] and zipf[0].tolist() == zipf[1].tolist()
+    # every token goes to both experts (one per rank): 4 tokens per pair, 1 element per token
+    assert parse_workload("moe:topk=2,tokens=4").counts(2, 4, 1).tolist() == [[4, 4], [4, 4]]
+    # one expert on rank 0, capacity 0.5 of 10 tokens: 5 kept per sender, 4 elements per token
+    moe = "moe:experts=1,topk=1,tokens=10,capacity=0.5"
+    assert parse_workload(moe).counts(2, 10, 1).tolist() == [[20, 0], [20, 0]]
+    assert parse_workload(moe + ",direction=combine").counts(2, 10, 1).tolist() == [[20, 20], [0, 0]]
+    path = tmp_path / "fractions.csv"
+    path.write_text("0,0.1\n0.2,0.3\n")
+    assert parse_workload(f"matrix:{path}").counts(2, 6, 1).tolist() == [[0, 4], [8, 12]]
+    assert imbalance(np.array([[0, 4], [8, 12]])) == 2.0
+
+
+def test_workloads_are_seeded():
+    spec = parse_workload("random:spread=0.9")
+    assert np.array_equal(spec.counts(6, 1000, 4, seed=3), spec.counts(6, 1000, 4, seed=3))
+    assert not np.array_equal(spec.counts(6, 1000, 4, seed=3), spec.counts(6, 1000, 4, seed=4))
+    counts = spec.counts(6, 1000, 4)
+    assert counts.min() >= 0.1 * 250 - 1 and counts.max() <= 1.9 * 250 + 1 and abs(counts.mean() - 250) < 25
+
+
+def test_workload_text_lists_every_parameter():
+    assert parse_workload("moe:experts=16,topk=2").text == (
+        "moe:experts=16,topk=2,capacity=0.0,skew=0.0,tokens=256,direction=dispatch")
+    assert parse_workload("zipf").text == "zipf:s=1.1"
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("zipff", "unknown kind 'zipff'; accepted: uniform, random:spread=S"),
+    ("zipf:q=2", "'q=2'; zipf takes s=1.1"),
+    ("sparse:density=0", r"density=0.0; accepted: in \(0, 1\]"),
+    ("moe:topk=two", "topk='two' is not a int"),
+    ("moe:experts=2,topk=3", "topk=3 is more than experts=2"),
+    ("moe:direction=back", "accepted: dispatch or combine"),
+    ("matrix:", "give the file"),
+])
+def test_bad_workload_specs(spec, message):
+    with pytest.raises(BadConfig, match=message):
+        parse_workload(spec)
+
+
+def test_bad_matrix_files(tmp_path):
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("1,2\n3\n")
+    with pytest.raises(BadConfig, match="not square"):
+        parse_workload(f"matrix:{ragged}")
+    square = tmp_path / "square.csv"
+    square.write_text("1,2\n3,4\n")
+    with pytest.raises(BadConfig, match="is 2 x 2; this exchange has 3 ranks"):
+        read_matrix(str(square), 3)
