@@ -1,0 +1,760 @@
+"""Record an algorithm's messages without launching it: every rank's real plan against a stand-in MPI.
+
+Each rank runs `a2a.get(name).plan(...)` and one call of the plan in a thread of its own,
+with `mpi4py.MPI` replaced by a stand-in for the duration. Collective set-up calls (Dup,
+Split, Split_type, Create_cart/Sub, allgather, allreduce, bcast, ...) really meet across
+the threads, so every rank learns what it would learn under MPI; the ranks' placement on
+nodes comes from the given layout. Point-to-point calls only log what they would send and
+receive, and when they are waited for: schedules do not depend on the data, so no data
+moves. Local copies (np.copyto, assignment into buffers) log their bytes. Collectives on
+sub-communicators log their member ranks and per-member byte counts.
+
+Anything the stand-in does not answer raises CaptureError naming the call, so a plug-in
+that needs more fails clearly instead of producing a wrong schedule.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import sys
+import threading
+import types
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from .errors import A2AError
+
+# Events of one rank, in program order (bytes are per the captured count of elements):
+#   ("isend", peer, nbytes, request)  ("irecv", peer, nbytes, request)
+#   ("send", peer, nbytes)            ("recv", peer, nbytes)
+#   ("wait", (request, ...))          ("copy", nbytes)
+#   ("coll", name, members, root, sendbytes per member, recvbytes per member)
+# Peers, members and roots are ranks of the whole captured job (its "world").
+Event = tuple
+
+
+class CaptureError(A2AError):
+    """A call the stand-in communicator cannot answer, or a schedule it cannot record."""
+
+
+class _Aborted(Exception):
+    """Another rank failed; this one stops waiting."""
+
+
+@dataclass
+class Schedule:
+    """Every rank's events for one call of a plan, captured at `count` elements per peer."""
+
+    nprocs: int
+    count: int
+    itemsize: int
+    events: list[list[Event]]
+
+    @property
+    def bytes_per_peer(self) -> int:
+        """Bytes per peer of the captured call."""
+        return self.count * self.itemsize
+
+    def scaled(self, factor: int) -> "Schedule":
+        """The same schedule with every byte count multiplied by `factor` (count x factor)."""
+        def scale(e: Event) -> Event:
+            if e[0] in ("isend", "irecv", "send", "recv"):
+                return (e[0], e[1], e[2] * factor, *e[3:])
+            if e[0] == "copy":
+                return ("copy", e[1] * factor)
+            if e[0] == "coll":
+                return (*e[:4], tuple(b * factor for b in e[4]), tuple(b * factor for b in e[5]))
+            return e
+        return Schedule(self.nprocs, self.count * factor, self.itemsize,
+                        [[scale(e) for e in rank] for rank in self.events])
+
+
+def traffic(events: list[Event]) -> dict[int, tuple[int, int]]:
+    """Messages and bytes this rank sends to each peer (point-to-point only)."""
+    sent: dict[int, list[int]] = {}
+    for e in events:
+        if e[0] in ("isend", "send"):
+            totals = sent.setdefault(e[1], [0, 0])
+            totals[0] += 1
+            totals[1] += e[2]
+    return {peer: (n, b) for peer, (n, b) in sent.items()}
+
+
+def collectives(events: list[Event]) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, member ranks) of each collective this rank called, in order."""
+    return [(e[1], e[2]) for e in events if e[0] == "coll"]
+
+
+def copied(events: list[Event]) -> int:
+    """Bytes this rank copied locally."""
+    return sum(e[1] for e in events if e[0] == "copy")
+
+
+# --- the capture ---------------------------------------------------------------------------------
+
+def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: str = "float32",
+            nodes: list[list[int]] | None = None, group: Callable[[Any], Any] | None = None,
+            stack_kib: int = 512) -> Schedule:
+    """Run `name`'s plan on `nprocs` stand-in ranks at `count` elements per peer; return the schedule.
+
+    `nodes` lists the ranks of each node (default: one rank per node); `group(world)` turns
+    the stand-in world into the communicator the algorithm runs on (a replica group).
+    """
+    from .registry import get
+
+    algorithm = get(name)
+    world = _World(nprocs, nodes or [[r] for r in range(nprocs)])
+    events: list[list[Event]] = [[] for _ in range(nprocs)]
+    failures: list[tuple[int, BaseException]] = []
+
+    def rank_main(rank: int) -> None:
+        log = _Log(events[rank])
+        _local.log = log
+        try:
+            comm = StandInComm(world, tuple(range(nprocs)), rank, ("world",))
+            comm = group(comm) if group else comm
+            size = comm.size
+            send = _empty((size * count,), np.dtype(dtype))
+            recv = _empty((size * count,), np.dtype(dtype))
+            plan = algorithm.plan(comm, send, recv, **options)
+            log.recording = True
+            plan()
+            log.recording = False
+            plan.free()
+        except _Aborted:
+            pass
+        except BaseException as problem:  # noqa: BLE001  (reported by the main thread)
+            failures.append((rank, problem))
+            world.failed = True
+        finally:
+            _local.log = None
+
+    previous = threading.stack_size()
+    with standin_mpi(_standin_module()), _tracked_numpy():
+        threading.stack_size(stack_kib * 1024)
+        try:
+            threads = [threading.Thread(target=rank_main, args=(r,), daemon=True) for r in range(nprocs)]
+        finally:
+            threading.stack_size(previous)
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    if failures:
+        rank, problem = failures[0]
+        if isinstance(problem, A2AError):
+            raise problem
+        raise CaptureError(f"{name} failed on rank {rank} of {nprocs} during capture: "
+                           f"{type(problem).__name__}: {problem}") from problem
+    return Schedule(nprocs, count, np.dtype(dtype).itemsize, events)
+
+
+def capture_scaled(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: str = "float32",
+                   **layout: Any) -> Schedule:
+    """The schedule at `count` elements per peer, captured at 1 and 2 elements and scaled.
+
+    Buffers of p ranks x p peers do not fit at large p and sizes; schedules whose byte
+    counts grow linearly with the count (every built-in) are captured small and scaled.
+    A schedule that is not linear in the count is refused, naming the difference.
+    """
+    if count <= 2:
+        return capture(name, options, nprocs, count, dtype, **layout)
+    one = capture(name, options, nprocs, 1, dtype, **layout)
+    two = capture(name, options, nprocs, 2, dtype, **layout)
+    if one.scaled(2).events != two.events:
+        rank = next(r for r in range(nprocs) if one.scaled(2).events[r] != two.events[r])
+        raise CaptureError(f"{name}'s schedule on rank {rank} is not proportional to the message size "
+                           "(it changes between 1 and 2 elements per peer), so it cannot be scaled; "
+                           "capture it at its real size instead")
+    return one.scaled(count)
+
+
+# --- per-thread log and tracked buffers ---------------------------------------------------------
+
+class _Log:
+    """One rank's events; only the recorded call logs."""
+
+    def __init__(self, events: list[Event]):
+        self.events, self.recording, self.requests = events, False, itertools.count()
+
+    def add(self, *event: Any) -> None:
+        if self.recording:
+            self.events.append(tuple(event))
+
+    def copy(self, nbytes: int) -> None:
+        if self.recording and nbytes:
+            self.events.append(("copy", int(nbytes)))
+
+
+_local = threading.local()
+
+
+def _log() -> _Log | None:
+    return getattr(_local, "log", None)
+
+
+class Tracked(np.ndarray):
+    """An ndarray whose element assignments count as local copies while a call is recorded."""
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        log = _log()
+        if log is not None and log.recording:
+            log.copy(np.asarray(self)[key].nbytes)
+
+
+_REAL = {"copyto": np.copyto, "empty": np.empty, "zeros": np.zeros, "ones": np.ones, "full": np.full}
+
+
+def _empty(shape: Any, dtype: Any = float, *args: Any, **kwargs: Any) -> np.ndarray:
+    return _REAL["empty"](shape, dtype, *args, **kwargs).view(Tracked)
+
+
+@contextmanager
+def _tracked_numpy() -> Iterator[None]:
+    """np.copyto logs its bytes and new arrays are Tracked, while the capture runs."""
+    def copyto(dst: Any, src: Any, *args: Any, **kwargs: Any) -> None:
+        _REAL["copyto"](dst, src, *args, **kwargs)
+        log = _log()
+        if log is not None:
+            log.copy(np.asarray(dst).nbytes)
+
+    def maker(real: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+        return lambda *args, **kwargs: real(*args, **kwargs).view(Tracked)
+
+    np.copyto = copyto
+    for name in ("empty", "zeros", "ones", "full"):
+        setattr(np, name, maker(_REAL[name]))
+    try:
+        yield
+    finally:
+        for name, real in _REAL.items():
+            setattr(np, name, real)
+
+
+# --- the stand-in MPI ----------------------------------------------------------------------------
+
+@contextmanager
+def standin_mpi(module: types.ModuleType) -> Iterator[None]:
+    """Make `from mpi4py import MPI` return `module` inside the block."""
+    import mpi4py
+
+    missing = object()
+    saved_attr = getattr(mpi4py, "MPI", missing)
+    saved_module = sys.modules.get("mpi4py.MPI", missing)
+    mpi4py.MPI = module
+    sys.modules["mpi4py.MPI"] = module
+    try:
+        yield
+    finally:
+        if saved_attr is missing:
+            del mpi4py.MPI
+        else:
+            mpi4py.MPI = saved_attr
+        if saved_module is missing:
+            sys.modules.pop("mpi4py.MPI", None)
+        else:
+            sys.modules["mpi4py.MPI"] = saved_module
+
+
+class _Meeting:
+    def __init__(self, size: int):
+        self.values: list[Any] = [None] * size
+        self.arrived = 0
+        self.done = threading.Event()
+        self.result: Any = None
+
+
+class _World:
+    """What the stand-in ranks share: the layout and the meetings of collective calls."""
+
+    def __init__(self, nprocs: int, nodes: list[list[int]]):
+        self.nprocs, self.nodes, self.failed = nprocs, nodes, False
+        self.node_of = {rank: i for i, members in enumerate(nodes) for rank in members}
+        if sorted(self.node_of) != list(range(nprocs)):
+            raise CaptureError(f"the node layout must place each of the {nprocs} ranks exactly once")
+        self.lock = threading.Lock()
+        self.meetings: dict[tuple, _Meeting] = {}
+
+    def meet(self, key: tuple, size: int, index: int, value: Any, combine: Callable[[list[Any]], Any]) -> Any:
+        """Every member brings a value; all get combine(values in member order)."""
+        with self.lock:
+            meeting = self.meetings.setdefault(key, _Meeting(size))
+            meeting.values[index] = value
+            meeting.arrived += 1
+            last = meeting.arrived == size
+            if last:
+                del self.meetings[key]
+        if last:
+            meeting.result = combine(meeting.values)
+            meeting.done.set()
+        while not meeting.done.wait(0.2):
+            if self.failed:
+                raise _Aborted()
+        return meeting.result
+
+
+class Datatype:
+    """A stand-in MPI datatype: only its size in bytes matters."""
+
+    def __init__(self, size: int, name: str = "derived"):
+        self.size, self.name = size, name
+
+    def Get_size(self) -> int:
+        return self.size
+
+    def Commit(self) -> "Datatype":
+        return self
+
+    def Free(self) -> None:
+        pass
+
+    def Dup(self) -> "Datatype":
+        return Datatype(self.size, self.name)
+
+    def Create_contiguous(self, count: int) -> "Datatype":
+        return Datatype(self.size * count)
+
+    def Create_vector(self, count: int, blocklength: int, stride: int) -> "Datatype":
+        return Datatype(self.size * count * blocklength)
+
+    Create_hvector = Create_vector
+
+    def Create_indexed_block(self, blocklength: int, displacements: Any) -> "Datatype":
+        return Datatype(self.size * blocklength * len(displacements))
+
+    Create_hindexed_block = Create_indexed_block
+
+    def Create_indexed(self, blocklengths: Any, displacements: Any) -> "Datatype":
+        return Datatype(self.size * int(sum(blocklengths)))
+
+    Create_hindexed = Create_indexed
+
+    def Create_subarray(self, sizes: Any, subsizes: Any, starts: Any, order: Any = None) -> "Datatype":
+        return Datatype(self.size * math.prod(subsizes))
+
+    def Create_resized(self, lb: int, extent: int) -> "Datatype":
+        return Datatype(self.size)
+
+    @staticmethod
+    def fromcode(code: str) -> "Datatype":
+        return Datatype(np.dtype(code).itemsize, code)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise CaptureError(f"the capture's stand-in MPI does not answer Datatype.{name}")
+
+
+def _nbytes(spec: Any) -> int:
+    """Bytes an mpi4py buffer spec carries: array, [array, type], [array, count, type]."""
+    if spec is None:
+        return 0
+    if isinstance(spec, np.ndarray):
+        return spec.nbytes
+    if isinstance(spec, (list, tuple)):
+        buf = spec[0]
+        if len(spec) == 2 and isinstance(spec[1], Datatype):
+            return (np.asarray(buf).nbytes // spec[1].size) * spec[1].size if spec[1].size else 0
+        if len(spec) == 3 and isinstance(spec[2], Datatype) and isinstance(spec[1], (int, np.integer)):
+            return int(spec[1]) * spec[2].size
+        if len(spec) in (2, 3) and isinstance(spec[1], int):
+            return int(spec[1]) * np.asarray(buf).itemsize
+    raise CaptureError(f"the capture's stand-in MPI cannot read the buffer spec {type(spec).__name__} "
+                       f"{_short(spec)}; pass an array, [array, datatype] or [array, count, datatype]")
+
+
+def _block(spec: Any, size: int) -> int:
+    """Bytes per member of a collective's buffer: [array, count, type] says; a bare array is split."""
+    if isinstance(spec, (list, tuple)) and len(spec) == 3 and isinstance(spec[1], (int, np.integer)):
+        return _nbytes(spec)
+    return _nbytes(spec) // size if size else 0
+
+
+def _vector_bytes(spec: Any, size: int) -> tuple[int, ...]:
+    """Per-member bytes of a v-collective spec [array, (counts, displs), type] or [array, counts, type]."""
+    if spec is None:
+        return (0,) * size
+    if isinstance(spec, (list, tuple)) and len(spec) == 3 and not isinstance(spec[1], (int, np.integer)):
+        counts = spec[1][0] if isinstance(spec[1], tuple) and len(spec[1]) == 2 and \
+            hasattr(spec[1][0], "__len__") else spec[1]
+        unit = spec[2].size if isinstance(spec[2], Datatype) else np.asarray(spec[0]).itemsize
+        return tuple(int(c) * unit for c in counts)
+    return (_nbytes(spec) // size,) * size if size else ()
+
+
+def _short(spec: Any) -> str:
+    text = repr(spec)
+    return text if len(text) < 60 else text[:57] + "..."
+
+
+class Request:
+    """A stand-in request: which logged message it stands for."""
+
+    def __init__(self, log: _Log, ident: int | None):
+        self.log, self.ident = log, ident
+
+    def Wait(self, status: Any = None) -> None:
+        if self.ident is not None:
+            self.log.add("wait", (self.ident,))
+
+    def Free(self) -> None:
+        pass
+
+    def Test(self, status: Any = None) -> bool:
+        raise CaptureError("the capture's stand-in MPI does not answer Request.Test (polling has no "
+                           "fixed schedule); use Wait or Waitall")
+
+    @staticmethod
+    def Waitall(requests: list["Request"], statuses: Any = None) -> None:
+        idents = tuple(q.ident for q in requests if q.ident is not None)
+        if requests and idents:
+            requests[0].log.add("wait", idents)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise CaptureError(f"the capture's stand-in MPI does not answer Request.{name}")
+
+
+class Prequest(Request):
+    """A persistent request: every Start logs a new message."""
+
+    def __init__(self, log: _Log, kind: str, peer: int, nbytes: int):
+        super().__init__(log, None)
+        self.kind, self.peer, self.nbytes = kind, peer, nbytes
+
+    def Start(self) -> None:
+        self.ident = next(self.log.requests)
+        self.log.add(self.kind, self.peer, self.nbytes, self.ident)
+
+    @staticmethod
+    def Startall(requests: list["Prequest"]) -> None:
+        for q in requests:
+            q.Start()
+
+
+class _Null:
+    """MPI.COMM_NULL / REQUEST_NULL: compares equal only to itself, frees to nothing."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def Free(self) -> None:
+        raise CaptureError(f"Free of {self.name} (MPI raises here too)")
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+COMM_NULL = _Null("COMM_NULL")
+UNDEFINED = -32766
+COMM_TYPE_SHARED = 1
+_OPS = {"SUM": np.add, "MIN": np.minimum, "MAX": np.maximum, "PROD": np.multiply,
+        "LOR": np.logical_or, "LAND": np.logical_and, "BOR": np.bitwise_or, "BAND": np.bitwise_and}
+
+
+def _fold(values: list[Any], f: Callable[[Any, Any], Any]) -> Any:
+    result = values[0]
+    for v in values[1:]:
+        result = f(result, v)
+    return result
+
+
+class Op:
+    """A stand-in reduction operation."""
+
+    def __init__(self, name: str):
+        self.name, self.ufunc = name, _OPS[name]
+
+    def reduce(self, values: list[Any]) -> Any:
+        """Fold values in member order (Python objects stay Python objects where they can)."""
+        result = _fold(values, self.ufunc)
+        return result.item() if isinstance(result, np.generic) else result
+
+    def __repr__(self) -> str:
+        return f"MPI.{self.name}"
+
+
+class StandInComm:
+    """A rank's view of a communicator of the captured job: group (world ranks), own index."""
+
+    def __init__(self, world: _World, members: tuple[int, ...], rank: int, key: tuple,
+                 dims: tuple[int, ...] = ()):
+        self.world, self.members, self.rank, self.key, self.dims = world, members, rank, key, dims
+        self._calls = itertools.count()
+
+    size = property(lambda self: len(self.members))
+
+    def Get_size(self) -> int:
+        return self.size
+
+    def Get_rank(self) -> int:
+        return self.rank
+
+    def __repr__(self) -> str:
+        return f"<stand-in communicator of {self.size} ranks, rank {self.rank}>"
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise CaptureError(f"the capture's stand-in communicator does not answer Comm.{name}; "
+                           "it answers Dup, Split, Split_type, Create_cart/Sub, Free, the lowercase "
+                           "collectives, point-to-point calls and Alltoall(v)/Gather(v)/Scatter(v)/"
+                           "Allgather/Bcast/Barrier")
+
+    # -- meeting the other members ------------------------------------------------------------
+
+    def _meet(self, what: str, value: Any, combine: Callable[[list[Any]], Any]) -> Any:
+        key = (self.key, next(self._calls), what)
+        return self.world.meet(key, self.size, self.rank, value, combine)
+
+    def _world_rank(self, rank: int) -> int:
+        if not 0 <= rank < self.size:
+            raise CaptureError(f"rank {rank} is outside this communicator of {self.size} ranks")
+        return self.members[rank]
+
+    def _log(self) -> _Log:
+        log = _log()
+        if log is None:
+            raise CaptureError("a stand-in communicator was used outside its rank's capture thread")
+        return log
+
+    # -- set-up ---------------------------------------------------------------------------------
+
+    def Dup(self) -> "StandInComm":
+        call = next(self._calls)
+        self.world.meet((self.key, call, "Dup"), self.size, self.rank, None, lambda v: None)
+        return StandInComm(self.world, self.members, self.rank, (self.key, call, "dup"), self.dims)
+
+    Clone = Dup
+
+    def Split(self, color: int = 0, key: int = 0) -> Any:
+        call = next(self._calls)
+        everyone = self.world.meet((self.key, call, "Split"), self.size, self.rank, (color, key), list)
+        if color == UNDEFINED:
+            return COMM_NULL
+        mine = sorted((k, i) for i, (c, k) in enumerate(everyone) if c == color)
+        ranks = [i for _, i in mine]
+        return StandInComm(self.world, tuple(self.members[i] for i in ranks), ranks.index(self.rank),
+                           (self.key, call, "split", color))
+
+    def Split_type(self, split_type: int, key: int = 0, info: Any = None) -> Any:
+        if split_type != COMM_TYPE_SHARED:
+            raise CaptureError(f"Comm.Split_type({split_type}): the stand-in answers COMM_TYPE_SHARED only")
+        return self.Split(self.world.node_of[self.members[self.rank]], key)
+
+    def Create_cart(self, dims: Any, periods: Any = None, reorder: bool = False) -> "StandInComm":
+        dims = tuple(int(d) for d in dims)
+        if math.prod(dims) > self.size:
+            raise CaptureError(f"Create_cart({list(dims)}) needs {math.prod(dims)} ranks; "
+                               f"the communicator has {self.size}")
+        inside = self.rank < math.prod(dims)
+        cart = self.Split(0 if inside else UNDEFINED, self.rank)
+        if cart is COMM_NULL:
+            return COMM_NULL
+        cart.dims = dims
+        return cart
+
+    def Get_coords(self, rank: int) -> list[int]:
+        return list(np.unravel_index(rank, self.dims)) if self.dims else []
+
+    def Sub(self, remain_dims: Any) -> "StandInComm":
+        coords = self.Get_coords(self.rank)
+        color = 0
+        for c, d, keep in zip(coords, self.dims, remain_dims):
+            color = color if keep else color * d + int(c)
+        sub = self.Split(color, self.rank)
+        sub.dims = tuple(d for d, keep in zip(self.dims, remain_dims) if keep)
+        return sub
+
+    def Free(self) -> None:
+        pass
+
+    Disconnect = Free
+
+    # -- lowercase (object) collectives: really computed -----------------------------------------
+
+    def allgather(self, value: Any) -> list[Any]:
+        return self._meet("allgather", value, list)
+
+    def allreduce(self, value: Any, op: Any = None) -> Any:
+        return self._meet("allreduce", value, (op if isinstance(op, Op) else Op("SUM")).reduce)
+
+    def bcast(self, value: Any = None, root: int = 0) -> Any:
+        return self._meet("bcast", value, lambda v: v[root])
+
+    def gather(self, value: Any, root: int = 0) -> Any:
+        everyone = self._meet("gather", value, list)
+        return everyone if self.rank == root else None
+
+    def scatter(self, values: Any, root: int = 0) -> Any:
+        return self._meet("scatter", values, lambda v: v[root])[self.rank]
+
+    def alltoall(self, values: Any) -> list[Any]:
+        everyone = self._meet("alltoall", values, list)
+        return [everyone[i][self.rank] for i in range(self.size)]
+
+    def barrier(self) -> None:
+        self._meet("barrier", None, lambda v: None)
+
+    # -- point to point: logged ------------------------------------------------------------------
+
+    def _post(self, kind: str, peer: int, spec: Any) -> Request:
+        log = self._log()
+        ident = next(log.requests)
+        log.add(kind, self._world_rank(peer), _nbytes(spec), ident)
+        return Request(log, ident)
+
+    def Isend(self, buf: Any, dest: int, tag: int = 0) -> Request:
+        return self._post("isend", dest, buf)
+
+    Issend = Irsend = Isend
+
+    def Irecv(self, buf: Any, source: int, tag: int = 0) -> Request:
+        return self._post("irecv", source, buf)
+
+    def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
+        self._log().add("send", self._world_rank(dest), _nbytes(buf))
+
+    Ssend = Rsend = Send
+
+    def Recv(self, buf: Any, source: int, tag: int = 0, status: Any = None) -> None:
+        self._log().add("recv", self._world_rank(source), _nbytes(buf))
+
+    def Send_init(self, buf: Any, dest: int, tag: int = 0) -> Prequest:
+        return Prequest(self._log(), "isend", self._world_rank(dest), _nbytes(buf))
+
+    Ssend_init = Send_init
+
+    def Recv_init(self, buf: Any, source: int, tag: int = 0) -> Prequest:
+        return Prequest(self._log(), "irecv", self._world_rank(source), _nbytes(buf))
+
+    def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = 0,
+                 recvtag: int = 0, status: Any = None) -> None:
+        Request.Waitall([self._post("isend", dest, sendbuf), self._post("irecv", source, recvbuf)])
+
+    def Sendrecv_replace(self, buf: Any, dest: int, sendtag: int = 0, source: int = 0, recvtag: int = 0,
+                         status: Any = None) -> None:
+        self.Sendrecv(buf, dest, sendtag, buf, source, recvtag)
+
+    # -- buffer collectives: logged, and the data really moves (set-up may depend on it) --------
+
+    def _collective(self, name: str, root: int | None, sends: tuple[int, ...], recvs: tuple[int, ...],
+                    value: Any, combine: Callable[[list[Any]], Any]) -> Any:
+        self._log().add("coll", name, self.members, None if root is None else self._world_rank(root), sends, recvs)
+        return self._meet(name, value, combine)
+
+    def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
+        n = self.size
+        per = _block(sendbuf, n)
+        out = _raw(sendbuf)
+        everyone = self._collective("alltoall", None, (per,) * n, (per,) * n, out, list)
+        _fill(recvbuf, [np.array_split(everyone[i], n)[self.rank] for i in range(n)])
+
+    def Alltoallv(self, sendbuf: Any, recvbuf: Any) -> None:
+        sends, recvs = _vector_bytes(sendbuf, self.size), _vector_bytes(recvbuf, self.size)
+        self._collective("alltoallv", None, sends, recvs, None, lambda v: None)
+
+    def Alltoallw(self, sendbuf: Any, recvbuf: Any) -> None:
+        raise CaptureError("Comm.Alltoallw: the stand-in does not answer it")
+
+    def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        n, mine = self.size, _block(sendbuf, 1)
+        sends = tuple(mine if i == root else 0 for i in range(n))
+        recvs = (mine,) * n if self.rank == root else (0,) * n
+        self._collective("gather", root, sends, recvs, None, lambda v: None)
+
+    def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        n, mine = self.size, _nbytes(sendbuf)
+        sends = tuple(mine if i == root else 0 for i in range(n))
+        recvs = _vector_bytes(recvbuf, n) if self.rank == root else (0,) * n
+        self._collective("gatherv", root, sends, recvs, None, lambda v: None)
+
+    def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        n, mine = self.size, _block(recvbuf, 1)
+        sends = (mine,) * n if self.rank == root else (0,) * n
+        recvs = tuple(mine if i == root else 0 for i in range(n))
+        self._collective("scatter", root, sends, recvs, None, lambda v: None)
+
+    def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        n, mine = self.size, _nbytes(recvbuf)
+        sends = _vector_bytes(sendbuf, n) if self.rank == root else (0,) * n
+        recvs = tuple(mine if i == root else 0 for i in range(n))
+        self._collective("scatterv", root, sends, recvs, None, lambda v: None)
+
+    def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:
+        n, mine = self.size, _nbytes(sendbuf)
+        everyone = self._collective("allgather", None, (mine,) * n, (mine,) * n, _raw(sendbuf), list)
+        _fill(recvbuf, everyone)
+
+    def Bcast(self, buf: Any, root: int = 0) -> None:
+        n, mine = self.size, _nbytes(buf)
+        sends = (mine,) * n if self.rank == root else (0,) * n
+        recvs = tuple(mine if i == root else 0 for i in range(n))
+        data = self._collective("bcast", root, sends, recvs, _raw(buf), lambda v: v[root])
+        if self.rank != root:
+            _fill(buf, [data])
+
+    def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = None) -> None:
+        n, mine = self.size, _nbytes(recvbuf)
+        reduce = (op if isinstance(op, Op) else Op("SUM")).reduce
+        total = self._collective("allreduce", None, (mine,) * n, (mine,) * n,
+                                 np.array(_array(sendbuf), copy=True), lambda v: reduce(v))
+        np.asarray(_array(recvbuf))[...] = total
+
+    def Barrier(self) -> None:
+        self._collective("barrier", None, (0,) * self.size, (0,) * self.size, None, lambda v: None)
+
+    def Ibarrier(self) -> Request:
+        raise CaptureError("Comm.Ibarrier: the stand-in does not answer non-blocking collectives")
+
+
+def _array(spec: Any) -> np.ndarray:
+    return spec if isinstance(spec, np.ndarray) else np.asarray(spec[0])
+
+
+def _raw(spec: Any) -> np.ndarray:
+    """The bytes of a buffer spec, copied (the owner may change them after the call)."""
+    if spec is None:
+        return np.zeros(0, np.uint8)
+    return np.ascontiguousarray(_array(spec)).view(np.uint8).reshape(-1).copy()
+
+
+def _fill(spec: Any, pieces: list[np.ndarray]) -> None:
+    if spec is None:
+        return
+    target = _array(spec).view(np.uint8).reshape(-1)
+    data = np.concatenate([np.asarray(p).view(np.uint8).reshape(-1) for p in pieces]) if pieces else []
+    np.ndarray.__setitem__(target, slice(0, len(data)), data)  # set-up data, not a logged copy
+
+
+def _standin_module() -> types.ModuleType:
+    """A module that answers what algorithms read from `mpi4py.MPI`; anything else is a CaptureError."""
+    module = types.ModuleType("mpi4py.MPI", "the capture's stand-in MPI (a2a.capture)")
+    datatypes = {"BYTE": 1, "CHAR": 1, "INT": 4, "LONG": 8, "FLOAT": 4, "DOUBLE": 8, "INT8_T": 1, "INT16_T": 2,
+                 "INT32_T": 4, "INT64_T": 8, "UINT8_T": 1, "C_FLOAT_COMPLEX": 8, "C_DOUBLE_COMPLEX": 16}
+    for name, size in datatypes.items():
+        setattr(module, name, Datatype(size, name))
+    for name in _OPS:
+        setattr(module, name, Op(name))
+    module.Datatype, module.Request, module.Prequest, module.Comm, module.Intracomm = (
+        Datatype, Request, Prequest, StandInComm, StandInComm)
+    module.COMM_NULL, module.REQUEST_NULL = COMM_NULL, _Null("REQUEST_NULL")
+    module.UNDEFINED, module.COMM_TYPE_SHARED, module.PROC_NULL, module.ANY_TAG = UNDEFINED, COMM_TYPE_SHARED, -1, -1
+    module.IN_PLACE = "MPI.IN_PLACE"
+    module.buffer = lambda obj: obj
+
+    def unknown(name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise CaptureError(f"the capture's stand-in MPI does not answer MPI.{name}")
+
+    module.__getattr__ = unknown
+    return module
