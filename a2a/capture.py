@@ -97,11 +97,12 @@ def copied(events: list[Event]) -> int:
 
 def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: str = "float32",
             nodes: list[list[int]] | None = None, group: Callable[[Any], Any] | None = None,
-            stack_kib: int = 512) -> Schedule:
+            matrix: np.ndarray | None = None, stack_kib: int = 512) -> Schedule:
     """Run `name`'s plan on `nprocs` stand-in ranks at `count` elements per peer; return the schedule.
 
     `nodes` lists the ranks of each node (default: one rank per node); `group(world)` turns
-    the stand-in world into the communicator the algorithm runs on (a replica group).
+    the stand-in world into the communicator the algorithm runs on (a replica group). With
+    `matrix` (p x p elements, row = sender) the algorithm's alltoallv plan runs instead.
     """
     from .registry import get
 
@@ -116,10 +117,14 @@ def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: 
         try:
             comm = StandInComm(world, tuple(range(nprocs)), rank, ("world",))
             comm = group(comm) if group else comm
-            size = comm.size
-            send = _empty((size * count,), np.dtype(dtype))
-            recv = _empty((size * count,), np.dtype(dtype))
-            plan = algorithm.plan(comm, send, recv, **options)
+            if matrix is None:
+                send = _empty((comm.size * count,), np.dtype(dtype))
+                recv = _empty((comm.size * count,), np.dtype(dtype))
+                plan = algorithm.plan(comm, send, recv, **options)
+            else:
+                sends, recvs = matrix[comm.rank], matrix[:, comm.rank]
+                send, recv = _empty((int(sends.sum()),), np.dtype(dtype)), _empty((int(recvs.sum()),), np.dtype(dtype))
+                plan = algorithm.plan_v(comm, send, sends, recv, recvs, **options)
             log.recording = True
             plan()
             log.recording = False
