@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .clock import GlobalClock, synchronise
 from .environment import (
     by_machine,
     cores_of_this_rank,
@@ -21,7 +22,7 @@ from .netstat import tcp_timeouts
 from .registry import get
 from .results import Row, label, point_key
 from .stats import Stats, bandwidths
-from .timing import harness_cost, time_pipelined, time_sync
+from .timing import harness_cost, time_global, time_pipelined, time_sync
 from .topology import node_groups
 from .verify import expected_pattern, send_pattern
 
@@ -44,7 +45,7 @@ class Variant:
         return label(self.name, self.options_text)
 
 
-TIMINGS = ("sync", "pipelined")
+TIMINGS = ("sync", "pipelined", "global")
 
 
 @dataclass(frozen=True)
@@ -122,17 +123,18 @@ def points(config: SweepConfig, nprocs: int) -> list[Point]:
 
 @dataclass(frozen=True)
 class Context:
-    """What holds for every point of a process count: nodes, crowding, the harness's own cost."""
+    """What holds for every point of a process count: nodes, crowding, the harness's own cost, the clock."""
 
     nnodes: int
     ppn: int
     host_leader: bool
     crowded: dict[str, dict[str, int]]
     harness: dict[str, float]
+    clock: GlobalClock | None = None
 
     @classmethod
-    def of(cls, comm: Any, ppn: int) -> "Context":
-        """Find the nodes, who shares cores, and what timing costs (collective)."""
+    def of(cls, comm: Any, ppn: int, timing: str = "sync") -> "Context":
+        """Find the nodes, who shares cores, what timing costs, and for global timing the clocks (collective)."""
         from mpi4py import MPI
 
         hosts = node_groups(comm)
@@ -140,7 +142,7 @@ class Context:
         placement = (machine_of_this_rank(), MPI.Get_processor_name(), cores_of_this_rank())
         crowded = oversubscription(by_machine(comm.allgather(placement)))
         return cls(len(nodes), max(map(len, nodes)), any(h[0] == comm.rank for h in hosts), crowded,
-                   harness_cost(comm))
+                   harness_cost(comm), synchronise(comm) if timing == "global" else None)
 
 
 class Observer:
@@ -182,7 +184,7 @@ def run_sweep(world: Any, config: SweepConfig, done: set[tuple], observer: Obser
 
 def _measure_all(sub: Any, config: SweepConfig, todo: list[Point], observer: Observer,
                  stop_requested: Callable[[], bool]) -> tuple[bool, list[Row]]:
-    context = Context.of(sub, config.ppn)
+    context = Context.of(sub, config.ppn, config.timing)
     if sub.rank == 0:
         observer.start_nprocs(sub.size, context, [m for m in config.layouts if m.nprocs == sub.size])
     rows = []
@@ -228,8 +230,13 @@ def _time_and_check(comm: Any, group: Any, point: Point, config: SweepConfig, co
     except A2AError as refused:  # raised alike on every rank (the checks are collective)
         return _noted(row, f"refused: {refused}")
     try:
+        starts = ""
         if point.timing == "pipelined":
             samples, stopped = time_pipelined(comm, plan.run, config.warmup, config.iterations, stop_requested)
+        elif point.timing == "global" and context.clock:
+            timed = time_global(comm, plan.run, config.warmup, config.iterations, config.max_time_per_point,
+                                stop_requested, context.clock)
+            samples, stopped, starts = timed.samples, timed.stopped, timed.note
         else:
             samples, stopped = time_sync(comm, plan.run, config.warmup, config.iterations,
                                          config.max_time_per_point, stop_requested)
@@ -241,6 +248,8 @@ def _time_and_check(comm: Any, group: Any, point: Point, config: SweepConfig, co
     timeouts_after = _sum_over_hosts(comm, context)
     _fill(row, Stats.of(samples, config.stall_threshold), config, point.timing)
     row.valid = not wrong
+    if starts:
+        _noted(row, starts)
     if wrong:
         _noted(row, f"WRONG RESULT on ranks {_ranges(wrong)}")
     if timeouts_before is not None and timeouts_after is not None:
@@ -281,7 +290,7 @@ def _fill(row: Row, stats: Stats, config: SweepConfig, timing: str) -> None:
     row.t_max_us, row.t_std_us = stats.max * us, stats.std * us
     row.stalls, row.outliers = stats.stalls, stats.outliers
     row.algbw_GBps, row.busbw_GBps = bandwidths(row.bytes_per_peer, row.group_size or row.nprocs, stats.p50)
-    if timing == "sync" and stats.n < config.iterations:
+    if timing != "pipelined" and stats.n < config.iterations:
         _noted(row, f"stopped after {stats.n} iterations (--max-time-per-point {config.max_time_per_point:g} s)")
 
 

@@ -1,11 +1,18 @@
 """Time one point: untimed plan and warm-up, then per iteration a synchronisation and one timed call."""
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
+from .clock import MIN_LEAD_SECONDS, GlobalClock
+
 MIN_ITERATIONS = 5
+MAX_LEAD_SECONDS = 0.05
+LATE_SECONDS = 2e-6  # a call begun this long after the agreed start is counted in the row's note
+SLEEP_ABOVE_SECONDS, SPIN_SECONDS = 300e-6, 200e-6  # a longer wait sleeps, then spins its last part
 
 
 def time_sync(comm: Any, run: Callable[[], Any], warmup: int, iterations: int,
@@ -60,6 +67,76 @@ def time_pipelined(comm: Any, run: Callable[[], Any], warmup: int, iterations: i
         run()
     mean = (MPI.Wtime() - begin) / max(iterations, 1)
     return np.array(comm.allgather(mean)), False
+
+
+@dataclass(frozen=True)
+class GlobalSamples:
+    """What time_global saw: the kept samples, and how many iterations started badly."""
+
+    samples: np.ndarray
+    stopped: bool = False
+    dropped: int = 0  # a rank found the start already past: dropped, as ReproMPI does
+    delayed: int = 0  # kept, but a rank began its call more than LATE_SECONDS after the start
+
+    @property
+    def note(self) -> str:
+        """The row's note on these counts ('' when every start was clean)."""
+        said = []
+        if self.dropped:
+            said.append(f"{self.dropped} iterations dropped: a rank found the agreed start already past")
+        if self.delayed:
+            said.append(f"{self.delayed} iterations began over {LATE_SECONDS * 1e6:g} us after the agreed start on "
+                        "some rank (it lost its core while waiting)")
+        return "; ".join(said)
+
+
+def time_global(comm: Any, run: Callable[[], Any], warmup: int, iterations: int, max_seconds: float,
+                stop_requested: Callable[[], bool], clock: GlobalClock) -> GlobalSamples:
+    """Time `run` on the global clock: each sample is the latest exit minus the agreed start.
+
+    ReproMPI's protocol: before each iteration an untimed MPI_Allreduce(MAX) agrees on (latest
+    global time, elapsed, stop, was the last start found past); the start is that time plus
+    the clock's lead. Every rank waits for the start on its global clock (asleep for most of a
+    long wait, so that ranks sharing cores let each other run), calls, and keeps its exit. An
+    iteration in which a rank found the start already past is dropped, as ReproMPI drops it,
+    and the lead doubles.
+    """
+    from mpi4py import MPI
+
+    wtime, allreduce, maximum = MPI.Wtime, comm.Allreduce, MPI.MAX
+    drift, offset = clock.model.drift, clock.model.offset
+    for _ in range(warmup):
+        run()
+    limit = 2 * iterations + 10
+    local = np.zeros((3, limit))  # per iteration: exit minus start, start found past, call begun late
+    mine, agreed = np.zeros(4), np.zeros(4)
+    lead, begin, done, valid = clock.lead, wtime(), 0, 0
+    while valid < iterations and done < limit:
+        now = wtime()
+        mine[0], mine[1], mine[2] = now - (drift * now + offset), now - begin, stop_requested()
+        allreduce(mine, agreed, maximum)
+        if agreed[2]:
+            return GlobalSamples(np.zeros(0), stopped=True)
+        if agreed[3]:
+            valid, lead = valid - 1, min(max(2 * lead, MIN_LEAD_SECONDS), MAX_LEAD_SECONDS)
+        if valid >= MIN_ITERATIONS and agreed[1] > max_seconds:
+            break
+        start = (agreed[0] + lead + offset) / (1 - drift)  # this rank's reading when the global clock shows it
+        wait = start - wtime()
+        if wait > SLEEP_ABOVE_SECONDS:
+            time.sleep(wait - SPIN_SECONDS)
+        while wtime() < start:
+            pass
+        began = wtime()
+        run()
+        end = wtime()
+        mine[3] = wait <= 0
+        local[:, done] = (end - start) * (1 - drift), mine[3], began - start > LATE_SECONDS
+        done, valid = done + 1, valid + 1
+    worst = np.empty((3, done))
+    allreduce(np.ascontiguousarray(local[:, :done]), worst, maximum)
+    kept = worst[1] == 0
+    return GlobalSamples(worst[0][kept], dropped=int(done - kept.sum()), delayed=int(worst[2][kept].sum()))
 
 
 def harness_cost(comm: Any, iterations: int = 200) -> dict[str, float]:

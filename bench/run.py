@@ -63,9 +63,10 @@ SWEEP_OPTIONS = ("config", "sizes", "dtype", "algorithms", "plugin", "option", "
               help="Bytes of buffers per rank; larger points are skipped. [default: a share of the node]")
 @click.option("--ppn", help="Ranks per virtual node, for node-aware algorithms. [default: real nodes]")
 @click.option("--seed", help="Seed of the algorithm order within a size. [default: 0]")
-@click.option("--timing", type=click.Choice(["sync", "pipelined"]), default=None,
+@click.option("--timing", type=click.Choice(TIMINGS), default=None,
               help="sync: barrier + one timed call, max over ranks, every sample; pipelined: OSU/IMB "
-                   "back-to-back calls, per-rank means. [default: sync]")
+                   "back-to-back calls, per-rank means; global: ReproMPI's synchronised clocks, latest exit "
+                   "minus an agreed start. [default: sync]")
 @click.option("--mesh", help="Cartesian meshes, comma-separated (2x2x8,2x4); ranks fill them row-major.")
 @click.option("--groups", multiple=True, help="Axes forming each replica group: z, y,z or 1x1x8 (repeatable).")
 @click.option("--allow-oversubscribed", is_flag=True, help="No warning when ranks outnumber cores (still recorded).")
@@ -330,6 +331,7 @@ class Output(Observer):
         self.meta["by_nprocs"][str(nprocs)] = {
             "nnodes": context.nnodes, "ppn": context.ppn, "oversubscribed": context.crowded,
             "harness": context.harness,
+            **({"clock": context.clock.report} if context.clock else {}),
             "replica_groups": [{"mesh": m.mesh_text, "groups": m.strategy, "members": m.groups()} for m in layouts],
         }
         self.meta["oversubscribed"] = self.meta["oversubscribed"] or bool(context.crowded)
