@@ -1,9 +1,10 @@
 """Run the suite as plain pytest or as `mpirun -n N python -m pytest`.
 
-Tests marked `mpi` are collective: every rank runs them in-process on MPI.COMM_WORLD, a
+Plain pytest runs every test in one process (MPI on one rank). Under mpirun only the tests
+marked `mpi` run: they are collective, every rank runs them in-process on MPI.COMM_WORLD, a
 failure on any rank fails the test on every rank, and a watchdog aborts the job if one hangs.
-Every other test runs on rank 0 alone while the other ranks wait asleep, so tests that
-launch their own `mpiexec` get the cores. Only rank 0 prints.
+The single-process tests are deselected there: they already ran in plain mode. Only rank 0
+prints.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import threading
 
 import pytest
 
-from a2a.mpi import idle_barrier, world
+from a2a.mpi import abort_job, world
 
 WATCHDOG_SECONDS = float(os.environ.get("A2A_TEST_WATCHDOG", "300"))
 
@@ -25,13 +26,32 @@ def pytest_configure(config: pytest.Config) -> None:
         sys.stdout = open(os.devnull, "w")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    comm = world()
+    if comm.size == 1:
+        return
+    single = [item for item in items if not item.get_closest_marker("mpi")]
+    if single:
+        items[:] = [item for item in items if item.get_closest_marker("mpi")]
+        config.hook.pytest_deselected(items=single)
+    # every rank must meet the collective tests in the same order
+    names = comm.bcast([item.nodeid for item in items] if comm.rank == 0 else None)
+    if names != [item.nodeid for item in items]:
+        raise pytest.UsageError("ranks collected different tests; run the same command on every rank")
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
     comm = world()
     if comm.size > 1:
-        # every rank must meet the collective tests in the same order
-        names = comm.bcast([item.nodeid for item in items] if comm.rank == 0 else None)
-        if names != [item.nodeid for item in items]:
-            raise pytest.UsageError("ranks collected different tests; run the same command on every rank")
+        return (f"mpirun mode: {comm.size} ranks run the `mpi`-marked tests; the single-process tests "
+                "are deselected (they run in plain `python -m pytest`)")
+    return None
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # a file with no collective tests, under mpirun: nothing to run is not a failure
+    if world().size > 1 and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        session.exitstatus = pytest.ExitCode.OK
 
 
 @pytest.fixture
@@ -40,28 +60,13 @@ def comm():
     return world()
 
 
-@pytest.fixture(autouse=True)
-def _one_rank_unless_collective(request: pytest.FixtureRequest):
-    comm = world()
-    if comm.size == 1 or request.node.get_closest_marker("mpi"):
-        yield
-        return
-    if comm.rank != 0:
-        idle_barrier(comm)
-        pytest.skip("runs on rank 0; the other ranks wait")
-    try:
-        yield
-    finally:
-        idle_barrier(comm)
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     comm = world()
-    if comm.size == 1 or not item.get_closest_marker("mpi"):
+    if comm.size == 1:
         yield
         return
-    timer = threading.Timer(WATCHDOG_SECONDS, _abort_hung, (comm, item.nodeid))
+    timer = threading.Timer(WATCHDOG_SECONDS, _abort_hung, (comm, item))
     timer.daemon = True
     timer.start()
     outcome = yield
@@ -74,8 +79,8 @@ def pytest_runtest_call(item: pytest.Item):
         outcome.force_exception(AssertionError(f"failed on other ranks: {lines}"))
 
 
-def _abort_hung(comm, nodeid: str) -> None:
-    sys.__stderr__.write(f"[rank {comm.rank}] {nodeid} did not finish within {WATCHDOG_SECONDS:.0f} s; "
-                         "aborting the job\n")
-    sys.__stderr__.flush()
-    comm.Abort(3)
+def _abort_hung(comm, item: pytest.Item) -> None:
+    capture = item.config.pluginmanager.getplugin("capturemanager")
+    if capture:  # pytest holds file descriptors 1 and 2 during a test: the message would be lost
+        capture.suspend_global_capture(in_=False)
+    abort_job(comm, f"{item.nodeid} did not finish within {WATCHDOG_SECONDS:g} s; aborting the job", 3)

@@ -19,9 +19,13 @@ def mpiexec_path() -> str:
 
 
 def mpiexec(n: int, *args: str, timeout: float = 300, env: dict[str, str] | None = None,
-            cwd: Path | str = ROOT) -> subprocess.CompletedProcess:
-    """Run `mpiexec -n N python ARGS...` with a clean launcher environment; capture its output."""
-    command = [mpiexec_path(), "-n", str(n), sys.executable, *args]
+            cwd: Path | str = ROOT, cores: str | None = None) -> subprocess.CompletedProcess:
+    """Run `mpiexec -n N python ARGS...` with a clean launcher environment; capture its output.
+
+    `cores` ("0", "0,1") pins the job to those CPUs with taskset: ranks outnumber cores on any machine.
+    """
+    pinned = ["taskset", "-c", cores] if cores else []
+    command = [*pinned, mpiexec_path(), "-n", str(n), sys.executable, *args]
     return subprocess.run(command, env=clean_launcher_env(env), cwd=cwd, capture_output=True,
                           text=True, timeout=timeout)
 

@@ -63,6 +63,25 @@ def test_matches_mpi_alltoall(comm, name, options):
 
 
 @pytest.mark.mpi
+def test_pairwise_xor_matches_at_powers_of_two_and_is_refused_elsewhere(comm):
+    wrong = []
+    for p, sub in subcommunicators(comm):
+        if sub is None:
+            continue
+        send = random_buffer(np.int16, p * 7, seed=sub.rank)
+        want, got = np.empty_like(send), np.full_like(send, 99)
+        sub.Alltoall(send, want)
+        if p & (p - 1):
+            with pytest.raises(a2a.BadOption, match=f"schedule=xor needs a power-of-two process count, not {p}"):
+                a2a.alltoall(sub, send, got, "pairwise", schedule="xor")
+        else:
+            a2a.alltoall(sub, send, got, "pairwise", schedule="xor")
+            if not np.array_equal(got, want):
+                wrong.append(p)
+    assert not wrong, f"pairwise schedule=xor differs from MPI_Alltoall on {wrong} ranks"
+
+
+@pytest.mark.mpi
 def test_plan_reused_many_times(comm):
     send = random_buffer(np.float64, comm.size * 5, seed=comm.rank)
     want, got = np.empty_like(send), np.empty_like(send)
@@ -176,8 +195,20 @@ def test_one_factor_pairs_every_rank_with_every_other_once():
 
 
 def test_leader_permutations_route_every_block():
-    nodes, p = [[0, 1, 2], [3, 4], [5, 6, 7]], 8
-    for n, members in enumerate(nodes):
-        pack, unpack = leader_permutations(nodes, n, p)
-        assert sorted(pack) == list(range(len(members) * p))
-        assert sorted(unpack) == list(range(len(members) * p))
+    """Play hierarchical's leader steps on block labels: every (source, dest) block reaches dest."""
+    for nodes in ([[0, 1, 2], [3, 4], [5, 6, 7]], [[0, 2, 4], [1, 3]], [[0], [1, 2, 3]], [[0, 1, 2, 3]]):
+        p = sum(map(len, nodes))
+        outgoing = {}
+        for n, members in enumerate(nodes):
+            pack, _ = leader_permutations(nodes, n, p)
+            gathered = [(source, dest) for source in members for dest in range(p)]  # local Gather order
+            outgoing[n] = [gathered[i] for i in pack]  # outgoing = gathered[pack]
+        for c, members in enumerate(nodes):
+            # Alltoallv: from each node b, the slice of b's outgoing addressed to node c
+            incoming = []
+            for b, senders in enumerate(nodes):
+                start = sum(len(m) * len(senders) for m in nodes[:c])
+                incoming += outgoing[b][start:start + len(members) * len(senders)]
+            _, unpack = leader_permutations(nodes, c, p)
+            scattered = [incoming[i] for i in unpack]  # row dest_local * p + source, then Scatter
+            assert scattered == [(source, dest) for dest in members for source in range(p)], nodes

@@ -96,10 +96,14 @@ def test_runs_of_the_same_points_merge(tmp_path):
 
 
 def test_invalid_points_and_auto_are_ignored(tmp_path):
-    run = record(tmp_path / "run", {(4, 64): {("native", ""): 60, ("auto", "table=x.json"): 1}})
-    rows = (run / "results.csv").read_text().replace("native,,float32,16,64", "native,,float32,16,64", 1)
-    (run / "results.csv").write_text(rows)
-    assert decide.decide([run])["tables"][0]["ranges"][0]["algorithm"] == "native"
+    # linear and auto are faster than native, but linear's row is invalid and auto only follows a table
+    run = record(tmp_path / "run", {(4, 64): {("native", ""): 60, ("linear", ""): 20, ("auto", "table=x.json"): 1}})
+    text = (run / "results.csv").read_text()
+    [linear] = [line for line in text.splitlines() if ",linear," in line]
+    assert ",true," in linear
+    (run / "results.csv").write_text(text.replace(linear, linear.replace(",true,", ",false,")))
+    [cell] = decide.decide([run])["tables"][0]["ranges"][0]["cells"]
+    assert cell["algorithm"] == "native" and [c["algorithm"] for c in cell["candidates"]] == ["native"]
 
 
 def test_export_ompi_classic_rules(library_table):

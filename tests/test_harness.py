@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support import mpiexec_path, python
 
 from a2a.mpi import clean_launcher_env, mpi_tool
 from bench.cli import main
@@ -19,7 +20,6 @@ from bench.harness import (
     table_rows,
     verdict,
 )
-from tests.support import mpiexec_path, python
 
 
 def mpicc_or_skip() -> str:
