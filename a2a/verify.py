@@ -14,7 +14,8 @@ def _exact_limit(dtype: np.dtype) -> int:
 
 
 def _values(dtype: np.dtype, sources: np.ndarray, dests: np.ndarray, count: int) -> np.ndarray:
-    limit, steps = _exact_limit(dtype), np.arange(count, dtype=np.int64) * 31
+    # the values are computed in int64: a larger modulus (int64, uint64, longdouble) would overflow it
+    limit, steps = min(_exact_limit(dtype), 1 << 62), np.arange(count, dtype=np.int64) * 31
     out = np.empty((len(sources), count), dtype=dtype)
     for row, (source, dest) in enumerate(zip(sources.tolist(), dests.tolist())):
         out[row] = (steps + (source * 7919 + dest * 104729)) % limit  # one block at a time: bounded memory

@@ -1,0 +1,131 @@
+"""Paths through `bench` that no other test walks: a wrong result, --max-time-per-point, --format json,
+rare dtypes, `bench compare` and `bench overhead`."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from decide_fixtures import record
+from support import mpiexec, python
+
+from a2a import decide
+from a2a.results import read_meta, read_rows, read_samples
+
+SLEEPY = "tests/plugins/sleepy.py"
+WRONG = "tests/plugins/wrong.py"
+
+
+def bench_run(n: int, out, *args: str, timeout: float = 300):
+    return mpiexec(n, "-m", "bench", "run", "--output", str(out), *args, timeout=timeout)
+
+
+def test_a_wrong_result_is_recorded_invalid_warned_and_left_out_of_decisions(tmp_path):
+    out = tmp_path / "run"
+    done = bench_run(2, out, "--plugin", WRONG, "--algorithms", "wrong,native", "--sizes", "8,1K",
+                     "--nprocs", "2", "--iterations", "3")
+    assert done.returncode == 0, done.stderr
+    rows = {(r.algorithm, r.bytes_per_peer): r for r in read_rows(out)}
+    for size in (8, 1024):
+        assert rows["native", size].valid and not rows["wrong", size].valid
+        assert rows["wrong", size].note.startswith("WRONG RESULT on ranks 0-1"), rows["wrong", size].note
+        warning = f"WARNING: wrong gave a WRONG RESULT at {size} B per peer on 2 ranks"
+        assert done.stderr.count(warning) == 1, done.stderr  # once, from rank 0
+    # wrong exchanges nothing, so it is the fastest; decide must still pick native
+    decided = python("-m", "bench", "decide", str(out), "--output", str(tmp_path / "decision.json"))
+    assert decided.returncode == 0, decided.stderr
+    document = decide.read_decision(tmp_path / "decision.json")
+    assert [r["algorithm"] for t in document["tables"] for r in t["ranges"]] == ["native"]
+    assert all(c["algorithm"] == "native" for t in document["tables"] for r in t["ranges"] for c in r["cells"]
+               for c in c["candidates"])
+
+
+def test_max_time_per_point_stops_a_slow_point_after_five_samples(tmp_path):
+    out = tmp_path / "run"
+    slow = "sleepy:stall_calls=" + "/".join(map(str, range(1, 11))) + ":seconds=0.5"  # call 0 is the warm-up
+    done = bench_run(2, out, "--plugin", SLEEPY, "--algorithms", f"{slow},native", "--sizes", "8",
+                     "--nprocs", "2", "--iterations", "10", "--max-time-per-point", "2", "--quiet")
+    assert done.returncode == 0, done.stderr
+    rows = {r.algorithm: r for r in read_rows(out)}
+    # 2 s have passed after 4 samples, but a point keeps at least 5
+    assert rows["sleepy"].iterations == 5 and len(read_samples(out)[rows["sleepy"].key]) == 5
+    assert "stopped after 5 iterations (--max-time-per-point 2 s)" in rows["sleepy"].note
+    assert rows["native"].iterations == 10 and "stopped" not in rows["native"].note
+
+
+def test_format_json_prints_the_recorded_rows(tmp_path):
+    out = tmp_path / "run"
+    done = bench_run(2, out, "--algorithms", "native,bruck", "--sizes", "8,1K", "--nprocs", "2",
+                     "--iterations", "3", "--quiet", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    recorded = [json.loads(json.dumps(vars(r))) for r in read_rows(out)]
+    key = lambda r: (r["algorithm"], r["bytes_per_peer"])  # noqa: E731
+    assert len(printed) == 4
+    for shown, kept in zip(sorted(printed, key=key), sorted(recorded, key=key)):
+        assert shown.keys() == kept.keys()
+        for name, value in kept.items():  # the CSV keeps 6 significant digits
+            assert shown[name] == (pytest.approx(value, rel=1e-5) if isinstance(value, float) else value), name
+
+
+@pytest.mark.parametrize("dtype,itemsize", [("float16", 2), ("longdouble", 16), ("int64", 8)])
+def test_rare_dtypes_run_and_check_through_native(tmp_path, dtype, itemsize):
+    out = tmp_path / "run"
+    done = bench_run(2, out, "--dtype", dtype, "--algorithms", "native,pairwise", "--sizes", "16,64K",
+                     "--nprocs", "2", "--iterations", "2", "--quiet")
+    assert done.returncode == 0, done.stderr
+    rows = read_rows(out)
+    name = np.dtype(dtype).name  # longdouble is recorded as float128 (x86-64) or float96
+    assert len(rows) == 4 and all(r.valid and r.dtype == name for r in rows), [(r.algorithm, r.note) for r in rows]
+    assert sorted({r.count for r in rows}) == [16 // itemsize, 65536 // itemsize]
+    assert read_meta(out)["config"]["dtype"] == name
+
+
+def test_compare_reports_faster_and_slower_and_reverts_slower_cells(tmp_path):
+    # baseline: native at 100 us; tuned: twice as fast at 64 B, twice as slow at 1 KiB, same at 16 KiB
+    baseline = record(tmp_path / "baseline", {(4, 64): {("native", ""): 100}, (4, 1024): {("native", ""): 100},
+                                              (4, 16384): {("native", ""): 100}})
+    tuned = record(tmp_path / "tuned", {(4, 64): {("native", ""): 50}, (4, 1024): {("native", ""): 200},
+                                        (4, 16384): {("native", ""): 100}})
+    table = tmp_path / "decision.json"
+    decide.write_decision(decide.decide([record(tmp_path / "sweep", {
+        (4, 64): {("native", ""): 60, ("bruck", "radix=2"): 20},
+        (4, 1024): {("native", ""): 90, ("pairwise", "schedule=shift"): 30},
+        (4, 16384): {("native", ""): 90, ("throttled", "window=2"): 30}})]), table)
+    done = python("-m", "bench", "compare", "--baseline", str(baseline), "--tuned", str(tuned),
+                  "--revert-slower", str(table), "--output", str(tmp_path / "verified.json"))
+    assert done.returncode == 0, done.stderr
+    verdicts = {size: next(line.split() for line in done.stdout.splitlines() if f"  {size}  " in line)
+                for size in ("64", "1K", "16K")}  # ... bytes/peer, default, tuned, ratio, p, verdict
+    assert verdicts["64"][-3:] == ["0.50", "0.000", "faster"], done.stdout
+    assert verdicts["1K"][-3:] == ["2.00", "0.000", "SLOWER"], done.stdout
+    assert verdicts["16K"][-5:-3] == ["1.00", "1.000"] and verdicts["16K"][-3:] == ["same", "(not", "significant)"]
+    assert "nprocs=4, 1024 B/peer: pairwise:schedule=shift ran 2.00x slower in the library; back to native" \
+        in done.stdout
+    verified = decide.read_decision(tmp_path / "verified.json")
+    assert [r["algorithm"] for r in verified["tables"][0]["ranges"]] == ["bruck", "native", "throttled"]
+
+    alone = python("-m", "bench", "compare", "--baseline", str(baseline), "--tuned", str(tuned),
+                   "--revert-slower", str(table))
+    assert alone.returncode == 2 and alone.stderr.count("--revert-slower and --output go together") == 1
+
+
+def test_overhead_prints_a_ratio_per_twin_and_size(tmp_path):
+    done = python("-m", "bench", "overhead", "--nprocs", "2", "--sizes", "8,1K", "--iterations", "5",
+                  "--repeats", "1", timeout=600)
+    if "this MPI library is not MPICH" in done.stderr:
+        assert done.returncode != 0 and "MPICH" not in read_library()
+        return
+    assert done.returncode == 0, done.stderr
+    lines = [line.split() for line in done.stdout.splitlines() if line[:1].isdigit()]
+    twins = {(line[2], line[4]) for line in lines}
+    assert twins == {("pairwise", "pairwise"), ("bruck:radix=2", "brucks"), ("throttled:window=8", "scattered")}
+    assert sorted(line[1] for line in lines) == ["1K"] * 3 + ["8"] * 3
+    assert all(float(line[5]) > 0 for line in lines)  # median ratio ours / native
+    assert "ratio = our p50 / native p50 in the same launch" in done.stdout
+
+
+def read_library() -> str:
+    from mpi4py import MPI
+
+    return MPI.Get_library_version()
