@@ -8,6 +8,7 @@ EXTRAS ?= mpich,test,plot
 .PHONY: install demo test test-plain test-mpi lint clean
 
 install: $(BIN)/.installed
+	@$(BIN)/python -c "from a2a.simgrid import missing; m = missing(); print(f'note: {m}. Everything else works without it.') if m else None"
 
 $(BIN)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -157,24 +157,29 @@ def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: 
     return Schedule(nprocs, count, np.dtype(dtype).itemsize, events)
 
 
-def capture_scaled(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: str = "float32",
-                   **layout: Any) -> Schedule:
-    """The schedule at `count` elements per peer, captured at 1 and 2 elements and scaled.
+def capture_unit(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float32",
+                 **layout: Any) -> Schedule:
+    """The schedule at one element per peer, checked to scale: captured at 1 and 2 elements.
 
     Buffers of p ranks x p peers do not fit at large p and sizes; schedules whose byte
-    counts grow linearly with the count (every built-in) are captured small and scaled.
-    A schedule that is not linear in the count is refused, naming the difference.
+    counts grow in proportion to the count (every built-in) are captured small and scaled
+    (`Schedule.scaled`). A schedule that is not proportional is refused, naming the rank.
     """
-    if count <= 2:
-        return capture(name, options, nprocs, count, dtype, **layout)
     one = capture(name, options, nprocs, 1, dtype, **layout)
     two = capture(name, options, nprocs, 2, dtype, **layout)
-    if one.scaled(2).events != two.events:
-        rank = next(r for r in range(nprocs) if one.scaled(2).events[r] != two.events[r])
+    doubled = one.scaled(2).events
+    if doubled != two.events:
+        rank = next(r for r in range(nprocs) if doubled[r] != two.events[r])
         raise CaptureError(f"{name}'s schedule on rank {rank} is not proportional to the message size "
                            "(it changes between 1 and 2 elements per peer), so it cannot be scaled; "
                            "capture it at its real size instead")
-    return one.scaled(count)
+    return one
+
+
+def capture_scaled(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: str = "float32",
+                   **layout: Any) -> Schedule:
+    """The schedule at `count` elements per peer, from the unit capture."""
+    return capture_unit(name, options, nprocs, dtype, **layout).scaled(count)
 
 
 # --- per-thread log and tracked buffers ---------------------------------------------------------

@@ -256,10 +256,80 @@ class FatTree(Fabric):
         return [(vertex(a), la), (la, "spine"), ("spine", lb), (lb, vertex(b))]
 
 
+@dataclass(frozen=True)
+class Dragonfly(Fabric):
+    """Groups of chassis of routers, NODES per router (SimGrid's DRAGONFLY cluster, one link each).
+
+    Routers of a chassis are joined all-to-all, so are the chassis of a group and the groups,
+    each pair by the routers at the same position. Routes are minimal: to the same position
+    in the destination group, then chassis, then the destination router.
+    """
+
+    groups: int
+    chassis: int
+    routers: int
+    per_router: int
+    kind = "dragonfly"
+
+    @classmethod
+    def parse(cls, args: str, nodes: int | None) -> Dragonfly:
+        if not re.fullmatch(r"[1-9]\d*x[1-9]\d*x[1-9]\d*x[1-9]\d*", args):
+            raise BadOption(f"topology 'dragonfly:{args}'; accepted: dragonfly:GROUPSxCHASSISxROUTERSxNODES, "
+                            "each >= 1 (NODES per router, e.g. dragonfly:8x4x4x8)")
+        fly = cls(*(int(d) for d in args.split("x")))
+        if nodes is not None and nodes != fly.nodes:
+            raise BadOption(f"dragonfly:{args} has {fly.nodes} nodes but --nodes is {nodes}; leave --nodes "
+                            f"out or give {fly.nodes}")
+        return fly
+
+    def __post_init__(self) -> None:
+        check_size(self.nodes)
+
+    @property
+    def nodes(self) -> int:  # type: ignore[override]
+        return self.groups * self.chassis * self.routers * self.per_router
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        """(groups, chassis per group, routers per chassis, nodes per router)."""
+        return self.groups, self.chassis, self.routers, self.per_router
+
+    @property
+    def spec(self) -> str:
+        return "dragonfly:" + "x".join(map(str, self.shape))
+
+    def router(self, k: int) -> tuple[int, int, int]:
+        """(group, chassis, router) of node k."""
+        self.check_node(k)
+        r = k // self.per_router
+        return r // (self.chassis * self.routers), r // self.routers % self.chassis, r % self.routers
+
+    def links(self) -> list[Link]:
+        g, c, r = self.groups, self.chassis, self.routers
+        name = lambda a, b, x: f"r{a}.{b}.{x}"  # noqa: E731
+        pairs = {(vertex(k), name(*self.router(k))) for k in range(self.nodes)}
+        for a, b, x in ((a, b, x) for a in range(g) for b in range(c) for x in range(r)):
+            pairs |= {(name(a, b, x), name(a, b, y)) for y in range(r) if y != x}
+            pairs |= {(name(a, b, x), name(a, d, x)) for d in range(c) if d != b}
+            pairs |= {(name(a, b, x), name(e, b, x)) for e in range(g) if e != a}
+        return sorted({link for pair in pairs for link in (pair, pair[::-1])})
+
+    def route(self, a: int, b: int) -> list[Link]:
+        if a == b:
+            self.check_node(a)
+            return []
+        here, there = self.router(a), self.router(b)
+        hops = [here, (there[0], here[1], here[2]), (there[0], there[1], here[2]), there]
+        routers = [f"r{x}.{y}.{z}" for i, (x, y, z) in enumerate(hops) if i == 0 or hops[i] != hops[i - 1]]
+        path = [vertex(a), *routers, vertex(b)]
+        return list(zip(path, path[1:]))
+
+
 # kind -> (how it is spelled, its parser(arguments after the colon, --nodes or None))
 KINDS = {"switch": ("switch", Switch.parse), "ring": ("ring", Torus.parse_ring),
          "torus": ("torus:AxB[xC...]", Torus.parse),
-         "fattree": ("fattree:LEAVESxNODES[,oversub=R]", FatTree.parse)}
+         "fattree": ("fattree:LEAVESxNODES[,oversub=R]", FatTree.parse),
+         "dragonfly": ("dragonfly:GROUPSxCHASSISxROUTERSxNODES", Dragonfly.parse)}
 
 
 def accepted() -> str:

@@ -51,6 +51,7 @@ class Row:
     group_size: int | None = None
     ngroups: int | None = None
     timing: str = "sync"
+    platform: str = ""  # the simulated topology (bench simulate); empty for measured rows
 
     @property
     def key(self) -> tuple:

@@ -1,0 +1,302 @@
+"""Replay captured schedules on SimGrid's SMPI: platform files, time-independent traces, smpirun.
+
+We write SMPI time-independent traces (one file per rank) and replay them with
+`smpirun -replay ... smpireplaymain`, rather than drive SimGrid's Python bindings: the
+replay runs SMPI's own MPI model (eager and rendezvous protocols, its calibrated network
+factors, and its MPI_Alltoall implementations and selectors for `native`) in C++, from any
+Python (the bindings serve only Debian's system Python and have no MPI layer).
+
+The replay knows collectives only on MPI_COMM_WORLD, so collectives on sub-communicators
+are lowered here to linear point-to-point exchanges (isend/irecv to every member, then a
+wait), and messages to oneself to local copies. Local copies cost time at a measured
+memory bandwidth: `compute` events on hosts of speed 1 Gflop/s.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from .capture import CaptureError, Event, Schedule
+from .errors import BadOption
+
+HOST_SPEED = 1e9  # flop/s of every simulated host; a copy of B bytes is B / bandwidth * HOST_SPEED flops
+# SMPI prints the simulated time in whole microseconds. Every latency times TIME_SCALE and
+# every rate over it (copies too) stretch the simulation exactly TIME_SCALE-fold (the model
+# is linear in both, and its factors depend on message sizes only), so the printed time
+# divided by TIME_SCALE has nanosecond resolution.
+TIME_SCALE = 1000
+SELECTORS = ("mpich", "ompi", "default")
+# SMPI's named MPI_Alltoall algorithms (smpi_coll.cpp, SimGrid 3.32)
+SMPI_ALLTOALL = ("2dmesh", "3dmesh", "basic_linear", "bruck", "pair", "pair_rma", "pair_light_barrier",
+                 "pair_mpi_barrier", "pair_one_barrier", "ring", "ring_light_barrier", "ring_mpi_barrier",
+                 "ring_one_barrier", "mvapich2", "mvapich2_scatter_dest", "ompi", "mpich", "impi")
+PACKAGES = "libsimgrid-dev (smpirun, smpireplaymain; also 'simgrid' on Debian releases that split it)"
+
+
+def smpirun() -> str | None:
+    """The smpirun program, or None."""
+    return shutil.which("smpirun")
+
+
+def replayer() -> str | None:
+    """SMPI's trace replayer (smpireplaymain), or None."""
+    for directory in ("/usr/lib/x86_64-linux-gnu/simgrid", "/usr/lib/simgrid", "/usr/local/lib/simgrid",
+                      "/usr/lib/aarch64-linux-gnu/simgrid"):
+        candidate = Path(directory) / "smpireplaymain"
+        if candidate.exists():
+            return str(candidate)
+    found = shutil.which("smpireplaymain")
+    return found
+
+
+def missing() -> str | None:
+    """What is missing for simulation, with how to get it; None when SimGrid is ready."""
+    if smpirun() and replayer():
+        return None
+    return (f"SimGrid's SMPI is not installed (no {'smpirun' if not smpirun() else 'smpireplaymain'}); "
+            f"`bench simulate` needs it: apt-get install -y {PACKAGES.split(' ')[0]} "
+            "(or run .ci/setup.d/simgrid.sh as root)")
+
+
+def version() -> str:
+    """SimGrid's version as smpirun reports it."""
+    done = subprocess.run([smpirun() or "smpirun", "--version"], capture_output=True, text=True, timeout=30)
+    match = re.search(r"SimGrid version (\S+)", done.stdout + done.stderr)
+    return match.group(1) if match else "unknown"
+
+
+# --- links and platforms -------------------------------------------------------------------------
+
+RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKMGT]?)(bps|Bps)\s*$")
+DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|ms|us|ns)\s*$")
+
+
+@dataclass(frozen=True)
+class Link:
+    """One link's rate (bytes/s) and latency (s), as `100Gbps,1us` spells them."""
+
+    bytes_per_second: float
+    latency: float
+    text: str
+
+    @classmethod
+    def parse(cls, text: str) -> "Link":
+        rate, _, delay = str(text).partition(",")
+        r, d = RATE.match(rate), DELAY.match(delay)
+        if not r or not d:
+            raise BadOption(f"--link {text!r}; accepted: RATE,LATENCY such as 100Gbps,1us or 125MBps,50us "
+                            "(rates in bps or Bps with k, M, G, T; latencies in s, ms, us, ns)")
+        scale = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}[r.group(2)]
+        per_second = float(r.group(1)) * scale / (8 if r.group(3) == "bps" else 1)
+        seconds = float(d.group(1)) * {"s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}[d.group(2)]
+        if per_second <= 0:
+            raise BadOption(f"--link {text!r}: the rate must be above 0")
+        return cls(per_second, seconds, f"{rate.strip()},{delay.strip()}")
+
+
+def platform_xml(fabric: Any, link: Link, copy_bandwidth: float) -> str:
+    """A SimGrid platform of `fabric` (a2a.fabric), every link `link`, full duplex; hosts n0..n{N-1}."""
+    rate, delay = link.bytes_per_second / TIME_SCALE, link.latency * TIME_SCALE
+    attributes = {"id": "a2a", "prefix": "n", "suffix": "", "radical": f"0-{fabric.nodes - 1}",
+                  "speed": f"{HOST_SPEED:.0f}f", "bw": f"{rate:.9g}Bps", "lat": f"{delay * 1e6:.9g}us",
+                  "sharing_policy": "SPLITDUPLEX", "loopback_bw": f"{copy_bandwidth / TIME_SCALE:.9g}Bps",
+                  "loopback_lat": f"{0.1 * TIME_SCALE:.9g}us"}
+    kind = fabric.kind
+    if kind == "switch":  # a non-blocking switch: a backbone as fast as all node links together
+        attributes.update(bb_bw=f"{rate * fabric.nodes:.9g}Bps", bb_lat="0us",
+                          bb_sharing_policy="SHARED")
+    elif kind in ("ring", "torus"):
+        attributes.update(topology="TORUS", topo_parameters=",".join(map(str, fabric.dims)))
+    elif kind == "fattree":
+        uplinks = max(1, round(fabric.per_leaf / fabric.oversub))
+        attributes.update(topology="FAT_TREE", topo_parameters=f"2;{fabric.per_leaf},{fabric.leaves};1,1;1,{uplinks}")
+    elif kind == "dragonfly":
+        g, c, r, n = fabric.shape
+        attributes.update(topology="DRAGONFLY", topo_parameters=f"{g},1;{c},1;{r},1;{n}")
+    else:
+        raise BadOption(f"the simulator has no platform for topology {fabric.spec!r}")
+    cluster = " ".join(f'{k}="{v}"' for k, v in attributes.items())
+    return ("<?xml version='1.0'?>\n"
+            '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n'
+            '<platform version="4.1">\n'
+            f"  <cluster {cluster}/>\n"
+            "</platform>\n")
+
+
+def hosts_of(nprocs: int, nodes: int) -> list[int]:
+    """Block placement: rank r on node r // ppn, ppn = ceil(nprocs / nodes)."""
+    return [r // ppn_of(nprocs, nodes) for r in range(nprocs)]
+
+
+# --- traces --------------------------------------------------------------------------------------
+
+def trace_lines(events: list[Event], rank: int, nprocs: int, copy_bandwidth: float) -> Iterator[str]:
+    """One rank's events as SMPI time-independent trace lines (bytes as MPI_BYTE counts)."""
+    sent: Counter = Counter()  # messages to each peer so far: the tag pairs them with the receives
+    received: Counter = Counter()
+    pending: dict[Any, tuple[int, int, int]] = {}
+    copy = 0
+
+    def flush() -> Iterator[str]:
+        nonlocal copy
+        if copy:
+            yield f"{rank} compute {copy / copy_bandwidth * HOST_SPEED * TIME_SCALE:.0f}"
+            copy = 0
+
+    yield f"{rank} init"
+    for e in _lowered(events, rank, nprocs):
+        kind = e[0]
+        if kind == "copy":
+            copy += e[1]
+            continue
+        yield from flush()
+        if kind in ("isend", "send", "irecv", "recv"):
+            outgoing = kind.endswith("send")
+            peer, nbytes = e[1], e[2]
+            counter = sent if outgoing else received
+            tag = counter[peer]
+            counter[peer] += 1
+            yield f"{rank} {kind} {peer} {tag} {nbytes}"
+            if kind[0] == "i":
+                pending[e[3]] = (rank, peer, tag) if outgoing else (peer, rank, tag)
+        elif kind == "wait":
+            keys = [pending.pop(i) for i in e[1] if i in pending]
+            if keys and not pending:
+                yield f"{rank} waitall"
+            else:
+                yield from (f"{rank} wait {src} {dst} {tag}" for src, dst, tag in keys)
+        elif kind == "alltoall":
+            yield f"{rank} alltoall {e[1]} {e[1]}"
+    yield from flush()
+    yield f"{rank} finalize"
+
+
+def _lowered(events: list[Event], rank: int, nprocs: int) -> Iterator[Event]:
+    """Self messages become copies; sub-communicator collectives become linear point-to-point."""
+    selfish: set[Any] = set()
+    fresh = iter(range(-1, -(1 << 62), -1))  # request ids of our own, below the capture's
+    for e in events:
+        kind = e[0]
+        if kind in ("isend", "send", "irecv", "recv") and e[1] == rank:
+            if kind.endswith("send"):
+                yield ("copy", e[2])
+            if len(e) > 3:
+                selfish.add(e[3])
+        elif kind == "wait":
+            yield ("wait", tuple(i for i in e[1] if i not in selfish))
+        elif kind == "coll":
+            yield from _collective(e, rank, nprocs, fresh)
+        else:
+            yield e
+
+
+def _collective(e: Event, rank: int, nprocs: int, fresh: Iterator[int]) -> Iterator[Event]:
+    _, name, members, root, sends, recvs = e
+    if name == "alltoall" and members == tuple(range(nprocs)) and len(set(sends)) == 1:
+        yield ("alltoall", sends[0])  # the whole job: SMPI's own MPI_Alltoall
+        return
+    me = members.index(rank)
+    if name == "barrier":  # everyone tells member 0, member 0 releases everyone
+        sends = tuple(1 if (me != 0 and i == 0) or (me == 0 and i != 0) else 0 for i in range(len(members)))
+        recvs = sends
+    ids = []
+    for i, peer in enumerate(members):
+        if i != me and recvs[i]:
+            ids.append(next(fresh))
+            yield ("irecv", peer, recvs[i], ids[-1])
+    for i, peer in enumerate(members):
+        if i != me and sends[i]:
+            ids.append(next(fresh))
+            yield ("isend", peer, sends[i], ids[-1])
+    if sends[me]:
+        yield ("copy", sends[me])
+    if ids:
+        yield ("wait", tuple(ids))
+
+
+def write_traces(schedule: Schedule, directory: Path, copy_bandwidth: float) -> Path:
+    """One trace file per rank and the list of them; returns the list's path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    listing = directory / "traces.txt"
+    with open(listing, "w") as names:
+        for rank, events in enumerate(schedule.events):
+            path = directory / f"rank{rank}.txt"
+            with open(path, "w") as out:
+                out.write("\n".join(trace_lines(events, rank, schedule.nprocs, copy_bandwidth)) + "\n")
+            names.write(f"{path}\n")
+    return listing
+
+
+# --- replay --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Replay:
+    """One simulated call: its time, and the wall time the replay took."""
+
+    seconds: float
+    wall_seconds: float
+
+
+def replay(listing: Path, nprocs: int, platform: Path, hostfile: Path, config: list[str],
+           timeout: float = 3600) -> Replay:
+    """Run smpirun -replay on the traces; the simulated time of the call."""
+    command = [smpirun(), "-np", str(nprocs), "-platform", str(platform), "-hostfile", str(hostfile),
+               "-replay", str(listing), replayer(), f"--cfg=smpi/host-speed:{HOST_SPEED:.0f}f",
+               "--log=root.thres:warning", "--log=smpi_replay.thres:info", *config]
+    began = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "LC_ALL": "C"})
+    wall = time.monotonic() - began
+    match = re.search(r"Simulation time ([0-9.eE+-]+)", done.stdout + done.stderr)
+    if done.returncode or not match:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-8:])
+        raise CaptureError(f"smpirun failed (exit {done.returncode}) on {listing.parent}:\n{tail}")
+    return Replay(float(match.group(1)) / TIME_SCALE, wall)
+
+
+def simulate(schedule: Schedule, fabric: Any, link: Link, copy_bandwidth: float, config: list[str] = (),
+             keep: Path | None = None) -> Replay:
+    """Write the platform, hostfile and traces of `schedule` on `fabric`, and replay them."""
+    with tempfile.TemporaryDirectory(prefix="a2a-smpi-") as scratch:
+        where = Path(keep or scratch)
+        where.mkdir(parents=True, exist_ok=True)
+        platform, hostfile = where / "platform.xml", where / "hostfile"
+        platform.write_text(platform_xml(fabric, link, copy_bandwidth))
+        hostfile.write_text("".join(f"n{h}\n" for h in hosts_of(schedule.nprocs, fabric.nodes)))
+        listing = write_traces(schedule, where / "traces", copy_bandwidth)
+        return replay(listing, schedule.nprocs, platform, hostfile, list(config))
+
+
+def copy_bandwidth(nbytes: int = 64 << 20, repeats: int = 5) -> float:
+    """This machine's memory copy rate (bytes/s): the best of `repeats` np.copyto of `nbytes`."""
+    source, target = np.ones(nbytes, np.uint8), np.empty(nbytes, np.uint8)
+    np.copyto(target, source)
+    rates = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        np.copyto(target, source)
+        rates.append(nbytes / (time.perf_counter() - began))
+    return float(max(rates))  # the least disturbed copy: the machine is shared
+
+
+def native_config(selector: str, algorithm: str) -> list[str]:
+    """SMPI options that make MPI_Alltoall use a selector or one named algorithm."""
+    if algorithm:
+        return [f"--cfg=smpi/alltoall:{algorithm}"]
+    return [] if selector == "default" else [f"--cfg=smpi/coll-selector:{selector}"]
+
+
+def ppn_of(nprocs: int, nodes: int) -> int:
+    """Ranks per node of the block placement."""
+    return math.ceil(nprocs / nodes)

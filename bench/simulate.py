@@ -1,0 +1,311 @@
+"""`bench simulate`: every algorithm's captured schedule replayed on SimGrid SMPI at any scale."""
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+
+import a2a
+from a2a import fabric, report, simgrid
+from a2a.capture import Schedule, capture_unit
+from a2a.environment import git_commit
+from a2a.errors import A2AError, BadConfig, BadOption
+from a2a.mesh import group_comm
+from a2a.results import Recorder, Row, read_meta, read_rows, write_meta
+from a2a.stats import bandwidths
+from a2a.sweep import Point, SweepConfig, Variant, points
+
+from .cli import main
+from .options import parse_algorithm_spec, parse_assignments, parse_count, parse_dtype, parse_list
+from .run import mesh_layouts, variants
+
+TIMING = "simulated"
+DEFAULTS = {"platform": "switch", "link": "100Gbps,1us", "nprocs": "64", "sizes": "8,1K,64K"}
+OWN_OPTIONS = ("platform", "link", "copy_bandwidth", "ppn")
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the simulated calls run on: the topology, its links, and the memory copy rate."""
+
+    platform: str
+    link: simgrid.Link
+    copy_bandwidth: float
+    ppn: int
+
+    def placement(self, nprocs: int) -> tuple[Any, int]:
+        """The fabric for `nprocs` ranks and the ranks per node (block placement)."""
+        ppn = self.ppn or 1
+        kind = self.platform.split(":")[0].strip().lower()
+        if kind in ("switch", "ring"):
+            return fabric.parse(self.platform, nodes=math.ceil(nprocs / ppn)), ppn
+        shape = fabric.parse(self.platform)
+        ppn = self.ppn or math.ceil(nprocs / shape.nodes)
+        if math.ceil(nprocs / ppn) > shape.nodes:
+            raise BadConfig(f"{nprocs} ranks at --ppn {ppn} need {math.ceil(nprocs / ppn)} nodes; "
+                            f"{shape.spec} has {shape.nodes} (raise --ppn or leave it out)")
+        return shape, ppn
+
+
+@main.command("simulate")
+@click.option("--platform", help="switch, ring, torus:AxB[xC..], fattree:LEAVESxNODES[,oversub=R], "
+                                 f"dragonfly:GxCxRxN. [default: {DEFAULTS['platform']}]")
+@click.option("--link", help="Every link's RATE,LATENCY, e.g. 100Gbps,1us or 125MBps,50us. "
+                             f"[default: {DEFAULTS['link']}]")
+@click.option("--nprocs", help=f"Process counts, e.g. 64,1024,4096. [default: {DEFAULTS['nprocs']}]")
+@click.option("--sizes", help=f"Bytes per peer (8,1K,4M or START:STOP:xF). [default: {DEFAULTS['sizes']}]")
+@click.option("--dtype", help="NumPy element type. [default: float32]")
+@click.option("--algorithms", help="Names or NAME:KEY=VALUE variants, or 'all'; native:selector=mpich|ompi|default "
+                                   "or native:algorithm=NAME picks SMPI's MPI_Alltoall. [default: all]")
+@click.option("--option", multiple=True, help="ALG.KEY=VALUE (repeatable).")
+@click.option("--plugin", multiple=True, help="A .py file or module that registers algorithms (repeatable).")
+@click.option("--ppn", help="Ranks per node. [default: 1 on switch and ring; else as many as the ranks need]")
+@click.option("--mesh", help="Cartesian meshes (4x4x4); ranks fill them row-major.")
+@click.option("--groups", multiple=True, help="Axes forming each replica group: z, y,z or 1x1x4 (repeatable).")
+@click.option("--copy-bandwidth", help="Bytes/s of a local copy. [default: measured here, np.copyto of 64 MiB]")
+@click.option("--output", help="Results directory. [default: results/<UTC time>-sim]")
+@click.option("--resume", type=click.Path(file_okay=False), help="Finish an interrupted simulation in DIR.")
+@click.option("--keep-traces", type=click.Path(file_okay=False), help="Keep platform, hostfile and traces under DIR.")
+@click.option("--quiet", is_flag=True, help="No progress or tables.")
+@click.option("--format", "fmt", type=click.Choice(["table", "tpu", "csv", "json"]), default="table",
+              help="stdout: tables per process count, the TPU benchmark's columns, or rows at the end.")
+def simulate(**given: Any) -> None:
+    """Replay every algorithm's exact schedule on a simulated platform (SimGrid SMPI)."""
+    problem = simgrid.missing()
+    if problem:
+        raise BadConfig(problem)
+    directory, config, machine, meta, done = prepare(given)
+    sys.exit(Simulation(directory, config, machine, meta, given["quiet"], given["fmt"],
+                        given["keep_traces"]).run(done))
+
+
+def prepare(given: dict[str, Any]) -> tuple[Path, SweepConfig, Machine, dict[str, Any], set[tuple]]:
+    """Check every option (nothing is simulated yet); fresh or resumed."""
+    if given["resume"]:
+        directory = Path(given["resume"])
+        clashing = [k for k, v in given.items() if v not in (None, (), False) and k not in
+                    ("resume", "quiet", "fmt", "keep_traces")]
+        if clashing:
+            raise BadConfig(f"--resume takes the simulation from {directory}/meta.json; drop --"
+                            + ", --".join(k.replace("_", "-") for k in clashing))
+        meta = read_meta(directory)
+        if meta.get("timing") != TIMING or "config" not in meta:
+            raise BadConfig(f"{directory} holds no simulation to resume (no simulated meta.json)")
+        for plugin in meta.get("plugins", []):
+            a2a.load_plugin(plugin)
+        config = SweepConfig.from_dict(meta["config"])
+        machine = Machine(meta["platform"], simgrid.Link.parse(meta["link"]), meta["copy_bandwidth"],
+                          meta["ppn_option"])
+        done = {r.key for r in read_rows(directory)} if (directory / "results.csv").exists() else set()
+        return directory, config, machine, meta, done
+    value = lambda key: given.get(key) or DEFAULTS.get(key)  # noqa: E731
+    for plugin in given["plugin"]:
+        a2a.load_plugin(plugin)
+    dtype = parse_dtype(given["dtype"] or "float32")
+    itemsize = np.dtype(dtype).itemsize
+    sizes = parse_list(value("sizes"), "size")
+    odd = [s for s in sizes if s % itemsize]
+    if odd:
+        raise BadConfig(f"sizes {odd} are not multiples of {dtype}'s {itemsize} bytes")
+    layouts = mesh_layouts(given["mesh"] or "", list(given["groups"]))
+    fallback = ",".join(str(m.nprocs) for m in layouts) if layouts else DEFAULTS["nprocs"]
+    nprocs = parse_list(given["nprocs"] or fallback, "process count", parse_count)
+    if nprocs[0] < 1:
+        raise BadConfig("process counts must be 1 or more")
+    for layout in layouts:
+        if layout.nprocs not in nprocs:
+            raise BadConfig(f"mesh {layout.mesh_text} holds {layout.nprocs} ranks, not a process count of "
+                            f"this simulation ({', '.join(map(str, nprocs))})")
+    ppn = parse_count(given["ppn"], "--ppn") if given["ppn"] else 0
+    machine = Machine(value("platform"), simgrid.Link.parse(value("link")),
+                      _bandwidth(given["copy_bandwidth"]), ppn)
+    for n in nprocs:
+        machine.placement(n)  # refuses a platform too small, or a bad spec, now
+    config = SweepConfig(sizes=sizes, dtype=dtype, nprocs=nprocs, ppn=ppn, iterations=1, warmup=0,
+                         variants=simulated_variants(given["algorithms"] or "all", list(given["option"]), ppn),
+                         timing=TIMING, layouts=layouts, check=False)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    directory = Path(given["output"] or f"results/{stamp}-sim")
+    if (directory / "results.csv").exists():
+        raise BadConfig(f"{directory} already holds results; use --resume {directory} or another --output")
+    meta = {"command": " ".join(sys.argv), "argv": sys.argv, "timing": TIMING, "config": config.as_dict(),
+            "plugins": list(given["plugin"]), "platform": machine.platform, "link": machine.link.text,
+            "copy_bandwidth": machine.copy_bandwidth, "ppn_option": ppn, "simgrid": simgrid.version(),
+            "smpirun": simgrid.smpirun(), "replayer": simgrid.replayer(), "a2a": a2a.__version__,
+            "git_commit": git_commit(), "start": _now()}
+    return directory, config, machine, meta, set()
+
+
+def simulated_variants(text: str, assignments: list[str], ppn: int) -> list[Variant]:
+    """Our algorithms as `bench run` resolves them; native's options pick SMPI's MPI_Alltoall."""
+    specs = [s.strip() for s in text.split(",") if s.strip()]
+    if specs == ["all"]:
+        specs = [n for n in a2a.algorithms("alltoall") if n != "auto"]
+    natives = [s for s in specs if parse_algorithm_spec(s)[0] == "native"]
+    ours = [s for s in specs if s not in natives]
+    options = parse_assignments(assignments, "--option")
+    chosen = variants(",".join(ours), {k: v for k, v in options.items() if k != "native"}, ppn) if ours else []
+    for spec in natives:
+        given = {**options.get("native", {}), **parse_algorithm_spec(spec)[1]}
+        chosen += [Variant("native", o) for o in native_options(given)]
+    if not chosen:
+        raise BadConfig("no algorithms to simulate; name some with --algorithms (see `bench list`)")
+    return chosen
+
+
+def native_options(given: dict[str, str]) -> list[dict[str, str]]:
+    """native -> the mpich and ompi selectors; selector=S, algorithm=NAME or algorithm=all as asked."""
+    unknown = sorted(set(given) - {"selector", "algorithm"})
+    if unknown:
+        raise BadOption(f"native: unknown option {', '.join(unknown)} in the simulator; accepted: "
+                        f"selector ({', '.join(simgrid.SELECTORS)}) or algorithm (SMPI's alltoall names, or all)")
+    if "algorithm" in given:
+        names = simgrid.SMPI_ALLTOALL if given["algorithm"] == "all" else [given["algorithm"]]
+        bad = [n for n in names if n not in simgrid.SMPI_ALLTOALL]
+        if bad:
+            raise BadOption(f"native: algorithm={bad[0]!r}; accepted: {', '.join(simgrid.SMPI_ALLTOALL)} or all")
+        return [{"algorithm": n} for n in names]
+    selectors = [given["selector"]] if "selector" in given else ["mpich", "ompi"]
+    bad = [s for s in selectors if s not in simgrid.SELECTORS]
+    if bad:
+        raise BadOption(f"native: selector={bad[0]!r}; accepted: {', '.join(simgrid.SELECTORS)}")
+    return [{"selector": s} for s in selectors]
+
+
+def _bandwidth(text: str | None) -> float:
+    if not text:
+        return simgrid.copy_bandwidth()
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise BadConfig(f"--copy-bandwidth {text!r}; accepted: bytes per second above 0, e.g. 5e9")
+    return value
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class Simulation:
+    """Capture each variant once per process count and layout, replay it at every size, record rows."""
+
+    def __init__(self, directory: Path, config: SweepConfig, machine: Machine, meta: dict[str, Any],
+                 quiet: bool, fmt: str, keep: str | None):
+        self.directory, self.config, self.machine, self.meta = directory, config, machine, meta
+        self.quiet, self.fmt, self.keep = quiet, fmt, Path(keep) if keep else None
+        self.rows: list[Row] = []
+
+    def run(self, done: set[tuple]) -> int:
+        """Simulate every missing point; 0 when complete, 143 when interrupted (the record is kept)."""
+        todo = [p for n in self.config.nprocs for p in points(self.config, n) if p.key not in done]
+        recorder = Recorder(self.directory)
+        self.meta.update(status="running", resumed_with=len(done) or None)
+        write_meta(self.directory, self.meta)
+        self._say(f"a2a simulate: {len(todo)} points on {self.machine.platform} ({self.machine.link.text}) "
+                  f"-> {self.directory}")
+        status, began = "complete", time.monotonic()
+        schedules: dict[tuple, Schedule | str] = {}
+        try:
+            for i, point in enumerate(todo):
+                row, seconds = self.point(point, schedules)
+                recorder.add(row, [seconds] if seconds is not None else [])
+                self.rows.append(row)
+                self._progress(i + 1, len(todo), began, point)
+        except KeyboardInterrupt:
+            status = "terminated by SIGINT"
+        finally:
+            recorder.close()
+            self.meta.update(status=status, end=_now())
+            write_meta(self.directory, self.meta)
+        self._finish(status, len(done))
+        return 0 if status == "complete" else 143
+
+    def point(self, point: Point, schedules: dict[tuple, Schedule | str]) -> tuple[Row, float | None]:
+        """One simulated call (capture reused across sizes)."""
+        shape, ppn = self.machine.placement(point.nprocs)
+        nnodes = math.ceil(point.nprocs / ppn)
+        dtype = np.dtype(point.dtype)
+        row = Row(point.nprocs, nnodes, ppn, point.variant.name, point.variant.options_text, point.dtype,
+                  point.bytes_per_peer // dtype.itemsize, point.bytes_per_peer, iterations=1, warmup=0,
+                  timing=TIMING, platform=shape.spec)
+        layout = point.layout
+        if layout:
+            row.mesh, row.groups, row.group_size, row.ngroups = (layout.mesh_text, layout.strategy,
+                                                                 layout.group_size, layout.ngroups)
+        key = (point.nprocs, point.variant.label, layout)
+        if key not in schedules:
+            schedules[key] = self._capture(point, ppn)
+        schedule = schedules[key]
+        if isinstance(schedule, str):
+            row.note = schedule
+            return row, None
+        scaled = schedule.scaled(row.count) if row.count != schedule.count else schedule
+        config = (simgrid.native_config(point.variant.options.get("selector", "default"),
+                                        point.variant.options.get("algorithm", ""))
+                  if point.variant.name == "native" else [])
+        keep = self.keep / f"{point.nprocs}-{point.variant.label}-{point.bytes_per_peer}" if self.keep else None
+        result = simgrid.simulate(scaled, shape, self.machine.link, self.machine.copy_bandwidth, config, keep)
+        us = result.seconds * 1e6
+        row.t_min_us = row.t_p50_us = row.t_p90_us = row.t_p95_us = row.t_p99_us = row.t_mean_us = row.t_max_us = us
+        row.t_std_us = 0.0
+        row.algbw_GBps, row.busbw_GBps = bandwidths(row.bytes_per_peer, row.group_size or row.nprocs, result.seconds)
+        row.valid = True
+        self.meta["replay_wall_seconds"] = self.meta.get("replay_wall_seconds", 0.0) + result.wall_seconds
+        if point.variant.name == "native" and layout:
+            row.note = "native in groups runs a linear point-to-point lowering, not SMPI's MPI_Alltoall"
+        return row, result.seconds
+
+    def _capture(self, point: Point, ppn: int) -> Schedule | str:
+        """The schedule at unit size (scaled per size), or the refusal note."""
+        nodes = [list(range(start, min(start + ppn, point.nprocs))) for start in range(0, point.nprocs, ppn)]
+        options = {} if point.variant.name == "native" else point.variant.options
+        group = (lambda world, layout=point.layout: group_comm(world, layout)) if point.layout else None
+        try:
+            return capture_unit(point.variant.name, options, point.nprocs, point.dtype, nodes=nodes, group=group)
+        except A2AError as refused:
+            return f"refused: {refused}"
+
+    def _say(self, text: str) -> None:
+        if not self.quiet:
+            click.echo(text, err=True)
+
+    def _progress(self, measured: int, total: int, began: float, point: Point) -> None:
+        if self.quiet:
+            return
+        elapsed = time.monotonic() - began
+        eta = int(elapsed / measured * (total - measured))
+        filled = int(30 * measured / max(total, 1))
+        tty = sys.stderr.isatty()
+        text = (f"[{'#' * filled}{'.' * (30 - filled)}] {measured}/{total} ETA {eta // 60}m{eta % 60:02d}s  "
+                f"{point.nprocs} ranks {report.human_bytes(point.bytes_per_peer)} {point.variant.label}")
+        click.echo(("\r" + text.ljust(100)) if tty else text, err=True, nl=not tty or measured == total)
+
+    def _finish(self, status: str, already: int) -> None:
+        if self.fmt == "csv":
+            click.echo(report.as_csv(self.rows), nl=False)
+        elif self.fmt == "json":
+            click.echo(report.as_json(self.rows))
+        elif not self.quiet:
+            for nprocs in sorted({r.nprocs for r in self.rows}):
+                rows = [r for r in self.rows if r.nprocs == nprocs]
+                if self.fmt == "tpu":
+                    click.echo(f"\n{nprocs} ranks, simulated on {rows[0].platform}\n" + report.tpu_table(rows))
+                else:
+                    click.echo(f"\n{nprocs} ranks, simulated on {rows[0].platform} ({self.machine.link.text}; "
+                               "times in microseconds)")
+                    click.echo(report.table(rows))
+        if status != "complete":
+            click.echo(f"simulation {status} after {len(self.rows)} new points; finish it with: "
+                       f"python -m bench simulate --resume {self.directory}", err=True)
+        else:
+            self._say(f"results: {self.directory}")
+

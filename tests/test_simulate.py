@@ -1,0 +1,169 @@
+"""`bench simulate`: traces that pair up, a record that the other commands read, bad input refused."""
+from __future__ import annotations
+
+import csv
+import json
+from collections import Counter
+
+import pytest
+
+import a2a
+from a2a import fabric, simgrid
+from a2a.capture import capture
+from a2a.errors import BadOption
+from bench.cli import entry
+
+needs_simgrid = pytest.mark.skipif(simgrid.missing() is not None, reason=str(simgrid.missing()))
+NODES = [[0, 1, 2], [3, 4, 5]]
+
+
+def messages(p: int, lines: list[list[str]]) -> tuple[Counter, Counter]:
+    """(sender, receiver, tag, bytes) of every send and every receive in the ranks' trace lines."""
+    sent, received = Counter(), Counter()
+    for rank, trace in enumerate(lines):
+        for line in trace:
+            fields = line.split()
+            if fields[1] in ("isend", "send"):
+                sent[(rank, int(fields[2]), int(fields[3]), int(fields[4]))] += 1
+            elif fields[1] in ("irecv", "recv"):
+                received[(int(fields[2]), rank, int(fields[3]), int(fields[4]))] += 1
+    return sent, received
+
+
+@pytest.mark.parametrize("name", [n for n in a2a.algorithms("alltoall") if n != "auto"])
+def test_every_send_meets_its_receive(name):
+    """The lowered traces of each algorithm pair every send with one receive of the same size and tag."""
+    schedule = capture(name, {}, 6, 5, "float32", nodes=NODES)
+    lines = [list(simgrid.trace_lines(events, r, 6, 1e9)) for r, events in enumerate(schedule.events)]
+    sent, received = messages(6, lines)
+    assert sent == received
+    for trace in lines:
+        assert trace[0].endswith("init") and trace[-1].endswith("finalize")
+        pending = 0
+        for line in trace:  # every request is waited for before the end
+            pending += line.split()[1] in ("isend", "irecv")
+            if line.split()[1] == "waitall":
+                pending = 0
+            pending -= line.split()[1] == "wait"
+        assert pending == 0, name
+
+
+def test_lowering_by_hand():
+    """Self messages become copies; sub-communicator gathers become point-to-point; native whole-job Alltoall stays."""
+    events = [("irecv", 1, 8, 0), ("irecv", 0, 8, 1), ("isend", 1, 8, 2), ("isend", 0, 8, 3), ("wait", (0, 1, 2, 3)),
+              ("copy", 100), ("coll", "gather", (0, 2), 2, (0, 8), (0, 0)), ("coll", "alltoall", (0, 1, 2), None,
+                                                                           (4, 4, 4), (4, 4, 4))]
+    lines = list(simgrid.trace_lines(events, 0, 3, 2e9))
+    scale = simgrid.TIME_SCALE
+    assert lines == ["0 init", "0 irecv 1 0 8", "0 isend 1 0 8", f"0 compute {8 / 2e9 * 1e9 * scale:.0f}",
+                     "0 waitall", f"0 compute {100 / 2e9 * 1e9 * scale:.0f}", "0 isend 2 0 8", "0 waitall",
+                     "0 alltoall 4 4", "0 finalize"]
+
+
+def test_wait_for_some_names_each_request():
+    events = [("isend", 1, 8, 0), ("isend", 2, 8, 1), ("wait", (0,)), ("wait", (1,))]
+    assert list(simgrid.trace_lines(events, 0, 3, 1e9))[3:5] == ["0 wait 0 1 0", "0 waitall"]
+
+
+def test_link_parsing():
+    link = simgrid.Link.parse("100Gbps,1us")
+    assert link.bytes_per_second == 12.5e9 and link.latency == 1e-6
+    assert simgrid.Link.parse("125MBps,50us").bytes_per_second == 125e6
+    for bad in ("100Gbps", "fast,1us", "100Gbps,1 parsec", "0Gbps,1us"):
+        with pytest.raises(BadOption, match="--link"):
+            simgrid.Link.parse(bad)
+
+
+def test_missing_simgrid_is_named(monkeypatch):
+    monkeypatch.setattr(simgrid.shutil, "which", lambda name: None)
+    monkeypatch.setattr(simgrid, "replayer", lambda: None)
+    assert "apt-get install -y libsimgrid-dev" in simgrid.missing()
+
+
+def test_platforms_carry_their_shape():
+    link = simgrid.Link.parse("10Gbps,1us")
+    assert 'topology="TORUS" topo_parameters="4,4,4"' in simgrid.platform_xml(fabric.parse("torus:4x4x4"), link, 1e10)
+    assert 'topo_parameters="2;8,4;1,1;1,2"' in simgrid.platform_xml(fabric.parse("fattree:4x8,oversub=4"), link, 1e10)
+    assert 'topo_parameters="2,1;3,1;2,1;4"' in simgrid.platform_xml(fabric.parse("dragonfly:2x3x2x4"), link, 1e10)
+    assert 'bb_bw=' in simgrid.platform_xml(fabric.parse("switch", nodes=8), link, 1e10)
+
+
+def bench(capsys, *args: str) -> tuple[int, str, str]:
+    """Run `python -m bench ARGS` in this process: (exit code, stdout, stderr)."""
+    code = 0
+    try:
+        entry(list(args))
+    except SystemExit as ended:
+        code = ended.code or 0
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def simulate(tmp_path, capsys, *args: str) -> tuple[int, str, str]:
+    return bench(capsys, "simulate", "--copy-bandwidth", "5e9", "--output", str(tmp_path / "sim"), *args)
+
+
+def rows(directory) -> list[dict[str, str]]:
+    with open(directory / "results.csv") as handle:
+        return list(csv.DictReader(handle))
+
+
+@needs_simgrid
+def test_simulate_switch_record_and_physics(tmp_path, capsys):
+    code, _, err = simulate(tmp_path, capsys, "--platform", "switch", "--link", "1Gbps,50us", "--nprocs", "4",
+                    "--sizes", "8,64K", "--algorithms", "linear,pairwise,native:selector=mpich")
+    assert code == 0, err
+    record = rows(tmp_path / "sim")
+    assert len(record) == 6 and {r["timing"] for r in record} == {"simulated"}
+    assert list(record[0])[-1] == "platform" and {r["platform"] for r in record} == {"switch"}
+    by = {(r["algorithm"], r["bytes_per_peer"]): float(r["t_p50_us"]) for r in record}
+    # linear at 64 KiB: 3 messages leave each node over its own 125 MB/s link, at once
+    floor = 3 * 65536 / 125e6 * 1e6
+    assert floor < by[("linear", "65536")] < 3 * floor
+    # pairwise waits for each of its 3 steps: at least 3 latencies more than linear at 8 B
+    assert by[("pairwise", "8")] > by[("linear", "8")] + 2 * 50
+    meta = json.loads((tmp_path / "sim" / "meta.json").read_text())
+    assert meta["simgrid"] == simgrid.version() and meta["status"] == "complete" and meta["link"] == "1Gbps,50us"
+    code, out, _ = bench(capsys, "show", str(tmp_path / "sim"))
+    assert code == 0 and "native (selector=mpich)" in out
+
+
+@needs_simgrid
+def test_simulate_resumes_only_missing_points(tmp_path, capsys):
+    args = ("--platform", "torus:2x2", "--nprocs", "4", "--sizes", "8,1K", "--algorithms", "bruck,throttled")
+    assert simulate(tmp_path, capsys, *args)[0] == 0
+    path = tmp_path / "sim" / "results.csv"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:3]) + "\n")  # header and two points survive
+    code, _, err = bench(capsys, "simulate", "--resume", str(tmp_path / "sim"))
+    assert code == 0, err
+    assert "2 points" in err
+    resumed = path.read_text().splitlines()
+    assert resumed[:3] == lines[:3] and sorted(resumed) == sorted(lines)
+
+
+@needs_simgrid
+def test_simulate_groups_on_a_torus(tmp_path, capsys):
+    code, out, err = simulate(tmp_path, capsys, "--platform", "torus:2x2x2", "--mesh", "2x2x2", "--groups", "z",
+                              "--groups", "x,y,z", "--sizes", "1K", "--algorithms", "pairwise", "--format", "tpu")
+    assert code == 0, err
+    record = rows(tmp_path / "sim")
+    assert sorted((r["groups"], r["group_size"]) for r in record) == [("1x1x2", "2"), ("2x2x2", "8")]
+    assert "1x1x2" in out
+
+
+@needs_simgrid
+@pytest.mark.parametrize("args,message", [
+    (("--platform", "torus:0x2"), "torus"),
+    (("--platform", "hypercube"), "accepted: switch"),
+    (("--link", "fast"), "RATE,LATENCY"),
+    (("--algorithms", "native:selector=intel"), "selector"),
+    (("--algorithms", "nosuch"), "unknown algorithm"),
+    (("--sizes", "6"), "multiples"),
+    (("--platform", "torus:2x2", "--nprocs", "8", "--ppn", "1"), "need 8 nodes"),
+])
+def test_bad_input_is_refused_once(tmp_path, capsys, args, message):
+    code, _, err = simulate(tmp_path, capsys, "--nprocs", "4", *args)
+    assert code == 2
+    assert message in err and err.count("rror") == 1
+    assert not (tmp_path / "sim").exists()
