@@ -1,7 +1,8 @@
 """Algorithm, Plan, register() and plug-in loading.
 
 An algorithm is a factory ``f(comm, sendbuf, recvbuf, *, option=default, ...)`` that does all
-preparation and returns ``run`` (one all-to-all) or ``(run, free)``. Its keyword-only
+preparation and returns ``run`` (one all-to-all), ``(run, free)``, or ``Prepared(run, free, note)``
+when the row should say something (a fallback schedule, say). Its keyword-only
 parameters are its options: their defaults give types for parsing strings from the command
 line, and ``limits`` give accepted values, so bad options fail before any communication.
 One name may serve both collectives: an alltoallv factory ``f(comm, send, recv, *, ...)``
@@ -128,8 +129,9 @@ class Algorithm:
         except BaseException:
             private.Free()
             raise
-        run, free = made if isinstance(made, tuple) else (made, getattr(made, "free", None))
-        return Plan(self, resolved, run, free, private)
+        if not isinstance(made, Prepared):
+            made = Prepared(*made) if isinstance(made, tuple) else Prepared(made, getattr(made, "free", None))
+        return Plan(self, resolved, made.run, made.free, private, made.note)
 
     def describe_options(self) -> str:
         """Options as `name=default (accepted)` text."""
@@ -137,6 +139,15 @@ class Algorithm:
             f"{o.name}={o.default}" + (f" ({o.limit[1]})" if o.limit else "")
             for o in self.options.values()
         )
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a factory returns when it has more to say than `run` or `(run, free)`: a note for the row."""
+
+    run: Callable[[], Any]
+    free: Callable[[], Any] | None = None
+    note: str = ""  # e.g. a fallback to another schedule at this process count
 
 
 @dataclass
@@ -148,6 +159,7 @@ class Plan:
     run: Callable[[], Any]
     _free: Callable[[], Any] | None = field(default=None, repr=False)
     _comm: Any = field(default=None, repr=False)
+    note: str = ""  # what the row should say about this plan (the factory's Prepared.note)
 
     def __call__(self) -> None:
         self.run()

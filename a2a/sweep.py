@@ -229,6 +229,7 @@ def _time_and_check(comm: Any, group: Any, point: Point, config: SweepConfig, co
         plan = get(point.variant.name).plan(group, sendbuf, recvbuf, **point.variant.options)
     except A2AError as refused:  # raised alike on every rank (the checks are collective)
         return _noted(row, f"refused: {refused}")
+    row.note = "; ".join(n for n in (row.note, plan.note) if n)  # e.g. bine's fallback to pairwise
     try:
         starts = ""
         if point.timing == "pipelined":

@@ -1,15 +1,21 @@
 """Every algorithm gives what MPI_Alltoall gives, at every process count, and refuses bad input."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from support import mpiexec
 
 import a2a
+from a2a.builtin import bine, bruck_zero_copy
+from a2a.builtin.dimensional import auto_example, factors
 from a2a.builtin.hierarchical import leader_permutations
 from a2a.builtin.pairwise_inplace import one_factor
+from a2a.builtin.zero_copy import slots
 from a2a.mpi import idle_barrier
 from a2a.registry import _buffer_problem
+from a2a.results import read_rows
 
 VARIANTS = [
     ("native", {}), ("linear", {}), ("pairwise", {}), ("throttled", {}), ("throttled", {"window": 2}),
@@ -17,7 +23,19 @@ VARIANTS = [
     ("node_aware", {"ppn": 3}), ("node_aware", {"ppn": 2, "placement": "cyclic"}), ("hierarchical", {}),
     ("hierarchical", {"ppn": 3}), ("hierarchical", {"ppn": 3, "placement": "cyclic"}),
     ("pairwise_inplace", {}),
+    ("linear_sync", {}), ("linear_sync", {"window": 1}), ("linear_sync", {"window": 3}), ("bine", {}),
+    ("dimensional", {}), ("dimensional", {"dims": "2x2"}), ("dimensional", {"dims": "4x2"}),
+    ("dimensional", {"dims": "2x2x2"}), ("bruck_zero_copy", {}), ("bruck_zero_copy", {"radix": 3}),
+    ("bruck_zero_copy", {"radix": 4}),
 ]
+
+
+def fits(options: dict, p: int) -> bool:
+    """Explicit dims run where their product is p (elsewhere they are refused, tested below)."""
+    dims = options.get("dims", "auto")
+    return dims == "auto" or math.prod(map(int, dims.split("x"))) == p
+
+
 DTYPES = [np.float32, np.int16, np.complex128]
 
 
@@ -49,7 +67,7 @@ def random_buffer(dtype: type, n: int, seed: int) -> np.ndarray:
 def test_matches_mpi_alltoall(comm, name, options):
     wrong = []
     for p, sub in subcommunicators(comm):
-        if sub is None:
+        if sub is None or not fits(options, p):
             continue
         for dtype in DTYPES:
             for count in counts(dtype):
@@ -165,6 +183,12 @@ def test_read_only_recvbuf_is_refused():
     ("pairwise", {"schedule": "spiral"}, "accepted: shift, or xor"),
     ("node_aware", {"placement": "random"}, "accepted: block or cyclic"),
     ("linear", {"window": 4}, "linear: unknown option window; accepted: none"),
+    ("linear_sync", {"window": -1}, "window=-1; accepted: 0 (all peers at once) or an integer >= 1"),
+    ("bruck_zero_copy", {"radix": 1}, "radix=1; accepted: an integer >= 2"),
+    ("dimensional", {"dims": "4y2"}, "dims='4y2'; accepted: auto, or extents such as 4x2"),
+    ("dimensional", {"dims": "2x2"}, "dims=2x2 makes 4 processes, not 1; accepted: auto, or extents whose "
+     "product is 1"),
+    ("bine", {"radix": 2}, "bine: unknown option radix; accepted: none"),
 ])
 def test_bad_options_are_refused(name, options, message):
     with pytest.raises(a2a.BadOption, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -212,3 +236,74 @@ def test_leader_permutations_route_every_block():
             _, unpack = leader_permutations(nodes, c, p)
             scattered = [incoming[i] for i in unpack]  # row dest_local * p + source, then Scatter
             assert scattered == [(source, dest) for dest in members for source in range(p)], nodes
+
+
+def test_negabinary_digits_by_hand():
+    # 6 = 16 - 8 - 2 (11010), -2 = 10, 3 = 4 - 2 + 1 (111)
+    assert [bine.to_negabinary(x) for x in (0, 1, -2, 3, 6)] == [0, 1, 0b10, 0b111, 0b11010]
+    assert [bine.from_negabinary(b) for b in (0b10, 0b111, 0b11010)] == [-2, 3, 6]
+    assert [bine.distance(s) for s in range(5)] == [1, -1, 3, -5, 11]  # negabinary 1, 11, 111, ...
+
+
+def test_bine_partners_and_leaves_by_hand():
+    assert [bine.partner(r, 0, 8) for r in range(8)] == [1, 0, 3, 2, 5, 4, 7, 6]
+    assert [bine.partner(r, 1, 8) for r in range(8)] == [7, 2, 1, 4, 3, 6, 5, 0]  # even - 1, odd + 1
+    assert [bine.partner(r, 2, 8) for r in range(8)] == [3, 6, 5, 0, 7, 2, 1, 4]  # even + 3, odd - 3
+    # rank 1: negabinary 001, gray 001, reversed 100 = 4; rank 2: -2 = 010, gray 011 -> 110 = 6;
+    # rank 3: 111, gray 100 -> 001 = 1
+    assert [bine.remap_rank(8, r) for r in range(8)] == [0, 4, 6, 1, 3, 7, 5, 2]
+    assert bine.remap_rank(1, 0) == 0 and [bine.remap_rank(2, r) for r in range(2)] == [0, 1]
+
+
+@pytest.mark.parametrize("p", [2, 4, 8, 16, 32])
+def test_bine_sends_half_and_delivers_every_block(p):
+    for rank in range(p):
+        schedule = bine.rounds(p, rank)
+        assert len(schedule) == p.bit_length() - 1
+        assert all(len(r.sent) == len(r.received) == p // 2 for r in schedule)
+        arrived = sorted(block for r in schedule for block in r.received if block[1] == rank)
+        assert arrived == [(s, rank) for s in range(p) if s != rank]
+        slots(schedule, rank, p)  # raises if a block is sent by a rank that does not hold it
+
+
+def test_bruck_zero_copy_rounds_and_slots_by_hand():
+    schedule = bruck_zero_copy.rounds(4, 0, 2)
+    # round 1 moves distances 1 and 3 to rank 1; round 2 distances 2 and 3 to rank 2
+    assert schedule[0] == (1, [(0, 1), (0, 3)], 3, [(3, 0), (3, 2)])
+    assert schedule[1] == (2, [(0, 2), (3, 2)], 2, [(2, 0), (1, 0)])
+    placed, rows = slots(schedule, 0, 4)
+    # (3, 2) waits in temp row 0 between its rounds; everything else moves send -> recv directly
+    assert placed == [([("send", 1), ("send", 3)], [("recv", 3), ("temp", 0)]),
+                      ([("send", 2), ("temp", 0)], [("recv", 2), ("recv", 1)])] and rows == 1
+
+
+@pytest.mark.parametrize("p,radix", [(p, k) for p in (1, 2, 3, 5, 6, 7, 9, 12) for k in (2, 3, 4)])
+def test_bruck_zero_copy_delivers_every_block(p, radix):
+    for rank in range(p):
+        schedule = bruck_zero_copy.rounds(p, rank, radix)
+        arrived = sorted(block for r in schedule for block in r.received if block[1] == rank)
+        assert arrived == [(s, rank) for s in range(p) if s != rank]
+        slots(schedule, rank, p)
+
+
+def test_slots_refuse_a_block_the_rank_does_not_hold():
+    with pytest.raises(RuntimeError, match=r"sends block \(1, 2\) that rank 0 does not hold"):
+        slots([bruck_zero_copy.Round(1, [(1, 2)], 1, [])], 0, 3)
+
+
+def test_dimension_factors():
+    assert factors("4x2", 8) == [4, 2] and factors("2x1x4", 8) == [2, 4] and factors("1", 1) == [1]
+    assert factors("auto", 8) == [4, 2] and factors("auto", 12) == [4, 3] and factors("auto", 7) == [7]
+    assert factors("auto", 1) == [1]
+    assert auto_example(12) == [4, 3] and auto_example(7) == [7]
+    with pytest.raises(a2a.BadOption, match=r"dims=4x2 makes 8 processes, not 6; .* \(e.g. 3x2\)"):
+        factors("4x2", 6)
+
+
+def test_bine_row_says_it_ran_pairwise_where_p_is_not_a_power_of_two(tmp_path):
+    done = mpiexec(4, "-m", "bench", "run", "--algorithms", "bine", "--sizes", "8", "--nprocs", "3,4",
+                   "--iterations", "2", "--output", str(tmp_path / "run"), "--quiet", "--allow-oversubscribed")
+    assert done.returncode == 0, done.stderr
+    notes = {row.nprocs: row.note for row in read_rows(tmp_path / "run")}
+    assert "bine: 3 ranks is not a power of two; ran pairwise, as Open MPI does" in notes[3]
+    assert "pairwise" not in notes[4]

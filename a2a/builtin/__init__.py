@@ -2,4 +2,20 @@
 
 Named `builtin`, not `algorithms`, so that `a2a.algorithms()` stays the function the API promises.
 """
-from . import auto, bruck, bruckv, hierarchical, linear, native, node_aware, pairwise, pairwise_inplace, throttled  # noqa: F401
+from . import (  # noqa: F401
+    auto,
+    bine,
+    bruck,
+    bruck_zero_copy,
+    bruckv,
+    dimensional,
+    hierarchical,
+    linear,
+    linear_sync,
+    native,
+    node_aware,
+    pairwise,
+    pairwise_inplace,
+    throttled,
+)
+

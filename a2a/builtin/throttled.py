@@ -1,4 +1,4 @@
-"""Linear exchange with a bounded number of requests in flight (MPICH scattered, Open MPI linear_sync)."""
+"""Linear exchange in batches of `window` peers, each ended by Waitall (MPICH scattered)."""
 import numpy as np
 
 from ..registry import blocks, register
@@ -6,7 +6,7 @@ from ..registry import blocks, register
 LIMITS = {"window": (lambda w: w >= 1, "an integer >= 1 (peers per batch)")}
 
 
-@register("throttled", mirrors="MPICH scattered (MPIR_CVAR_ALLTOALL_THROTTLE); Open MPI linear_sync (4)",
+@register("throttled", mirrors="MPICH scattered (MPIR_CVAR_ALLTOALL_THROTTLE); not Open MPI's linear_sync",
           limits=LIMITS)
 def throttled(comm, sendbuf, recvbuf, *, window: int = 8):
     """Exchange with `window` peers at a time (Irecv/Isend, Waitall), in pairwise order."""
