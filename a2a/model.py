@@ -167,6 +167,65 @@ def generic_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
     return {"alpha": math.ceil(math.log2(max(s.nprocs, 2))), "beta": (s.nprocs - 1) * m}
 
 
+# --- issue 12: linear_sync, bine, dimensional, bruck_zero_copy ---------------------------------
+
+# linear_sync(window w): a sliding window of w receives and w sends, each refilled when it
+# completes. No batch ends in a Waitall, so the latencies pipeline: about (p-1)/w of them are
+# exposed (one when w = 0 or w >= p-1, all posted at once); posting and matching each message
+# costs alpha_msg and the bytes leave one after another.
+#   T = (p-1)/w alpha + (p-1) (alpha_msg + m beta)
+def linear_sync_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+    p = s.nprocs
+    window = option(options, "window", 0)
+    exposed = 1 if window <= 0 or window >= p - 1 else (p - 1) / window
+    return {"alpha": exposed, "alpha_msg": p - 1, "beta": (p - 1) * m}
+
+
+# bine: at a power of two, lg p Sendrecv steps of p/2 blocks each (the datatypes' gathering and
+# scattering of those blocks is proportional to the same bytes, so it folds into beta); at any
+# other p it runs pairwise.   T = lg p (alpha + (p/2) m beta), else (p-1) (alpha + m beta)
+def bine_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+    p = s.nprocs
+    if p & (p - 1):
+        return pairwise_terms(s, m, options)
+    steps = p.bit_length() - 1
+    return {"alpha": steps, "beta": steps * p / 2 * m}
+
+
+# dimensional(dims n_1 x ... x n_d): phase k is an MPI_Alltoall among the n_k ranks of a line,
+# p/n_k blocks per peer, taken as a direct exchange (n_k - 1 messages); the subarray datatypes
+# read and write the whole buffer once per phase (MPI packs and unpacks them).
+#   T = sum_k [(n_k - 1) alpha + (n_k - 1) (p/n_k) m beta] + 2 d p m gamma
+def dimensional_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+    from .builtin.dimensional import balanced, factors
+
+    p = s.nprocs
+    dims = str(options.get("dims") or "auto")
+    fixed = dims != "auto" and math.prod(int(n) for n in dims.split("x")) == p
+    extents = factors(dims, p) if fixed else balanced(p)  # a grid of another size: predict auto's
+    return {"alpha": sum(n - 1 for n in extents), "beta": sum((n - 1) * p / n for n in extents) * m,
+            "gamma": 2 * len(extents) * p * m}
+
+
+# bruck_zero_copy(radix k): Bruck's R rounds and B blocks, with no rotation and no packing by
+# us: MPI gathers each round's blocks through a datatype, bytes proportional to B, folded into beta.
+#   T = R alpha + B m beta
+def bruck_zero_copy_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+    rounds, blocks = bruck_schedule(s.nprocs, option(options, "radix", 2))
+    return {"alpha": rounds, "beta": blocks * m}
+
+
+NEW_FORMULAS = (
+    Formula("linear_sync", "(p-1)/w alpha + (p-1) (alpha_msg + m beta)  (w = p-1 when 0 or larger)",
+            ("alpha_msg", "beta", "alpha"), linear_sync_terms),
+    Formula("bine", "lg p (alpha + p/2 m beta) at powers of two, else pairwise's (p-1) (alpha + m beta)",
+            ("alpha", "beta"), bine_terms),
+    Formula("dimensional", "sum_k (n_k-1) (alpha + p/n_k m beta) + 2 d p m gamma  (grid n_1 x .. x n_d)",
+            ("alpha", "beta", "gamma"), dimensional_terms),
+    Formula("bruck_zero_copy", "R alpha + B m beta  (Bruck's R rounds, B blocks sent; no copies)",
+            ("alpha", "beta"), bruck_zero_copy_terms),
+)
+
 PAIRWISE = Formula("pairwise", "(p-1) (alpha + m beta)", ("alpha", "beta"), pairwise_terms)
 FORMULAS: dict[str, Formula] = {f.name: f for f in (
     PAIRWISE,
@@ -183,6 +242,7 @@ FORMULAS: dict[str, Formula] = {f.name: f for f in (
     Formula("hierarchical", "2 alpha_intra + 2 (q-1) p m beta_intra"
             " + (N-1) (alpha_inter + q^2 m beta_inter) + 2 q p m gamma",
             ("alpha_inter", "beta_inter", "alpha_intra", "beta_intra", "gamma"), hierarchical_terms),
+    *NEW_FORMULAS,
 )}
 GENERIC = Formula("generic", "ceil(lg p) alpha + (p-1) m beta", ("alpha", "beta"), generic_terms)
 

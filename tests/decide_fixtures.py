@@ -9,20 +9,21 @@ from a2a.results import Recorder, Row, write_meta
 from a2a.stats import Stats, bandwidths
 
 # (nprocs, bytes per peer) -> {(algorithm, options): median microseconds}; every point gets
-# 20 lognormal samples (5% spread) around its median, so clear gaps are significant.
+# 20 lognormal samples (5% spread) around its median, so clear gaps are significant. linear_sync is
+# never the best; Open MPI, which has no twin of throttled, gets it where throttled wins.
 LIBRARY_TABLE = {
     (2, 8): {("native", ""): 30, ("pairwise", "schedule=shift"): 12, ("bruck", "radix=2"): 40},
     (2, 1024): {("native", ""): 60, ("pairwise", "schedule=shift"): 25, ("bruck", "radix=2"): 80},
     (4, 8): {("native", ""): 50, ("bruck", "radix=2"): 20, ("pairwise", "schedule=shift"): 70,
-             ("throttled", "window=2"): 90},
+             ("throttled", "window=2"): 90, ("linear_sync", "window=2"): 95},
     (4, 64): {("native", ""): 60, ("bruck", "radix=2"): 25, ("pairwise", "schedule=shift"): 80,
-              ("throttled", "window=2"): 95},
+              ("throttled", "window=2"): 95, ("linear_sync", "window=2"): 100},
     (4, 1024): {("native", ""): 200, ("bruck", "radix=2"): 300, ("pairwise", "schedule=shift"): 90,
-                ("throttled", "window=2"): 150},
+                ("throttled", "window=2"): 150, ("linear_sync", "window=2"): 160},
     (4, 16384): {("native", ""): 900, ("bruck", "radix=2"): 2500, ("pairwise", "schedule=shift"): 800,
-                 ("throttled", "window=2"): 400},
+                 ("throttled", "window=2"): 400, ("linear_sync", "window=2"): 450},
     (4, 262144): {("native", ""): 5000, ("bruck", "radix=2"): 40000, ("pairwise", "schedule=shift"): 9000,
-                  ("throttled", "window=2"): 8000},
+                  ("throttled", "window=2"): 8000, ("linear_sync", "window=2"): 8500},
 }
 
 

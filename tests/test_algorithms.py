@@ -9,7 +9,7 @@ from support import mpiexec
 
 import a2a
 from a2a.builtin import bine, bruck_zero_copy
-from a2a.builtin.dimensional import auto_example, factors
+from a2a.builtin.dimensional import balanced, factors
 from a2a.builtin.hierarchical import leader_permutations
 from a2a.builtin.pairwise_inplace import one_factor
 from a2a.builtin.zero_copy import slots
@@ -295,7 +295,11 @@ def test_dimension_factors():
     assert factors("4x2", 8) == [4, 2] and factors("2x1x4", 8) == [2, 4] and factors("1", 1) == [1]
     assert factors("auto", 8) == [4, 2] and factors("auto", 12) == [4, 3] and factors("auto", 7) == [7]
     assert factors("auto", 1) == [1]
-    assert auto_example(12) == [4, 3] and auto_example(7) == [7]
+    assert balanced(12) == [4, 3] and balanced(7) == [7]
+    from mpi4py import MPI
+
+    for p in range(1, 65):  # auto is MPI_Dims_create's two-factor split
+        assert factors("auto", p) == ([n for n in MPI.Compute_dims(p, 2) if n > 1] or [1]), p
     with pytest.raises(a2a.BadOption, match=r"dims=4x2 makes 8 processes, not 6; .* \(e.g. 3x2\)"):
         factors("4x2", 6)
 

@@ -10,7 +10,7 @@ from support import python
 
 from a2a import decide
 from a2a.errors import BadInput, BadResults
-from a2a.export import export, formats, mpich, ompi, translate
+from a2a.export import export, formats, intel, mpich, ompi, translate
 from a2a.results import Recorder
 
 
@@ -61,7 +61,7 @@ def test_decide_picks_merges_and_covers_zero_to_infinity(library_run):
     assert (cell["bytes_per_peer"], cell["runner_up"], cell["tie"]) == (8, "native", False)
     assert cell["speedup_vs_native"] == pytest.approx(50 / 20, rel=0.05)
     assert cell["margin"] == pytest.approx(50 / 20 - 1, rel=0.1)
-    assert cell["candidates"][0]["algorithm"] == "bruck" and len(cell["candidates"]) == 4
+    assert cell["candidates"][0]["algorithm"] == "bruck" and len(cell["candidates"]) == 5
     assert decide.lookup(document, 4, 300)[1]["algorithm"] == "pairwise"
     assert decide.lookup(document, 3, 300)[0]["nprocs"] == 2  # nearest measured count below
     assert decide.lookup(document, 1, 300) is None
@@ -118,6 +118,11 @@ def test_export_ompi_classic_rules(library_table):
     assert env == {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
                    "OMPI_MCA_coll_tuned_dynamic_rules_filename": "/x/rules"}
     assert "coll_tuned_dynamic_rules_filename /x/rules" in exported.apply("/x/rules")
+    # throttled (batches + Waitall) is MPICH's scattered, not linear_sync: its cell takes the best
+    # measured schedule Open MPI has, linear_sync with 2 requests, and says what that costs
+    assert len(exported.warnings) == 1 and re.match(
+        r"4 ranks, 16384 B/peer: throttled \(window=2\) has no Open MPI counterpart; using linear_sync "
+        r"\(window=2\) instead, \+1\d\.\d%", exported.warnings[0])
 
 
 def test_export_ompi_without_throttled_is_version_1(tmp_path):
@@ -173,7 +178,18 @@ def test_export_mpich_splices_alltoall_into_the_libraries_own_tree(library_table
 
 def test_counterparts():
     assert ompi.counterpart("bruck", {"radix": "4"}, 8) is None
-    assert ompi.counterpart("throttled", {"window": "8"}, 8) == (4, 8)
+    assert ompi.counterpart("throttled", {"window": "4"}, 8) is None  # batches are not a sliding window
+    assert ompi.counterpart("throttled", {"window": "7"}, 8) == ompi.counterpart("linear", {}, 8) == (1, 0)
+    assert ompi.counterpart("linear_sync", {"window": "4"}, 8) == (4, 4)
+    assert ompi.counterpart("linear_sync", {"window": "0"}, 8) == (4, 0)
+    assert ompi.counterpart("bruck_zero_copy", {"radix": "2"}, 8) == (3, 0)
+    assert ompi.counterpart("bruck_zero_copy", {"radix": "3"}, 8) is None
+    assert all(m.counterpart("bine", {}, 8) is None for m in (ompi, mpich, intel))  # no library has it
+    assert mpich.counterpart("bruck_zero_copy", {"radix": "3"}, 8) == ("k_brucks", 3)
+    assert mpich.counterpart("linear_sync", {"window": "0"}, 8) == ("scattered", 0)
+    assert mpich.counterpart("linear_sync", {"window": "3"}, 8) is None
+    assert intel.counterpart("linear_sync", {"window": "9"}, 8) == intel.counterpart("linear", {}, 8) == 2
+    assert intel.counterpart("bruck_zero_copy", {"radix": "2"}, 8) == 1
     assert mpich.counterpart("bruck", {"radix": "4"}, 8) == ("k_brucks", 4)
     assert mpich.counterpart("linear", {}, 8) == mpich.counterpart("throttled", {"window": "7"}, 8) == ("scattered", 0)
     assert all(m.counterpart("hierarchical", {}, 8) is None for m in (ompi, mpich))

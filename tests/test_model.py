@@ -52,6 +52,10 @@ CASES = [  # series, shapes (nprocs, nnodes), parameters that must come back
      ["alpha_intra", "beta_intra", "alpha_inter", "beta_inter"]),
     ("hierarchical", "placement=block;ppn=0", [(2, 1), (4, 1), (8, 2), (16, 4), (12, 2)],
      ["alpha_intra", "beta_intra", "alpha_inter", "beta_inter", "gamma"]),
+    ("linear_sync", "window=2", [(2, 1), (4, 1), (8, 1)], ["alpha", "alpha_msg", "beta"]),
+    ("bine", "", [(2, 1), (3, 1), (4, 1), (8, 1)], ["alpha", "beta"]),
+    ("dimensional", "dims=auto", [(4, 1), (6, 1), (7, 1), (8, 1)], ["alpha", "beta", "gamma"]),
+    ("bruck_zero_copy", "radix=3", [(3, 1), (7, 1), (9, 1), (16, 1)], ["alpha", "beta"]),
 ]
 
 
@@ -258,3 +262,20 @@ def test_model_command_refuses_a_directory_without_results(tmp_path):
     done = python("-m", "bench", "model", str(tmp_path))
     assert done.returncode == 2
     assert "not a results directory" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_new_schedules_terms_by_hand():
+    terms = model.formula_for
+    # linear_sync: window 2 at 8 ranks exposes 7/2 latencies; window 0 posts everything (one)
+    assert terms("linear_sync").terms(model.Shape(8), 10, {"window": "2"}) == {
+        "alpha": 3.5, "alpha_msg": 7, "beta": 70}
+    assert terms("linear_sync").terms(model.Shape(8), 10, {"window": "0"})["alpha"] == 1
+    # bine: 3 steps of 4 blocks at 8 ranks; 6 ranks run pairwise
+    assert terms("bine").terms(model.Shape(8), 10, {}) == {"alpha": 3, "beta": 120}
+    assert terms("bine").terms(model.Shape(6), 10, {}) == {"alpha": 5, "beta": 50}
+    # dimensional 4x2 at 8 ranks: 3 + 1 messages, of 2 and 4 blocks: (3 * 2 + 1 * 4) m; 2 phases
+    assert terms("dimensional").terms(model.Shape(8), 10, {"dims": "4x2"}) == {
+        "alpha": 4, "beta": 100, "gamma": 320}
+    assert terms("dimensional").terms(model.Shape(8), 10, {"dims": "2x2x2"})["alpha"] == 3
+    # bruck_zero_copy radix 2 at 8 ranks: 3 rounds of 4 blocks, and no copy term
+    assert terms("bruck_zero_copy").terms(model.Shape(8), 10, {"radix": "2"}) == {"alpha": 3, "beta": 120}

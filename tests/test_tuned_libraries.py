@@ -25,7 +25,10 @@ from a2a.mpi import clean_launcher_env
 PROBE = str(Path(__file__).parent / "programs" / "alltoall_probe.py")
 OMPI_VENV = Path(os.environ.get("A2A_OMPI_VENV", Path.home() / ".cache" / "a2a" / "ompi-venv"))
 # The fixture's 4-rank table: bruck [0, 255], pairwise [256, 4095], throttled [4096, 65535], native above.
+# Open MPI has no twin of throttled (batches + Waitall), so its file runs linear_sync with 2
+# requests there, the best measured schedule it has.
 EDGES = [255, 256, 4095, 4096]
+SLIDING = [4095, 4096, 65535, 65536]
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +139,14 @@ def test_ompi_applies_each_rule_for_its_comm_size_and_bytes(table, tmp_path, omp
     below = poisoned(rules, "0 2 0 0 0", "below-poisoned")
     assert len(ompi_run(ompi, 3, below, *EDGES)) == len(EDGES)
     assert ompi_run(ompi, 4, below, *EDGES) == []
+
+
+def test_ompi_runs_linear_sync_with_the_exported_window_where_the_file_says(table, tmp_path, ompi):
+    rules = tmp_path / "rules"
+    export(table, "ompi", rules)
+    # 4 ranks: linear_sync (4) with max requests 2 from 4096 B/peer x 4 = 16384 B to below native's rule
+    assert "16384 4 0 0 2" in rules.read_text().splitlines()
+    assert ompi_run(ompi, 4, rules, *SLIDING) == []  # the window of 2 runs and gives the right data
+    switched = poisoned(rules, "16384 4 0 0 2", "sliding-poisoned")
+    unsupported = "error52"
+    assert ompi_run(ompi, 4, switched, *SLIDING) == [f"4096:{unsupported}", f"65535:{unsupported}"]

@@ -24,22 +24,20 @@ DIMS = re.compile(r"auto|[1-9]\d*(x[1-9]\d*)*")
 
 
 def factors(dims: str, p: int) -> list[int]:
-    """The grid's extents: `auto` is MPI_Dims_create's balanced two factors; extents of 1 dropped."""
+    """The grid's extents: `auto` is two factors as even as can be (MPI_Dims_create's); extents of 1 dropped."""
     if dims == "auto":
-        from mpi4py import MPI
-
-        extents = MPI.Compute_dims(p, 2)
+        extents = balanced(p)
     else:
         extents = [int(n) for n in dims.split("x")]
         if math.prod(extents) != p:
-            example = "x".join(map(str, auto_example(p)))
+            example = "x".join(map(str, balanced(p)))
             raise BadOption(f"dimensional: dims={dims} makes {math.prod(extents)} processes, not {p}; "
                             f"accepted: auto, or extents whose product is {p} (e.g. {example})")
     return [n for n in extents if n > 1] or [1]
 
 
-def auto_example(p: int) -> list[int]:
-    """A split of p into two factors as even as can be (p alone if prime), for error messages."""
+def balanced(p: int) -> list[int]:
+    """p as two factors as even as can be, larger first (p alone if prime), as MPI_Dims_create(p, 2)."""
     small = max(d for d in range(1, math.isqrt(p) + 1) if p % d == 0)
     return [p // small, small] if small > 1 else [p]
 

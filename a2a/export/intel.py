@@ -16,8 +16,11 @@ NO_LIMIT = 2147483647
 
 def counterpart(algorithm: str, options: dict[str, str], nprocs: int) -> int | None:
     """Intel's preset id, or None."""
-    if algorithm == "bruck" and options.get("radix", "2") != "2":
-        return None
+    if algorithm in ("bruck", "bruck_zero_copy"):
+        return ALGORITHM_IDS["bruck"] if options.get("radix", "2") == "2" else None
+    if algorithm == "linear_sync":  # all at once is Isend/Irecv + waitall; a narrower window has no twin
+        window = int(options.get("window", 0))
+        return ALGORITHM_IDS["linear"] if window <= 0 or window >= nprocs - 1 else None
     return ALGORITHM_IDS.get(algorithm)
 
 

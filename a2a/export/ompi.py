@@ -14,16 +14,25 @@ from typing import Any
 from . import Exported, translate
 
 ALLTOALL_ID = 3
-ALGORITHM_IDS = {"native": 0, "linear": 1, "pairwise": 2, "bruck": 3, "throttled": 4}
+ALGORITHM_IDS = {"native": 0, "linear": 1, "pairwise": 2, "bruck": 3, "bruck_zero_copy": 3, "linear_sync": 4}
 
 
 def counterpart(algorithm: str, options: dict[str, str], nprocs: int) -> tuple[int, int] | None:
-    """(coll_tuned alltoall algorithm, max requests), or None where Open MPI has no such algorithm."""
-    if algorithm == "bruck" and options.get("radix", "2") != "2":
+    """(coll_tuned alltoall algorithm, max requests), or None where Open MPI has no such schedule.
+
+    linear_sync is Open MPI's own sliding window (max requests = window). Our throttled waits
+    for each batch of `window` peers before the next, which is MPICH's scattered, not
+    linear_sync: only a single batch (window >= p-1) has an Open MPI twin, basic linear. Open
+    MPI 5.0 has no Bine alltoall (`ompi_info --all` lists ignore, linear, pairwise,
+    modified_bruck, linear_sync, two_proc).
+    """
+    if algorithm in ("bruck", "bruck_zero_copy") and options.get("radix", "2") != "2":
         return None  # Open MPI 5's modified_bruck is radix 2 only
+    if algorithm == "throttled":
+        return (ALGORITHM_IDS["linear"], 0) if int(options.get("window", 8)) >= nprocs - 1 else None
     if algorithm not in ALGORITHM_IDS:
         return None
-    window = int(options.get("window", 0)) if algorithm == "throttled" else 0
+    window = int(options.get("window", 0)) if algorithm == "linear_sync" else 0
     return ALGORITHM_IDS[algorithm], window
 
 
