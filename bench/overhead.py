@@ -1,6 +1,12 @@
-"""`bench overhead`: our Python algorithms against MPICH's C twins, forced through its CVARs."""
+"""`bench overhead`: our Python algorithms against the MPI library's C twins, forced to the same schedule.
+
+The twin of each of our variants is the one the exporters name (a2a.export's `counterpart`),
+so what is measured here is what an exported table would run. MPICH is forced through its
+CVARs, Open MPI through coll_tuned's MCA variables.
+"""
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -10,19 +16,48 @@ from pathlib import Path
 import click
 from tabulate import tabulate
 
+from a2a.export import mpich, ompi, ompi_json
 from a2a.mpi import clean_launcher_env, mpi_tool
 from a2a.report import human_bytes
 from a2a.results import read_meta, read_rows
 
 from .cli import main
-from .options import parse_count, parse_list
+from .options import parse_algorithm_spec, parse_count, parse_list
 
-# our algorithm (with options) -> MPICH's algorithm of the same schedule, and its CVARs
-TWINS = {
-    "pairwise": ("pairwise", {}),
-    "bruck:radix=2": ("brucks", {}),
-    "throttled:window=8": ("scattered", {"MPIR_CVAR_ALLTOALL_THROTTLE": "8"}),
+# per library, our variants whose C twin it can be forced to run
+OURS = {
+    "MPICH": ["pairwise", "bruck:radix=2", "throttled:window=8", "bruck_zero_copy:radix=2",
+              "bruck_zero_copy:radix=3", "bruck_zero_copy:radix=4"],
+    "Open MPI": ["linear_sync:window=2"],
 }
+
+
+def twin(library: str, ours: str, nprocs: int) -> tuple[str, dict[str, str]]:
+    """The library's algorithm for our variant (as its exporter maps it) and the variables that force it."""
+    name, options = parse_algorithm_spec(ours)
+    if library == "MPICH":
+        target = mpich.counterpart(name, options, nprocs)
+        variables = {"MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM": target[0]}
+        if target[0] == "k_brucks":
+            variables["MPIR_CVAR_ALLTOALL_BRUCKS_KVAL"] = str(target[1])
+        if target[0] == "scattered":
+            variables["MPIR_CVAR_ALLTOALL_THROTTLE"] = str(target[1])
+        return f"MPICH {target[0]}" + (f" k={target[1]}" if target[0] == "k_brucks" else ""), variables
+    algorithm, requests = ompi.counterpart(name, options, nprocs)
+    return (f"Open MPI {ompi_json.ALGORITHM_NAMES[algorithm]}" + (f" reqs={requests}" if requests else ""),
+            {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_alltoall_algorithm": str(algorithm),
+             "OMPI_MCA_coll_tuned_alltoall_algorithm_max_requests": str(requests)})
+
+
+def library_of(launcher: str) -> str:
+    """MPICH or Open MPI, from the tools installed beside the launcher."""
+    directory = Path(launcher).resolve().parent
+    if (directory / "ompi_info").exists():
+        return "Open MPI"
+    if (directory / "mpichversion").exists():
+        return "MPICH"
+    raise click.ClickException(f"bench overhead forces MPICH's or Open MPI's own algorithms; found neither "
+                               f"mpichversion nor ompi_info beside {launcher}")
 
 
 @main.command("overhead")
@@ -32,20 +67,22 @@ TWINS = {
 @click.option("--repeats", default=3, show_default=True, help="Launches per twin and count; ratios are medians.")
 @click.option("--mpiexec", "launcher", default=None, help="mpiexec to use [default: the one beside this Python].")
 def overhead(nprocs: str, sizes: str, iterations: int, repeats: int, launcher: str | None) -> None:
-    """Print ours/native median ratios with MPICH forced to the same algorithm (MPICH only)."""
+    """Print ours/native median ratios with the library forced to the same algorithm (MPICH, Open MPI)."""
     launcher = launcher or _mpiexec()
+    library = library_of(launcher)
     table = []
     with tempfile.TemporaryDirectory(prefix="a2a-overhead-") as scratch:
         for n in parse_list(nprocs, "process count", parse_count):
-            for ours, (theirs, extra) in TWINS.items():
+            for ours in OURS[library]:
+                theirs, variables = twin(library, ours, n)
                 ratios: dict[int, list[float]] = {}
                 for repeat in range(repeats):
-                    out = Path(scratch) / f"{n}-{theirs}-{repeat}"
-                    _launch(launcher, n, ours, theirs, extra, sizes, iterations, out)
+                    out = Path(scratch) / f"{n}-{ours}-{repeat}".replace(":", "-")
+                    _launch(launcher, library, n, ours, variables, sizes, iterations, out)
                     for size, ratio in _ratios(out).items():
                         ratios.setdefault(size, []).append(ratio)
                 for size, values in sorted(ratios.items()):
-                    table.append([n, human_bytes(size), ours, f"MPICH {theirs}", f"{statistics.median(values):.3f}",
+                    table.append([n, human_bytes(size), ours, theirs, f"{statistics.median(values):.3f}",
                                   " ".join(f"{v:.2f}" for v in values)])
     click.echo(tabulate(table, headers=["nprocs", "bytes/peer", "ours", "native forced to", "median ratio",
                                         "per launch"], disable_numparse=True))
@@ -56,19 +93,22 @@ def _mpiexec() -> str:
     return mpi_tool("mpiexec") or "mpiexec"
 
 
-def _launch(launcher: str, n: int, ours: str, theirs: str, extra: dict[str, str], sizes: str,
+def _launch(launcher: str, library: str, n: int, ours: str, variables: dict[str, str], sizes: str,
             iterations: int, out: Path) -> None:
     env = clean_launcher_env()
-    env.update({"MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM": theirs, **extra})
-    command = [launcher, "-n", str(n), sys.executable, "-m", "bench", "run", "--algorithms", f"native,{ours}",
-               "--sizes", sizes, "--nprocs", str(n), "--iterations", str(iterations), "--warmup", "10",
-               "--max-time-per-point", "20", "--output", str(out), "--quiet"]
+    env.update(variables)
+    extra = []
+    if library == "Open MPI":  # it refuses root and more ranks than cores unless told
+        extra = ["--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+    command = [launcher, *extra, "-n", str(n), sys.executable, "-m", "bench", "run", "--algorithms",
+               f"native,{ours}", "--sizes", sizes, "--nprocs", str(n), "--iterations", str(iterations),
+               "--warmup", "10", "--max-time-per-point", "20", "--output", str(out), "--quiet"]
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode:
         raise click.ClickException(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
-    if "MPICH" not in (read_meta(out).get("mpi_library") or ""):
-        raise click.ClickException("bench overhead forces algorithms through MPICH's CVARs; "
-                                   "this MPI library is not MPICH")
+    if library not in (read_meta(out).get("mpi_library") or ""):
+        raise click.ClickException(f"bench overhead forced {library}'s algorithms, but the run reports "
+                                   f"{read_meta(out).get('mpi_library')!r}")
 
 
 def _ratios(out: Path) -> dict[int, float]:

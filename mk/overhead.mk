@@ -1,4 +1,4 @@
-# Our algorithms against MPICH's C twins, forced through its CVARs (see README, "Performance").
+# Our algorithms against the library's C twins (MPICH via CVARs, Open MPI via coll_tuned MCA variables; see README).
 .PHONY: bench-overhead
 bench-overhead: install
 	$(BIN)/python -m bench overhead --nprocs 2,4

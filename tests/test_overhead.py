@@ -1,0 +1,36 @@
+"""`bench overhead`: each of our variants is raced against the twin its library's exporter names."""
+from __future__ import annotations
+
+import click
+import pytest
+
+from bench.overhead import OURS, library_of, twin
+
+
+def test_mpich_twins_are_forced_through_its_cvars():
+    assert twin("MPICH", "bruck_zero_copy:radix=3", 2) == (
+        "MPICH k_brucks k=3", {"MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM": "k_brucks", "MPIR_CVAR_ALLTOALL_BRUCKS_KVAL": "3"})
+    assert twin("MPICH", "bruck_zero_copy:radix=2", 2) == (
+        "MPICH brucks", {"MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM": "brucks"})
+    assert twin("MPICH", "throttled:window=8", 16) == (
+        "MPICH scattered", {"MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM": "scattered", "MPIR_CVAR_ALLTOALL_THROTTLE": "8"})
+
+
+def test_open_mpi_linear_sync_is_coll_tuned_4_with_the_window_as_max_requests():
+    assert twin("Open MPI", "linear_sync:window=2", 4) == ("Open MPI linear_sync reqs=2", {
+        "OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_alltoall_algorithm": "4",
+        "OMPI_MCA_coll_tuned_alltoall_algorithm_max_requests": "2"})
+
+
+def test_every_listed_variant_has_a_twin():
+    for library, variants in OURS.items():
+        for ours in variants:
+            assert twin(library, ours, 4)[1], (library, ours)
+
+
+def test_the_library_is_told_by_its_tools(tmp_path):
+    (tmp_path / "mpiexec").touch()
+    with pytest.raises(click.ClickException, match="found neither mpichversion nor ompi_info"):
+        library_of(str(tmp_path / "mpiexec"))
+    (tmp_path / "ompi_info").touch()
+    assert library_of(str(tmp_path / "mpiexec")) == "Open MPI"
