@@ -42,9 +42,9 @@ def twin(library: str, ours: str, nprocs: int) -> tuple[str, dict[str, str]]:
             variables["MPIR_CVAR_ALLTOALL_BRUCKS_KVAL"] = str(target[1])
         if target[0] == "scattered":
             variables["MPIR_CVAR_ALLTOALL_THROTTLE"] = str(target[1])
-        return f"MPICH {target[0]}" + (f" k={target[1]}" if target[0] == "k_brucks" else ""), variables
+        return f"MPICH {target[0]}" + (f":k={target[1]}" if target[0] == "k_brucks" else ""), variables
     algorithm, requests = ompi.counterpart(name, options, nprocs)
-    return (f"Open MPI {ompi_json.ALGORITHM_NAMES[algorithm]}" + (f" reqs={requests}" if requests else ""),
+    return (f"Open MPI {ompi_json.ALGORITHM_NAMES[algorithm]}" + (f":reqs={requests}" if requests else ""),
             {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_alltoall_algorithm": str(algorithm),
              "OMPI_MCA_coll_tuned_alltoall_algorithm_max_requests": str(requests)})
 

@@ -9,7 +9,7 @@ from bench.overhead import OURS, library_of, twin
 
 def test_mpich_twins_are_forced_through_its_cvars():
     assert twin("MPICH", "bruck_zero_copy:radix=3", 2) == (
-        "MPICH k_brucks k=3", {"MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM": "k_brucks", "MPIR_CVAR_ALLTOALL_BRUCKS_KVAL": "3"})
+        "MPICH k_brucks:k=3", {"MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM": "k_brucks", "MPIR_CVAR_ALLTOALL_BRUCKS_KVAL": "3"})
     assert twin("MPICH", "bruck_zero_copy:radix=2", 2) == (
         "MPICH brucks", {"MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM": "brucks"})
     assert twin("MPICH", "throttled:window=8", 16) == (
@@ -17,7 +17,7 @@ def test_mpich_twins_are_forced_through_its_cvars():
 
 
 def test_open_mpi_linear_sync_is_coll_tuned_4_with_the_window_as_max_requests():
-    assert twin("Open MPI", "linear_sync:window=2", 4) == ("Open MPI linear_sync reqs=2", {
+    assert twin("Open MPI", "linear_sync:window=2", 4) == ("Open MPI linear_sync:reqs=2", {
         "OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_alltoall_algorithm": "4",
         "OMPI_MCA_coll_tuned_alltoall_algorithm_max_requests": "2"})
 
