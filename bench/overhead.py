@@ -82,8 +82,8 @@ def overhead(nprocs: str, sizes: str, iterations: int, repeats: int, launcher: s
                     for size, ratio in _ratios(out).items():
                         ratios.setdefault(size, []).append(ratio)
                 for size, values in sorted(ratios.items()):
-                    table.append([n, human_bytes(size), ours, theirs, f"{statistics.median(values):.3f}",
-                                  " ".join(f"{v:.2f}" for v in values)])
+                    table.append([n, human_bytes(size), ours, theirs, f"{statistics.median(values):.4g}",
+                                  " ".join(f"{v:.3g}" for v in values)])
     click.echo(tabulate(table, headers=["nprocs", "bytes/peer", "ours", "native forced to", "median ratio",
                                         "per launch"], disable_numparse=True))
     click.echo("ratio = our p50 / native p50 in the same launch (< 1: ours is faster)")
