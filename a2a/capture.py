@@ -19,6 +19,7 @@ import math
 import sys
 import threading
 import types
+from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -26,6 +27,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from .errors import A2AError
+from .verify import expected_pattern, send_pattern
 
 # Events of one rank, in program order (bytes are per the captured count of elements):
 #   ("isend", peer, nbytes, request)  ("irecv", peer, nbytes, request)
@@ -118,7 +120,7 @@ def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: 
             comm = StandInComm(world, tuple(range(nprocs)), rank, ("world",))
             comm = group(comm) if group else comm
             if matrix is None:
-                send = _empty((comm.size * count,), np.dtype(dtype))
+                send = send_pattern(np.dtype(dtype), comm.size, comm.rank, count).view(Tracked)
                 recv = _empty((comm.size * count,), np.dtype(dtype))
                 plan = algorithm.plan(comm, send, recv, **options)
             else:
@@ -129,6 +131,10 @@ def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: 
             plan()
             log.recording = False
             plan.free()
+            if matrix is None and not np.array_equal(recv, expected_pattern(np.dtype(dtype), comm.size,
+                                                                             comm.rank, count)):
+                raise CaptureError("the captured call left a wrong result (a broken algorithm, or a call "
+                                   "the stand-in answers unlike MPI)")
         except _Aborted:
             pass
         except BaseException as problem:  # noqa: BLE001  (reported by the main thread)
@@ -136,6 +142,7 @@ def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: 
             world.failed = True
         finally:
             _local.log = None
+            world.finished()
 
     previous = threading.stack_size()
     with standin_mpi(_standin_module()), _tracked_numpy():
@@ -150,6 +157,8 @@ def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: 
             thread.join()
     if failures:
         rank, problem = failures[0]
+        if isinstance(problem, CaptureError):
+            raise CaptureError(f"{name} on rank {rank} of {nprocs}: {problem}") from problem
         if isinstance(problem, A2AError):
             raise problem
         raise CaptureError(f"{name} failed on rank {rank} of {nprocs} during capture: "
@@ -288,6 +297,47 @@ class _World:
             raise CaptureError(f"the node layout must place each of the {nprocs} ranks exactly once")
         self.lock = threading.Lock()
         self.meetings: dict[tuple, _Meeting] = {}
+        self.boxes: dict[tuple, deque] = {}  # (communicator, source, destination, tag) -> payloads
+        self.arrivals: dict[tuple, threading.Event] = {}
+        self.running, self.waiting = nprocs, 0
+
+    def deposit(self, key: tuple, payload: np.ndarray) -> None:
+        """A sent message waits in its box until received (sends never block: infinite buffering)."""
+        with self.lock:
+            self.boxes.setdefault(key, deque()).append(payload)
+            arrival = self.arrivals.pop(key, None)
+        if arrival:
+            arrival.set()
+
+    def collect(self, key: tuple, what: str) -> np.ndarray:
+        """The oldest message in a box, waiting for it (MPI's non-overtaking order)."""
+        while True:
+            with self.lock:
+                box = self.boxes.get(key)
+                if box:
+                    return box.popleft()
+                arrival = self.arrivals.setdefault(key, threading.Event())
+            self._wait(arrival, what)
+
+    def finished(self) -> None:
+        """A rank's thread ends."""
+        with self.lock:
+            self.running -= 1
+
+    def _wait(self, event: threading.Event, what: str) -> None:
+        with self.lock:
+            self.waiting += 1
+        try:
+            stuck = 0
+            while not event.wait(0.2):
+                if self.failed:
+                    raise _Aborted()
+                stuck = stuck + 1 if self.waiting >= self.running else 0
+                if stuck >= 5:  # every live rank has waited a second: nothing can arrive
+                    raise CaptureError(f"deadlock: every rank waits; this one for {what}")
+        finally:
+            with self.lock:
+                self.waiting -= 1
 
     def meet(self, key: tuple, size: int, index: int, value: Any, combine: Callable[[list[Any]], Any]) -> Any:
         """Every member brings a value; all get combine(values in member order)."""
@@ -301,20 +351,28 @@ class _World:
         if last:
             meeting.result = combine(meeting.values)
             meeting.done.set()
-        while not meeting.done.wait(0.2):
-            if self.failed:
-                raise _Aborted()
+        else:
+            self._wait(meeting.done, f"the other members of a collective call ({key[-1]})")
         return meeting.result
 
 
 class Datatype:
-    """A stand-in MPI datatype: only its size in bytes matters."""
+    """A stand-in MPI datatype: the byte offsets it covers (in order) and its extent."""
 
-    def __init__(self, size: int, name: str = "derived"):
-        self.size, self.name = size, name
+    def __init__(self, offsets: np.ndarray, extent: int, name: str = "derived"):
+        self.offsets, self.extent, self.name = np.asarray(offsets, dtype=np.int64), int(extent), name
+
+    @classmethod
+    def basic(cls, size: int, name: str) -> "Datatype":
+        return cls(np.arange(size), size, name)
+
+    size = property(lambda self: len(self.offsets))
 
     def Get_size(self) -> int:
         return self.size
+
+    def Get_extent(self) -> tuple[int, int]:
+        return 0, self.extent
 
     def Commit(self) -> "Datatype":
         return self
@@ -323,35 +381,48 @@ class Datatype:
         pass
 
     def Dup(self) -> "Datatype":
-        return Datatype(self.size, self.name)
+        return Datatype(self.offsets, self.extent, self.name)
+
+    def _at(self, starts: Any) -> np.ndarray:
+        """This type's bytes placed at each byte start."""
+        starts = np.asarray(starts, dtype=np.int64).reshape(-1)
+        return (starts[:, None] + self.offsets[None, :]).reshape(-1)
 
     def Create_contiguous(self, count: int) -> "Datatype":
-        return Datatype(self.size * count)
+        return Datatype(self._at(np.arange(count) * self.extent), count * self.extent)
 
     def Create_vector(self, count: int, blocklength: int, stride: int) -> "Datatype":
-        return Datatype(self.size * count * blocklength)
+        return self.Create_hvector(count, blocklength, stride * self.extent)
 
-    Create_hvector = Create_vector
+    def Create_hvector(self, count: int, blocklength: int, stride: int) -> "Datatype":
+        starts = (np.arange(count)[:, None] * stride + np.arange(blocklength)[None, :] * self.extent)
+        return Datatype(self._at(starts), (count - 1) * stride + blocklength * self.extent if count else 0)
 
     def Create_indexed_block(self, blocklength: int, displacements: Any) -> "Datatype":
-        return Datatype(self.size * blocklength * len(displacements))
+        return self.Create_hindexed_block(blocklength, [d * self.extent for d in displacements])
 
-    Create_hindexed_block = Create_indexed_block
+    def Create_hindexed_block(self, blocklength: int, displacements: Any) -> "Datatype":
+        return self.Create_hindexed([blocklength] * len(displacements), displacements)
 
     def Create_indexed(self, blocklengths: Any, displacements: Any) -> "Datatype":
-        return Datatype(self.size * int(sum(blocklengths)))
+        return self.Create_hindexed(blocklengths, [d * self.extent for d in displacements])
 
-    Create_hindexed = Create_indexed
+    def Create_hindexed(self, blocklengths: Any, displacements: Any) -> "Datatype":
+        starts = [d + j * self.extent for n, d in zip(blocklengths, displacements) for j in range(int(n))]
+        ends = [d + int(n) * self.extent for n, d in zip(blocklengths, displacements)]
+        return Datatype(self._at(starts), max(ends, default=0))
 
     def Create_subarray(self, sizes: Any, subsizes: Any, starts: Any, order: Any = None) -> "Datatype":
-        return Datatype(self.size * math.prod(subsizes))
+        grid = np.indices(tuple(subsizes)).reshape(len(subsizes), -1) + np.asarray(starts)[:, None]
+        elements = np.ravel_multi_index(tuple(grid), tuple(sizes)) if len(grid[0]) else np.zeros(0, np.int64)
+        return Datatype(self._at(elements * self.extent), math.prod(sizes) * self.extent)
 
     def Create_resized(self, lb: int, extent: int) -> "Datatype":
-        return Datatype(self.size)
+        return Datatype(self.offsets - lb, extent)
 
     @staticmethod
     def fromcode(code: str) -> "Datatype":
-        return Datatype(np.dtype(code).itemsize, code)
+        return Datatype.basic(np.dtype(code).itemsize, code)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -359,41 +430,119 @@ class Datatype:
         raise CaptureError(f"the capture's stand-in MPI does not answer Datatype.{name}")
 
 
-def _nbytes(spec: Any) -> int:
-    """Bytes an mpi4py buffer spec carries: array, [array, type], [array, count, type]."""
-    if spec is None:
-        return 0
+def _is_count(value: Any) -> bool:
+    return isinstance(value, (int, np.integer))
+
+
+def _byte_map(spec: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    """(the buffer as an array, the byte offsets the spec covers or None for all of it)."""
     if isinstance(spec, np.ndarray):
-        return spec.nbytes
-    if isinstance(spec, (list, tuple)):
-        buf = spec[0]
-        if len(spec) == 2 and isinstance(spec[1], Datatype):
-            return (np.asarray(buf).nbytes // spec[1].size) * spec[1].size if spec[1].size else 0
-        if len(spec) == 3 and isinstance(spec[2], Datatype) and isinstance(spec[1], (int, np.integer)):
-            return int(spec[1]) * spec[2].size
-        if len(spec) in (2, 3) and isinstance(spec[1], int):
-            return int(spec[1]) * np.asarray(buf).itemsize
+        return np.asarray(spec), None
+    if isinstance(spec, (list, tuple)) and spec:
+        buf, rest = np.asarray(spec[0]), list(spec[1:])
+        datatype = rest.pop() if rest and isinstance(rest[-1], Datatype) else None
+        count = rest[0] if rest and _is_count(rest[0]) else None
+        if len(rest) <= 1 and (not rest or count is not None):
+            if datatype is None:
+                return buf, None if count is None else np.arange(int(count) * buf.itemsize)
+            if count is None:
+                count = buf.nbytes // datatype.extent if datatype.extent else 0
+            return buf, datatype._at(np.arange(int(count)) * datatype.extent)
     raise CaptureError(f"the capture's stand-in MPI cannot read the buffer spec {type(spec).__name__} "
                        f"{_short(spec)}; pass an array, [array, datatype] or [array, count, datatype]")
 
 
-def _block(spec: Any, size: int) -> int:
-    """Bytes per member of a collective's buffer: [array, count, type] says; a bare array is split."""
-    if isinstance(spec, (list, tuple)) and len(spec) == 3 and isinstance(spec[1], (int, np.integer)):
-        return _nbytes(spec)
-    return _nbytes(spec) // size if size else 0
+def _flat(buf: np.ndarray) -> np.ndarray:
+    if not buf.flags.c_contiguous:
+        raise CaptureError("a datatype over a non-contiguous array: the stand-in needs contiguous buffers")
+    return buf.reshape(-1).view(np.uint8)
+
+
+def _nbytes(spec: Any) -> int:
+    """Bytes an mpi4py buffer spec carries: array, [array, type], [array, count, type]."""
+    if spec is None:
+        return 0
+    buf, offsets = _byte_map(spec)
+    return buf.nbytes if offsets is None else len(offsets)
+
+
+def _pack(spec: Any) -> np.ndarray:
+    """The bytes a send spec carries, copied."""
+    if spec is None:
+        return np.zeros(0, np.uint8)
+    buf, offsets = _byte_map(spec)
+    if offsets is None:
+        return np.ascontiguousarray(buf).reshape(-1).view(np.uint8).copy()
+    return _flat(buf)[offsets]
+
+
+def _unpack(spec: Any, data: np.ndarray) -> None:
+    """Put received bytes where a receive spec says (they may be fewer than it holds)."""
+    if spec is None:
+        return
+    buf, offsets = _byte_map(spec)
+    if len(data) > (buf.nbytes if offsets is None else len(offsets)):
+        raise CaptureError(f"a message of {len(data)} bytes arrived in a receive buffer of "
+                           f"{_nbytes(spec)} bytes (MPI_ERR_TRUNCATE)")
+    if offsets is not None:
+        _flat(buf)[offsets[: len(data)]] = data
+    elif buf.flags.c_contiguous:
+        buf.reshape(-1).view(np.uint8)[: len(data)] = data
+    elif len(data) == buf.nbytes:
+        buf[...] = data.view(buf.dtype).reshape(buf.shape)
+    else:
+        raise CaptureError("a short message into a non-contiguous array: the stand-in cannot place it")
+
+
+def _member_maps(spec: Any, n: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """A collective buffer and, per member, the byte offsets of its block.
+
+    [array, (counts, displs), type] and [array, counts, type] give each member its own block;
+    [array, count, type] gives each `count` items, one after the other; anything else is
+    split into n equal blocks.
+    """
+    buf = np.asarray(spec[0] if isinstance(spec, (list, tuple)) else spec)
+    if isinstance(spec, (list, tuple)) and len(spec) == 3 and spec[1] is not None:
+        datatype = spec[2] if isinstance(spec[2], Datatype) else Datatype.basic(buf.itemsize, "item")
+        if _is_count(spec[1]):
+            counts, displs = [int(spec[1])] * n, [int(spec[1]) * i for i in range(n)]
+        else:
+            pair = isinstance(spec[1], tuple) and len(spec[1]) == 2 and hasattr(spec[1][0], "__len__")
+            counts, displs = (spec[1] if pair else (spec[1], None))
+            counts = [int(c) for c in counts]
+            displs = [int(d) for d in displs] if displs is not None else \
+                [int(x) for x in np.concatenate([[0], np.cumsum(counts)[:-1]])] if counts else []
+        return buf, [datatype._at((np.arange(c) + d) * datatype.extent) for c, d in zip(counts, displs)]
+    _, offsets = _byte_map(spec)
+    every = np.arange(buf.nbytes) if offsets is None else offsets
+    per = len(every) // n if n else 0
+    return buf, [every[i * per: (i + 1) * per] for i in range(n)]
+
+
+def _split(spec: Any, n: int) -> list[np.ndarray]:
+    """A collective's send buffer as one byte piece per member."""
+    if spec is None:
+        return [np.zeros(0, np.uint8)] * n
+    buf, maps = _member_maps(spec, n)
+    raw = np.ascontiguousarray(buf).reshape(-1).view(np.uint8)
+    return [raw[m] for m in maps]
+
+
+def _place(spec: Any, pieces: list[np.ndarray]) -> None:
+    """A collective's receive buffer filled with one piece per member."""
+    if spec is None:
+        return
+    buf, maps = _member_maps(spec, len(pieces))
+    raw = _flat(buf)
+    for m, piece in zip(maps, pieces):
+        raw[m[: len(piece)]] = piece
 
 
 def _vector_bytes(spec: Any, size: int) -> tuple[int, ...]:
-    """Per-member bytes of a v-collective spec [array, (counts, displs), type] or [array, counts, type]."""
+    """Per-member bytes of a collective buffer."""
     if spec is None:
         return (0,) * size
-    if isinstance(spec, (list, tuple)) and len(spec) == 3 and not isinstance(spec[1], (int, np.integer)):
-        counts = spec[1][0] if isinstance(spec[1], tuple) and len(spec[1]) == 2 and \
-            hasattr(spec[1][0], "__len__") else spec[1]
-        unit = spec[2].size if isinstance(spec[2], Datatype) else np.asarray(spec[0]).itemsize
-        return tuple(int(c) * unit for c in counts)
-    return (_nbytes(spec) // size,) * size if size else ()
+    return tuple(len(m) for m in _member_maps(spec, size)[1])
 
 
 def _short(spec: Any) -> str:
@@ -402,12 +551,19 @@ def _short(spec: Any) -> str:
 
 
 class Request:
-    """A stand-in request: which logged message it stands for."""
+    """A stand-in request: the logged message it stands for, and for a receive where it lands."""
 
-    def __init__(self, log: _Log, ident: int | None):
-        self.log, self.ident = log, ident
+    def __init__(self, log: _Log, ident: int | None, receive: tuple | None = None):
+        self.log, self.ident, self.receive = log, ident, receive
+
+    def _complete(self) -> None:
+        if self.receive:
+            world, key, spec, what = self.receive
+            _unpack(spec, world.collect(key, what))
+            self.receive = None
 
     def Wait(self, status: Any = None) -> None:
+        self._complete()
         if self.ident is not None:
             self.log.add("wait", (self.ident,))
 
@@ -420,6 +576,8 @@ class Request:
 
     @staticmethod
     def Waitall(requests: list["Request"], statuses: Any = None) -> None:
+        for q in requests:
+            q._complete()
         idents = tuple(q.ident for q in requests if q.ident is not None)
         if requests and idents:
             requests[0].log.add("wait", idents)
@@ -431,15 +589,15 @@ class Request:
 
 
 class Prequest(Request):
-    """A persistent request: every Start logs a new message."""
+    """A persistent request: every Start logs (and for a send, delivers) a new message."""
 
-    def __init__(self, log: _Log, kind: str, peer: int, nbytes: int):
-        super().__init__(log, None)
-        self.kind, self.peer, self.nbytes = kind, peer, nbytes
+    def __init__(self, comm: "StandInComm", kind: str, peer: int, spec: Any, tag: int):
+        super().__init__(comm._log(), None)
+        self.comm, self.kind, self.peer, self.spec, self.tag = comm, kind, peer, spec, tag
 
     def Start(self) -> None:
-        self.ident = next(self.log.requests)
-        self.log.add(self.kind, self.peer, self.nbytes, self.ident)
+        started = self.comm._post(self.kind, self.peer, self.spec, self.tag)
+        self.ident, self.receive = started.ident, started.receive
 
     @staticmethod
     def Startall(requests: list["Prequest"]) -> None:
@@ -614,47 +772,64 @@ class StandInComm:
     def barrier(self) -> None:
         self._meet("barrier", None, lambda v: None)
 
-    # -- point to point: logged ------------------------------------------------------------------
+    # -- point to point: logged, and the data really moves (a schedule may depend on it) ---------
 
-    def _post(self, kind: str, peer: int, spec: Any) -> Request:
+    def _post(self, kind: str, peer: int, spec: Any, tag: int) -> Request:
+        """Log a message; a send delivers its bytes now, a receive collects them when completed."""
+        if not _is_count(tag) or tag < 0:
+            raise CaptureError(f"tag {tag!r}: the stand-in matches messages by explicit tags only (no ANY_TAG)")
         log = self._log()
         ident = next(log.requests)
         log.add(kind, self._world_rank(peer), _nbytes(spec), ident)
-        return Request(log, ident)
+        if kind == "isend":
+            self.world.deposit((self.key, self.rank, peer, tag), _pack(spec))
+            return Request(log, ident)
+        what = f"a message from rank {peer} (tag {tag}) on {self!r}"
+        return Request(log, ident, (self.world, (self.key, peer, self.rank, tag), spec, what))
 
     def Isend(self, buf: Any, dest: int, tag: int = 0) -> Request:
-        return self._post("isend", dest, buf)
+        return self._post("isend", dest, buf, tag)
 
     Issend = Irsend = Isend
 
     def Irecv(self, buf: Any, source: int, tag: int = 0) -> Request:
-        return self._post("irecv", source, buf)
+        return self._post("irecv", source, buf, tag)
 
     def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
-        self._log().add("send", self._world_rank(dest), _nbytes(buf))
+        self._blocking(self._post("isend", dest, buf, tag), "send")
 
     Ssend = Rsend = Send
 
     def Recv(self, buf: Any, source: int, tag: int = 0, status: Any = None) -> None:
-        self._log().add("recv", self._world_rank(source), _nbytes(buf))
+        self._blocking(self._post("irecv", source, buf, tag), "recv")
+
+    def _blocking(self, request: Request, kind: str) -> None:
+        """A blocking call logs as itself, not as a request and a wait."""
+        request._complete()
+        log = request.log
+        if log.recording:
+            event = log.events.pop()
+            log.events.append((kind, event[1], event[2]))
 
     def Send_init(self, buf: Any, dest: int, tag: int = 0) -> Prequest:
-        return Prequest(self._log(), "isend", self._world_rank(dest), _nbytes(buf))
+        self._world_rank(dest)
+        return Prequest(self, "isend", dest, buf, tag)
 
     Ssend_init = Send_init
 
     def Recv_init(self, buf: Any, source: int, tag: int = 0) -> Prequest:
-        return Prequest(self._log(), "irecv", self._world_rank(source), _nbytes(buf))
+        self._world_rank(source)
+        return Prequest(self, "irecv", source, buf, tag)
 
     def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = 0,
                  recvtag: int = 0, status: Any = None) -> None:
-        Request.Waitall([self._post("isend", dest, sendbuf), self._post("irecv", source, recvbuf)])
+        Request.Waitall([self._post("isend", dest, sendbuf, sendtag), self._post("irecv", source, recvbuf, recvtag)])
 
     def Sendrecv_replace(self, buf: Any, dest: int, sendtag: int = 0, source: int = 0, recvtag: int = 0,
                          status: Any = None) -> None:
-        self.Sendrecv(buf, dest, sendtag, buf, source, recvtag)
+        self.Sendrecv(buf, dest, sendtag, buf, source, recvtag)  # the send's bytes are copied when posted
 
-    # -- buffer collectives: logged, and the data really moves (set-up may depend on it) --------
+    # -- buffer collectives: logged, and the data really moves -------------------------------------
 
     def _collective(self, name: str, root: int | None, sends: tuple[int, ...], recvs: tuple[int, ...],
                     value: Any, combine: Callable[[list[Any]], Any]) -> Any:
@@ -663,61 +838,68 @@ class StandInComm:
 
     def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
         n = self.size
-        per = _block(sendbuf, n)
-        out = _raw(sendbuf)
-        everyone = self._collective("alltoall", None, (per,) * n, (per,) * n, out, list)
-        _fill(recvbuf, [np.array_split(everyone[i], n)[self.rank] for i in range(n)])
+        pieces = _split(sendbuf, n)
+        everyone = self._collective("alltoall", None, tuple(map(len, pieces)), _vector_bytes(recvbuf, n),
+                                    pieces, list)
+        _place(recvbuf, [everyone[i][self.rank] for i in range(n)])
 
     def Alltoallv(self, sendbuf: Any, recvbuf: Any) -> None:
-        sends, recvs = _vector_bytes(sendbuf, self.size), _vector_bytes(recvbuf, self.size)
-        self._collective("alltoallv", None, sends, recvs, None, lambda v: None)
+        n = self.size
+        pieces = _split(sendbuf, n)
+        everyone = self._collective("alltoallv", None, tuple(map(len, pieces)), _vector_bytes(recvbuf, n),
+                                    pieces, list)
+        _place(recvbuf, [everyone[i][self.rank] for i in range(n)])
 
     def Alltoallw(self, sendbuf: Any, recvbuf: Any) -> None:
         raise CaptureError("Comm.Alltoallw: the stand-in does not answer it")
 
+    def _gather(self, name: str, sendbuf: Any, recvbuf: Any, root: int) -> None:
+        n, mine = self.size, _pack(sendbuf)
+        sends = tuple(len(mine) if i == root else 0 for i in range(n))
+        recvs = _vector_bytes(recvbuf, n) if self.rank == root else (0,) * n
+        everyone = self._collective(name, root, sends, recvs, mine, list)
+        if self.rank == root:
+            _place(recvbuf, everyone)
+
     def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
-        n, mine = self.size, _block(sendbuf, 1)
-        sends = tuple(mine if i == root else 0 for i in range(n))
-        recvs = (mine,) * n if self.rank == root else (0,) * n
-        self._collective("gather", root, sends, recvs, None, lambda v: None)
+        self._gather("gather", sendbuf, recvbuf, root)
 
     def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
-        n, mine = self.size, _nbytes(sendbuf)
-        sends = tuple(mine if i == root else 0 for i in range(n))
-        recvs = _vector_bytes(recvbuf, n) if self.rank == root else (0,) * n
-        self._collective("gatherv", root, sends, recvs, None, lambda v: None)
+        self._gather("gatherv", sendbuf, recvbuf, root)
+
+    def _scatter(self, name: str, sendbuf: Any, recvbuf: Any, root: int) -> None:
+        n = self.size
+        pieces = _split(sendbuf, n) if self.rank == root else None
+        sends = tuple(map(len, pieces)) if pieces else (0,) * n
+        recvs = tuple(_nbytes(recvbuf) if i == root else 0 for i in range(n))
+        everyone = self._collective(name, root, sends, recvs, pieces, lambda v: v[root])
+        _unpack(recvbuf, everyone[self.rank])
 
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
-        n, mine = self.size, _block(recvbuf, 1)
-        sends = (mine,) * n if self.rank == root else (0,) * n
-        recvs = tuple(mine if i == root else 0 for i in range(n))
-        self._collective("scatter", root, sends, recvs, None, lambda v: None)
+        self._scatter("scatter", sendbuf, recvbuf, root)
 
     def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
-        n, mine = self.size, _nbytes(recvbuf)
-        sends = _vector_bytes(sendbuf, n) if self.rank == root else (0,) * n
-        recvs = tuple(mine if i == root else 0 for i in range(n))
-        self._collective("scatterv", root, sends, recvs, None, lambda v: None)
+        self._scatter("scatterv", sendbuf, recvbuf, root)
 
     def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:
-        n, mine = self.size, _nbytes(sendbuf)
-        everyone = self._collective("allgather", None, (mine,) * n, (mine,) * n, _raw(sendbuf), list)
-        _fill(recvbuf, everyone)
+        n, mine = self.size, _pack(sendbuf)
+        everyone = self._collective("allgather", None, (len(mine),) * n, _vector_bytes(recvbuf, n), mine, list)
+        _place(recvbuf, everyone)
 
     def Bcast(self, buf: Any, root: int = 0) -> None:
         n, mine = self.size, _nbytes(buf)
         sends = (mine,) * n if self.rank == root else (0,) * n
         recvs = tuple(mine if i == root else 0 for i in range(n))
-        data = self._collective("bcast", root, sends, recvs, _raw(buf), lambda v: v[root])
+        data = self._collective("bcast", root, sends, recvs, _pack(buf), lambda v: v[root])
         if self.rank != root:
-            _fill(buf, [data])
+            _unpack(buf, data)
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = None) -> None:
         n, mine = self.size, _nbytes(recvbuf)
         reduce = (op if isinstance(op, Op) else Op("SUM")).reduce
-        total = self._collective("allreduce", None, (mine,) * n, (mine,) * n,
-                                 np.array(_array(sendbuf), copy=True), lambda v: reduce(v))
-        np.asarray(_array(recvbuf))[...] = total
+        values = np.array(_byte_map(sendbuf)[0], copy=True)
+        total = self._collective("allreduce", None, (mine,) * n, (mine,) * n, values, reduce)
+        np.asarray(_byte_map(recvbuf)[0])[...] = total
 
     def Barrier(self) -> None:
         self._collective("barrier", None, (0,) * self.size, (0,) * self.size, None, lambda v: None)
@@ -726,32 +908,13 @@ class StandInComm:
         raise CaptureError("Comm.Ibarrier: the stand-in does not answer non-blocking collectives")
 
 
-def _array(spec: Any) -> np.ndarray:
-    return spec if isinstance(spec, np.ndarray) else np.asarray(spec[0])
-
-
-def _raw(spec: Any) -> np.ndarray:
-    """The bytes of a buffer spec, copied (the owner may change them after the call)."""
-    if spec is None:
-        return np.zeros(0, np.uint8)
-    return np.ascontiguousarray(_array(spec)).view(np.uint8).reshape(-1).copy()
-
-
-def _fill(spec: Any, pieces: list[np.ndarray]) -> None:
-    if spec is None:
-        return
-    target = _array(spec).view(np.uint8).reshape(-1)
-    data = np.concatenate([np.asarray(p).view(np.uint8).reshape(-1) for p in pieces]) if pieces else []
-    np.ndarray.__setitem__(target, slice(0, len(data)), data)  # set-up data, not a logged copy
-
-
 def _standin_module() -> types.ModuleType:
     """A module that answers what algorithms read from `mpi4py.MPI`; anything else is a CaptureError."""
     module = types.ModuleType("mpi4py.MPI", "the capture's stand-in MPI (a2a.capture)")
     datatypes = {"BYTE": 1, "CHAR": 1, "INT": 4, "LONG": 8, "FLOAT": 4, "DOUBLE": 8, "INT8_T": 1, "INT16_T": 2,
                  "INT32_T": 4, "INT64_T": 8, "UINT8_T": 1, "C_FLOAT_COMPLEX": 8, "C_DOUBLE_COMPLEX": 16}
     for name, size in datatypes.items():
-        setattr(module, name, Datatype(size, name))
+        setattr(module, name, Datatype.basic(size, name))
     for name in _OPS:
         setattr(module, name, Op(name))
     module.Datatype, module.Request, module.Prequest, module.Comm, module.Intracomm = (

@@ -177,15 +177,10 @@ def real_record(comm: Any, name: str, options: dict[str, Any], count: int, colle
     return tally.events
 
 
-# Schedules that depend on data received during the call (two-phase Bruck exchanges block
-# sizes first); the capture moves no point-to-point data, so it cannot record them yet.
-DATA_DEPENDENT = ("two_phase_bruck", "tuna")
-
-
 def variants(p: int) -> list[tuple[str, dict[str, Any], str]]:
     """Every registered algorithm (not auto) of each collective at its defaults, and option variants."""
     chosen = [(name, {}, collective) for collective in ("alltoall", "alltoallv")
-              for name in a2a.algorithms(collective) if name != "auto" and name not in DATA_DEPENDENT]
+              for name in a2a.algorithms(collective) if name != "auto"]
     chosen += [(name, options, "alltoall") for name, options in [
         ("bruck", {"radix": 3}), ("throttled", {"window": 2}), ("node_aware", {"ppn": 2}),
         ("node_aware", {"ppn": 2, "placement": "cyclic"}), ("hierarchical", {"ppn": 2}),

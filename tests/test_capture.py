@@ -107,13 +107,15 @@ def test_failure_on_one_rank_ends_the_capture(plugin):
 
 def test_size_dependent_schedule_is_refused(plugin):
     def by_size(comm, sendbuf, recvbuf):
-        """Sends to one peer per element: not proportional to the size."""
+        """One message per element: the message count grows with the size."""
+        from mpi4py import MPI
+
         p, count = comm.size, sendbuf.size // comm.size
-        requests = [comm.Isend(sendbuf[:1], (comm.rank + 1 + i) % p) for i in range(count)]
 
         def run():
-            for q in requests:
-                q.Wait()
+            cells = [(j, k, slice(j * count + k, j * count + k + 1)) for j in range(p) for k in range(count)]
+            MPI.Request.Waitall([comm.Irecv(recvbuf[at], j, k) for j, k, at in cells]
+                                + [comm.Isend(sendbuf[at], j, k) for j, k, at in cells])
         return run
 
     plugin("capture_test_by_size", by_size)
@@ -124,6 +126,31 @@ def test_size_dependent_schedule_is_refused(plugin):
 def test_bad_option_stays_a_bad_option():
     with pytest.raises(a2a.BadOption, match="power-of-two"):
         capture("pairwise", {"schedule": "xor"}, 6, 1)
+
+
+def test_wrong_result_is_caught(plugin):
+    def forgets_its_own_block(comm, sendbuf, recvbuf):
+        """Exchanges with every peer but never copies its own block."""
+        from mpi4py import MPI
+
+        p, r, width = comm.size, comm.rank, sendbuf.size // comm.size
+        block = lambda buf, j: buf[j * width: (j + 1) * width]  # noqa: E731
+        return lambda: MPI.Request.Waitall([comm.Irecv(block(recvbuf, j), j) for j in range(p) if j != r]
+                                           + [comm.Isend(block(sendbuf, j), j) for j in range(p) if j != r])
+
+    plugin("capture_test_forgets", forgets_its_own_block)
+    with pytest.raises(CaptureError, match="wrong result"):
+        capture("capture_test_forgets", {}, 3, 2)
+
+
+def test_deadlock_is_named(plugin):
+    def waits_for_nobody(comm, sendbuf, recvbuf):
+        """Every rank receives first from its left neighbour, who never sends."""
+        return lambda: comm.Recv(recvbuf, (comm.rank - 1) % comm.size, 5)
+
+    plugin("capture_test_deadlock", waits_for_nobody)
+    with pytest.raises(CaptureError, match="deadlock.*tag 5"):
+        capture("capture_test_deadlock", {}, 3, 1)
 
 
 def test_numpy_is_restored_after_capture():
