@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import ROOT, mpiexec, mpiexec_path
+from support import ROOT, launch_command, mpi_library, mpiexec, needs_mpich
 
 from a2a.mpi import clean_launcher_env
 from a2a.results import read_rows, read_samples
@@ -78,7 +78,8 @@ def test_record_has_the_exact_header_and_every_sample(tmp_path):
     samples = read_samples(out)
     assert all(len(samples[r.key]) == 4 for r in rows)
     meta = json.loads((out / "meta.json").read_text())
-    assert meta["status"] == "complete" and meta["world_size"] == 3 and "MPICH" in meta["mpi_library"]
+    assert meta["status"] == "complete" and meta["world_size"] == 3
+    assert meta["mpi_library"] == mpi_library().strip()
     assert meta["config"]["sizes"] == [8, 1024] and meta["end"]
     assert "\n3 ranks" in done.stdout and " bruck " in done.stdout
 
@@ -135,7 +136,7 @@ def interrupted_sweep(out: Path, signum: int, algorithms: str, rows_first: int) 
     """Start a slow 2-rank sweep, send `signum` to mpiexec once `rows_first` rows are on disk."""
     args = ["-m", "bench", "run", "--plugin", SLEEPY, "--algorithms", algorithms, "--sizes", "8,16,32,64",
             "--nprocs", "2", "--iterations", "5", "--output", str(out), "--quiet"]
-    job = subprocess.Popen([mpiexec_path(), "-n", "2", sys.executable, *args], cwd=ROOT,
+    job = subprocess.Popen(launch_command(2, sys.executable, *args), cwd=ROOT,
                            env=clean_launcher_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and _rows_on_disk(out) < rows_first:
@@ -145,6 +146,8 @@ def interrupted_sweep(out: Path, signum: int, algorithms: str, rows_first: int) 
     return subprocess.CompletedProcess(job.args, job.returncode, stdout, stderr)
 
 
+@needs_mpich("Open MPI's mpirun ends its ranks on SIGTERM instead of passing it on; SIGUSR1 stops a run "
+             "under every launcher (test_sigusr1_stops_like_sigterm)")
 def test_sigterm_stops_cleanly_and_resume_measures_only_the_missing_points(tmp_path):
     out = tmp_path / "run"
     stopped = interrupted_sweep(out, signal.SIGTERM, f"{SLOW},native", rows_first=2)
@@ -172,12 +175,13 @@ def _rows_on_disk(out: Path) -> int:
 
 def test_a_point_past_the_timeout_ends_the_job_naming_it(tmp_path):
     out = tmp_path / "run"
-    done = bench(2, "run", "--plugin", SLEEPY, "--algorithms", "native,sleepy:stall_calls=0:seconds=30:from_bytes=1024",
-                 "--sizes", "8,1K", "--nprocs", "2", "--timeout", "2", "--output", str(out), "--quiet",
-                 timeout=60)
+    # the points before the stalled one must finish within the timeout on a loaded machine too
+    done = bench(2, "run", "--plugin", SLEEPY, "--algorithms", "native,sleepy:stall_calls=0:seconds=60:from_bytes=1024",
+                 "--sizes", "8,1K", "--nprocs", "2", "--timeout", "8", "--output", str(out), "--quiet",
+                 timeout=120)
     assert done.returncode != 0
-    assert "sleepy:from_bytes=1024:seconds=30.0:stall_calls=0 at 1024 B per peer on 2 ranks" in done.stderr
-    assert "did not finish within --timeout 2 s" in done.stderr
+    assert "sleepy:from_bytes=1024:seconds=60.0:stall_calls=0 at 1024 B per peer on 2 ranks" in done.stderr
+    assert "did not finish within --timeout 8 s" in done.stderr
     assert {(r.algorithm, r.bytes_per_peer) for r in read_rows(out)} >= {("native", 8), ("sleepy", 8)}
     assert json.loads((out / "meta.json").read_text())["status"].startswith("timeout at sleepy")
 

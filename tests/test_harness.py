@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from support import mpiexec_path, python
+from support import launch_command, python
 
 from a2a.mpi import clean_launcher_env, mpi_tool
 from bench.cli import main
@@ -38,7 +38,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_reference(binary: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([mpiexec_path(), "-n", "2", str(binary), *args], check=False, env=clean_launcher_env(),
+    return subprocess.run(launch_command(2, str(binary), *args), check=False, env=clean_launcher_env(),
                           capture_output=True, text=True, timeout=120)
 
 
