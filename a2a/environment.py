@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+TOPOLOGY_ENV = "A2A_TOPOLOGY"  # the emulated cluster's topology spec, set on every rank by `cluster run`
+
 
 def describe_run(comm: Any, config: Any, plugins: list[str]) -> dict[str, Any]:
     """Everything a reader needs to trust or reproduce the run (collective over comm)."""
@@ -37,8 +39,14 @@ def describe_run(comm: Any, config: Any, plugins: list[str]) -> dict[str, Any]:
         "a2a": _version(),
         "git_commit": git_commit(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "topology": emulated_topology() or None,
         "start": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def emulated_topology() -> str:
+    """The topology of the emulated cluster this rank runs on ('' anywhere else)."""
+    return os.environ.get(TOPOLOGY_ENV, "")
 
 
 def _version() -> str:

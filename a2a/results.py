@@ -52,6 +52,7 @@ class Row:
     ngroups: int | None = None
     timing: str = "sync"
     platform: str = ""  # the simulated topology (bench simulate); empty for measured rows
+    topology: str = ""  # the emulated cluster's topology spec ('' on a real machine)
 
     @property
     def key(self) -> tuple:

@@ -12,6 +12,7 @@ from .environment import (
     by_machine,
     cores_of_this_rank,
     describe_oversubscription,
+    emulated_topology,
     machine_of_this_rank,
     oversubscription,
 )
@@ -262,7 +263,8 @@ def _blank_row(point: Point, config: SweepConfig, context: Context) -> Row:
     layout = point.layout
     row = Row(point.nprocs, context.nnodes, context.ppn, point.variant.name, point.variant.options_text,
               point.dtype, point.bytes_per_peer // np.dtype(point.dtype).itemsize, point.bytes_per_peer,
-              warmup=config.warmup, timing=point.timing, note=describe_oversubscription(context.crowded))
+              warmup=config.warmup, timing=point.timing, note=describe_oversubscription(context.crowded),
+              topology=emulated_topology())
     if layout:
         row.mesh, row.groups, row.group_size, row.ngroups = (layout.mesh_text, layout.strategy,
                                                              layout.group_size, layout.ngroups)

@@ -22,34 +22,45 @@ from .options import BadConfig, parse_count, parse_list
 def cluster_group() -> None:
     """An emulated Gigabit Ethernet cluster on this machine (network namespaces; needs root).
 
-    Nodes are network namespaces on one bridge ("switch"); tbf qdiscs give every link its
-    rate and every switch port a shallow buffer, so all-to-all traffic meets the TCP incast
-    and retransmission timeouts of a real Gigabit cluster.
+    Nodes are network namespaces on one bridge ("switch"), leaf bridges and a spine (fat
+    tree), or routers wired as a ring or torus; tbf qdiscs give every link its rate and
+    every port a shallow buffer, so all-to-all traffic meets the TCP incast and
+    retransmission timeouts of a real Gigabit cluster.
     """
 
 
 @cluster_group.command("up")
-@click.option("--nodes", type=int, required=True, help="Number of emulated nodes (1 to 200).")
+@click.option("--nodes", type=int, default=None,
+              help="Number of emulated nodes (1 to 200); torus and fattree imply it.")
+@click.option("--topology", default="switch", show_default=True,
+              help="switch, ring, torus:AxB (row-major, k = B*x + y) or fattree:LEAVESxNODES[,oversub=R].")
 @click.option("--slots", type=int, default=2, show_default=True, help="MPI ranks per node.")
-@click.option("--rate", default="1gbit", show_default=True, help="Link rate (tc syntax: 1gbit, 100mbit).")
+@click.option("--rate", default="1gbit", show_default=True, help="Rate of every link (tc syntax: 1gbit, 100mbit).")
 @click.option("--queue", default="32kb", show_default=True,
-              help="Buffer of each switch port, where incast drops happen.")
+              help="Buffer of each switch or router port, where incast drops happen.")
 @click.option("--nic-queue", default="1mb", show_default=True,
-              help="Queue of each node's interface (a host's transmit queue).")
+              help="Queue of each node's interface toward its switch (a host's transmit queue).")
 @click.option("--rto-min", type=int, default=0, show_default=True,
               help="TCP minimum retransmission timeout on the nodes' routes, in ms (0: the kernel's 200 ms).")
+@click.option("--delay", default="0", show_default=True,
+              help="Delay per hop (50us, 1ms); needs the netem qdisc, refused where the kernel lacks it.")
 @click.option("--hostfiles", "hostfile_dir", type=click.Path(file_okay=False, path_type=Path),
-              default="hostfiles", show_default=True, help="Where to write the hostfiles.")
-def up(nodes: int, slots: int, rate: str, queue: str, nic_queue: str, rto_min: int,
-       hostfile_dir: Path) -> None:
+              default=None, help=f"Where to write the hostfiles [default: {cluster.STATE_DIR}/hostfiles].")
+def up(nodes: int | None, topology: str, slots: int, rate: str, queue: str, nic_queue: str, rto_min: int,
+       delay: str, hostfile_dir: Path | None) -> None:
     """Make the cluster; a no-op if the same one is up, refused if a different one is."""
-    shape = cluster.Shape.parse(nodes, slots, rate, queue, nic_queue, rto_min)
+    shape = cluster.Shape.parse(nodes, slots, rate, queue, nic_queue, rto_min, topology, delay)
     state, made = cluster.up(shape, hostfile_dir)
     if not made:
         echo(f"cluster already up: {shape.describe()}; nothing to do")
         return
     echo(f"cluster up: {shape.describe()}")
-    echo(f"  switch    namespace {cluster.SWITCH}, bridge {cluster.BRIDGE}, ports p0..p{nodes - 1}")
+    if shape.direct:
+        echo(f"  routers   namespaces {cluster.router_name(0)}..{cluster.router_name(shape.nodes - 1)} "
+             "(forwarding; one veth toJ per neighbour J, static routes in dimension order)")
+    else:
+        bridges = cluster.BRIDGE if shape.topology == "switch" else "leafI (per leaf) and spine"
+        echo(f"  switch    namespace {cluster.SWITCH}, bridge {bridges}, ports p0..p{shape.nodes - 1}")
     for k, host in enumerate(shape.hosts):
         echo(f"  node {k:<4} namespace {host}, {cluster.NODE_DEVICE} {cluster.node_address(k)}/24")
     echo(f"  launcher  {state.launcher}")
@@ -79,7 +90,7 @@ def run(nprocs: int, raw: bool, args: tuple[str, ...]) -> None:
 
 @cluster_group.command("status")
 def status() -> None:
-    """Show the cluster: its shape, and per node the bytes sent, drops and TCP timeouts."""
+    """Show the cluster: its shape, per node bytes and TCP timeouts, per link bytes, packets and drops."""
     cluster.require_root()
     state = cluster.read_state()
     if state is None:
@@ -93,6 +104,8 @@ def status() -> None:
         echo(f"  problem: {problem}")
     if not broken:
         echo(tabulate(cluster.node_report(state.shape), headers="keys"))
+        echo("\nlinks (each direction; drops at its egress qdisc):")
+        echo(tabulate(cluster.link_report(state.shape), headers="keys"))
     echo(f"launcher {state.launcher}; hostfiles {', '.join(state.hostfiles)}")
 
 
@@ -204,7 +217,7 @@ def _same(shape: cluster.Shape) -> bool:
 
 def _fresh(shape: cluster.Shape) -> cluster.State:
     cluster.down()
-    cluster.up(shape, cluster.STATE_DIR / "hostfiles")
+    cluster.up(shape)
     return cluster.current()
 
 

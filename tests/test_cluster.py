@@ -1,19 +1,28 @@
 """The emulated Gigabit cluster: made and removed whole, bytes on its links, stalls with TCP timeouts."""
 from __future__ import annotations
 
+import fcntl
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from support import ROOT, mpiexec, python
 
-from a2a import cluster
+from a2a import cluster, fabric
 from a2a.errors import BadOption
 from a2a.results import Recorder, Row, read_rows
 from a2a.seed import seed_table, stall_summary
+
+LOCK = Path("/tmp/a2a-cluster.lock")  # one emulated cluster per machine: every user holds this
+LOCK_WAIT_SECONDS = 900
 
 
 def netns_unavailable() -> str | None:
@@ -25,21 +34,62 @@ def netns_unavailable() -> str | None:
         return f"needs {', '.join(missing)} (apt-get install iproute2 util-linux; see .ci/setup.d/cluster.sh)"
     if subprocess.run(["unshare", "--net", "true"], capture_output=True, check=False).returncode:
         return "this machine does not allow network namespaces"
-    if cluster.read_state() or cluster.namespaces():
-        return "an emulated cluster is already up; `python -m bench cluster down` frees the a2a- names"
     return None
+
+
+def lock_holders() -> set[int]:
+    """Processes holding a flock on the cluster lock file (from /proc/locks)."""
+    if not LOCK.exists():
+        return set()
+    inode = f":{os.stat(LOCK).st_ino}"
+    fields = [line.split() for line in Path("/proc/locks").read_text().splitlines()]
+    return {int(f[4]) for f in fields if len(f) > 5 and f[1] == "FLOCK" and f[5].endswith(inode)}
+
+
+def ancestors() -> set[int]:
+    """This process and the processes that started it."""
+    found, pid = set(), os.getpid()
+    while pid > 1 and pid not in found:
+        found.add(pid)
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    return found
+
+
+@contextmanager
+def cluster_lock() -> Iterator[None]:
+    """Hold /tmp/a2a-cluster.lock, so that parallel runs take turns (unless our caller holds it)."""
+    if lock_holders() & ancestors():  # e.g. `flock /tmp/a2a-cluster.lock pytest ...`
+        yield
+        return
+    with open(LOCK, "a") as handle:
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.skip(f"{LOCK} was held by another user of the cluster for {LOCK_WAIT_SECONDS} s")
+                time.sleep(1)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @pytest.fixture
 def netns():
-    """A machine where the cluster can be made; whatever a test leaves is taken down after it."""
+    """A machine where the cluster can be made, ours until the test ends; what it leaves is taken down."""
     reason = netns_unavailable()
     if reason:
         pytest.skip(reason)
-    try:
-        yield
-    finally:
-        cluster.down()
+    with cluster_lock():
+        if cluster.read_state() or cluster.namespaces():
+            pytest.skip("an emulated cluster is already up; `python -m bench cluster down` frees the a2a- names")
+        try:
+            yield
+        finally:
+            cluster.down()
 
 
 def bench(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -158,6 +208,131 @@ def test_shallow_switch_queue_stalls_with_tcp_timeouts(netns, tmp_path: Path):
     assert [r.stalls for r in plain] == [0] * 4, seed_table(plain, "one host")
 
 
+# ---------------------------------------------------------------- topologies
+
+IP_RECVTTL = 12  # Linux <netinet/in.h>; Python's socket module lacks the name
+RECEIVER = f"""
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, {IP_RECVTTL}, 1)
+s.bind(("0.0.0.0", 9999))
+s.settimeout(20)
+print("ready", flush=True)
+data, ancillary, flags, sender = s.recvmsg(16, socket.CMSG_SPACE(4))
+print(int.from_bytes(ancillary[0][2][:4], sys.byteorder))
+"""
+SENDER = """
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, 64)
+s.sendto(b"x", (sys.argv[1], 9999))
+"""
+
+
+def arriving_ttl(a: int, b: int) -> int:
+    """The TTL of a datagram node a sends to node b with TTL 64, as node b receives it."""
+    receiver = subprocess.Popen(["ip", "netns", "exec", cluster.node_name(b), sys.executable, "-c", RECEIVER],
+                                stdout=subprocess.PIPE, text=True)
+    try:
+        assert receiver.stdout.readline().strip() == "ready"
+        cluster.sh("ip", "netns", "exec", cluster.node_name(a), sys.executable, "-c", SENDER,
+                   cluster.node_address(b))
+        return int(receiver.communicate(timeout=30)[0])
+    finally:
+        receiver.kill()
+
+
+def walked_route(a: int, b: int, nodes: int) -> list[fabric.Link]:
+    """The links from node a to node b, asking each router on the way (`ip route get`)."""
+    path, here = [], a
+    for _ in range(nodes):
+        device = re.search(r" dev (\S+)", cluster.sh("ip", "-n", cluster.router_name(here), "-o", "route",
+                                                    "get", cluster.node_address(b)))[1]
+        if device == "host":
+            return path
+        path.append((fabric.vertex(here), fabric.vertex(int(device[2:]))))
+        here = int(device[2:])
+    raise AssertionError(f"the route from {a} to {b} loops: {path}")
+
+
+def link_bytes(shape: cluster.Shape) -> dict[str, int]:
+    """Bytes sent on each directed link so far."""
+    return {row["link"]: row["tx_bytes"] for row in cluster.link_report(shape)}
+
+
+def test_torus_routes_in_dimension_order_and_carries_a_sweep(netns, tmp_path: Path):
+    made = ok(bench("cluster", "up", "--topology", "torus:2x4", "--slots", "1"))
+    assert "8 nodes x 1 slot on torus:2x4 (8 nodes, 12 cables)" in made
+    state = cluster.read_state()
+    shape = state.shape
+    # the generated hostfiles stay with the cluster's state, out of the tracked hostfiles/ folder
+    assert all(name.startswith(str(cluster.STATE_DIR)) for name in state.hostfiles)
+    assert not list((ROOT / "hostfiles").glob("a2a-cluster.*"))
+    torus = fabric.parse("torus:2x4")
+    for a in range(8):
+        for b in range(8):
+            assert walked_route(a, b, 8) == torus.route(a, b), f"{a} -> {b}"
+    # each router on the way lowers the TTL: the source's, the forwarders', the destination's
+    for a, b in ((0, 4), (0, 6), (5, 3)):
+        assert 64 - arriving_ttl(a, b) == torus.hops(a, b) + 1, f"{a} -> {b}"
+
+    before = link_bytes(shape)
+    size, calls = 64 * 1024, 1 + 2 + 1  # warm-up + timed + the check's call
+    ok(bench("cluster", "run", "--", "run", "--sizes", "1K,64K", "--algorithms", "pairwise,native",
+             "--nprocs", "8", "--warmup", "1", "--iterations", "2", "--quiet", "--output", str(tmp_path / "r"),
+             timeout=300))
+    after = link_bytes(shape)
+    rows = read_rows(tmp_path / "r")
+    assert len(rows) == 4 and all(r.valid and r.nnodes == 8 and r.topology == "torus:2x4" for r in rows)
+    assert json.loads((tmp_path / "r" / "meta.json").read_text())["topology"] == "torus:2x4"
+    # pairwise sends each block straight to its owner: every link carries at least the blocks
+    # whose dimension-order route crosses it (the other points and headers only add to it)
+    expected = fabric.link_loads(torus, [(a, b, size * calls) for a in range(8) for b in range(8)])
+    for (u, v), load in expected.items():
+        moved = after[f"{u} -> {v}"] - before[f"{u} -> {v}"]
+        assert moved >= load, f"{u} -> {v}: {moved} B sent, its routes carry {load:.0f} B of pairwise blocks"
+    status = ok(bench("cluster", "status"))
+    assert "n0 -> n4" in status and "a2a-r0:to4" in status and "drops" in status
+
+
+def test_ring_and_fattree_connect_every_node(netns):
+    ok(bench("cluster", "up", "--topology", "ring", "--nodes", "4", "--slots", "1"))
+    ring = fabric.parse("ring", 4)
+    for a in range(4):
+        for b in range(4):
+            assert walked_route(a, b, 4) == ring.route(a, b), f"{a} -> {b}"
+    assert 64 - arriving_ttl(0, 2) == 3  # routers 0, 1 and 2
+    hosts = ("from mpi4py import MPI; import numpy as np; c = MPI.COMM_WORLD; a = np.full(4 * 4096, c.rank); "
+             "b = np.empty_like(a); c.Alltoall(a, b); names = c.gather(MPI.Get_processor_name()); "
+             "assert (b.reshape(4, -1) == np.arange(4)[:, None]).all(); c.rank or print(*names)")
+    assert ok(bench("cluster", "run", "--raw", "--", sys.executable, "-c", hosts)).split() == \
+        ["a2a-n0", "a2a-n1", "a2a-n2", "a2a-n3"]
+    ok(bench("cluster", "down"))
+
+    ok(bench("cluster", "up", "--topology", "fattree:2x2,oversub=2", "--slots", "1", "--rate", "100mbit"))
+    shape = cluster.read_state().shape
+    assert shape.namespaces == ["a2a-n0", "a2a-n1", "a2a-n2", "a2a-n3", "a2a-sw"]
+    rates = {row["link"]: row["rate"] for row in cluster.link_report(shape)}
+    assert rates["leaf0 -> spine"] == "100mbit" and rates["n3 -> leaf1"] == "100mbit"  # 2 nodes x rate / 2
+    assert arriving_ttl(0, 3) == 64  # bridged: no router on the way
+    before = link_bytes(shape)
+    assert ok(bench("cluster", "run", "--raw", "--", sys.executable, "-c", hosts)).split() == \
+        ["a2a-n0", "a2a-n1", "a2a-n2", "a2a-n3"]
+    after = link_bytes(shape)
+    crossing = 2 * 2 * 4096 * 8  # nodes 0 and 1 each send a 32 KiB block to nodes 2 and 3
+    assert after["leaf0 -> spine"] - before["leaf0 -> spine"] >= crossing
+    assert after["spine -> leaf1"] - before["spine -> leaf1"] >= crossing
+
+
+def test_delay_without_netem_is_refused_and_leaves_nothing(netns):
+    done = bench("cluster", "up", "--topology", "ring", "--nodes", "3", "--delay", "1ms")
+    if done.returncode == 0:
+        pytest.skip("this kernel has netem: --delay is applied (the refusal cannot be checked)")
+    assert done.returncode == 2 and "--delay needs the netem qdisc" in done.stderr
+    assert done.stderr.count("error:") == 1
+    assert cluster.namespaces() == [] and not cluster.STATE_DIR.exists()
+
+
 # ---------------------------------------------------------------- bad input
 
 
@@ -169,6 +344,14 @@ def test_shallow_switch_queue_stalls_with_tcp_timeouts(netns, tmp_path: Path):
     (("--nodes", "2", "--queue", "100"), "queue '100' is out of range"),
     (("--nodes", "2", "--slots", "0"), "slots=0"),
     (("--nodes", "2", "--rto-min", "-1"), "rto-min=-1"),
+    (("--topology", "mesh:2"), "topology 'mesh:2' is unknown; accepted: switch, ring, torus:AxB[xC...], "
+                               "fattree:LEAVESxNODES[,oversub=R]"),
+    (("--topology", "ring"), "topology 'ring' needs a node count (--nodes N)"),
+    (("--topology", "torus:2x4", "--nodes", "6"), "torus:2x4 has 8 nodes but --nodes is 6"),
+    (("--topology", "torus:2x2x2"), "the emulated cluster builds rings and 2-D tori only"),
+    (("--topology", "fattree:2x4,oversub=-1"), "accepted: fattree:LEAVESxNODES[,oversub=R]"),
+    (("--nodes", "2", "--delay", "5"), "delay '5' has no unit"),
+    (("--nodes", "2", "--delay", "soon"), "delay 'soon' is not a delay"),
 ])
 def test_bad_shapes_are_refused(args: tuple[str, ...], message: str):
     done = bench("cluster", "up", *args)
@@ -190,7 +373,7 @@ def test_not_root_is_refused():
 def test_run_without_a_cluster_is_refused(netns):
     done = bench("cluster", "run", "--", "run", "--sizes", "8")
     assert done.returncode == 2
-    assert "no emulated cluster is up; make one with `python -m bench cluster up --nodes N`" in done.stderr
+    assert "no emulated cluster is up; make one with `python -m bench cluster up --nodes N" in done.stderr
 
 
 def test_seed_repro_rejects_unknown_fixes():
