@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from . import decide
+from . import contention, decide
 from .errors import BadResults
+from .fabric import Fabric
 from .results import Row, label
 
 BAD_FIT = 0.5  # a point whose relative error exceeds this is reported as badly modelled
@@ -311,6 +312,14 @@ class Fit:
         """Predicted seconds on a given shape (process count and nodes)."""
         terms = self.formula.terms(shape, size, decide.parse_options(self.options))
         return sum(c * self.params.get(k, 0.0) for k, c in terms.items())
+
+    def predict_on_fabric(self, shape: Shape, size: float, net: Fabric) -> float:
+        """Predicted seconds on a topology: the bandwidth terms scaled by its busiest-link load over a switch's."""
+        options = decide.parse_options(self.options)
+        terms = self.formula.terms(shape, size, options)
+        ratio = contention.against_switch(self.algorithm, shape.nprocs, net, options)
+        scaled = {k: c * ratio if k in ("beta", "beta_inter") else c for k, c in terms.items()}
+        return sum(c * self.params.get(k, 0.0) for k, c in scaled.items())
 
     def latency(self, nprocs: int) -> float:
         """The latency term L(p): the time at zero bytes."""

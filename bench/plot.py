@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from a2a import plot
+from a2a import plot, topoplot, topostudy
 from a2a.results import load
 
 from .cli import echo, main
@@ -16,10 +16,13 @@ from .cli import echo, main
 @click.option("-o", "--output", type=click.Path(file_okay=False),
               help="Directory for the figures. [default: RESULTS/plots]")
 def plot_command(results: str, output: str | None) -> None:
-    """Draw the run's figures (needs the plot extra: pip install 'a2a-testbed[plot]')."""
+    """Draw the run's figures, or a topology study's (needs the plot extra: pip install 'a2a-testbed[plot]')."""
     plot.pyplot()  # fail first, and clearly, when matplotlib is missing
     directory = Path(output) if output else Path(results) / "plots"
-    figures = plot.plot_all(load(Path(results)), directory)
+    if (Path(results) / topostudy.STUDY_MANIFEST).is_file():  # a topology study: its own figures
+        figures = topoplot.plot_study(topostudy.study_runs(Path(results)), directory)
+    else:
+        figures = plot.plot_all(load(Path(results)), directory)
     for figure in figures:
         echo(f"{directory / figure.name}.png  (.svg)  {figure.title}")
     echo(f"{directory / 'index.html'}  shows them all with the run's metadata")

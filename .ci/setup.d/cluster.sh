@@ -7,7 +7,7 @@ if ! command -v ip >/dev/null || ! command -v tc >/dev/null || ! command -v unsh
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends iproute2 util-linux
 fi
 # A cluster left by an interrupted session would make its tests skip: remove it (only our names).
-for ns in $(ip netns list 2>/dev/null | awk '$1 ~ /^a2a-(sw|n[0-9]+)$/ {print $1}'); do
+for ns in $(ip netns list 2>/dev/null | awk '$1 ~ /^a2a-(sw|n[0-9]+|r[0-9]+)$/ {print $1}'); do
   for pid in $(ip netns pids "$ns"); do kill -9 "$pid" 2>/dev/null || true; done
   ip netns del "$ns"
 done

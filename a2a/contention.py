@@ -1,0 +1,93 @@
+"""Link contention: the bytes an algorithm's rounds put on the busiest link of a topology.
+
+An all-to-all runs in rounds; in each round every rank sends some messages at once. A round
+cannot end before its busiest link has carried its load, so the bandwidth term of an
+algorithm on a topology is sum over rounds of (bytes on that round's most loaded link / the
+link's capacity), with messages routed as a2a/fabric.py routes them (dimension order on a
+torus). On a switch with one rank per node that is exactly the bytes one rank sends, the
+coefficient of beta in the Hockney formulas of a2a/model.py; on a ring or a torus, messages
+that share links add up. Ranks are placed in blocks: rank r on node r // q.
+
+`rounds` gives each schedule's messages; an algorithm without one (native, plug-ins) is
+taken as a direct exchange with everything in flight at once, which is what libraries do
+for large messages.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from .fabric import Fabric, Switch, max_link_load
+
+Message = tuple[int, int, float]  # (source rank, destination rank, bytes)
+Round = list[Message]
+
+
+def shifts(p: int, m: float) -> list[Round]:
+    """Round s: every rank r sends m bytes to (r + s) mod p (pairwise's shift schedule)."""
+    return [[(r, (r + s) % p, m) for r in range(p)] for s in range(1, p)]
+
+
+def xors(p: int, m: float) -> list[Round]:
+    """Round s: every rank r exchanges m bytes with r xor s (p a power of two)."""
+    return [[(r, r ^ s, m) for r in range(p)] for s in range(1, p)]
+
+
+def everything(p: int, m: float) -> list[Round]:
+    """One round: every rank sends m bytes to every other rank at once (linear)."""
+    return [[(r, d, m) for r in range(p) for d in range(p) if d != r]]
+
+
+def batches(p: int, m: float, window: int) -> list[Round]:
+    """Rounds of `window` peers per rank at once: offsets 1..w, then w+1..2w, ... (throttled)."""
+    window = max(1, window)
+    return [[(r, (r + s) % p, m) for r in range(p) for s in range(first, min(first + window, p))]
+            for first in range(1, p, window)]
+
+
+def bruck_steps(p: int, radix: int) -> list[tuple[int, int]]:
+    """Bruck's rounds as (offset, blocks): round (d, v) sends the blocks whose digit d is v to r + v k^d."""
+    steps = []
+    distance = 1
+    while distance < p:
+        for digit in range(1, radix):
+            moved = sum(1 for i in range(p) if (i // distance) % radix == digit)
+            if moved:
+                steps.append((digit * distance, moved))
+        distance *= radix
+    return steps
+
+
+def bruck(p: int, m: float, radix: int) -> list[Round]:
+    """Every rank r sends `blocks` x m bytes to r + offset, one round per Bruck step."""
+    return [[(r, (r + offset) % p, blocks * m) for r in range(p)] for offset, blocks in bruck_steps(p, radix)]
+
+
+Schedule = Callable[[int, float, dict], "list[Round]"]
+SCHEDULES: dict[str, Schedule] = {
+    "pairwise": lambda p, m, o: xors(p, m) if o.get("schedule") == "xor" else shifts(p, m),
+    "linear": lambda p, m, o: everything(p, m),
+    "throttled": lambda p, m, o: batches(p, m, int(o.get("window") or 8)),
+    "bruck": lambda p, m, o: bruck(p, m, int(o.get("radix") or 2)),
+}
+
+
+def rounds(algorithm: str, p: int, m: float, options: dict | None = None) -> list[Round]:
+    """The messages of each round of an algorithm (a direct exchange when it has no schedule here)."""
+    return SCHEDULES.get(algorithm, SCHEDULES["linear"])(p, m, options or {})
+
+
+def busiest_link_bytes(algorithm: str, p: int, m: float, net: Fabric, options: dict | None = None) -> float:
+    """Sum over rounds of the bytes (over capacity) on the round's most loaded link; p ranks on net's nodes."""
+    per_node = math.ceil(p / net.nodes)
+    total = 0.0
+    for messages in rounds(algorithm, p, m, options):
+        between = [(a // per_node, b // per_node, size) for a, b, size in messages if a // per_node != b // per_node]
+        total += max_link_load(net, between)
+    return total
+
+
+def against_switch(algorithm: str, p: int, net: Fabric, options: dict | None = None) -> float:
+    """How many times the busiest-link bytes of `net` are a switch's of the same nodes (1 with no traffic)."""
+    switch = busiest_link_bytes(algorithm, p, 1.0, Switch(net.nodes), options)
+    return busiest_link_bytes(algorithm, p, 1.0, net, options) / switch if switch else 1.0
