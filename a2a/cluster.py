@@ -114,6 +114,9 @@ class Shape:
         if isinstance(net, fabric.Torus) and len(net.dims) > 2:
             raise BadOption(f"topology {net.spec}: the emulated cluster builds rings and 2-D tori "
                             "only (torus:AxB); more dimensions are for the simulator")
+        if not isinstance(net, (fabric.Switch, fabric.Torus, fabric.FatTree)):
+            raise BadOption(f"topology {net.spec}: the emulated cluster builds switch, ring, torus:AxB "
+                            "and fattree:LEAVESxNODES[,oversub=R]; the others are for the simulator")
         if net.spec != self.topology:
             raise BadOption(f"topology {self.topology!r} is not in its canonical spelling {net.spec!r}")
 

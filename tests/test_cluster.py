@@ -349,6 +349,7 @@ def test_delay_without_netem_is_refused_and_leaves_nothing(netns):
     (("--topology", "ring"), "topology 'ring' needs a node count (--nodes N)"),
     (("--topology", "torus:2x4", "--nodes", "6"), "torus:2x4 has 8 nodes but --nodes is 6"),
     (("--topology", "torus:2x2x2"), "the emulated cluster builds rings and 2-D tori only"),
+    (("--topology", "dragonfly:1x1x2x2"), "the emulated cluster builds switch, ring, torus:AxB and fattree"),
     (("--topology", "fattree:2x4,oversub=-1"), "accepted: fattree:LEAVESxNODES[,oversub=R]"),
     (("--nodes", "2", "--delay", "5"), "delay '5' has no unit"),
     (("--nodes", "2", "--delay", "soon"), "delay 'soon' is not a delay"),
