@@ -177,10 +177,15 @@ def real_record(comm: Any, name: str, options: dict[str, Any], count: int, colle
     return tally.events
 
 
+# Calls neither the counting proxy nor the stand-in models yet: Waitany (linear_sync), datatypes
+# on absolute addresses sent from MPI.BOTTOM (MPI.Get_address; bine, bruck_zero_copy).
+NOT_MODELLED = ("linear_sync", "bine", "bruck_zero_copy")
+
+
 def variants(p: int) -> list[tuple[str, dict[str, Any], str]]:
     """Every registered algorithm (not auto) of each collective at its defaults, and option variants."""
     chosen = [(name, {}, collective) for collective in ("alltoall", "alltoallv")
-              for name in a2a.algorithms(collective) if name != "auto"]
+              for name in a2a.algorithms(collective) if name not in ("auto", *NOT_MODELLED)]
     chosen += [(name, options, "alltoall") for name, options in [
         ("bruck", {"radix": 3}), ("throttled", {"window": 2}), ("node_aware", {"ppn": 2}),
         ("node_aware", {"ppn": 2, "placement": "cyclic"}), ("hierarchical", {"ppn": 2}),
