@@ -14,6 +14,7 @@ that needs more fails clearly instead of producing a wrong schedule.
 """
 from __future__ import annotations
 
+import ctypes
 import itertools
 import math
 import sys
@@ -316,8 +317,25 @@ class _World:
                 box = self.boxes.get(key)
                 if box:
                     return box.popleft()
-                arrival = self.arrivals.setdefault(key, threading.Event())
+                arrival = self.arrivals.get(key)
+                if arrival is None or arrival.is_set():  # a set one is left from an earlier Waitany
+                    arrival = self.arrivals[key] = threading.Event()
             self._wait(arrival, what)
+
+    def has(self, key: tuple) -> bool:
+        """Whether a message waits in this box."""
+        with self.lock:
+            return bool(self.boxes.get(key))
+
+    def wait_any(self, keys: list[tuple], what: str) -> None:
+        """Until a message arrives in one of these boxes."""
+        arrival = threading.Event()
+        with self.lock:
+            if any(self.boxes.get(k) for k in keys):
+                return
+            for k in keys:
+                self.arrivals[k] = arrival
+        self._wait(arrival, what)
 
     def finished(self) -> None:
         """A rank's thread ends."""
@@ -434,12 +452,45 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, (int, np.integer))
 
 
-def _byte_map(spec: Any) -> tuple[np.ndarray, np.ndarray | None]:
+def address(buf: Any) -> int:
+    """MPI_Get_address: where the array's first byte is in this process's memory."""
+    return int(np.asarray(buf).__array_interface__["data"][0])
+
+
+class _Memory:
+    """The process's memory as a byte buffer, for [MPI.BOTTOM, count, type] specs with absolute offsets."""
+
+    nbytes, itemsize = 0, 1
+
+    @staticmethod
+    def runs(offsets: np.ndarray) -> list[tuple[int, int, int]]:
+        """(address, length, position in the message) of each run of consecutive bytes."""
+        if not len(offsets):
+            return []
+        breaks = np.flatnonzero(np.diff(offsets) != 1) + 1
+        starts = np.concatenate([[0], breaks])
+        ends = np.concatenate([breaks, [len(offsets)]])
+        return [(int(offsets[a]), int(b - a), int(a)) for a, b in zip(starts, ends)]
+
+    @staticmethod
+    def read(offsets: np.ndarray) -> np.ndarray:
+        out = np.empty(len(offsets), np.uint8)
+        for where, length, at in _Memory.runs(offsets):
+            out[at: at + length] = np.ctypeslib.as_array((ctypes.c_ubyte * length).from_address(where))
+        return out
+
+    @staticmethod
+    def write(offsets: np.ndarray, data: np.ndarray) -> None:
+        for where, length, at in _Memory.runs(offsets):
+            np.ctypeslib.as_array((ctypes.c_ubyte * length).from_address(where))[:] = data[at: at + length]
+
+
+def _byte_map(spec: Any) -> tuple[Any, np.ndarray | None]:
     """(the buffer as an array, the byte offsets the spec covers or None for all of it)."""
     if isinstance(spec, np.ndarray):
         return np.asarray(spec), None
     if isinstance(spec, (list, tuple)) and spec:
-        buf, rest = np.asarray(spec[0]), list(spec[1:])
+        buf, rest = (_Memory() if spec[0] is BOTTOM else np.asarray(spec[0])), list(spec[1:])
         datatype = rest.pop() if rest and isinstance(rest[-1], Datatype) else None
         count = rest[0] if rest and _is_count(rest[0]) else None
         if len(rest) <= 1 and (not rest or count is not None):
@@ -452,7 +503,9 @@ def _byte_map(spec: Any) -> tuple[np.ndarray, np.ndarray | None]:
                        f"{_short(spec)}; pass an array, [array, datatype] or [array, count, datatype]")
 
 
-def _flat(buf: np.ndarray) -> np.ndarray:
+def _flat(buf: Any) -> np.ndarray:
+    if isinstance(buf, _Memory):
+        raise CaptureError("MPI.BOTTOM in a collective: the stand-in answers it in point-to-point calls only")
     if not buf.flags.c_contiguous:
         raise CaptureError("a datatype over a non-contiguous array: the stand-in needs contiguous buffers")
     return buf.reshape(-1).view(np.uint8)
@@ -473,7 +526,7 @@ def _pack(spec: Any) -> np.ndarray:
     buf, offsets = _byte_map(spec)
     if offsets is None:
         return np.ascontiguousarray(buf).reshape(-1).view(np.uint8).copy()
-    return _flat(buf)[offsets]
+    return _Memory.read(offsets) if isinstance(buf, _Memory) else _flat(buf)[offsets]
 
 
 def _unpack(spec: Any, data: np.ndarray) -> None:
@@ -481,10 +534,12 @@ def _unpack(spec: Any, data: np.ndarray) -> None:
     if spec is None:
         return
     buf, offsets = _byte_map(spec)
-    if len(data) > (buf.nbytes if offsets is None else len(offsets)):
+    if len(data) > (buf.nbytes if offsets is None else len(offsets)):  # noqa: SIM108
         raise CaptureError(f"a message of {len(data)} bytes arrived in a receive buffer of "
                            f"{_nbytes(spec)} bytes (MPI_ERR_TRUNCATE)")
-    if offsets is not None:
+    if isinstance(buf, _Memory):
+        _Memory.write(offsets[: len(data)], data)
+    elif offsets is not None:
         _flat(buf)[offsets[: len(data)]] = data
     elif buf.flags.c_contiguous:
         buf.reshape(-1).view(np.uint8)[: len(data)] = data
@@ -561,6 +616,30 @@ class Request:
             world, key, spec, what = self.receive
             _unpack(spec, world.collect(key, what))
             self.receive = None
+        self.active = False
+
+    active = True
+
+    def _ready(self) -> bool:
+        return not self.receive or self.receive[0].has(self.receive[1])
+
+    @staticmethod
+    def Waitany(requests: list["Request"], status: Any = None) -> int:
+        """The first active request that can complete (sends always can); UNDEFINED if none is active.
+
+        Under MPI the order is the network's; here it is the lowest such index, and the trace
+        waits for that request.
+        """
+        live = [i for i, q in enumerate(requests) if q.active and q.ident is not None]
+        if not live:
+            return UNDEFINED
+        while True:
+            ready = next((i for i in live if requests[i]._ready()), None)
+            if ready is not None:
+                requests[ready].Wait()
+                return ready
+            world = requests[live[0]].receive[0]
+            world.wait_any([requests[i].receive[1] for i in live], "any of several messages (Waitany)")
 
     def Wait(self, status: Any = None) -> None:
         self._complete()
@@ -597,7 +676,7 @@ class Prequest(Request):
 
     def Start(self) -> None:
         started = self.comm._post(self.kind, self.peer, self.spec, self.tag)
-        self.ident, self.receive = started.ident, started.receive
+        self.ident, self.receive, self.active = started.ident, started.receive, True
 
     @staticmethod
     def Startall(requests: list["Prequest"]) -> None:
@@ -622,6 +701,7 @@ class _Null:
 
 
 COMM_NULL = _Null("COMM_NULL")
+BOTTOM = _Null("BOTTOM")
 UNDEFINED = -32766
 COMM_TYPE_SHARED = 1
 _OPS = {"SUM": np.add, "MIN": np.minimum, "MAX": np.maximum, "PROD": np.multiply,
@@ -921,7 +1001,7 @@ def _standin_module() -> types.ModuleType:
         Datatype, Request, Prequest, StandInComm, StandInComm)
     module.COMM_NULL, module.REQUEST_NULL = COMM_NULL, _Null("REQUEST_NULL")
     module.UNDEFINED, module.COMM_TYPE_SHARED, module.PROC_NULL, module.ANY_TAG = UNDEFINED, COMM_TYPE_SHARED, -1, -1
-    module.IN_PLACE = "MPI.IN_PLACE"
+    module.IN_PLACE, module.BOTTOM, module.Get_address = "MPI.IN_PLACE", BOTTOM, address
     module.buffer = lambda obj: obj
 
     def unknown(name: str) -> Any:

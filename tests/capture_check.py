@@ -79,6 +79,10 @@ def counting_module(real_mpi: Any) -> types.ModuleType:
         def Waitall(requests: list[Any], statuses: Any = None) -> None:
             real_mpi.Request.Waitall([getattr(q, "real", q) for q in requests])
 
+        @staticmethod
+        def Waitany(requests: list[Any], status: Any = None) -> int:
+            return real_mpi.Request.Waitany([getattr(q, "real", q) for q in requests])
+
     module.Prequest, module.Request = Prequest, Request
     return module
 
@@ -177,19 +181,21 @@ def real_record(comm: Any, name: str, options: dict[str, Any], count: int, colle
     return tally.events
 
 
-# Calls neither the counting proxy nor the stand-in models yet: Waitany (linear_sync), datatypes
-# on absolute addresses sent from MPI.BOTTOM (MPI.Get_address; bine, bruck_zero_copy).
-NOT_MODELLED = ("linear_sync", "bine", "bruck_zero_copy")
+# One-sided (RMA) schedules: the stand-in has no windows, so it refuses them, naming MPI.Win.
+ONE_SIDED = ("onesided",)
 
 
 def variants(p: int) -> list[tuple[str, dict[str, Any], str]]:
     """Every registered algorithm (not auto) of each collective at its defaults, and option variants."""
     chosen = [(name, {}, collective) for collective in ("alltoall", "alltoallv")
-              for name in a2a.algorithms(collective) if name not in ("auto", *NOT_MODELLED)]
+              for name in a2a.algorithms(collective) if name != "auto"]
     chosen += [(name, options, "alltoall") for name, options in [
         ("bruck", {"radix": 3}), ("throttled", {"window": 2}), ("node_aware", {"ppn": 2}),
         ("node_aware", {"ppn": 2, "placement": "cyclic"}), ("hierarchical", {"ppn": 2}),
-        ("hierarchical", {"ppn": 2, "placement": "cyclic"})]]
+        ("hierarchical", {"ppn": 2, "placement": "cyclic"}), ("linear_sync", {"window": 1}),
+        ("linear_sync", {"window": 2}), ("bruck_zero_copy", {"radix": 3}), ("multileader", {"ppn": 2, "leaders": 2}),
+        ("locality_aware", {"ppn": 2, "placement": "cyclic"}), ("parallel_split", {"factor": 4})]
+        if name in a2a.algorithms()]
     if p & (p - 1) == 0:
         chosen.append(("pairwise", {"schedule": "xor"}, "alltoall"))
     return chosen
@@ -200,8 +206,16 @@ def mismatches(comm: Any, count: int = 3) -> list[str]:
     nodes = node_groups(comm)  # the real layout (ppn=0 algorithms ask MPI for it)
     found = []
     for name, options, collective in variants(comm.size):
-        real = real_record(comm, name, options, count, collective)
         matrix = uneven(comm.size, count) if collective == "alltoallv" else None
+        if name in ONE_SIDED:
+            try:
+                capture(name, options, comm.size, count, "float32", nodes=nodes, matrix=matrix)
+                found.append(f"{name}: captured, so take it off ONE_SIDED and compare it")
+            except A2AError as problem:
+                if "does not answer MPI.Win" not in str(problem):
+                    found.append(f"{name}: refused without naming MPI.Win: {problem}")
+            continue
+        real = real_record(comm, name, options, count, collective)
         try:
             captured = capture(name, options, comm.size, count, "float32", nodes=nodes,
                                matrix=matrix).events[comm.rank]
