@@ -34,8 +34,9 @@ from .results import Row, label
 BAD_FIT = 0.5  # a point whose relative error exceeds this is reported as badly modelled
 MIN_SEPARATION = 0.05  # sine of the angle below which two terms cannot be told apart
 LINK_PAIRS = (("alpha_intra", "alpha_inter"), ("beta_intra", "beta_inter"))
-CONTEXT = ("timing", "mesh", "groups")  # key columns besides nprocs that make a separate series
-PLAIN = ("sync", "", "")  # their values for a plain run: synchronised timing, no mesh
+# key columns besides nprocs that make a separate series, and their values for a plain run
+CONTEXT = ("timing", "mesh", "groups", "collective", "workload")
+PLAIN = ("sync", "", "", "alltoall", "uniform")
 
 
 @dataclass(frozen=True)
@@ -281,7 +282,7 @@ class Fit:
     residuals: list[Residual]
     ppn: float  # ranks per node assumed when predicting other process counts
     nodes: dict[int, int] = field(default_factory=dict)  # measured process count -> nodes
-    context: tuple[str, ...] = PLAIN  # timing, mesh, groups
+    context: tuple[str, ...] = PLAIN  # timing, mesh, groups, collective, workload
 
     @property
     def nprocs(self) -> list[int]:
@@ -371,15 +372,16 @@ def fit(rows: Iterable[Row]) -> list[Fit]:
 
 
 def context_of(row: Row) -> tuple[str, ...]:
-    """The row's timing mode, mesh and groups."""
+    """The row's timing mode, mesh, groups, collective and workload."""
     return tuple(str(getattr(row, column)) for column in CONTEXT)
 
 
 def context_text(context: tuple[str, ...]) -> str:
-    """'' for a plain run, else e.g. ' [mesh 2x4 groups z]' or ' [pipelined timing]'."""
-    timing, mesh, groups = context
+    """'' for a plain run, else e.g. ' [mesh 2x4 groups z]', ' [pipelined timing]' or ' [alltoallv zipf:s=1.1]'."""
+    timing, mesh, groups, collective, workload = context
     parts = ([f"mesh {mesh} groups {groups}"] if mesh or groups else []) + \
-        ([f"{timing} timing"] if timing != "sync" else [])
+        ([f"{timing} timing"] if timing != "sync" else []) + \
+        ([f"{collective} {workload}"] if (collective, workload) != PLAIN[3:] else [])
     return f" [{', '.join(parts)}]" if parts else ""
 
 

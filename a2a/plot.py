@@ -429,7 +429,7 @@ def samples_over_iterations(data: Data, directory: Path) -> list[Figure]:
         bar.set_ticks(ticks, labels=[human_bytes(t) for t in ticks])
         bar.ax.minorticks_off()
         name = f"samples_p{panel[0]}" + "".join(f"_{re.sub('[^A-Za-z0-9]+', '-', part)}"
-                                                for part in panel[1] if part and part != "sync")
+                                                for part, plain in zip(panel[1], model.PLAIN) if part != plain)
         save(fig, directory, name)
         figures.append(Figure(name, f"Samples over iterations, {panel_title(panel)}",
                               "Every timed iteration of every point, coloured by size; red crosses "

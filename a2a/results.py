@@ -53,6 +53,9 @@ class Row:
     timing: str = "sync"
     platform: str = ""  # the simulated topology (bench simulate); empty for measured rows
     topology: str = ""  # the emulated cluster's topology spec ('' on a real machine)
+    collective: str = "alltoall"
+    workload: str = "uniform"
+    imbalance: float = math.nan  # the workload's largest block over its mean block
 
     @property
     def key(self) -> tuple:
@@ -75,11 +78,13 @@ class Row:
 
 
 COLUMNS: list[str] = [f.name for f in fields(Row)]
-KEY_COLUMNS: list[str] = ["nprocs", "algorithm", "options", "dtype", "bytes_per_peer", "timing", "mesh", "groups"]
-SAMPLE_COLUMNS: list[str] = KEY_COLUMNS + ["iteration", "seconds"]
+KEY_COLUMNS: list[str] = ["nprocs", "algorithm", "options", "dtype", "bytes_per_peer", "timing", "mesh", "groups",
+                          "collective", "workload"]
+# key columns added since samples.csv had its first columns go after them, so older files still read
+SAMPLE_COLUMNS: list[str] = KEY_COLUMNS[:8] + ["iteration", "seconds"] + KEY_COLUMNS[8:]
 
 
-KEY_DEFAULTS = {"timing": "sync", "mesh": "", "groups": ""}
+KEY_DEFAULTS = {"timing": "sync", "mesh": "", "groups": "", "collective": "alltoall", "workload": "uniform"}
 
 
 def point_key(row: Any) -> tuple:

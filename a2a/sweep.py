@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import asdict, dataclass, field
+from math import nan
 from typing import Any, Callable
 
 import numpy as np
@@ -25,6 +26,7 @@ from .results import Row, label, point_key
 from .stats import Stats, bandwidths
 from .timing import harness_cost, time_global, time_pipelined, time_sync
 from .topology import node_groups
+from .traffic import Traffic
 from .verify import expected_pattern, send_pattern
 
 
@@ -68,6 +70,8 @@ class SweepConfig:
     seed: int = 0
     timing: str = "sync"
     layouts: list[Layout] = field(default_factory=list)
+    collective: str = "alltoall"
+    workload: str = "uniform"
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -92,6 +96,8 @@ class Point:
     dtype: str
     timing: str = "sync"
     layout: Layout | None = None
+    collective: str = "alltoall"
+    workload: str = "uniform"
 
     @property
     def key(self) -> tuple:
@@ -100,11 +106,13 @@ class Point:
                           "options": self.variant.options_text, "dtype": self.dtype,
                           "bytes_per_peer": self.bytes_per_peer, "timing": self.timing,
                           "mesh": self.layout.mesh_text if self.layout else "",
-                          "groups": self.layout.strategy if self.layout else ""})
+                          "groups": self.layout.strategy if self.layout else "",
+                          "collective": self.collective, "workload": self.workload})
 
     def __str__(self) -> str:
         where = f" in groups {self.layout.strategy} of mesh {self.layout.mesh_text}" if self.layout else ""
-        return f"{self.variant.label} at {self.bytes_per_peer} B per peer on {self.nprocs} ranks{where}"
+        what = f" ({self.collective}, {self.workload})" if self.collective != "alltoall" else ""
+        return f"{self.variant.label} at {self.bytes_per_peer} B per peer on {self.nprocs} ranks{where}{what}"
 
 
 def points(config: SweepConfig, nprocs: int) -> list[Point]:
@@ -118,7 +126,8 @@ def points(config: SweepConfig, nprocs: int) -> list[Point]:
         for size in config.sizes:
             variants = list(config.variants)
             random.Random(f"{config.seed}:{nprocs}:{size}").shuffle(variants)
-            order += [Point(nprocs, size, v, config.dtype, config.timing, layout) for v in variants]
+            order += [Point(nprocs, size, v, config.dtype, config.timing, layout, config.collective, config.workload)
+                      for v in variants]
     return order
 
 
@@ -220,14 +229,26 @@ def measure(comm: Any, point: Point, config: SweepConfig, context: Context,
 
 def _time_and_check(comm: Any, group: Any, point: Point, config: SweepConfig, context: Context, row: Row,
                     stop_requested: Callable[[], bool]) -> tuple[Row, np.ndarray] | None:
-    need = 2 * group.size * point.bytes_per_peer
+    traffic = None
+    if point.collective == "alltoallv":
+        try:
+            traffic = Traffic.of(point.workload, group.size, point.bytes_per_peer, point.dtype, config.seed)
+        except A2AError as refused:  # the matrix is the same on every rank, so is the refusal
+            return _noted(row, f"refused: {refused}")
+        row.imbalance = traffic.imbalance
+    need = traffic.most_bytes if traffic else 2 * group.size * point.bytes_per_peer
     if need > config.max_memory:
         return _noted(row, f"skipped: buffers need {need} B per rank, above --max-memory {config.max_memory}")
-    sendbuf = send_pattern(np.dtype(point.dtype), group.size, group.rank, row.count)
-    recvbuf = np.zeros_like(sendbuf)
+    if traffic:
+        sendbuf, recvbuf = traffic.buffers(group.rank)
+    else:
+        sendbuf = send_pattern(np.dtype(point.dtype), group.size, group.rank, row.count)
+        recvbuf = np.zeros_like(sendbuf)
     timeouts_before = _sum_over_hosts(comm, context)
     try:
-        plan = get(point.variant.name).plan(group, sendbuf, recvbuf, **point.variant.options)
+        algorithm = get(point.variant.name)
+        plan = (traffic.plan(algorithm, group, sendbuf, recvbuf, point.variant.options) if traffic else
+                algorithm.plan(group, sendbuf, recvbuf, **point.variant.options))
     except A2AError as refused:  # raised alike on every rank (the checks are collective)
         return _noted(row, f"refused: {refused}")
     row.note = "; ".join(n for n in (row.note, plan.note) if n)  # e.g. bine's fallback to pairwise
@@ -244,11 +265,16 @@ def _time_and_check(comm: Any, group: Any, point: Point, config: SweepConfig, co
                                          config.max_time_per_point, stop_requested)
         if stopped:
             return None
-        wrong = _check(comm, group, plan, recvbuf, np.dtype(point.dtype), row.count) if config.check else []
+        expected = (traffic.expected(group.rank) if traffic else
+                    expected_pattern(np.dtype(point.dtype), group.size, group.rank, row.count))
+        wrong = _check(comm, plan, recvbuf, expected) if config.check else []
     finally:
         plan.free()
     timeouts_after = _sum_over_hosts(comm, context)
-    _fill(row, Stats.of(samples, config.stall_threshold), config, point.timing)
+    stats = Stats.of(samples, config.stall_threshold)
+    _fill(row, stats, config, point.timing)
+    if traffic:  # from the bytes the matrix moves
+        row.algbw_GBps, row.busbw_GBps = traffic.bandwidths(stats.p50)
     row.valid = not wrong
     if starts:
         _noted(row, starts)
@@ -264,7 +290,8 @@ def _blank_row(point: Point, config: SweepConfig, context: Context) -> Row:
     row = Row(point.nprocs, context.nnodes, context.ppn, point.variant.name, point.variant.options_text,
               point.dtype, point.bytes_per_peer // np.dtype(point.dtype).itemsize, point.bytes_per_peer,
               warmup=config.warmup, timing=point.timing, note=describe_oversubscription(context.crowded),
-              topology=emulated_topology())
+              topology=emulated_topology(),
+              collective=point.collective, workload=point.workload, imbalance=1.0 if point.bytes_per_peer else nan)
     if layout:
         row.mesh, row.groups, row.group_size, row.ngroups = (layout.mesh_text, layout.strategy,
                                                              layout.group_size, layout.ngroups)
@@ -277,11 +304,11 @@ def _noted(row: Row, note: str) -> tuple[Row, np.ndarray]:
     return row, np.zeros(0)
 
 
-def _check(comm: Any, group: Any, plan: Any, recvbuf: np.ndarray, dtype: np.dtype, count: int) -> list[int]:
+def _check(comm: Any, plan: Any, recvbuf: np.ndarray, expected: np.ndarray) -> list[int]:
     """Run once more into a cleared buffer; return the ranks (of comm) whose result is wrong."""
     recvbuf[...] = 0
     plan()
-    right = np.array_equal(recvbuf, expected_pattern(dtype, group.size, group.rank, count))
+    right = np.array_equal(recvbuf, expected)
     return [rank for rank, ok in enumerate(comm.allgather(right)) if not ok]
 
 

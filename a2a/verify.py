@@ -30,3 +30,16 @@ def send_pattern(dtype: np.dtype, nprocs: int, rank: int, count: int) -> np.ndar
 def expected_pattern(dtype: np.dtype, nprocs: int, rank: int, count: int) -> np.ndarray:
     """What `rank` must receive: block j came from rank j."""
     return _values(np.dtype(dtype), np.arange(nprocs), np.full(nprocs, rank), count)
+
+
+def send_pattern_v(dtype: np.dtype, counts: np.ndarray, rank: int) -> np.ndarray:
+    """What `rank` sends in an alltoallv with the p x p `counts`: block j (counts[rank, j] long) for rank j."""
+    dtype = np.dtype(dtype)
+    return np.concatenate([_values(dtype, np.array([rank]), np.array([j]), int(n)) for j, n in enumerate(counts[rank])])
+
+
+def expected_pattern_v(dtype: np.dtype, counts: np.ndarray, rank: int) -> np.ndarray:
+    """What `rank` must receive: block j (counts[j, rank] long) came from rank j."""
+    dtype = np.dtype(dtype)
+    return np.concatenate([_values(dtype, np.array([j]), np.array([rank]), int(n))
+                           for j, n in enumerate(counts[:, rank])])

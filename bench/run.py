@@ -20,8 +20,10 @@ from a2a.environment import cores_of_this_rank, describe_run, node_memory_share
 from a2a.errors import BadOption
 from a2a.mesh import Layout, layouts
 from a2a.mpi import abort_job, abort_on_error, world
+from a2a.registry import COLLECTIVES
 from a2a.results import Recorder, Row, read_meta, read_rows, write_meta
 from a2a.sweep import TIMINGS, Context, Observer, Point, SweepConfig, Variant, points, run_sweep
+from a2a.workload import parse_workload
 
 from .cli import main
 from .options import (
@@ -39,14 +41,19 @@ DEFAULT_SIZES = "4:128K:x2"
 EXIT_TERMINATED = 143
 SWEEP_OPTIONS = ("config", "sizes", "dtype", "algorithms", "plugin", "option", "nprocs", "warmup",
                  "iterations", "max_time_per_point", "stall_threshold", "check", "max_memory", "ppn", "seed",
-                 "timing", "mesh", "groups")
+                 "timing", "mesh", "groups", "collective", "workload")
 
 
 @main.command("run")
 @click.option("--config", "config", type=click.Path(dir_okay=False), help="YAML sweep file; options given here win.")
 @click.option("--sizes", help=f"Bytes per peer: list (8,1K,64KiB,1M) or START:STOP:xF. [default: {DEFAULT_SIZES}]")
 @click.option("--dtype", help="NumPy element type. [default: float32]")
-@click.option("--algorithms", help="Names (or NAME:KEY=VALUE variants), comma-separated, or 'all'. [default: all]")
+@click.option("--collective", type=click.Choice(COLLECTIVES), default=None,
+              help="alltoall, or alltoallv with counts from --workload. [default: alltoall]")
+@click.option("--workload", help="alltoallv count matrix: uniform, random:spread=S, zipf:s=S, sparse:density=D, "
+                                 "moe:experts=E,topk=K,..., matrix:FILE.csv (docs/alltoallv.md). [default: uniform]")
+@click.option("--algorithms", help="Names (or NAME:KEY=VALUE variants), comma-separated, or 'all' "
+                                   "(every algorithm serving the collective). [default: all]")
 @click.option("--plugin", multiple=True, help="A .py file or module that registers algorithms (repeatable).")
 @click.option("--option", multiple=True, help="ALG.KEY=VALUE, e.g. bruck.radix=4 (repeatable).")
 @click.option("--table", "decision_table", help="Decision table for the `auto` algorithm (auto.table=FILE).")
@@ -178,9 +185,13 @@ def build_config(comm: Any, values: dict[str, Any]) -> SweepConfig:
                             f"this sweep ({', '.join(map(str, nprocs))}; the world has {comm.size})")
     ppn = parse_count(str(get("ppn", 0)), "--ppn")
     options = parse_assignments(_as_list(get("option", [])), "--option")
+    collective = _choice(get("collective", "alltoall"), COLLECTIVES, "--collective")
+    workload = parse_workload(str(get("workload", "uniform"))).text
+    if collective == "alltoall" and workload != "uniform":
+        raise BadConfig(f"--workload {workload} makes uneven counts; add --collective alltoallv")
     return SweepConfig(
-        sizes=sizes, dtype=dtype, nprocs=nprocs, ppn=ppn,
-        variants=variants(_as_text(get("algorithms", "all")), options, ppn),
+        sizes=sizes, dtype=dtype, nprocs=nprocs, ppn=ppn, collective=collective, workload=workload,
+        variants=variants(_as_text(get("algorithms", "all")), options, ppn, collective),
         warmup=parse_count(str(get("warmup", 1)), "--warmup"),
         iterations=max(1, parse_count(str(get("iterations", 25)), "--iterations")),
         max_time_per_point=_seconds(get("max_time_per_point", 10), "--max-time-per-point"),
@@ -208,11 +219,11 @@ def _choice(value: Any, accepted: tuple[str, ...], what: str) -> str:
     return str(value)
 
 
-def variants(text: str, options: dict[str, dict[str, str]], ppn: int) -> list[Variant]:
-    """Algorithm specs -> variants with resolved options (unknown names and options fail here)."""
+def variants(text: str, options: dict[str, dict[str, str]], ppn: int, collective: str = "alltoall") -> list[Variant]:
+    """Algorithm specs -> variants with resolved options (unknown names, options and collectives fail here)."""
     specs = [s.strip() for s in text.split(",") if s.strip()]
     if specs == ["all"]:
-        specs = [name for name in a2a.algorithms() if name != "auto"]
+        specs = [name for name in a2a.algorithms(collective) if name != "auto"]
     known = {parse_algorithm_spec(s)[0] for s in specs}
     stray = sorted(set(options) - known)
     if stray:
@@ -222,6 +233,7 @@ def variants(text: str, options: dict[str, dict[str, str]], ppn: int) -> list[Va
     for spec in specs:
         name, own = parse_algorithm_spec(spec)
         algorithm = a2a.get(name)
+        algorithm.kind(collective)
         wanted = {**options.get(name, {}), **own}
         if ppn and "ppn" in algorithm.options and "ppn" not in wanted:
             wanted["ppn"] = ppn
@@ -361,7 +373,9 @@ class Output(Observer):
         if tables and self.session.fmt == "tpu":
             click.echo(f"\n{nprocs} ranks\n" + report.tpu_table(rows))
         elif tables:
-            click.echo(f"\n{nprocs} ranks ({self.session.config.timing} timing; times in microseconds; "
+            config = self.session.config
+            what = f"{config.collective}, workload {config.workload}; " if config.collective != "alltoall" else ""
+            click.echo(f"\n{nprocs} ranks ({what}{config.timing} timing; times in microseconds; "
                        f"! = stalled, a sample >= fastest + {self.session.config.stall_threshold:g} s)")
             click.echo(report.table(rows))
         self.crowded = {}
