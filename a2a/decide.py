@@ -34,7 +34,7 @@ CONTEXT_COLUMNS = tuple(c for c in KEY_COLUMNS if c not in ("algorithm", "option
 EXCLUDED = ("auto",)
 # Ties go to the earliest name here; algorithms not listed (plug-ins) come after, by name.
 SIMPLICITY = ("native", "linear", "pairwise", "bruck", "throttled", "pairwise_inplace",
-              "node_aware", "hierarchical")
+              "node_aware", "hierarchical", "padded_bruck", "two_phase_bruck", "tuna")
 
 
 @dataclass
@@ -309,11 +309,11 @@ def lookup(document: dict[str, Any], nprocs: int, bytes_per_peer: int,
            **context: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """(table, range) for a communicator: the nearest measured process count at or below nprocs.
 
-    None when nprocs is below every measured count. Other context columns must match exactly.
+    None when nprocs is below every measured count. Context columns given must match exactly
+    (a table without one has the results' default, e.g. collective alltoall).
     """
-    columns = document.get("context_columns", ["nprocs"])
     fitting = [t for t in document["tables"]
-               if t["nprocs"] <= nprocs and all(t.get(c) == context.get(c, t.get(c)) for c in columns if c != "nprocs")]
+               if t["nprocs"] <= nprocs and all(t.get(c, KEY_DEFAULTS.get(c, "")) == v for c, v in context.items())]
     if not fitting:
         return None
     table = max(fitting, key=lambda t: t["nprocs"])

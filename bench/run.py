@@ -191,7 +191,7 @@ def build_config(comm: Any, values: dict[str, Any]) -> SweepConfig:
         raise BadConfig(f"--workload {workload} makes uneven counts; add --collective alltoallv")
     return SweepConfig(
         sizes=sizes, dtype=dtype, nprocs=nprocs, ppn=ppn, collective=collective, workload=workload,
-        variants=variants(_as_text(get("algorithms", "all")), options, ppn, collective),
+        variants=variants(_as_text(get("algorithms", "all")), options, ppn, collective, workload),
         warmup=parse_count(str(get("warmup", 1)), "--warmup"),
         iterations=max(1, parse_count(str(get("iterations", 25)), "--iterations")),
         max_time_per_point=_seconds(get("max_time_per_point", 10), "--max-time-per-point"),
@@ -219,7 +219,8 @@ def _choice(value: Any, accepted: tuple[str, ...], what: str) -> str:
     return str(value)
 
 
-def variants(text: str, options: dict[str, dict[str, str]], ppn: int, collective: str = "alltoall") -> list[Variant]:
+def variants(text: str, options: dict[str, dict[str, str]], ppn: int, collective: str = "alltoall",
+             workload: str = "uniform") -> list[Variant]:
     """Algorithm specs -> variants with resolved options (unknown names, options and collectives fail here)."""
     specs = [s.strip() for s in text.split(",") if s.strip()]
     if specs == ["all"]:
@@ -237,6 +238,8 @@ def variants(text: str, options: dict[str, dict[str, str]], ppn: int, collective
         wanted = {**options.get(name, {}), **own}
         if ppn and "ppn" in algorithm.options and "ppn" not in wanted:
             wanted["ppn"] = ppn
+        if name == "auto" and collective == "alltoallv":  # decide for the workload swept
+            wanted.setdefault("workload", workload)
         variant = Variant(name, algorithm.resolve(wanted))
         if variant not in chosen:
             chosen.append(variant)

@@ -70,3 +70,22 @@ def minimal_table(nprocs: int, ranges: list[tuple[int, str, str]]) -> dict:
     return {"schema": "a2a-decision/1", "metric": "mean", "alpha": 0.05, "dtype": "uint8",
             "context_columns": ["nprocs"], "tables": [{"nprocs": nprocs, "ranges": rows}]}
 
+
+
+def as_alltoallv(directory: Path, workload: str) -> Path:
+    """Turn a record() directory into an alltoallv run of `workload` (same points and samples)."""
+    for name in ("results.csv", "samples.csv"):
+        text = (directory / name).read_text()
+        (directory / name).write_text(text.replace(",alltoall,uniform", f",alltoallv,{workload}"))
+    return directory
+
+
+# alltoallv at 2 and 4 ranks: pairwise wins at 2 ranks; at 4, tuna (native the best with a
+# counterpart) at 64 B, linear above
+ALLTOALLV_TABLE = {
+    (2, 64): {("native", ""): 30, ("pairwise", "schedule=shift"): 12, ("linear", ""): 40},
+    (2, 4096): {("native", ""): 60, ("pairwise", "schedule=shift"): 25, ("linear", ""): 80},
+    (4, 64): {("native", ""): 25, ("tuna", "radix=2"): 15, ("linear", ""): 40, ("pairwise", "schedule=shift"): 70},
+    (4, 4096): {("native", ""): 200, ("linear", ""): 90, ("pairwise", "schedule=shift"): 150},
+    (4, 65536): {("native", ""): 900, ("linear", ""): 400, ("pairwise", "schedule=shift"): 800},
+}

@@ -15,10 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from decide_fixtures import LIBRARY_TABLE, record
+from decide_fixtures import ALLTOALLV_TABLE, LIBRARY_TABLE, as_alltoallv, record
 from support import ROOT, mpiexec_path
 
 from a2a import decide
+from a2a.errors import BadInput
 from a2a.export import export
 from a2a.mpi import clean_launcher_env
 
@@ -150,3 +151,66 @@ def test_ompi_runs_linear_sync_with_the_exported_window_where_the_file_says(tabl
     switched = poisoned(rules, "16384 4 0 0 2", "sliding-poisoned")
     unsupported = "error52"
     assert ompi_run(ompi, 4, switched, *SLIDING) == [f"4096:{unsupported}", f"65535:{unsupported}"]
+
+
+# --- alltoallv: both libraries select by communicator size only -------------------------
+
+@pytest.fixture(scope="module")
+def v_table(tmp_path_factory):
+    """2 ranks: pairwise; 4 ranks: linear at two sizes of three."""
+    directory = tmp_path_factory.mktemp("tuned-v")
+    run = as_alltoallv(record(directory / "run", ALLTOALLV_TABLE, dtype="uint8"), "zipf:s=1.1")
+    path = directory / "decision.json"
+    decide.write_decision(decide.decide([run]), path)
+    return path
+
+
+def test_v_exports_pick_one_algorithm_per_comm_size(v_table, tmp_path):
+    rules = export(v_table, "ompi", tmp_path / "rules")
+    assert rules.text.splitlines()[1:] == ["1", "4", "2", "2", "1", "0 2 0 0", "4", "1", "0 1 0 0"]
+    assert any("tuna (radix=2) has no Open MPI counterpart; using native" in w for w in rules.warnings)
+    assert any("4 ranks: Open MPI picks its alltoallv algorithm by communicator size only; using (1, 0) "
+               "(the choice at 2 of 3 measured sizes)" in w for w in rules.warnings), rules.warnings
+    mpich = json.loads(export(v_table, "mpich", tmp_path / "mpich.json").text)
+    by_size = mpich["collective=alltoallv"]["comm_type=intra"]["is_sendbuf_inplace=no"]
+    assert by_size["comm_size=any"] == {"avg_msg_size=any": {"algorithm=MPIR_Alltoallv_intra_scattered": {}}}
+    for fmt in ("intel", "ompi-json"):
+        with pytest.raises(BadInput, match="the table decides alltoallv; this .* export covers alltoall"):
+            export(v_table, fmt)
+
+
+def test_mpich_applies_the_alltoallv_subtree_per_comm_size(v_table, tmp_path):
+    path = tmp_path / "mpich-v.json"
+    exported = export(v_table, "mpich", path)
+    assert failed_sizes(mpich_run_env(4, exported.environment(str(path)), "--alltoallv", "8", "5000")) == []
+    tree = json.loads(path.read_text())
+    tree["collective=alltoallv"]["comm_type=intra"]["is_sendbuf_inplace=no"]["comm_size=any"] = {
+        "avg_msg_size=any": {"algorithm=MPIR_Alltoallv_intra_pairwise_sendrecv_replace": {}}}  # in place only
+    path.write_text(json.dumps(tree))
+    done = mpich_run_env(4, exported.environment(str(path)), "--alltoallv", "8")
+    assert done.returncode != 0 and "MPI_IN_PLACE" in done.stdout + done.stderr
+    assert failed_sizes(mpich_run_env(3, exported.environment(str(path)), "--alltoallv", "8", "5000")) == []
+
+
+def test_ompi_applies_the_alltoallv_rule_per_comm_size(v_table, tmp_path, ompi):
+    rules = tmp_path / "rules"
+    export(v_table, "ompi", rules)
+    assert ompi_run(ompi, 4, rules, "--alltoallv", 8, 5000) == []
+    # algorithm 7 does not exist for alltoallv: Open MPI returns MPI_ERR_ARG where the rule applies
+    broken = poisoned_v(rules, "0 1 0 0", "v-poisoned")
+    assert ompi_run(ompi, 4, broken, "--alltoallv", 8, 5000) == ["8:error13", "5000:error13"]
+    assert ompi_run(ompi, 3, broken, "--alltoallv", 8, 5000) == []  # 3 ranks: the 2-rank rule
+
+
+def poisoned_v(rules: Path, rule: str, name: str) -> Path:
+    lines = rules.read_text().splitlines()
+    assert lines.count(rule) == 1, lines
+    lines[lines.index(rule)] = "0 7 0 0"
+    path = rules.with_name(name)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def mpich_run_env(n: int, variables: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    genv = [item for key, value in variables.items() for item in ("-genv", key, value)]
+    return launch([mpiexec_path(), "-n", str(n), *genv, sys.executable, PROBE, *args])

@@ -7,6 +7,7 @@ names the cell and its cost. Cells then merge into byte ranges again.
 from __future__ import annotations
 
 import shlex
+from collections import Counter
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,35 @@ def translate(document: dict[str, Any], counterpart: Counterpart, library: str
         targets = [(low, _target(cell, nprocs, counterpart, library, warnings)) for low, cell in units]
         tables.append((nprocs, _segments(targets)))
     return tables, warnings
+
+
+def collective_of(document: dict[str, Any], library: str, served: tuple[str, ...]) -> str:
+    """The table's one collective; BadInput if `library`'s export does not serve it."""
+    _check_context(document)
+    collective = document["tables"][0].get("collective", KEY_DEFAULTS["collective"])
+    if collective not in served:
+        raise BadInput(f"the table decides {collective}; this {library} export covers {' and '.join(served)}")
+    return collective
+
+
+def translate_by_comm_size(document: dict[str, Any], counterpart: Counterpart, library: str
+                           ) -> tuple[list[tuple[int, Hashable]], list[str]]:
+    """One choice per process count, for libraries that pick alltoallv by communicator size alone.
+
+    The choice is the one most measured sizes of that count made; a warning names the others.
+    """
+    tables, warnings = translate(document, counterpart, library)
+    chosen = []
+    for (nprocs, segments), table in zip(tables, sorted(document["tables"], key=lambda t: t["nprocs"])):
+        sizes = [low for row in table["ranges"] for low, _ in _units(row)]
+        votes = Counter(next(s.target for s in reversed(segments) if s.low <= size) for size in sizes)
+        target = max(votes, key=lambda t: votes[t])
+        if len(votes) > 1:
+            warnings.append(f"{nprocs} ranks: {library} picks its alltoallv algorithm by communicator size "
+                            f"only; using {target} (the choice at {votes[target]} of {len(sizes)} measured "
+                            "sizes) at every size")
+        chosen.append((nprocs, target))
+    return chosen, warnings
 
 
 def _units(row: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import Exported, translate
+from . import Exported, collective_of, translate
 
 ALGORITHM_IDS = {"native": 0, "bruck": 1, "linear": 2, "pairwise": 3}
 NO_LIMIT = 2147483647
@@ -26,6 +26,7 @@ def counterpart(algorithm: str, options: dict[str, str], nprocs: int) -> int | N
 
 def export(document: dict[str, Any]) -> Exported:
     """A shell line setting I_MPI_ADJUST_ALLTOALL for every process count of the table."""
+    collective_of(document, "Intel MPI", ("alltoall",))
     tables, warnings = translate(document, counterpart, "Intel MPI")
     conditions = []
     for i, (nprocs, segments) in enumerate(tables):

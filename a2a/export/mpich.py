@@ -10,7 +10,8 @@ hold MPICH's original intra-communicator subtree, so MPICH decides there as befo
 in-place calls keep MPICH's choice (MPIR_Alltoall_intra_pairwise_sendrecv_replace, which
 asserts sendbuf == MPI_IN_PLACE and so cannot serve the out-of-place calls the table measured).
 Scattered's throttle is not a JSON parameter: MPICH reads MPIR_CVAR_ALLTOALL_THROTTLE, one
-value for every call.
+value for every call. For alltoallv MPICH has scattered out of place (the same throttle);
+its subtree is spliced the same way, selecting by comm size only, as Open MPI can.
 """
 from __future__ import annotations
 
@@ -25,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput
-from . import Exported, translate
+from . import Exported, Segment, collective_of, translate, translate_by_comm_size
 
 TREE_START = re.compile(rb'\{"collective=')
 INT_MAX = 2147483647
-PREFIX = "algorithm=MPIR_Alltoall_intra_"
+PREFIX = "algorithm=MPIR_{}_intra_"
 
 
 def counterpart(algorithm: str, options: dict[str, str], nprocs: int) -> tuple | None:
@@ -56,28 +57,39 @@ def counterpart(algorithm: str, options: dict[str, str], nprocs: int) -> tuple |
     return None
 
 
+def counterpart_v(algorithm: str, options: dict[str, str], nprocs: int) -> tuple | None:
+    """("native",) or ("scattered", throttle) for alltoallv, or None."""
+    return counterpart(algorithm, options, nprocs) if algorithm in ("native", "linear", "throttled") else None
+
+
 def export(document: dict[str, Any], libmpi: str | Path | None = None) -> Exported:
-    """MPICH's built-in tree with the table's alltoall subtree spliced in."""
+    """MPICH's built-in tree with the table's alltoall (or alltoallv) subtree spliced in."""
+    collective = collective_of(document, "MPICH", ("alltoall", "alltoallv"))
     tree, source = builtin_tree(libmpi)
-    tables, warnings = translate(document, counterpart, "MPICH")
+    if collective == "alltoallv":
+        chosen, warnings = translate_by_comm_size(document, counterpart_v, "MPICH")
+        tables = [(nprocs, [Segment(0, None, target)]) for nprocs, target in chosen]
+    else:
+        tables, warnings = translate(document, counterpart, "MPICH")
     throttle = _throttle(tables, warnings)
-    original = tree.get("collective=alltoall")
+    original = tree.get(f"collective={collective}")
     if not isinstance(original, dict):
-        raise BadInput(f"{source}: its selection tree has no collective=alltoall to replace")
-    tree["collective=alltoall"] = alltoall_subtree(tables, original)
+        raise BadInput(f"{source}: its selection tree has no collective={collective} to replace")
+    tree[f"collective={collective}"] = alltoall_subtree(tables, original, collective)
     text = json.dumps(tree, indent=1) + "\n"
     note = "" if throttle is None else ("(the throttle also applies where MPICH itself picks scattered, "
                                         "in the ranges left to it)")
     return Exported(text, lambda path: _environment(path, throttle), warnings, note)
 
 
-def alltoall_subtree(tables: list[tuple[int, list[Any]]], original: dict[str, Any]) -> dict[str, Any]:
+def alltoall_subtree(tables: list[tuple[int, list[Any]]], original: dict[str, Any],
+                     collective: str = "alltoall") -> dict[str, Any]:
     """{comm_type=intra: {in place: MPICH's, out of place: by comm size, then size}, other keys: MPICH's}."""
     native = original.get("comm_type=intra", original)
     by_size: dict[str, Any] = {f"comm_size<={tables[0][0] - 1}": copy.deepcopy(native)}
     for i, (_, segments) in enumerate(tables):
         key = f"comm_size<={tables[i + 1][0] - 1}" if i + 1 < len(tables) else "comm_size=any"
-        by_size[key] = {_size_key(s): _leaf(s.target, native) for s in segments}
+        by_size[key] = {_size_key(s): _leaf(s.target, native, collective) for s in segments}
     intra = {"is_sendbuf_inplace=yes": copy.deepcopy(native), "is_sendbuf_inplace=no": by_size}
     return {"comm_type=intra": intra, **{k: v for k, v in original.items() if k != "comm_type=intra"}}
 
@@ -88,13 +100,13 @@ def _size_key(segment: Any) -> str:
     return f"avg_msg_size<={segment.high}"
 
 
-def _leaf(target: tuple, native: dict[str, Any]) -> dict[str, Any]:
-    name = target[0]
+def _leaf(target: tuple, native: dict[str, Any], collective: str) -> dict[str, Any]:
+    name, prefix = target[0], PREFIX.format(collective.capitalize())
     if name == "native":
         return copy.deepcopy(native)
     if name == "k_brucks":
-        return {PREFIX + "k_brucks": {f"k={target[1]}": {}}}
-    return {PREFIX + name: {}}
+        return {prefix + "k_brucks": {f"k={target[1]}": {}}}
+    return {prefix + name: {}}
 
 
 def _throttle(tables: list[tuple[int, list[Any]]], warnings: list[str]) -> int | None:

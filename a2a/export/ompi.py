@@ -1,4 +1,4 @@
-"""Open MPI's classic coll_tuned dynamic rules file (alltoall is collective 3).
+"""Open MPI's classic coll_tuned dynamic rules file (alltoall is collective 3, alltoallv 4).
 
 Facts from Open MPI's coll_tuned_dynamic_file.c: numbers are read with %li (so never
 zero-padded: a leading 0 means octal); `#` starts a comment; each comm size's first rule
@@ -6,15 +6,18 @@ starts at message size 0; the message size of alltoall is the whole send buffer 
 peer x communicator size); the optional fifth field (max requests, used by linear_sync)
 needs the `rule-file-version-2` header, which Open MPI reads from 5.0.7 on. Open MPI 5.0.x
 applies the entry of the largest comm size <= the communicator's and none below the first.
+For alltoallv it looks up message size 0 (coll_tuned_decision_dynamic.c: no rank knows the
+total; ompi issue 7672), so only the communicator size selects, among linear (1) and pairwise (2).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from . import Exported, translate
+from . import Exported, collective_of, translate, translate_by_comm_size
 
-ALLTOALL_ID = 3
+ALLTOALL_ID, ALLTOALLV_ID = 3, 4
 ALGORITHM_IDS = {"native": 0, "linear": 1, "pairwise": 2, "bruck": 3, "bruck_zero_copy": 3, "linear_sync": 4}
+ALLTOALLV_IDS = {"native": 0, "linear": 1, "pairwise": 2}
 
 
 def counterpart(algorithm: str, options: dict[str, str], nprocs: int) -> tuple[int, int] | None:
@@ -36,8 +39,15 @@ def counterpart(algorithm: str, options: dict[str, str], nprocs: int) -> tuple[i
     return ALGORITHM_IDS[algorithm], window
 
 
+def counterpart_v(algorithm: str, options: dict[str, str], nprocs: int) -> tuple[int, int] | None:
+    """(coll_tuned alltoallv algorithm, 0), or None."""
+    return (ALLTOALLV_IDS[algorithm], 0) if algorithm in ALLTOALLV_IDS else None
+
+
 def export(document: dict[str, Any]) -> Exported:
     """The rules file for every process count of the table."""
+    if collective_of(document, "Open MPI", ("alltoall", "alltoallv")) == "alltoallv":
+        return export_v(document)
     tables, warnings = translate(document, counterpart, "Open MPI")
     needs_requests = any(s.target[1] for _, segments in tables for s in segments)
     lines = ["rule-file-version-2"] if needs_requests else []
@@ -50,6 +60,16 @@ def export(document: dict[str, Any]) -> Exported:
             algorithm, requests = segment.target
             fields = [segment.low * nprocs, algorithm, 0, 0] + ([requests] if needs_requests else [])
             lines.append(" ".join(str(f) for f in fields))
+    return Exported("\n".join(lines) + "\n", environment, warnings, NOTE)
+
+
+def export_v(document: dict[str, Any]) -> Exported:
+    """Alltoallv rules: one rule per comm size, at message size 0, the only size Open MPI looks up."""
+    chosen, warnings = translate_by_comm_size(document, counterpart_v, "Open MPI")
+    lines = [f"# alltoallv decision from a2a ({document['metric']}, workload {document['tables'][0].get('workload')});"
+             " Open MPI selects alltoallv by comm size only", "1", str(ALLTOALLV_ID), str(len(chosen))]
+    for nprocs, (algorithm, _) in chosen:
+        lines += [f"{nprocs}", "1", f"0 {algorithm} 0 0"]
     return Exported("\n".join(lines) + "\n", environment, warnings, NOTE)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import Exported, translate
+from . import Exported, collective_of, translate
 from .ompi import NOTE, counterpart, environment
 
 ALGORITHM_NAMES = {0: "ignore", 1: "linear", 2: "pairwise", 3: "modified_bruck", 4: "linear_sync"}
@@ -16,6 +16,7 @@ ALGORITHM_NAMES = {0: "ignore", 1: "linear", 2: "pairwise", 3: "modified_bruck",
 
 def export(document: dict[str, Any]) -> Exported:
     """The JSON rules for every process count of the table."""
+    collective_of(document, "Open MPI JSON", ("alltoall",))
     tables, warnings = translate(document, counterpart, "Open MPI")
     entries = []
     for i, (nprocs, segments) in enumerate(tables):

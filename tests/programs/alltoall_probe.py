@@ -2,7 +2,8 @@
 
 Imports only mpi4py and numpy, so it runs under any MPI library's venv. A size fails with
 the MPI error class it raised, or "wrong" when the data came out wrong. Extra collectives
-(Allreduce, Bcast, Barrier, Gather) run first with --collectives.
+(Allreduce, Bcast, Barrier, Gather) run first with --collectives; --alltoallv calls
+MPI_Alltoallv instead, with size + (i + j) % 3 bytes from rank i to rank j.
 """
 import sys
 
@@ -23,16 +24,20 @@ def other_collectives(comm):
     return ok and (comm.rank != 0 or list(gathered) == list(range(comm.size)))
 
 
-def probe(comm, size):
-    """None if Alltoall of `size` bytes per peer works, else why not."""
+def probe(comm, size, uneven=False):
+    """None if Alltoall (uneven: Alltoallv) of about `size` bytes per peer works, else why not."""
     p, r = comm.size, comm.rank
-    send = np.repeat((np.arange(p) + 16 * r).astype(np.uint8), size)
-    recv = np.zeros_like(send)
+    counts = size + (r + np.arange(p)) % 3 if uneven else np.full(p, size)
+    send = np.repeat((np.arange(p) + 16 * r).astype(np.uint8), counts)
+    recv = np.zeros(counts.sum(), np.uint8)
     try:
-        comm.Alltoall(send, recv)
+        if uneven:
+            comm.Alltoallv([send, counts], [recv, counts])
+        else:
+            comm.Alltoall(send, recv)
     except MPI.Exception as error:
         return f"error{MPI.Get_error_class(error.Get_error_code())}"
-    good = np.array_equal(recv, np.repeat((r + 16 * np.arange(p)).astype(np.uint8), size))
+    good = np.array_equal(recv, np.repeat((r + 16 * np.arange(p)).astype(np.uint8), counts))
     return None if all(comm.allgather(good)) else "wrong"
 
 
@@ -43,7 +48,8 @@ def main(args):
         if not all(comm.allgather(other_collectives(comm))):
             print("OTHER COLLECTIVES WRONG", flush=True)
             return 1
-    failed = [f"{size}:{why}" for size in map(int, args) if (why := probe(comm, size))]
+    uneven = args[:1] == ["--alltoallv"]
+    failed = [f"{size}:{why}" for size in map(int, args[uneven:]) if (why := probe(comm, size, uneven))]
     if comm.rank == 0:
         print("FAILED", *failed, flush=True)
     return 0
