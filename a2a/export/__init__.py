@@ -81,8 +81,8 @@ def translate_by_comm_size(document: dict[str, Any], counterpart: Counterpart, l
         target = max(votes, key=lambda t: votes[t])
         if len(votes) > 1:
             warnings.append(f"{nprocs} ranks: {library} picks its alltoallv algorithm by communicator size "
-                            f"only; using {target} (the choice at {votes[target]} of {len(sizes)} measured "
-                            "sizes) at every size")
+                            f"only; using its {target[0]} (the choice at {votes[target]} of {len(sizes)} "
+                            "measured sizes) at every size")
         chosen.append((nprocs, target))
     return chosen, warnings
 

@@ -40,7 +40,9 @@ def counterpart(algorithm: str, options: dict[str, str], nprocs: int) -> tuple[i
 
 
 def counterpart_v(algorithm: str, options: dict[str, str], nprocs: int) -> tuple[int, int] | None:
-    """(coll_tuned alltoallv algorithm, 0), or None."""
+    """(coll_tuned alltoallv algorithm, 0), or None; throttled in one batch is linear."""
+    if algorithm == "throttled" and int(options.get("window", 8)) >= nprocs - 1:
+        algorithm = "linear"
     return (ALLTOALLV_IDS[algorithm], 0) if algorithm in ALLTOALLV_IDS else None
 
 
