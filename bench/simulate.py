@@ -22,9 +22,9 @@ from a2a.results import Recorder, Row, read_meta, read_rows, write_meta
 from a2a.stats import bandwidths
 from a2a.sweep import Point, SweepConfig, Variant, points
 
+from . import run  # as a module: bench.run imports the commands, this one among them
 from .cli import main
 from .options import parse_algorithm_spec, parse_assignments, parse_count, parse_dtype, parse_list
-from .run import mesh_layouts, variants
 
 TIMING = "simulated"
 DEFAULTS = {"platform": "switch", "link": "100Gbps,1us", "nprocs": "64", "sizes": "8,1K,64K"}
@@ -114,7 +114,7 @@ def prepare(given: dict[str, Any]) -> tuple[Path, SweepConfig, Machine, dict[str
     odd = [s for s in sizes if s % itemsize]
     if odd:
         raise BadConfig(f"sizes {odd} are not multiples of {dtype}'s {itemsize} bytes")
-    layouts = mesh_layouts(given["mesh"] or "", list(given["groups"]))
+    layouts = run.mesh_layouts(given["mesh"] or "", list(given["groups"]))
     fallback = ",".join(str(m.nprocs) for m in layouts) if layouts else DEFAULTS["nprocs"]
     nprocs = parse_list(given["nprocs"] or fallback, "process count", parse_count)
     if nprocs[0] < 1:
@@ -151,7 +151,7 @@ def simulated_variants(text: str, assignments: list[str], ppn: int) -> list[Vari
     natives = [s for s in specs if parse_algorithm_spec(s)[0] == "native"]
     ours = [s for s in specs if s not in natives]
     options = parse_assignments(assignments, "--option")
-    chosen = variants(",".join(ours), {k: v for k, v in options.items() if k != "native"}, ppn) if ours else []
+    chosen = run.variants(",".join(ours), {k: v for k, v in options.items() if k != "native"}, ppn) if ours else []
     for spec in natives:
         given = {**options.get("native", {}), **parse_algorithm_spec(spec)[1]}
         chosen += [Variant("native", o) for o in native_options(given)]
