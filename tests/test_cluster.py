@@ -205,7 +205,9 @@ def test_shallow_switch_queue_stalls_with_tcp_timeouts(netns, tmp_path: Path):
 
     ok(mpiexec(4, "-m", "bench", "run", *POINTS, "--output", str(tmp_path / "plain"), timeout=120))
     plain = read_rows(tmp_path / "plain")
-    assert [r.stalls for r in plain] == [0] * 4, seed_table(plain, "one host")
+    # on one host nothing stalls, unless ranks outnumber cores: a rank off its core for 0.1 s stalls too
+    crowded = any("oversubscribed" in r.note for r in plain)
+    assert crowded or [r.stalls for r in plain] == [0] * 4, seed_table(plain, "one host")
 
 
 # ---------------------------------------------------------------- topologies

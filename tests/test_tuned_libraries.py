@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from decide_fixtures import ALLTOALLV_TABLE, LIBRARY_TABLE, as_alltoallv, record
-from support import ROOT, mpiexec_path
+from support import ROOT, mpiexec_path, needs_mpich
 
 from a2a import decide
 from a2a.errors import BadInput
@@ -53,6 +53,8 @@ def failed_sizes(done: subprocess.CompletedProcess) -> list[str]:
 
 # --- MPICH (this venv's wheel) ----------------------------------------------------------
 
+MPICH_ONLY = needs_mpich("this venv's mpiexec must be MPICH's (hydra) to apply the exported file")
+
 def mpich_run(n: int, rules: Path, *args: str) -> subprocess.CompletedProcess:
     variables = export_env(rules)
     genv = [item for key, value in variables.items() for item in ("-genv", key, value)]
@@ -77,12 +79,14 @@ def mpich_file(table: Path, directory: Path, poison: str | None = None) -> Path:
     return path
 
 
+@MPICH_ONLY
 def test_mpich_accepts_the_spliced_file_for_every_collective(table, tmp_path):
     rules = mpich_file(table, tmp_path)
     done = mpich_run(4, rules, "--collectives", "8", "300", "5000", "100000")
     assert failed_sizes(done) == []
 
 
+@MPICH_ONLY
 def test_mpich_applies_each_range_where_the_file_says(table, tmp_path):
     rules = mpich_file(table, tmp_path, poison="avg_msg_size<=4095")  # the pairwise range, 256..4095
     for inside in (256, 4095):
@@ -179,6 +183,7 @@ def test_v_exports_pick_one_algorithm_per_comm_size(v_table, tmp_path):
             export(v_table, fmt)
 
 
+@MPICH_ONLY
 def test_mpich_applies_the_alltoallv_subtree_per_comm_size(v_table, tmp_path):
     path = tmp_path / "mpich-v.json"
     exported = export(v_table, "mpich", path)
