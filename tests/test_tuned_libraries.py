@@ -55,6 +55,7 @@ def failed_sizes(done: subprocess.CompletedProcess) -> list[str]:
 
 MPICH_ONLY = needs_mpich("this venv's mpiexec must be MPICH's (hydra) to apply the exported file")
 
+
 def mpich_run(n: int, rules: Path, *args: str) -> subprocess.CompletedProcess:
     variables = export_env(rules)
     genv = [item for key, value in variables.items() for item in ("-genv", key, value)]
