@@ -161,6 +161,70 @@ def hierarchical_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
             "gamma": 2 * q * p * m}
 
 
+
+# --- the newer schedules of issue 12 (i12b): multileader, locality_aware, onesided, parallel_split
+
+def leader_split(shape: Shape, options: dict, name: str, default: int) -> tuple[Shape, float, float]:
+    """Nodes, parts per node (L, at most q) and ranks per part (c = q / L) of a node-splitting algorithm."""
+    n = node_shape(shape, options)
+    parts = min(max(option(options, name, default), 1), max(n.ppn, 1))
+    return n, parts, n.ppn / parts
+
+
+# multileader(L leaders per node, c = q/L ranks each): hierarchical with parts of c ranks as its
+# groups. A leader gathers (c-1) p m, packs c p m, exchanges c^2 m with L-1 leaders on its node
+# and L (N-1) on the others (Alltoallv), unpacks and scatters. L = 1 is hierarchical's formula.
+#   T = 2 alpha_intra + 2 (c-1) p m beta_intra + (L-1) (alpha_intra + c^2 m beta_intra)
+#       + (N-1) L (alpha_inter + c^2 m beta_inter) + 2 c p m gamma
+def multileader_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+    n, leaders, c = leader_split(s, options, "leaders", 2)
+    p, others = n.nprocs, n.nnodes - 1
+    return {"alpha_intra": 2 + leaders - 1, "beta_intra": (2 * (c - 1) * p + (leaders - 1) * c * c) * m,
+            "alpha_inter": others * leaders, "beta_inter": others * leaders * c * c * m,
+            "gamma": 2 * c * p * m}
+
+
+# locality_aware(G groups per node, c = q/G ranks each): phase 1 sends c m bytes to the rank of
+# the same index in each of the G-1 other groups of the node and the G (N-1) groups elsewhere;
+# phase 2 (Alltoallv in the group) sends (p/c) m to each of c-1 members; repack and reorder copy p m.
+#   T = (N-1) G (alpha_inter + c m beta_inter) + (G-1) (alpha_intra + c m beta_intra)
+#       + (c-1) (alpha_intra + (p/c) m beta_intra) + 2 p m gamma
+def locality_aware_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+    n, groups, c = leader_split(s, options, "groups", 1)
+    p, others = n.nprocs, n.nnodes - 1
+    return {"alpha_intra": groups - 1 + c - 1, "beta_intra": ((groups - 1) * c + (c - 1) * p / c) * m,
+            "alpha_inter": others * groups, "beta_inter": others * groups * c * m, "gamma": 2 * p * m}
+
+
+# onesided: p-1 puts (or gets) of m bytes issued back to back inside one epoch, opened and closed
+# by two collective synchronisations (fence: two fences; lock: two barriers around the flush),
+# each ceil(lg p) rounds; pscw instead sends a post and a completion notice to each peer.
+#   T = 2 ceil(lg p) alpha + (p-1) (alpha_msg + m beta)          (fence, lock)
+#   T = 2 alpha + 3 (p-1) alpha_msg + (p-1) m beta               (pscw)
+def onesided_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+    p = s.nprocs
+    if options.get("sync") == "pscw":
+        return {"alpha": 2 if p > 1 else 0, "alpha_msg": 3 * (p - 1), "beta": (p - 1) * m}
+    return {"alpha": 2 * math.ceil(math.log2(p)) if p > 1 else 0, "alpha_msg": p - 1, "beta": (p - 1) * m}
+
+
+# parallel_split(f, as acoll lowers it; g = floor(p/f) groups): phase 1 posts g-1 messages of
+# f m at once; phase 2 is f-1 Sendrecv of g m, each then copied into place. An odd p's last rank
+# goes through a leader of s = min(8, p-1) ranks, which receives s m, relays s-1 blocks each way
+# and sends s m back, after its own phases.
+#   T = (f + [p odd] 2s) alpha + (g-1) alpha_msg + ((g-1) f + (f-1) g + [p odd] (4s-2)) m beta
+#       + (f-1) g m gamma
+def parallel_split_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+    from .builtin.parallel_split import SUBGROUP, split_factor
+
+    p = s.nprocs
+    f = split_factor(p, option(options, "factor", 2))
+    g = p // f
+    relay = min(SUBGROUP, p - 1) if p % f else 0
+    lanes = max(g - 1, 0)
+    return {"alpha": (f if g else 0) + 2 * relay, "alpha_msg": lanes,
+            "beta": (lanes * f + (f - 1) * g + max(4 * relay - 2, 0)) * m, "gamma": (f - 1) * g * m}
+
 # native (and plug-ins): the library switches algorithms by size, so no one schedule applies.
 # Generic form: the latency of a logarithmic algorithm (what libraries use for small
 # messages) and the bandwidth of a direct exchange (what they use for large ones).
@@ -245,6 +309,17 @@ FORMULAS: dict[str, Formula] = {f.name: f for f in (
             " + (N-1) (alpha_inter + q^2 m beta_inter) + 2 q p m gamma",
             ("alpha_inter", "beta_inter", "alpha_intra", "beta_intra", "gamma"), hierarchical_terms),
     *NEW_FORMULAS,
+    Formula("multileader", "2 alpha_intra + 2 (c-1) p m beta_intra + (L-1) (alpha_intra + c^2 m beta_intra)"
+            " + (N-1) L (alpha_inter + c^2 m beta_inter) + 2 c p m gamma  (L leaders per node, c = q/L)",
+            ("alpha_inter", "beta_inter", "alpha_intra", "beta_intra", "gamma"), multileader_terms),
+    Formula("locality_aware", "(N-1) G (alpha_inter + c m beta_inter) + (G-1) (alpha_intra + c m beta_intra)"
+            " + (c-1) (alpha_intra + (p/c) m beta_intra) + 2 p m gamma  (G groups per node, c = q/G)",
+            ("alpha_inter", "beta_inter", "alpha_intra", "beta_intra", "gamma"), locality_aware_terms),
+    Formula("onesided", "2 ceil(lg p) alpha + (p-1) (alpha_msg + m beta)  (pscw: 2 alpha + 3 (p-1) alpha_msg"
+            " + (p-1) m beta)", ("alpha_msg", "beta", "alpha"), onesided_terms),
+    Formula("parallel_split", "(f + 2s[p odd]) alpha + (g-1) alpha_msg + ((g-1) f + (f-1) g + (4s-2)[p odd]) m beta"
+            " + (f-1) g m gamma  (f as acoll lowers it, g = p div f, s = min(8, p-1))",
+            ("alpha", "beta", "alpha_msg", "gamma"), parallel_split_terms),
 )}
 GENERIC = Formula("generic", "ceil(lg p) alpha + (p-1) m beta", ("alpha", "beta"), generic_terms)
 

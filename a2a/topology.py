@@ -33,3 +33,17 @@ def node_groups(comm: Any, ppn: int = 0, placement: str = "block") -> list[list[
 def my_node(nodes: list[list[int]], rank: int) -> int:
     """Index of the node that holds `rank`."""
     return next(i for i, members in enumerate(nodes) if rank in members)
+
+
+def split_nodes(nodes: list[list[int]], parts: int) -> list[list[int]]:
+    """Each node's ranks cut into min(parts, its size) runs of consecutive members, sizes within one.
+
+    Ordered by lowest rank, as node_groups orders nodes.
+    """
+    groups = []
+    for members in nodes:
+        count = min(parts, len(members))
+        size, extra = divmod(len(members), count)
+        starts = [k * size + min(k, extra) for k in range(count + 1)]
+        groups += [members[a:b] for a, b in zip(starts, starts[1:])]
+    return sorted(groups)

@@ -11,11 +11,14 @@ import a2a
 from a2a.builtin import bine, bruck_zero_copy
 from a2a.builtin.dimensional import balanced, factors
 from a2a.builtin.hierarchical import leader_permutations
+from a2a.builtin.locality_aware import collected
 from a2a.builtin.pairwise_inplace import one_factor
+from a2a.builtin.parallel_split import split_factor
 from a2a.builtin.zero_copy import slots
 from a2a.mpi import idle_barrier
 from a2a.registry import _buffer_problem
 from a2a.results import read_rows
+from a2a.topology import split_nodes
 
 VARIANTS = [
     ("native", {}), ("linear", {}), ("pairwise", {}), ("throttled", {}), ("throttled", {"window": 2}),
@@ -27,6 +30,12 @@ VARIANTS = [
     ("dimensional", {}), ("dimensional", {"dims": "2x2"}), ("dimensional", {"dims": "4x2"}),
     ("dimensional", {"dims": "2x2x2"}), ("bruck_zero_copy", {}), ("bruck_zero_copy", {"radix": 3}),
     ("bruck_zero_copy", {"radix": 4}),
+    ("multileader", {}), ("multileader", {"leaders": 1, "ppn": 3}),
+    ("multileader", {"leaders": 2, "ppn": 3, "placement": "cyclic"}),
+    ("locality_aware", {}), ("locality_aware", {"groups": 2}), ("locality_aware", {"ppn": 3}),
+    ("locality_aware", {"groups": 2, "ppn": 3, "placement": "cyclic"}),
+    *[("onesided", {"sync": sync, "op": op}) for sync in ("fence", "lock", "pscw") for op in ("put", "get")],
+    ("parallel_split", {}), ("parallel_split", {"factor": 4}), ("parallel_split", {"factor": 8}),
 ]
 
 
@@ -189,6 +198,11 @@ def test_read_only_recvbuf_is_refused():
     ("dimensional", {"dims": "2x2"}, "dims=2x2 makes 4 processes, not 1; accepted: auto, or extents whose "
      "product is 1"),
     ("bine", {"radix": 2}, "bine: unknown option radix; accepted: none"),
+    ("multileader", {"leaders": 0}, "leaders=0; accepted: an integer >= 1"),
+    ("locality_aware", {"groups": 0}, "groups=0; accepted: an integer >= 1"),
+    ("onesided", {"sync": "flush"}, "sync='flush'; accepted: fence, lock"),
+    ("onesided", {"op": "accumulate"}, "op='accumulate'; accepted: put"),
+    ("parallel_split", {"factor": 3}, "factor=3; accepted: 2, 4 or 8"),
 ])
 def test_bad_options_are_refused(name, options, message):
     with pytest.raises(a2a.BadOption, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -311,3 +325,27 @@ def test_bine_row_says_it_ran_pairwise_where_p_is_not_a_power_of_two(tmp_path):
     notes = {row.nprocs: row.note for row in read_rows(tmp_path / "run")}
     assert "bine: 3 ranks is not a power of two; ran pairwise, as Open MPI does" in notes[3]
     assert "pairwise" not in notes[4]
+def test_split_nodes_cuts_each_node_into_consecutive_runs():
+    assert split_nodes([[0, 1, 2], [3, 4], [5, 6, 7]], 2) == [[0, 1], [2], [3], [4], [5, 6], [7]]
+    assert split_nodes([[0, 1, 2, 3, 4]], 3) == [[0, 1], [2, 3], [4]]
+    # cyclic placement: runs keep each node's members; groups ordered by their lowest rank
+    assert split_nodes([[0, 2, 4, 6, 8], [1, 3, 5, 7]], 2) == [[0, 2, 4], [1, 3], [5, 7], [6, 8]]
+    assert split_nodes([[0, 1]], 5) == [[0], [1]]  # never more parts than ranks
+
+
+def test_locality_aware_collectors_by_hand():
+    parts = [[0, 1, 2], [3, 4], [5, 6, 7]]
+    # equal groups would give "member i of every group"; group 1 has 2 members, so k mod 2 decides
+    assert collected(parts, 1, 0) == [0, 2, 3, 5, 7]
+    assert collected(parts, 1, 1) == [1, 4, 6]
+    assert collected(parts, 0, 2) == [2, 7]
+    assert collected([[0, 1], [2, 3]], 0, 1) == [1, 3]
+    for g, part in enumerate(parts):  # every source has exactly one collector in every group
+        held = [q for i in range(len(part)) for q in collected(parts, g, i)]
+        assert sorted(held) == list(range(8))
+
+
+def test_parallel_split_factor_is_lowered_as_acoll_does():
+    assert [split_factor(p, 8) for p in (1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17)] == [8, 2, 2, 4, 4, 2, 2, 8, 8, 8, 8]
+    assert [split_factor(p, 4) for p in (4, 5, 6, 7, 12)] == [4, 4, 2, 2, 4]
+    assert split_factor(10, 2) == 2

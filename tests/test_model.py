@@ -56,6 +56,13 @@ CASES = [  # series, shapes (nprocs, nnodes), parameters that must come back
     ("bine", "", [(2, 1), (3, 1), (4, 1), (8, 1)], ["alpha", "beta"]),
     ("dimensional", "dims=auto", [(4, 1), (6, 1), (7, 1), (8, 1)], ["alpha", "beta", "gamma"]),
     ("bruck_zero_copy", "radix=3", [(3, 1), (7, 1), (9, 1), (16, 1)], ["alpha", "beta"]),
+    ("multileader", "leaders=2;placement=block;ppn=0", [(2, 1), (4, 1), (8, 2), (16, 4), (12, 2)],
+     ["alpha_intra", "beta_intra", "alpha_inter", "beta_inter", "gamma"]),
+    ("locality_aware", "groups=1;placement=block;ppn=0", [(2, 1), (4, 1), (8, 1), (8, 2), (16, 4), (12, 2), (24, 3)],
+     ["alpha_intra", "beta_intra", "alpha_inter", "beta_inter", "gamma"]),
+    ("onesided", "op=put;sync=fence", [(2, 1), (4, 1), (8, 1), (16, 1)], ["alpha", "alpha_msg", "beta"]),
+    ("parallel_split", "factor=2", [(2, 1), (3, 1), (4, 1), (7, 1), (8, 1), (16, 1)],
+     ["alpha", "beta", "alpha_msg", "gamma"]),
 ]
 
 
@@ -112,6 +119,34 @@ def test_virtual_nodes_come_from_the_ppn_option():
     terms = model.hierarchical_terms(model.Shape(12, 1), 100, {"ppn": "4"})
     assert terms == {"alpha_intra": 2, "beta_intra": 2 * 3 * 12 * 100, "alpha_inter": 2,
                      "beta_inter": 2 * 16 * 100, "gamma": 2 * 4 * 12 * 100}
+
+
+def test_node_splitting_schedules_by_hand():
+    # 12 ranks as 3 virtual nodes of 4: multileader with 2 leaders of c=2 ranks each
+    terms = model.multileader_terms(model.Shape(12, 1), 100, {"ppn": "4", "leaders": "2"})
+    assert terms == {"alpha_intra": 3, "beta_intra": (2 * 1 * 12 + 1 * 4) * 100, "alpha_inter": 4,
+                     "beta_inter": 2 * 2 * 4 * 100, "gamma": 2 * 2 * 12 * 100}
+    hierarchical = model.hierarchical_terms(model.Shape(12, 3), 100, {})
+    assert model.multileader_terms(model.Shape(12, 3), 100, {"leaders": "1"}) == hierarchical
+    # locality_aware, one group of 4 per node: 2 inter partners of 4 blocks, 3 members of 3 blocks
+    terms = model.locality_aware_terms(model.Shape(12, 3), 100, {"groups": "1"})
+    assert terms == {"alpha_intra": 3, "beta_intra": 900, "alpha_inter": 2, "beta_inter": 800, "gamma": 2400}
+    # more groups than ranks per node: capped, as the algorithm caps them
+    assert model.locality_aware_terms(model.Shape(4, 2), 1, {"groups": "8"})["alpha_inter"] == 2
+
+
+def test_parallel_split_and_onesided_schedules_by_hand():
+    # p=8, f=2: 3 aggregated messages of 2 blocks, then one Sendrecv of 4 blocks
+    assert model.parallel_split_terms(model.Shape(8), 10, {"factor": "2"}) == \
+        {"alpha": 2, "alpha_msg": 3, "beta": 100, "gamma": 40}
+    # p=6 lowers f=4 to 2 (6 mod 4 = 2), as acoll does
+    assert model.parallel_split_terms(model.Shape(6), 1, {"factor": "4"}) == \
+        model.parallel_split_terms(model.Shape(6), 1, {"factor": "2"})
+    # p=5, f=4 (5 mod 4 = 1): one group of 4 (3 Sendrecv), the last rank through a leader of 4
+    assert model.parallel_split_terms(model.Shape(5), 1, {"factor": "4"}) == \
+        {"alpha": 4 + 8, "alpha_msg": 0, "beta": 3 + 14, "gamma": 3}
+    assert model.onesided_terms(model.Shape(8), 1, {"sync": "lock"}) == {"alpha": 6, "alpha_msg": 7, "beta": 7}
+    assert model.onesided_terms(model.Shape(8), 1, {"sync": "pscw"}) == {"alpha": 2, "alpha_msg": 21, "beta": 7}
 
 
 def test_bruck_schedule_by_hand():

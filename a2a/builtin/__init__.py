@@ -12,10 +12,14 @@ from . import (  # noqa: F401
     hierarchical,
     linear,
     linear_sync,
+    locality_aware,
+    multileader,
     native,
     node_aware,
+    onesided,
     pairwise,
     pairwise_inplace,
+    parallel_split,
     throttled,
 )
 

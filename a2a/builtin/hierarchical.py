@@ -10,10 +10,14 @@ from .node_aware import NODE_LIMITS
           limits=NODE_LIMITS)
 def hierarchical(comm, sendbuf, recvbuf, *, ppn: int = 0, placement: str = "block"):
     """Gather each node's buffers on its leader, leaders exchange (Alltoallv), leaders scatter."""
+    return through_leaders(comm, sendbuf, recvbuf, node_groups(comm, ppn, placement))
+
+
+def through_leaders(comm, sendbuf, recvbuf, nodes: list[list[int]]):
+    """The two-level exchange with the first rank of each group in `nodes` as its leader."""
     from mpi4py import MPI
 
     p, rank = comm.size, comm.rank
-    nodes = node_groups(comm, ppn, placement)
     n = my_node(nodes, rank)
     width = sendbuf.nbytes // p
     send, recv = blocks(sendbuf, p), blocks(recvbuf, p)
