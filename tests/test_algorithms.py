@@ -35,7 +35,7 @@ VARIANTS = [
     ("locality_aware", {}), ("locality_aware", {"groups": 2}), ("locality_aware", {"ppn": 3}),
     ("locality_aware", {"groups": 2, "ppn": 3, "placement": "cyclic"}),
     *[("onesided", {"sync": sync, "op": op}) for sync in ("fence", "lock", "pscw") for op in ("put", "get")],
-    ("parallel_split", {}), ("parallel_split", {"factor": 4}), ("parallel_split", {"factor": 8}),
+    ("parallel_split", {}), ("parallel_split", {"factor": 4}),
 ]
 
 

@@ -63,7 +63,9 @@ def onesided(comm, sendbuf, recvbuf, *, sync: str = "fence", op: str = "put"):
 
         return run, free
 
-    others = comm.Get_group().Excl([r])
+    everyone = comm.Get_group()
+    others = everyone.Excl([r])
+    everyone.Free()
     post, begin, complete, finish = window.Post, window.Start, window.Complete, window.Wait
 
     def run():
