@@ -278,7 +278,7 @@ def simulate(schedule: Schedule, fabric: Any, link: Link, copy_bandwidth: float,
         return replay(listing, schedule.nprocs, platform, hostfile, list(config))
 
 
-def copy_bandwidth(nbytes: int = 64 << 20, repeats: int = 5) -> float:
+def copy_bandwidth(nbytes: int = 8 << 20, repeats: int = 20) -> float:
     """This machine's memory copy rate (bytes/s): the best of `repeats` np.copyto of `nbytes`."""
     source, target = np.ones(nbytes, np.uint8), np.empty(nbytes, np.uint8)
     np.copyto(target, source)

@@ -69,7 +69,8 @@ class Machine:
 @click.option("--ppn", help="Ranks per node. [default: 1 on switch and ring; else as many as the ranks need]")
 @click.option("--mesh", help="Cartesian meshes (4x4x4); ranks fill them row-major.")
 @click.option("--groups", multiple=True, help="Axes forming each replica group: z, y,z or 1x1x4 (repeatable).")
-@click.option("--copy-bandwidth", help="Bytes/s of a local copy. [default: measured here, np.copyto of 64 MiB]")
+@click.option("--copy-bandwidth",
+              help="Bytes/s of a local copy. [default: measured here, best of 20 np.copyto of 8 MiB]")
 @click.option("--output", help="Results directory. [default: results/<UTC time>-sim]")
 @click.option("--resume", type=click.Path(file_okay=False), help="Finish an interrupted simulation in DIR.")
 @click.option("--keep-traces", type=click.Path(file_okay=False), help="Keep platform, hostfile and traces under DIR.")
