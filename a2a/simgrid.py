@@ -290,6 +290,15 @@ def copy_bandwidth(nbytes: int = 8 << 20, repeats: int = 20) -> float:
     return float(max(rates))  # the least disturbed copy: the machine is shared
 
 
+# SMPI's network model by default scales each message's latency and bandwidth by factors that
+# depend on its size (calibrated on a real cluster: latency x11.6 from 64 KiB up, for one);
+# It also loads the reverse path of every flow with 5 % for TCP acknowledgements. `ideal` sets
+# the factors to 1 and drops the acks: a message costs latency x hops + bytes / rate, links
+# shared max-min.
+NETWORKS = {"calibrated": [], "ideal": ["--cfg=smpi/bw-factor:0:1", "--cfg=smpi/lat-factor:0:1",
+                                        "--cfg=network/crosstraffic:0"]}
+
+
 def native_config(selector: str, algorithm: str) -> list[str]:
     """SMPI options that make MPI_Alltoall use a selector or one named algorithm."""
     if algorithm:

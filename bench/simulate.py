@@ -28,7 +28,6 @@ from .options import parse_algorithm_spec, parse_assignments, parse_count, parse
 
 TIMING = "simulated"
 DEFAULTS = {"platform": "switch", "link": "100Gbps,1us", "nprocs": "64", "sizes": "8,1K,64K"}
-OWN_OPTIONS = ("platform", "link", "copy_bandwidth", "ppn")
 
 
 @dataclass(frozen=True)
@@ -39,6 +38,7 @@ class Machine:
     link: simgrid.Link
     copy_bandwidth: float
     ppn: int
+    network: str = "calibrated"
 
     def placement(self, nprocs: int) -> tuple[Any, int]:
         """The fabric for `nprocs` ranks and the ranks per node (block placement)."""
@@ -71,6 +71,9 @@ class Machine:
 @click.option("--groups", multiple=True, help="Axes forming each replica group: z, y,z or 1x1x4 (repeatable).")
 @click.option("--copy-bandwidth",
               help="Bytes/s of a local copy. [default: measured here, best of 20 np.copyto of 8 MiB]")
+@click.option("--network", type=click.Choice(list(simgrid.NETWORKS)), default=None,
+              help="calibrated: SMPI's size-dependent latency and bandwidth factors; ideal: none "
+                   "(latency x hops + bytes / rate). [default: calibrated]")
 @click.option("--output", help="Results directory. [default: results/<UTC time>-sim]")
 @click.option("--resume", type=click.Path(file_okay=False), help="Finish an interrupted simulation in DIR.")
 @click.option("--keep-traces", type=click.Path(file_okay=False), help="Keep platform, hostfile and traces under DIR.")
@@ -103,7 +106,7 @@ def prepare(given: dict[str, Any]) -> tuple[Path, SweepConfig, Machine, dict[str
             a2a.load_plugin(plugin)
         config = SweepConfig.from_dict(meta["config"])
         machine = Machine(meta["platform"], simgrid.Link.parse(meta["link"]), meta["copy_bandwidth"],
-                          meta["ppn_option"])
+                          meta["ppn_option"], meta.get("network", "calibrated"))
         done = {r.key for r in read_rows(directory)} if (directory / "results.csv").exists() else set()
         return directory, config, machine, meta, done
     value = lambda key: given.get(key) or DEFAULTS.get(key)  # noqa: E731
@@ -126,7 +129,7 @@ def prepare(given: dict[str, Any]) -> tuple[Path, SweepConfig, Machine, dict[str
                             f"this simulation ({', '.join(map(str, nprocs))})")
     ppn = parse_count(given["ppn"], "--ppn") if given["ppn"] else 0
     machine = Machine(value("platform"), simgrid.Link.parse(value("link")),
-                      _bandwidth(given["copy_bandwidth"]), ppn)
+                      _bandwidth(given["copy_bandwidth"]), ppn, given["network"] or "calibrated")
     for n in nprocs:
         machine.placement(n)  # refuses a platform too small, or a bad spec, now
     config = SweepConfig(sizes=sizes, dtype=dtype, nprocs=nprocs, ppn=ppn, iterations=1, warmup=0,
@@ -138,7 +141,8 @@ def prepare(given: dict[str, Any]) -> tuple[Path, SweepConfig, Machine, dict[str
         raise BadConfig(f"{directory} already holds results; use --resume {directory} or another --output")
     meta = {"command": " ".join(sys.argv), "argv": sys.argv, "timing": TIMING, "config": config.as_dict(),
             "plugins": list(given["plugin"]), "platform": machine.platform, "link": machine.link.text,
-            "copy_bandwidth": machine.copy_bandwidth, "ppn_option": ppn, "simgrid": simgrid.version(),
+            "copy_bandwidth": machine.copy_bandwidth, "ppn_option": ppn, "network": machine.network,
+            "simgrid": simgrid.version(),
             "smpirun": simgrid.smpirun(), "replayer": simgrid.replayer(), "a2a": a2a.__version__,
             "git_commit": git_commit(), "start": _now()}
     return directory, config, machine, meta, set()
@@ -254,6 +258,7 @@ class Simulation:
                                         point.variant.options.get("algorithm", ""))
                   if point.variant.name == "native" else [])
         keep = self.keep / f"{point.nprocs}-{point.variant.label}-{point.bytes_per_peer}" if self.keep else None
+        config += simgrid.NETWORKS[self.machine.network]
         result = simgrid.simulate(scaled, shape, self.machine.link, self.machine.copy_bandwidth, config, keep)
         us = result.seconds * 1e6
         row.t_min_us = row.t_p50_us = row.t_p90_us = row.t_p95_us = row.t_p99_us = row.t_mean_us = row.t_max_us = us

@@ -130,6 +130,16 @@ def test_simulate_switch_record_and_physics(tmp_path, capsys):
 
 
 @needs_simgrid
+def test_ideal_network_is_latency_plus_bytes_over_rate(tmp_path, capsys):
+    """Two ranks on a switch: one 64 KiB message each way, 2 links of 50 us, 125 MB/s (full duplex)."""
+    code, _, err = simulate(tmp_path, capsys, "--platform", "switch", "--link", "1Gbps,50us", "--nprocs", "2",
+                            "--sizes", "64K", "--algorithms", "linear", "--network", "ideal")
+    assert code == 0, err
+    expected = (2 * 50e-6 + 65536 / 125e6) * 1e6
+    assert float(rows(tmp_path / "sim")[0]["t_p50_us"]) == pytest.approx(expected, rel=0.02)
+
+
+@needs_simgrid
 def test_simulate_resumes_only_missing_points(tmp_path, capsys):
     args = ("--platform", "torus:2x2", "--nprocs", "4", "--sizes", "8,1K", "--algorithms", "bruck,throttled")
     assert simulate(tmp_path, capsys, *args)[0] == 0
