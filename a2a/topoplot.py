@@ -1,6 +1,7 @@
 """Figures of a topology study: latency vs size per topology, speedup over the base topology, winners."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,11 @@ def speedup(tables: dict[str, Medians], directory: Path) -> plot.Figure:
     ax.set_xlabel("bytes per peer")
     ax.grid(False)
     ax.set_title(f"Speed-up over {base}: fastest algorithm vs fastest algorithm")
-    fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02).set_label(f"{base} p50 / topology p50")
+    bar = fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02)
+    bar.set_label(f"{base} p50 / topology p50")
+    ticks = [2.0 ** (e / 2) for e in range(-math.floor(2 * span), math.floor(2 * span) + 1)]
+    bar.set_ticks(ticks, labels=[f"{t:.2g}" for t in ticks])
+    bar.ax.minorticks_off()
     fig.tight_layout()
     plot.save(fig, directory, "topology_speedup")
     return plot.Figure("topology_speedup", f"Speed-up over {base}",
@@ -96,7 +101,7 @@ def winners(tables: dict[str, Medians], colors: dict[str, Any], directory: Path)
     ax.imshow(index, cmap=ListedColormap([colors[n] for n in names]), vmin=-0.5, vmax=len(names) - 0.5,
               aspect="auto", origin="lower")
     times = np.array([[best_time(tables[t], s) for s in sizes] for t in topologies])
-    plot.annotate(ax, np.ma.masked_invalid(times), lambda v: f"{v:.3g}",
+    plot.annotate(ax, np.ma.masked_invalid(times), lambda v: f"{v:,.0f}",
                   lambda i, j, v: colors[names[index[i, j]]])
     ax.set_xticks(range(len(sizes)), [human_bytes(s) for s in sizes], rotation=60)
     ax.set_yticks(range(len(topologies)), topologies)
