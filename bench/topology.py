@@ -24,7 +24,8 @@ ALGORITHMS = ("native", "pairwise", "bruck", "linear", "bine", "dimensional")  #
               help="Topology specs separated by ';' or ',' (torus:AxB and fattree:... keep their own commas "
                    "when separated by ';'); the first is the base of the speedups.")
 @click.option("--nodes", type=int, default=8, show_default=True, help="Emulated nodes (1 rank each).")
-@click.option("--sizes", default="8,64,512,4K,32K,256K,1M,4M", show_default=True, help="Bytes per peer (list or START:STOP:xF).")
+@click.option("--sizes", default="8,64,512,4K,32K,256K,1M,4M", show_default=True,
+              help="Bytes per peer (list or START:STOP:xF).")
 @click.option("--algorithms", default=None,
               help=f"[default: those of {', '.join(ALGORITHMS)} that are registered]")
 @click.option("--iterations", type=int, default=5, show_default=True, help="Timed calls per point.")
