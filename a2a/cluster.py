@@ -31,7 +31,7 @@ from pathlib import Path
 
 from . import fabric
 from .environment import TOPOLOGY_ENV
-from .errors import A2AError, BadOption
+from .errors import BadOption, ClusterError
 from .mpi import clean_launcher_env, mpi_tool
 from .units import human_bytes, parse_size
 
@@ -47,10 +47,6 @@ MAX_NODES = 200
 BURST_BYTES = 16 * 1024
 RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12,
               "bps": 8, "kbps": 8 * 10**3, "mbps": 8 * 10**6, "gbps": 8 * 10**9}
-
-
-class ClusterError(A2AError):
-    """The emulated cluster cannot be made, used or found."""
 
 
 def parse_rate(text: str) -> int:

@@ -35,3 +35,15 @@ class PluginError(A2AError):
 
 class BadResults(A2AError):
     """A results directory or file that cannot be read."""
+
+
+class ClusterError(A2AError):
+    """The emulated cluster cannot be made, used or found."""
+
+
+class MissingMatplotlib(A2AError):
+    """Plotting was asked for but matplotlib is not installed."""
+
+
+class HarnessError(A2AError):
+    """A program the testbed launches (mpiexec, mpicc, the C reference) is missing, failed or timed out."""

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from . import contention, decide
+from . import contention, table
 from .errors import BadResults
 from .fabric import Fabric
 from .results import Row, label
@@ -386,12 +386,12 @@ class Fit:
 
     def predict_on(self, shape: Shape, size: float) -> float:
         """Predicted seconds on a given shape (process count and nodes)."""
-        terms = self.formula.terms(shape, size, decide.parse_options(self.options))
+        terms = self.formula.terms(shape, size, table.parse_options(self.options))
         return sum(c * self.params.get(k, 0.0) for k, c in terms.items())
 
     def predict_on_fabric(self, shape: Shape, size: float, net: Fabric) -> float:
         """Predicted seconds on a topology: the bandwidth terms scaled by its busiest-link load over a switch's."""
-        options = decide.parse_options(self.options)
+        options = table.parse_options(self.options)
         terms = self.formula.terms(shape, size, options)
         ratio = contention.against_switch(self.algorithm, shape.nprocs, net, options)
         scaled = {k: c * ratio if k in ("beta", "beta_inter") else c for k, c in terms.items()}
@@ -474,7 +474,7 @@ def row_shape(row: Row) -> Shape:
 def fit_series(algorithm: str, options: str, rows: list[Row], context: tuple[str, ...] = PLAIN) -> Fit:
     """Least squares on relative error, parameters >= 0, over the terms the points can tell apart."""
     formula = formula_for(algorithm)
-    opts = decide.parse_options(options)
+    opts = table.parse_options(options)
     shapes = [row_shape(r) for r in rows]
     measured = np.array([r.t_p50_us * 1e-6 for r in rows])
     columns = [[formula.terms(shape, r.bytes_per_peer, opts).get(k, 0.0) for k in formula.params]
@@ -564,7 +564,7 @@ def predicted_times(fits: list[Fit], nprocs: int, sizes: list[int]) -> dict[str,
     return {f.label: [f.predict(nprocs, m) for m in sizes] for f in fits}
 
 
-# --- the predicted decision table (a2a.decide's decision.json, marked as predicted) --------
+# --- the predicted decision table (a2a.table's decision.json, marked as predicted) --------
 
 def predicted_cell(fits: list[Fit], nprocs: int, size: int) -> dict[str, Any]:
     """The predicted winner at one size, with every series' predicted time as candidates."""
@@ -573,12 +573,12 @@ def predicted_cell(fits: list[Fit], nprocs: int, size: int) -> dict[str, Any]:
     native = next((us for us, f in ranked if f.algorithm == "native" and not f.options), None)
     return {
         "bytes_per_peer": size, "algorithm": best.algorithm, "options": best.options,
-        "value_us": decide.rounded(best_us), "samples": 0, "tie": False, "tied_with": [],
+        "value_us": table.rounded(best_us), "samples": 0, "tie": False, "tied_with": [],
         "runner_up": label(runner[1].algorithm, runner[1].options) if runner else None,
-        "runner_up_us": decide.rounded(runner[0]) if runner else None,
-        "margin": decide.rounded(runner[0] / best_us - 1) if runner and best_us > 0 else None,
-        "speedup_vs_native": decide.rounded(native / best_us) if native is not None and best_us > 0 else None,
-        "candidates": [{"algorithm": f.algorithm, "options": f.options, "value_us": decide.rounded(us)}
+        "runner_up_us": table.rounded(runner[0]) if runner else None,
+        "margin": table.rounded(runner[0] / best_us - 1) if runner and best_us > 0 else None,
+        "speedup_vs_native": table.rounded(native / best_us) if native is not None and best_us > 0 else None,
+        "candidates": [{"algorithm": f.algorithm, "options": f.options, "value_us": table.rounded(us)}
                        for us, f in ranked],
         "predicted": True,
     }
@@ -592,11 +592,11 @@ def predicted_decision(fits: list[Fit], nprocs: list[int], sizes: list[int],
     for context, group in sorted(predictable(fits).items()):
         for p in nprocs:
             where = {"nprocs": p, **dict(zip(CONTEXT, context))}
-            tables.append({**{c: where[c] for c in decide.CONTEXT_COLUMNS}, "predicted": True,
-                           "ranges": decide.ranges([predicted_cell(group, p, m) for m in sizes])})
+            tables.append({**{c: where[c] for c in table.CONTEXT_COLUMNS}, "predicted": True,
+                           "ranges": table.ranges([predicted_cell(group, p, m) for m in sizes])})
     return {
-        "schema": decide.SCHEMA, "predicted": True, "metric": "median", "alpha": None,
-        "dtype": dtype, "context_columns": list(decide.CONTEXT_COLUMNS),
+        "schema": table.SCHEMA, "predicted": True, "metric": "median", "alpha": None,
+        "dtype": dtype, "context_columns": list(table.CONTEXT_COLUMNS),
         "mpi_library": libraries[0] if len(libraries) == 1 else libraries or None,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "sources": sources, "model": [fit_summary(f) for f in fits], "tables": tables,
@@ -607,9 +607,9 @@ def fit_summary(f: Fit) -> dict[str, Any]:
     """A fit as plain JSON: formula, parameters (seconds, seconds per byte) and their status."""
     return {"algorithm": f.algorithm, "options": f.options, **dict(zip(CONTEXT, f.context)),
             "formula": f.formula.text,
-            "params": {k: decide.rounded(v) for k, v in f.params.items()}, "status": f.status,
-            "median_relative_error": decide.rounded(f.error), "points": len(f.residuals),
-            "measured_nprocs": f.nprocs, "ppn_assumed": decide.rounded(f.ppn)}
+            "params": {k: table.rounded(v) for k, v in f.params.items()}, "status": f.status,
+            "median_relative_error": table.rounded(f.error), "points": len(f.residuals),
+            "measured_nprocs": f.nprocs, "ppn_assumed": table.rounded(f.ppn)}
 
 
 def measured_sizes(rows: Iterable[Row]) -> list[int]:

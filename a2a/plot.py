@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import model
-from .errors import A2AError, BadResults
+from .errors import BadResults, MissingMatplotlib
 from .report import human_bytes
 from .results import Row, Run, point_key
 from .stats import bandwidths, stall_mask
@@ -25,10 +25,6 @@ INSTALL_HINT = "pip install 'a2a-testbed[plot]'"
 PANEL = (4.6, 3.4)  # inches per panel
 DPI = 110
 BAND = (10, 90)  # percentiles of the shaded band around each median
-
-
-class MissingMatplotlib(A2AError):
-    """Plotting was asked for but matplotlib is not installed."""
 
 
 def pyplot() -> Any:

@@ -51,6 +51,16 @@ class Variant:
 TIMINGS = ("sync", "pipelined", "global")
 
 
+def default_nprocs(size: int) -> str:
+    """Powers of two from 2 up to the world size, and the world size itself."""
+    counts = {size}
+    n = 2
+    while n <= size:
+        counts.add(n)
+        n *= 2
+    return ",".join(map(str, sorted(counts)))
+
+
 @dataclass(frozen=True)
 class SweepConfig:
     """Everything a sweep needs; stored in meta.json so that --resume can rebuild it."""

@@ -11,6 +11,7 @@ import click
 from tabulate import tabulate
 
 from a2a import cluster
+from a2a.errors import ClusterError
 from a2a.results import read_meta, read_rows
 from a2a.seed import seed_table, stall_summary
 
@@ -80,7 +81,7 @@ def run(nprocs: int, raw: bool, args: tuple[str, ...]) -> None:
     """
     state = cluster.current()
     if raw and not args:
-        raise click.UsageError("--raw needs a program after `--`")
+        raise BadConfig("--raw needs a program after `--`")
     program = list(args) if raw else [sys.executable, "-m", "bench", *args]
     command = cluster.run_command(state, program, nprocs)
     code = subprocess.run(command, check=False, env=cluster.run_env()).returncode
@@ -161,7 +162,7 @@ def seed_repro(nodes: int, slots: int, floats: str, runs: int, algorithms: str, 
     cluster.require_root()
     current = cluster.read_state()
     if current and current.shape not in [shape for _, shape, _, _ in plan]:
-        raise cluster.ClusterError(f"a different cluster is up ({current.shape.describe()}); "
+        raise ClusterError(f"a different cluster is up ({current.shape.describe()}); "
                                    "seed-repro makes its own: run `python -m bench cluster down` first")
     output = output or Path("results") / f"seed-repro-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     if output.exists() and any(output.iterdir()):
@@ -183,7 +184,7 @@ def seed_repro(nodes: int, slots: int, floats: str, runs: int, algorithms: str, 
             with open(output / f"{name}.log", "w") as log:
                 code = subprocess.run(command, check=False, env=cluster.run_env(), stdout=log).returncode
             if code:
-                raise cluster.ClusterError(f"the {name} run failed (exit {code}); see {output / name}.log")
+                raise ClusterError(f"the {name} run failed (exit {code}); see {output / name}.log")
             echo(f"      done in {time.monotonic() - began:.0f} s", err=True)
     finally:
         cluster.down()

@@ -6,8 +6,13 @@ from pathlib import Path
 import click
 
 from a2a import decide as decision
+from a2a.compare import compare as compare_runs
+from a2a.compare import render_comparison
+from a2a.errors import BadConfig
 from a2a.export import export as export_table
 from a2a.export import formats
+from a2a.revert import revert_slower
+from a2a.table import read_decision, write_decision
 
 from .cli import main
 
@@ -28,8 +33,8 @@ def decide(results: tuple[str, ...], metric: str, alpha: float, dtype: str | Non
     click.echo(f"\n{ties} cell(s) went to a simpler algorithm not significantly slower (tie, alpha={alpha}).")
     if output:
         if not Path(output).resolve().parent.is_dir():
-            raise click.BadParameter(f"directory of {output} does not exist", param_hint="--output")
-        decision.write_decision(document, Path(output))
+            raise BadConfig(f"--output {output}: its directory does not exist")
+        write_decision(document, Path(output))
         click.echo(f"wrote {output}")
 
 
@@ -46,9 +51,9 @@ def export(table: str, fmt: str, output: str | None, libmpi: str | None, env_onl
     """Write a decision table as an Open MPI, MPICH or Intel MPI tuning file."""
     options = {"libmpi": libmpi} if libmpi and fmt == "mpich" else {}
     if libmpi and fmt != "mpich":
-        raise click.BadParameter("only --format mpich reads a library", param_hint="--libmpi")
+        raise BadConfig("--libmpi goes with --format mpich only (only MPICH's library is read)")
     if env_only and not output:
-        raise click.BadParameter("--env needs --output FILE", param_hint="--env")
+        raise BadConfig("--env needs --output FILE")
     exported = export_table(table, fmt, Path(output) if output else None, **options)
     for warning in exported.warnings:
         click.echo(f"warning: {warning}", err=True)
@@ -76,15 +81,15 @@ def compare(baseline: tuple[str, ...], tuned: tuple[str, ...], algorithm: str, m
             table: str | None, output: str | None) -> None:
     """Per size, the ratio tuned/baseline of one algorithm measured in two sets of runs.
 
-    For example native with and without an exported tuning file; runs of a set are merged.
+    For example native with and without an exported tuning file; each run of a set is one replicate.
     """
-    rows = decision.compare([Path(d) for d in baseline], [Path(d) for d in tuned], algorithm, metric)
-    click.echo(decision.render_comparison(rows, metric, alpha))
+    rows = compare_runs([Path(d) for d in baseline], [Path(d) for d in tuned], algorithm, metric)
+    click.echo(render_comparison(rows, metric, alpha))
     if bool(table) != bool(output):
-        raise click.BadParameter("--revert-slower and --output go together", param_hint="--revert-slower")
+        raise BadConfig("--revert-slower and --output go together")
     if table:
-        document = decision.read_decision(table)
-        for line in decision.revert_slower(document, rows, alpha) or ["nothing was slower: the table stands"]:
+        document = read_decision(table)
+        for line in revert_slower(document, rows, alpha) or ["nothing was slower: the table stands"]:
             click.echo(line)
-        decision.write_decision(document, Path(output))
+        write_decision(document, Path(output))
         click.echo(f"wrote {output}")

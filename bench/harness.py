@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 from tabulate import tabulate
 
-from a2a.errors import A2AError
+from a2a.errors import HarnessError
 from a2a.mpi import clean_launcher_env, mpi_tool
 from a2a.report import human_bytes
 
@@ -28,10 +28,6 @@ STATISTIC = {"sync": "t_p50_us", "pipelined": "t_mean_us"}
 TARGET_RATIO, TARGET_FROM_BYTES = 1.10, 64 * 1024
 SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
 BUSY_BELOW_IDLE = 0.8
-
-
-class HarnessError(A2AError):
-    """The C reference could not be built or run, or its output could not be read."""
 
 
 @dataclass(frozen=True)
@@ -85,11 +81,12 @@ def build_reference(output: Path, mpicc: str | None = None) -> Path:
     return output
 
 
-def launch(command: list[str], what: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    """Run one MPI job with a clean launcher environment; return it done, with its output."""
+def launch(command: list[str], what: str, timeout: float = 900,
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run one MPI job with a clean launcher environment (plus `env`); return it done, with its output."""
     try:
-        done = subprocess.run(command, check=False, env=clean_launcher_env(), capture_output=True, text=True,
-                              timeout=timeout)
+        done = subprocess.run(command, check=False, env={**clean_launcher_env(), **(env or {})},
+                              capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as late:
         raise HarnessError(f"{what} did not finish within {timeout:.0f} s: {' '.join(command)}") from late
     if done.returncode != 0:

@@ -10,6 +10,7 @@ from tabulate import tabulate
 from a2a import decide, model
 from a2a.report import human_bytes
 from a2a.results import load
+from a2a.table import write_decision
 
 from .cli import echo, main
 from .options import BadConfig, parse_count, parse_list
@@ -46,7 +47,7 @@ def model_command(results: str, predict_nprocs: str | None, output: str | None) 
         echo("Predicted decision table (from the model, not measured)")
         echo(decide.render(document))
         if output:
-            decide.write_decision(document, Path(output))
+            write_decision(document, Path(output))
             echo(f"\nwrote {output}")
 
 

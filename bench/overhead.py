@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -16,13 +15,17 @@ from pathlib import Path
 import click
 from tabulate import tabulate
 
+from a2a.errors import HarnessError
 from a2a.export import mpich, ompi, ompi_json
-from a2a.mpi import clean_launcher_env, mpi_tool
+from a2a.mpi import mpi_tool
 from a2a.report import human_bytes
 from a2a.results import read_meta, read_rows
 
 from .cli import main
+from .harness import launch
 from .options import parse_algorithm_spec, parse_count, parse_list
+
+POINT_SECONDS = 20  # --max-time-per-point of each launch
 
 # per library, our variants whose C twin it can be forced to run
 OURS = {
@@ -56,8 +59,8 @@ def library_of(launcher: str) -> str:
         return "Open MPI"
     if (directory / "mpichversion").exists():
         return "MPICH"
-    raise click.ClickException(f"bench overhead forces MPICH's or Open MPI's own algorithms; found neither "
-                               f"mpichversion nor ompi_info beside {launcher}")
+    raise HarnessError(f"bench overhead forces MPICH's or Open MPI's own algorithms; found neither "
+                       f"mpichversion nor ompi_info beside {launcher}")
 
 
 @main.command("overhead")
@@ -68,7 +71,7 @@ def library_of(launcher: str) -> str:
 @click.option("--mpiexec", "launcher", default=None, help="mpiexec to use [default: the one beside this Python].")
 def overhead(nprocs: str, sizes: str, iterations: int, repeats: int, launcher: str | None) -> None:
     """Print ours/native median ratios with the library forced to the same algorithm (MPICH, Open MPI)."""
-    launcher = launcher or _mpiexec()
+    launcher = launcher or mpi_tool("mpiexec")
     library = library_of(launcher)
     table = []
     with tempfile.TemporaryDirectory(prefix="a2a-overhead-") as scratch:
@@ -89,26 +92,19 @@ def overhead(nprocs: str, sizes: str, iterations: int, repeats: int, launcher: s
     click.echo("ratio = our p50 / native p50 in the same launch (< 1: ours is faster)")
 
 
-def _mpiexec() -> str:
-    return mpi_tool("mpiexec") or "mpiexec"
-
-
 def _launch(launcher: str, library: str, n: int, ours: str, variables: dict[str, str], sizes: str,
             iterations: int, out: Path) -> None:
-    env = clean_launcher_env()
-    env.update(variables)
     extra = []
     if library == "Open MPI":  # it refuses root and more ranks than cores unless told
         extra = ["--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
     command = [launcher, *extra, "-n", str(n), sys.executable, "-m", "bench", "run", "--algorithms",
                f"native,{ours}", "--sizes", sizes, "--nprocs", str(n), "--iterations", str(iterations),
-               "--warmup", "10", "--max-time-per-point", "20", "--output", str(out), "--quiet"]
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
-    if done.returncode:
-        raise click.ClickException(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
+               "--warmup", "10", "--max-time-per-point", str(POINT_SECONDS), "--output", str(out), "--quiet"]
+    timeout = 120 + 2 * POINT_SECONDS * len(parse_list(sizes, "size"))  # two algorithms per size, and start-up
+    launch(command, f"{ours} against {library}'s twin on {n} ranks", timeout, variables)
     if library not in (read_meta(out).get("mpi_library") or ""):
-        raise click.ClickException(f"bench overhead forced {library}'s algorithms, but the run reports "
-                                   f"{read_meta(out).get('mpi_library')!r}")
+        raise HarnessError(f"bench overhead forced {library}'s algorithms, but the run reports "
+                           f"{read_meta(out).get('mpi_library')!r}")
 
 
 def _ratios(out: Path) -> dict[int, float]:

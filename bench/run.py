@@ -1,28 +1,22 @@
 """`bench run`: sweep sizes x process counts x algorithms and keep a complete record."""
 from __future__ import annotations
 
-import os
-import re
-import signal
 import sys
-import threading
-import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import click
+import numpy as np
 
 import a2a
-from a2a import report
-from a2a.environment import cores_of_this_rank, describe_run, node_memory_share
+from a2a.environment import node_memory_share
 from a2a.errors import BadOption
 from a2a.mesh import Layout, layouts
-from a2a.mpi import abort_job, abort_on_error, world
+from a2a.mpi import world
 from a2a.registry import COLLECTIVES
-from a2a.results import Recorder, Row, read_meta, read_rows, write_meta
-from a2a.sweep import TIMINGS, Context, Observer, Point, SweepConfig, Variant, points, run_sweep
+from a2a.session import Session, StopRequest, resume, set_thread_level
+from a2a.sweep import TIMINGS, SweepConfig, Variant, default_nprocs
 from a2a.workload import parse_workload
 
 from .cli import main
@@ -38,7 +32,6 @@ from .options import (
 )
 
 DEFAULT_SIZES = "4:128K:x2"
-EXIT_TERMINATED = 143
 SWEEP_OPTIONS = ("config", "sizes", "dtype", "algorithms", "plugin", "option", "nprocs", "warmup",
                  "iterations", "max_time_per_point", "stall_threshold", "check", "max_memory", "ppn", "seed",
                  "timing", "mesh", "groups", "collective", "workload")
@@ -85,7 +78,7 @@ def run(ctx: click.Context, **given: Any) -> None:
     """Sweep message sizes x process counts x algorithms (the main job)."""
     stop = StopRequest()
     stop.install()  # before MPI starts: a batch system's warning may come at any time
-    start_mpi_like_osu()
+    set_thread_level()
     comm = world()
     explicit = {k: v for k, v in given.items()
                 if ctx.get_parameter_source(k) is click.core.ParameterSource.COMMANDLINE}
@@ -97,39 +90,10 @@ def run(ctx: click.Context, **given: Any) -> None:
     sys.exit(session.sweep(done))
 
 
-def start_mpi_like_osu() -> None:
-    """Ask for MPI_THREAD_FUNNELED when every rank has a core, unless the user chose a level.
-
-    At mpi4py's default MULTIPLE, MPICH takes a lock on every call: about 0.5 us more at 8 B
-    per peer than C benchmarks (OSU, IMB) measure (docs/harness.md). But when ranks outnumber
-    cores, that lock's yielding keeps spinning ranks off the CPU: 128 ranks on 2 cores took
-    2 min 17 s at MULTIPLE against 8 min 17 s at FUNNELED here. So crowded nodes keep MULTIPLE.
-    """
-    import mpi4py
-
-    if "MPI4PY_RC_THREAD_LEVEL" in os.environ:
-        return
-    if ranks_on_this_node() <= len(cores_of_this_rank()):
-        mpi4py.rc.thread_level = "funneled"
-
-
-# What launchers say about the ranks on this node: MPICH's hydra, Open MPI, Slurm's srun ("4(x2),2")
-LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_STEP_TASKS_PER_NODE")
-
-
-def ranks_on_this_node() -> int:
-    """Ranks the launcher put on this node (the most per node for srun), 1 when it does not say."""
-    for name in LOCAL_SIZE_VARIABLES:
-        counts = [int(c) for c in re.findall(r"(\d+)(?:\(x\d+\))?", os.environ.get(name, ""))]
-        if counts:
-            return max(counts)
-    return 1
-
-
 def prepare(comm: Any, explicit: dict[str, Any]) -> tuple[Path, SweepConfig, list[str], set[tuple]]:
     """Resolve the config (fresh or resumed) identically on every rank; nothing is measured yet."""
     if explicit.get("resume"):
-        return resume(comm, Path(explicit["resume"]), explicit)
+        return resume_options(comm, Path(explicit["resume"]), explicit)
     values = load_config(Path(explicit["config"])) if explicit.get("config") else {}
     values.update({k: v for k, v in explicit.items() if k != "config"})
     plugins = [str(p) for p in _as_list(values.get("plugin"))]
@@ -143,22 +107,14 @@ def prepare(comm: Any, explicit: dict[str, Any]) -> tuple[Path, SweepConfig, lis
     return directory, config, plugins, set()
 
 
-def resume(comm: Any, directory: Path, explicit: dict[str, Any]) -> tuple[Path, SweepConfig, list[str], set[tuple]]:
-    """Rebuild the interrupted sweep from DIR/meta.json; done points come from results.csv."""
+def resume_options(comm: Any, directory: Path, explicit: dict[str, Any]
+                   ) -> tuple[Path, SweepConfig, list[str], set[tuple]]:
+    """--resume DIR: the sweep comes from DIR/meta.json, so sweep options may not be given too."""
     clashing = sorted(k for k in explicit if k in SWEEP_OPTIONS or k == "output")
     if clashing:
         raise BadConfig(f"--resume takes the sweep from {directory}/meta.json; drop --"
                         + ", --".join(k.replace("_", "-") for k in clashing))
-    meta = read_meta(directory)
-    if "config" not in meta:
-        raise BadConfig(f"{directory} has no meta.json with a sweep config; it is not a run to resume")
-    for plugin in meta.get("plugins", []):
-        a2a.load_plugin(plugin)
-    config = SweepConfig.from_dict(meta["config"])
-    if max(config.nprocs) > comm.size:
-        raise BadConfig(f"{directory} sweeps up to {max(config.nprocs)} ranks; this job has {comm.size}")
-    done = {row.key for row in read_rows(directory)} if (directory / "results.csv").exists() else set()
-    return directory, config, meta.get("plugins", []), done
+    return (directory, *resume(comm, directory))
 
 
 def build_config(comm: Any, values: dict[str, Any]) -> SweepConfig:
@@ -166,7 +122,7 @@ def build_config(comm: Any, values: dict[str, Any]) -> SweepConfig:
     get = lambda key, default: default if values.get(key) in (None, "") else values[key]  # noqa: E731
     dtype = parse_dtype(str(get("dtype", "float32")))
     sizes = parse_list(_as_text(get("sizes", DEFAULT_SIZES)), "size")
-    itemsize = __import__("numpy").dtype(dtype).itemsize
+    itemsize = np.dtype(dtype).itemsize
     odd = [s for s in sizes if s % itemsize]
     if odd:
         raise BadConfig(f"sizes {odd} are not multiples of {dtype}'s {itemsize} bytes")
@@ -248,16 +204,6 @@ def variants(text: str, options: dict[str, dict[str, str]], ppn: int, collective
     return chosen
 
 
-def default_nprocs(size: int) -> str:
-    """Powers of two from 2 up to the world size, and the world size itself."""
-    counts = {size}
-    n = 2
-    while n <= size:
-        counts.add(n)
-        n *= 2
-    return ",".join(map(str, sorted(counts)))
-
-
 def _as_list(value: Any) -> list[str]:
     if value in (None, ""):
         return []
@@ -276,159 +222,3 @@ def _seconds(value: Any, what: str) -> float:
     if not seconds > 0:
         raise BadConfig(f"{what} {value!r}; accepted: a positive number of seconds")
     return seconds
-
-
-@dataclass
-class Session:
-    """One launch of the sweep: the record on disk, signals, the watchdog and the output."""
-
-    comm: Any
-    directory: Path
-    config: SweepConfig
-    plugins: list[str]
-    quiet: bool
-    fmt: str
-    timeout: float
-    allow_oversubscribed: bool
-    stop: StopRequest
-
-    def sweep(self, done: set[tuple]) -> int:
-        """Run every missing point; return the exit code."""
-        with abort_on_error(self.comm):  # a failure on any rank, rank 0's files included, ends the job
-            meta = describe_run(self.comm, self.config, self.plugins)
-            observer = Output(self, meta, len(done)) if self.comm.rank == 0 else Observer()
-            finished = run_sweep(self.comm, self.config, done, observer, self.stop)
-            if self.comm.rank == 0:
-                observer.finish("complete" if finished else f"terminated by {self.stop.name}")
-        return 0 if finished else EXIT_TERMINATED
-
-
-# SIGUSR1 too: Open MPI's mpirun and srun kill on SIGTERM instead of passing it on, while all
-# launchers pass SIGUSR1 through, so batch scripts forward Slurm's warning as SIGUSR1.
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
-
-
-@dataclass
-class StopRequest:
-    """Set by a stop signal; the sweep reads it at every synchronisation, so all ranks agree."""
-
-    event: threading.Event = field(default_factory=threading.Event)
-    name: str = "a signal on another rank"
-
-    def install(self) -> None:
-        """Catch the stop signals in this process."""
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, self._on_signal)
-
-    def __call__(self) -> bool:
-        return self.event.is_set()
-
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        self.name = signal.Signals(signum).name
-        self.event.set()
-
-
-class Output(Observer):
-    """Rank 0's side of a sweep: record, meta.json, progress, tables, and the per-point watchdog."""
-
-    def __init__(self, session: Session, meta: dict[str, Any], already: int):
-        self.session, self.meta = session, meta
-        self.recorder = Recorder(session.directory)
-        self.total = sum(len(points(session.config, n)) for n in session.config.nprocs) - already
-        self.measured, self.rows, self.began = 0, [], time.monotonic()
-        self.last_progress, self.watchdog, self.crowded = 0.0, None, {}
-        meta.update(status="running", resumed_with=already or None, oversubscribed=False, by_nprocs={})
-        write_meta(session.directory, meta)
-        if not session.quiet:
-            click.echo(f"a2a sweep: {self.total} points -> {session.directory}", err=True)
-
-    def start_nprocs(self, nprocs: int, context: Context, layouts: list[Layout]) -> None:
-        self.meta["by_nprocs"][str(nprocs)] = {
-            "nnodes": context.nnodes, "ppn": context.ppn, "oversubscribed": context.crowded,
-            "harness": context.harness,
-            **({"clock": context.clock.report} if context.clock else {}),
-            "replica_groups": [{"mesh": m.mesh_text, "groups": m.strategy, "members": m.groups()} for m in layouts],
-        }
-        self.meta["oversubscribed"] = self.meta["oversubscribed"] or bool(context.crowded)
-        write_meta(self.session.directory, self.meta)
-        self.crowded = context.crowded
-
-    def start_point(self, point: Point) -> None:
-        self.watchdog = threading.Timer(self.session.timeout, self._timed_out, (point,))
-        self.watchdog.daemon = True
-        self.watchdog.start()
-
-    def end_point(self, row: Row, samples: Any) -> None:
-        self.watchdog.cancel()
-        self.recorder.add(row, samples)
-        self.rows.append(row)
-        self.measured += 1
-        if not row.valid and not row.note.startswith(("skipped", "refused")):
-            click.echo(f"WARNING: {row.algorithm} gave a WRONG RESULT at {row.bytes_per_peer} B per peer "
-                       f"on {row.nprocs} ranks ({row.note}); the point is marked invalid", err=True)
-        self._progress(row)
-
-    def end_nprocs(self, nprocs: int, rows: list[Row]) -> None:
-        tables = self.session.fmt in ("table", "tpu") and not self.session.quiet and rows
-        if self.crowded and not self.session.allow_oversubscribed:
-            click.echo(f"\nWARNING: {nprocs} ranks, {report.oversubscription_warning(self.crowded)}",
-                       err=not tables)
-        if tables and self.session.fmt == "tpu":
-            click.echo(f"\n{nprocs} ranks\n" + report.tpu_table(rows))
-        elif tables:
-            config = self.session.config
-            what = f"{config.collective}, workload {config.workload}; " if config.collective != "alltoall" else ""
-            click.echo(f"\n{nprocs} ranks ({what}{config.timing} timing; times in microseconds; "
-                       f"! = stalled, a sample >= fastest + {self.session.config.stall_threshold:g} s)")
-            click.echo(report.table(rows))
-        self.crowded = {}
-
-    def finish(self, status: str) -> None:
-        """Close the record, stamp meta.json, print machine-readable output if asked."""
-        self.recorder.close()
-        self.meta.update(status=status, end=_now())
-        write_meta(self.session.directory, self.meta)
-        if self.session.fmt == "csv":
-            click.echo(report.as_csv(self.rows), nl=False)
-        elif self.session.fmt == "json":
-            click.echo(report.as_json(self.rows))
-        if status != "complete":
-            click.echo(f"sweep {status} after {self.measured} of {self.total} points; the record is in "
-                       f"{self.session.directory}; finish it with: "
-                       f"python -m bench run --resume {self.session.directory}", err=True)
-        elif not self.session.quiet:
-            click.echo(f"results: {self.session.directory}", err=True)
-
-    def _progress(self, row: Row) -> None:
-        if self.session.quiet:
-            return
-        now = time.monotonic()
-        tty = sys.stderr.isatty()
-        if not tty and now - self.last_progress < 15 and self.measured < self.total:
-            return
-        self.last_progress = now
-        elapsed = now - self.began
-        eta = elapsed / self.measured * (self.total - self.measured)
-        width = 30
-        filled = int(width * self.measured / max(self.total, 1))
-        text = (f"[{'#' * filled}{'.' * (width - filled)}] {self.measured}/{self.total} "
-                f"ETA {_duration(eta)}  {row.nprocs} ranks {report.human_bytes(row.bytes_per_peer)} "
-                f"{row.algorithm}")
-        click.echo(("\r" + text.ljust(100)) if tty else text, err=True, nl=not tty or self.measured == self.total)
-
-    def _timed_out(self, point: Point) -> None:
-        message = (f"error: {point} did not finish within --timeout {self.session.timeout:g} s; "
-                   f"{self.measured} points are in {self.session.directory}; resume with "
-                   f"python -m bench run --resume {self.session.directory}")
-        self.meta.update(status=f"timeout at {point}", end=_now())
-        write_meta(self.session.directory, self.meta)
-        abort_job(self.session.comm, message, 124, prefix_rank=False)
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(seconds)
-    return f"{seconds // 3600}h{seconds // 60 % 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from a2a import cluster, registry, topostudy
+from a2a.errors import ClusterError
 from a2a.results import read_meta
 from a2a.topostudy import STUDY_MANIFEST, study_entries, study_runs
 
@@ -63,7 +64,7 @@ def topology_study(topologies: str, nodes: int, sizes: str, algorithms: str | No
                         "compare topologies of the same size")
     cluster.require_root()
     if cluster.read_state() or cluster.namespaces():
-        raise cluster.ClusterError("an emulated cluster is up; the study makes its own: "
+        raise ClusterError("an emulated cluster is up; the study makes its own: "
                                    "run `python -m bench cluster down` first")
     output = output or Path("results") / f"topology-study-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     if output.exists() and any(output.iterdir()):
@@ -86,7 +87,7 @@ def topology_study(topologies: str, nodes: int, sizes: str, algorithms: str | No
                                       stderr=subprocess.STDOUT).returncode
             (output / f"{entry['name']}.links.json").write_text(json.dumps(cluster.link_report(shape), indent=1))
             if code:
-                raise cluster.ClusterError(f"the {shape.topology} run failed (exit {code}); "
+                raise ClusterError(f"the {shape.topology} run failed (exit {code}); "
                                            f"see {output / entry['name']}.log")
             echo(f"      done in {time.monotonic() - began:.0f} s", err=True)
     finally:

@@ -8,6 +8,7 @@ import pytest
 from support import mpiexec
 
 import a2a
+from a2a.buffers import _buffer_problem
 from a2a.builtin import bine, bruck_zero_copy
 from a2a.builtin.dimensional import balanced, factors
 from a2a.builtin.hierarchical import leader_permutations
@@ -16,7 +17,6 @@ from a2a.builtin.pairwise_inplace import one_factor
 from a2a.builtin.parallel_split import split_factor
 from a2a.builtin.zero_copy import slots
 from a2a.mpi import idle_barrier
-from a2a.registry import _buffer_problem
 from a2a.results import read_rows
 from a2a.topology import split_nodes
 

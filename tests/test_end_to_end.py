@@ -11,6 +11,7 @@ from support import mpiexec, python
 
 from a2a import decide
 from a2a.results import read_meta, read_rows, read_samples
+from a2a.table import read_decision, write_decision
 
 SLEEPY = "tests/plugins/sleepy.py"
 WRONG = "tests/plugins/wrong.py"
@@ -34,7 +35,7 @@ def test_a_wrong_result_is_recorded_invalid_warned_and_left_out_of_decisions(tmp
     # wrong exchanges nothing, so it is the fastest; decide must still pick native
     decided = python("-m", "bench", "decide", str(out), "--output", str(tmp_path / "decision.json"))
     assert decided.returncode == 0, decided.stderr
-    document = decide.read_decision(tmp_path / "decision.json")
+    document = read_decision(tmp_path / "decision.json")
     assert [r["algorithm"] for t in document["tables"] for r in t["ranges"]] == ["native"]
     assert all(c["algorithm"] == "native" for t in document["tables"] for r in t["ranges"] for c in r["cells"]
                for c in c["candidates"])
@@ -88,7 +89,7 @@ def test_compare_reports_faster_and_slower_and_reverts_slower_cells(tmp_path):
     tuned = record(tmp_path / "tuned", {(4, 64): {("native", ""): 50}, (4, 1024): {("native", ""): 200},
                                         (4, 16384): {("native", ""): 100}})
     table = tmp_path / "decision.json"
-    decide.write_decision(decide.decide([record(tmp_path / "sweep", {
+    write_decision(decide.decide([record(tmp_path / "sweep", {
         (4, 64): {("native", ""): 60, ("bruck", "radix=2"): 20},
         (4, 1024): {("native", ""): 90, ("pairwise", "schedule=shift"): 30},
         (4, 16384): {("native", ""): 90, ("throttled", "window=2"): 30}})]), table)
@@ -102,7 +103,7 @@ def test_compare_reports_faster_and_slower_and_reverts_slower_cells(tmp_path):
     assert verdicts["16K"][-5:-3] == ["1.00", "1.000"] and verdicts["16K"][-3:] == ["same", "(not", "significant)"]
     assert "nprocs=4, 1024 B/peer: pairwise:schedule=shift ran 2.00x slower in the library; back to native" \
         in done.stdout
-    verified = decide.read_decision(tmp_path / "verified.json")
+    verified = read_decision(tmp_path / "verified.json")
     assert [r["algorithm"] for r in verified["tables"][0]["ranges"]] == ["bruck", "native", "throttled"]
 
     alone = python("-m", "bench", "compare", "--baseline", str(baseline), "--tuned", str(tuned),

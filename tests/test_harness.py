@@ -8,11 +8,11 @@ import pytest
 from click.testing import CliRunner
 from support import launch_command, python
 
+from a2a.errors import HarnessError
 from a2a.mpi import clean_launcher_env, mpi_tool
 from bench.cli import main
 from bench.harness import (
     Comparison,
-    HarnessError,
     build_reference,
     figures,
     idle_notes,

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from support import python
 
-from a2a import decide, model
-from a2a.decide import lookup, read_decision
+from a2a import model
 from a2a.results import Recorder, Row, read_rows
+from a2a.table import lookup, parse_options, read_decision
 
 SIZES = [4 * 4**k for k in range(9)]  # 4 B .. 256 KiB per peer
 TRUTH = {"alpha": 20e-6, "alpha_msg": 2e-6, "beta": 1.5e-9, "gamma": 0.4e-9, "alpha_intra": 3e-6, "beta_intra": 0.3e-9,
@@ -25,7 +25,7 @@ def synthetic(algorithm: str, options: str, shapes: list[tuple[int, int]], noise
     rows = []
     for nprocs, nnodes in shapes:
         for size in SIZES:
-            terms = formula.terms(model.Shape(nprocs, nnodes), size, decide.parse_options(options))
+            terms = formula.terms(model.Shape(nprocs, nnodes), size, parse_options(options))
             seconds = sum(c * TRUTH[k] for k, c in terms.items()) * (1 + rng.uniform(-noise, noise))
             rows.append(Row(nprocs, nnodes, nprocs // nnodes, algorithm, options, "float32", size // 4,
                             size, iterations=10, t_p50_us=seconds * 1e6, valid=True))

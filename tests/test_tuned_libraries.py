@@ -22,6 +22,7 @@ from a2a import decide
 from a2a.errors import BadInput
 from a2a.export import export
 from a2a.mpi import clean_launcher_env
+from a2a.table import write_decision
 
 PROBE = str(Path(__file__).parent / "programs" / "alltoall_probe.py")
 OMPI_VENV = Path(os.environ.get("A2A_OMPI_VENV", Path.home() / ".cache" / "a2a" / "ompi-venv"))
@@ -36,7 +37,7 @@ SLIDING = [4095, 4096, 65535, 65536]
 def table(tmp_path_factory):
     directory = tmp_path_factory.mktemp("tuned")
     path = directory / "decision.json"
-    decide.write_decision(decide.decide([record(directory / "run", LIBRARY_TABLE, dtype="uint8")]), path)
+    write_decision(decide.decide([record(directory / "run", LIBRARY_TABLE, dtype="uint8")]), path)
     return path
 
 

@@ -9,9 +9,9 @@ from support import mpiexec
 
 from a2a.environment import by_machine, cores_of_this_rank, oversubscription
 from a2a.results import read_rows, read_samples
+from a2a.session import LOCAL_SIZE_VARIABLES, ranks_on_this_node
 from a2a.sweep import Context
 from a2a.timing import time_pipelined
-from bench.run import LOCAL_SIZE_VARIABLES, ranks_on_this_node
 
 CORES = len(cores_of_this_rank())
 
@@ -121,8 +121,8 @@ def test_ranks_on_this_node_from_the_launcher(monkeypatch, variable, value, rank
     assert ranks_on_this_node() == ranks
 
 
-@pytest.mark.parametrize("cores,level", [("0,1", "funneled"), ("0", "multiple")])
-def test_thread_level_funneled_unless_ranks_outnumber_cores(tmp_path, cores, level):
+@pytest.mark.parametrize("cores,level", [("0,1", "serialized"), ("0", "multiple")])
+def test_thread_level_serialized_unless_ranks_outnumber_cores(tmp_path, cores, level):
     out = tmp_path / "run"
     done = mpiexec(2, "-m", "bench", "run", "--sizes", "8", "--algorithms", "native", "--nprocs", "2",
                    "--iterations", "2", "--output", str(out), "--quiet", "--allow-oversubscribed", cores=cores)

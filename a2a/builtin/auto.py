@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..decide import lookup, parse_options, read_decision
 from ..errors import A2AError, BadOption
 from ..registry import get, register
+from ..table import lookup, parse_options, read_decision
 
 MIRRORS = "a tuned MPI library: the table that `bench export` writes for it"
 LIMITS = {"table": (lambda path: bool(path), "the path of a decision.json from `bench decide`")}

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..decide import lower_bounds, parse_options, read_decision
 from ..errors import BadInput
 from ..results import KEY_DEFAULTS, write_atomic
+from ..table import lower_bounds, parse_options, read_decision
 
 Counterpart = Callable[[str, dict[str, str], int], Hashable | None]
 

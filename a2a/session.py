@@ -1,0 +1,231 @@
+"""One launch of a sweep: the record on disk, stop signals, the watchdog, progress and tables."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from . import report
+from .environment import cores_of_this_rank, describe_run
+from .errors import BadConfig
+from .mesh import Layout
+from .mpi import abort_job, abort_on_error
+from .registry import load_plugin
+from .results import Recorder, Row, read_meta, read_rows, write_meta
+from .sweep import Context, Observer, Point, SweepConfig, points, run_sweep
+from .units import human_bytes
+
+EXIT_TERMINATED = 143
+EXIT_TIMEOUT = 124
+
+
+def set_thread_level() -> None:
+    """Ask for MPI_THREAD_SERIALIZED when every rank has a core, unless the user chose a level.
+
+    At mpi4py's default MULTIPLE, MPICH takes a lock on every call: about 0.5 us more at 8 B
+    per peer than C benchmarks (OSU, IMB) measure (docs/harness.md). But when ranks outnumber
+    cores, that lock's yielding keeps spinning ranks off the CPU: 128 ranks on 2 cores took
+    2 min 17 s at MULTIPLE against 8 min 17 s at FUNNELED here. So crowded nodes keep MULTIPLE.
+    SERIALIZED, not FUNNELED, because the watchdog calls MPI_Abort from its timer thread.
+    """
+    import mpi4py
+
+    if "MPI4PY_RC_THREAD_LEVEL" in os.environ:
+        return
+    if ranks_on_this_node() <= len(cores_of_this_rank()):
+        mpi4py.rc.thread_level = "serialized"
+
+
+# What launchers say about the ranks on this node: MPICH's hydra, Open MPI, Slurm's srun ("4(x2),2")
+LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_STEP_TASKS_PER_NODE")
+
+
+def ranks_on_this_node() -> int:
+    """Ranks the launcher put on this node (the most per node for srun), 1 when it does not say."""
+    for name in LOCAL_SIZE_VARIABLES:
+        counts = [int(c) for c in re.findall(r"(\d+)(?:\(x\d+\))?", os.environ.get(name, ""))]
+        if counts:
+            return max(counts)
+    return 1
+
+
+def resume(comm: Any, directory: Path) -> tuple[SweepConfig, list[str], set[tuple]]:
+    """The interrupted sweep of DIR/meta.json: its config, its plug-ins (loaded) and the points done."""
+    meta = read_meta(directory)
+    if "config" not in meta:
+        raise BadConfig(f"{directory} has no meta.json with a sweep config; it is not a run to resume")
+    for plugin in meta.get("plugins", []):
+        load_plugin(plugin)
+    config = SweepConfig.from_dict(meta["config"])
+    if max(config.nprocs) > comm.size:
+        raise BadConfig(f"{directory} sweeps up to {max(config.nprocs)} ranks; this job has {comm.size}")
+    done = {row.key for row in read_rows(directory)} if (directory / "results.csv").exists() else set()
+    return config, meta.get("plugins", []), done
+
+
+# SIGUSR1 too: Open MPI's mpirun and srun kill on SIGTERM instead of passing it on, while all
+# launchers pass SIGUSR1 through, so batch scripts forward Slurm's warning as SIGUSR1.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+
+
+@dataclass
+class StopRequest:
+    """Set by a stop signal; the sweep reads it at every synchronisation, so all ranks agree."""
+
+    event: threading.Event = field(default_factory=threading.Event)
+    name: str = "a signal on another rank"
+
+    def install(self) -> None:
+        """Catch the stop signals in this process."""
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self._on_signal)
+
+    def __call__(self) -> bool:
+        return self.event.is_set()
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.name = signal.Signals(signum).name
+        self.event.set()
+
+
+@dataclass
+class Session:
+    """One launch of the sweep: the record on disk, signals, the watchdog and the output."""
+
+    comm: Any
+    directory: Path
+    config: SweepConfig
+    plugins: list[str]
+    quiet: bool
+    fmt: str
+    timeout: float
+    allow_oversubscribed: bool
+    stop: StopRequest
+
+    def sweep(self, done: set[tuple]) -> int:
+        """Run every missing point; return the exit code."""
+        with abort_on_error(self.comm):  # a failure on any rank, rank 0's files included, ends the job
+            meta = describe_run(self.comm, self.config, self.plugins)
+            observer = Output(self, meta, len(done)) if self.comm.rank == 0 else Observer()
+            finished = run_sweep(self.comm, self.config, done, observer, self.stop)
+            if self.comm.rank == 0:
+                observer.finish("complete" if finished else f"terminated by {self.stop.name}")
+        return 0 if finished else EXIT_TERMINATED
+
+
+def _say(text: str, err: bool = True, nl: bool = True) -> None:
+    stream = sys.stderr if err else sys.stdout
+    stream.write(text + ("\n" if nl else ""))
+    stream.flush()
+
+
+class Output(Observer):
+    """Rank 0's side of a sweep: record, meta.json, progress, tables, and the per-point watchdog."""
+
+    def __init__(self, session: Session, meta: dict[str, Any], already: int):
+        self.session, self.meta = session, meta
+        self.recorder = Recorder(session.directory)
+        self.total = sum(len(points(session.config, n)) for n in session.config.nprocs) - already
+        self.measured, self.rows, self.began = 0, [], time.monotonic()
+        self.last_progress, self.watchdog, self.crowded = 0.0, None, {}
+        meta.update(status="running", resumed_with=already or None, oversubscribed=False, by_nprocs={})
+        write_meta(session.directory, meta)
+        if not session.quiet:
+            _say(f"a2a sweep: {self.total} points -> {session.directory}")
+
+    def start_nprocs(self, nprocs: int, context: Context, layouts: list[Layout]) -> None:
+        self.meta["by_nprocs"][str(nprocs)] = {
+            "nnodes": context.nnodes, "ppn": context.ppn, "oversubscribed": context.crowded,
+            "harness": context.harness,
+            **({"clock": context.clock.report} if context.clock else {}),
+            "replica_groups": [{"mesh": m.mesh_text, "groups": m.strategy, "members": m.groups()} for m in layouts],
+        }
+        self.meta["oversubscribed"] = self.meta["oversubscribed"] or bool(context.crowded)
+        write_meta(self.session.directory, self.meta)
+        self.crowded = context.crowded
+
+    def start_point(self, point: Point) -> None:
+        self.watchdog = threading.Timer(self.session.timeout, self._timed_out, (point,))
+        self.watchdog.daemon = True
+        self.watchdog.start()
+
+    def end_point(self, row: Row, samples: Any) -> None:
+        self.watchdog.cancel()
+        self.recorder.add(row, samples)
+        self.rows.append(row)
+        self.measured += 1
+        if not row.valid and not row.note.startswith(("skipped", "refused")):
+            _say(f"WARNING: {row.algorithm} gave a WRONG RESULT at {row.bytes_per_peer} B per peer "
+                 f"on {row.nprocs} ranks ({row.note}); the point is marked invalid")
+        self._progress(row)
+
+    def end_nprocs(self, nprocs: int, rows: list[Row]) -> None:
+        tables = self.session.fmt in ("table", "tpu") and not self.session.quiet and rows
+        if self.crowded and not self.session.allow_oversubscribed:
+            _say(f"\nWARNING: {nprocs} ranks, {report.oversubscription_warning(self.crowded)}", err=not tables)
+        if tables and self.session.fmt == "tpu":
+            _say(f"\n{nprocs} ranks\n" + report.tpu_table(rows), err=False)
+        elif tables:
+            config = self.session.config
+            what = f"{config.collective}, workload {config.workload}; " if config.collective != "alltoall" else ""
+            _say(f"\n{nprocs} ranks ({what}{config.timing} timing; times in microseconds; "
+                 f"! = stalled, a sample >= fastest + {config.stall_threshold:g} s)", err=False)
+            _say(report.table(rows), err=False)
+        self.crowded = {}
+
+    def finish(self, status: str) -> None:
+        """Close the record, stamp meta.json, print machine-readable output if asked."""
+        self.recorder.close()
+        self.meta.update(status=status, end=_now())
+        write_meta(self.session.directory, self.meta)
+        if self.session.fmt == "csv":
+            _say(report.as_csv(self.rows), err=False, nl=False)
+        elif self.session.fmt == "json":
+            _say(report.as_json(self.rows), err=False)
+        if status != "complete":
+            _say(f"sweep {status} after {self.measured} of {self.total} points; the record is in "
+                 f"{self.session.directory}; finish it with: "
+                 f"python -m bench run --resume {self.session.directory}")
+        elif not self.session.quiet:
+            _say(f"results: {self.session.directory}")
+
+    def _progress(self, row: Row) -> None:
+        if self.session.quiet:
+            return
+        now = time.monotonic()
+        tty = sys.stderr.isatty()
+        if not tty and now - self.last_progress < 15 and self.measured < self.total:
+            return
+        self.last_progress = now
+        elapsed = now - self.began
+        eta = elapsed / self.measured * (self.total - self.measured)
+        width = 30
+        filled = int(width * self.measured / max(self.total, 1))
+        text = (f"[{'#' * filled}{'.' * (width - filled)}] {self.measured}/{self.total} "
+                f"ETA {_duration(eta)}  {row.nprocs} ranks {human_bytes(row.bytes_per_peer)} "
+                f"{row.algorithm}")
+        _say(("\r" + text.ljust(100)) if tty else text, nl=not tty or self.measured == self.total)
+
+    def _timed_out(self, point: Point) -> None:
+        message = (f"error: {point} did not finish within --timeout {self.session.timeout:g} s; "
+                   f"{self.measured} points are in {self.session.directory}; resume with "
+                   f"python -m bench run --resume {self.session.directory}")
+        self.meta.update(status=f"timeout at {point}", end=_now())
+        write_meta(self.session.directory, self.meta)
+        abort_job(self.session.comm, message, EXIT_TIMEOUT, prefix_rank=False)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}h{seconds // 60 % 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
