@@ -277,6 +277,7 @@ def test_decide_splits_tables_by_collective_and_workload(tmp_path):
     from decide_fixtures import as_alltoallv, record
 
     from a2a import decide
+    from a2a.table import lookup
 
     uniform = record(tmp_path / "a", {(4, 64): {("native", ""): 50, ("bruck", "radix=2"): 20}})
     skewed = as_alltoallv(record(tmp_path / "v", {(4, 64): {("native", ""): 50, ("tuna", "radix=2"): 10,
@@ -284,8 +285,8 @@ def test_decide_splits_tables_by_collective_and_workload(tmp_path):
     document = decide.decide([uniform, skewed], metric="median")
     chosen = {(t["collective"], t["workload"]): t["ranges"][0]["algorithm"] for t in document["tables"]}
     assert chosen == {("alltoall", "uniform"): "bruck", ("alltoallv", "zipf:s=1.1"): "tuna"}
-    assert decide.lookup(document, 4, 64, collective="alltoallv", workload="zipf:s=1.1")[1]["algorithm"] == "tuna"
-    assert decide.lookup(document, 4, 64, collective="alltoall")[1]["algorithm"] == "bruck"
+    assert lookup(document, 4, 64, collective="alltoallv", workload="zipf:s=1.1")[1]["algorithm"] == "tuna"
+    assert lookup(document, 4, 64, collective="alltoall")[1]["algorithm"] == "bruck"
 
 
 def test_schedule_costs_show_padding_waste_and_two_phase_rounds():

@@ -167,7 +167,7 @@ def v_table(tmp_path_factory):
     directory = tmp_path_factory.mktemp("tuned-v")
     run = as_alltoallv(record(directory / "run", ALLTOALLV_TABLE, dtype="uint8"), "zipf:s=1.1")
     path = directory / "decision.json"
-    decide.write_decision(decide.decide([run]), path)
+    write_decision(decide.decide([run]), path)
     return path
 
 
