@@ -110,10 +110,11 @@ def gather(directories: list[Path], dtype: str | None = None) -> tuple[dict[tupl
             point.samples += run.samples.get(key, [])
     points = {k: p for k, p in points.items() if k not in wrong}
     names = ", ".join(str(d) for d in directories)
-    timings = sorted({p.rows[0].timing for p in points.values()})
-    if len(timings) > 1:
-        raise BadResults(f"{names} mix timing modes ({', '.join(timings)}); a decision compares points "
-                         "measured the same way: decide the runs of one --timing at a time")
+    for column, option in (("timing", "--timing"), ("cache", "--cache")):
+        modes = sorted({getattr(p.rows[0], column) for p in points.values()})
+        if len(modes) > 1:
+            raise BadResults(f"{names} mix {column} modes ({', '.join(modes)}); a decision compares points "
+                             f"measured the same way: decide the runs of one {option} at a time")
     if not points:
         raise BadResults(f"no valid points in {names}: every point was skipped, refused or wrong")
     return _one_dtype(points, dtype, names), sources, _chosen_dtype(points, dtype)

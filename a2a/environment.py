@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from .cache import last_level_cache
+
 TOPOLOGY_ENV = "A2A_TOPOLOGY"  # the emulated cluster's topology spec, set on every rank by `cluster run`
 
 
@@ -40,6 +42,7 @@ def describe_run(comm: Any, config: Any, plugins: list[str]) -> dict[str, Any]:
         "git_commit": git_commit(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "topology": emulated_topology() or None,
+        "last_level_cache": last_level_cache(),
         "start": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
 

@@ -56,6 +56,7 @@ class Row:
     collective: str = "alltoall"
     workload: str = "uniform"
     imbalance: float = math.nan  # the workload's largest block over its mean block
+    cache: str = "warm"
 
     @property
     def key(self) -> tuple:
@@ -79,12 +80,13 @@ class Row:
 
 COLUMNS: list[str] = [f.name for f in fields(Row)]
 KEY_COLUMNS: list[str] = ["nprocs", "algorithm", "options", "dtype", "bytes_per_peer", "timing", "mesh", "groups",
-                          "collective", "workload"]
+                          "collective", "workload", "cache"]
 # key columns added since samples.csv had its first columns go after them, so older files still read
 SAMPLE_COLUMNS: list[str] = KEY_COLUMNS[:8] + ["iteration", "seconds"] + KEY_COLUMNS[8:]
 
 
-KEY_DEFAULTS = {"timing": "sync", "mesh": "", "groups": "", "collective": "alltoall", "workload": "uniform"}
+KEY_DEFAULTS = {"timing": "sync", "mesh": "", "groups": "", "collective": "alltoall", "workload": "uniform",
+                "cache": "warm"}
 
 
 def point_key(row: Any) -> tuple:

@@ -175,7 +175,8 @@ class Output(Observer):
         elif tables:
             config = self.session.config
             what = f"{config.collective}, workload {config.workload}; " if config.collective != "alltoall" else ""
-            _say(f"\n{nprocs} ranks ({what}{config.timing} timing; times in microseconds; "
+            cold = ", cold caches" if config.cache == "cold" else ""
+            _say(f"\n{nprocs} ranks ({what}{config.timing} timing{cold}; times in microseconds; "
                  f"! = stalled, a sample >= fastest + {config.stall_threshold:g} s)", err=False)
             _say(report.table(rows), err=False)
         self.crowded = {}

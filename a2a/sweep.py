@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .cache import buffer_sets, cycling, evict
 from .clock import GlobalClock, synchronise
 from .environment import (
     by_machine,
@@ -82,6 +83,7 @@ class SweepConfig:
     layouts: list[Layout] = field(default_factory=list)
     collective: str = "alltoall"
     workload: str = "uniform"
+    cache: str = "warm"
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -108,6 +110,7 @@ class Point:
     layout: Layout | None = None
     collective: str = "alltoall"
     workload: str = "uniform"
+    cache: str = "warm"
 
     @property
     def key(self) -> tuple:
@@ -117,7 +120,7 @@ class Point:
                           "bytes_per_peer": self.bytes_per_peer, "timing": self.timing,
                           "mesh": self.layout.mesh_text if self.layout else "",
                           "groups": self.layout.strategy if self.layout else "",
-                          "collective": self.collective, "workload": self.workload})
+                          "collective": self.collective, "workload": self.workload, "cache": self.cache})
 
     def __str__(self) -> str:
         where = f" in groups {self.layout.strategy} of mesh {self.layout.mesh_text}" if self.layout else ""
@@ -136,8 +139,8 @@ def points(config: SweepConfig, nprocs: int) -> list[Point]:
         for size in config.sizes:
             variants = list(config.variants)
             random.Random(f"{config.seed}:{nprocs}:{size}").shuffle(variants)
-            order += [Point(nprocs, size, v, config.dtype, config.timing, layout, config.collective, config.workload)
-                      for v in variants]
+            order += [Point(nprocs, size, v, config.dtype, config.timing, layout, config.collective, config.workload,
+                            config.cache) for v in variants]
     return order
 
 
@@ -250,44 +253,52 @@ def _time_and_check(comm: Any, group: Any, point: Point, config: SweepConfig, co
     if need > config.max_memory:
         return _noted(row, f"skipped: buffers need {need} B per rank, above --max-memory {config.max_memory}")
     if traffic:
-        sendbuf, recvbuf = traffic.buffers(group.rank)
+        template = traffic.buffers(group.rank)
     else:
         sendbuf = send_pattern(np.dtype(point.dtype), group.size, group.rank, row.count)
-        recvbuf = np.zeros_like(sendbuf)
+        template = sendbuf, np.zeros_like(sendbuf)
+    sets, short = buffer_sets(group, point.cache, template, config.warmup + 2 * config.iterations + 10,
+                              config.max_memory)
     timeouts_before = _sum_over_hosts(comm, context)
+    algorithm, plans = get(point.variant.name), []
     try:
-        algorithm = get(point.variant.name)
-        plan = (traffic.plan(algorithm, group, sendbuf, recvbuf, point.variant.options) if traffic else
-                algorithm.plan(group, sendbuf, recvbuf, **point.variant.options))
-    except A2AError as refused:  # raised alike on every rank (the checks are collective)
-        return _noted(row, f"refused: {refused}")
-    row.note = "; ".join(n for n in (row.note, plan.note) if n)  # e.g. bine's fallback to pairwise
-    try:
+        try:
+            for sendbuf, recvbuf in sets:
+                plans.append(traffic.plan(algorithm, group, sendbuf, recvbuf, point.variant.options) if traffic
+                             else algorithm.plan(group, sendbuf, recvbuf, **point.variant.options))
+        except A2AError as refused:  # raised alike on every rank (the checks are collective)
+            return _noted(row, f"refused: {refused}")
+        row.note = "; ".join(n for n in (row.note, plans[0].note) if n)  # e.g. bine's fallback to pairwise
+        if point.cache == "cold":
+            evict()
+        run = cycling([plan.run for plan in plans])
         starts = ""
         if point.timing == "pipelined":
-            samples, stopped = time_pipelined(comm, plan.run, config.warmup, config.iterations, stop_requested)
+            samples, stopped = time_pipelined(comm, run, config.warmup, config.iterations, stop_requested)
         elif point.timing == "global" and context.clock:
-            timed = time_global(comm, plan.run, config.warmup, config.iterations, config.max_time_per_point,
+            timed = time_global(comm, run, config.warmup, config.iterations, config.max_time_per_point,
                                 stop_requested, context.clock)
             samples, stopped, starts = timed.samples, timed.stopped, timed.note
         else:
-            samples, stopped = time_sync(comm, plan.run, config.warmup, config.iterations,
+            samples, stopped = time_sync(comm, run, config.warmup, config.iterations,
                                          config.max_time_per_point, stop_requested)
         if stopped:
             return None
         expected = (traffic.expected(group.rank) if traffic else
                     expected_pattern(np.dtype(point.dtype), group.size, group.rank, row.count))
-        wrong = _check(comm, plan, recvbuf, expected) if config.check else []
+        wrong = _check(comm, plans[0], sets[0][1], expected) if config.check else []
     finally:
-        plan.free()
+        for plan in plans:
+            plan.free()
     timeouts_after = _sum_over_hosts(comm, context)
     stats = Stats.of(samples, config.stall_threshold)
     _fill(row, stats, config, point.timing)
     if traffic:  # from the bytes the matrix moves
         row.algbw_GBps, row.busbw_GBps = traffic.bandwidths(stats.p50)
     row.valid = not wrong
-    if starts:
-        _noted(row, starts)
+    for note in (short, starts):
+        if note:
+            _noted(row, note)
     if wrong:
         _noted(row, f"WRONG RESULT on ranks {_ranges(wrong)}")
     if timeouts_before is not None and timeouts_after is not None:
@@ -301,7 +312,8 @@ def _blank_row(point: Point, config: SweepConfig, context: Context) -> Row:
               point.dtype, point.bytes_per_peer // np.dtype(point.dtype).itemsize, point.bytes_per_peer,
               warmup=config.warmup, timing=point.timing, note=describe_oversubscription(context.crowded),
               topology=emulated_topology(),
-              collective=point.collective, workload=point.workload, imbalance=1.0 if point.bytes_per_peer else nan)
+              collective=point.collective, workload=point.workload, imbalance=1.0 if point.bytes_per_peer else nan,
+              cache=point.cache)
     if layout:
         row.mesh, row.groups, row.group_size, row.ngroups = (layout.mesh_text, layout.strategy,
                                                              layout.group_size, layout.ngroups)

@@ -10,6 +10,7 @@ import click
 import numpy as np
 
 import a2a
+from a2a.cache import CACHES
 from a2a.environment import node_memory_share
 from a2a.errors import BadOption
 from a2a.mesh import Layout, layouts
@@ -34,7 +35,7 @@ from .options import (
 DEFAULT_SIZES = "4:128K:x2"
 SWEEP_OPTIONS = ("config", "sizes", "dtype", "algorithms", "plugin", "option", "nprocs", "warmup",
                  "iterations", "max_time_per_point", "stall_threshold", "check", "max_memory", "ppn", "seed",
-                 "timing", "mesh", "groups", "collective", "workload")
+                 "timing", "mesh", "groups", "collective", "workload", "cache")
 
 
 @main.command("run")
@@ -67,6 +68,9 @@ SWEEP_OPTIONS = ("config", "sizes", "dtype", "algorithms", "plugin", "option", "
               help="sync: barrier + one timed call, max over ranks, every sample; pipelined: OSU/IMB "
                    "back-to-back calls, per-rank means; global: ReproMPI's synchronised clocks, latest exit "
                    "minus an agreed start. [default: sync]")
+@click.option("--cache", type=click.Choice(CACHES), default=None,
+              help="warm: every call reuses one buffer set; cold: IMB's -off_cache, each call its own set from a "
+                   "ring larger than the last-level cache. [default: warm]")
 @click.option("--mesh", help="Cartesian meshes, comma-separated (2x2x8,2x4); ranks fill them row-major.")
 @click.option("--groups", multiple=True, help="Axes forming each replica group: z, y,z or 1x1x8 (repeatable).")
 @click.option("--allow-oversubscribed", is_flag=True, help="No warning when ranks outnumber cores (still recorded).")
@@ -157,6 +161,7 @@ def build_config(comm: Any, values: dict[str, Any]) -> SweepConfig:
         max_memory=parse_size(str(get("max_memory", node_memory_share(comm))), "--max-memory"),
         seed=parse_count(str(get("seed", 0)), "--seed"),
         timing=_choice(get("timing", "sync"), TIMINGS, "--timing"),
+        cache=_choice(get("cache", "warm"), CACHES, "--cache"),
         layouts=layouts,
     )
 

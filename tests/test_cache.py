@@ -1,0 +1,112 @@
+"""--cache warm|cold: the last-level cache read from the machine, the cold ring of buffer sets, its record."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from decide_fixtures import LIBRARY_TABLE, record, row_for, samples_around
+from support import mpiexec
+
+from a2a import decide
+from a2a.cache import PAGE, RING_OVER_CACHE, buffer_sets, cycling, last_level_cache
+from a2a.errors import BadResults
+from a2a.results import Recorder, read_rows, read_samples
+from a2a.verify import send_pattern
+
+
+def fake_caches(root, *caches):
+    for i, (level, kind, size) in enumerate(caches):
+        index = root / f"index{i}"
+        index.mkdir(parents=True)
+        for name, value in (("level", level), ("type", kind), ("size", size)):
+            (index / name).write_text(f"{value}\n")
+    return root
+
+
+def test_last_level_cache_is_the_highest_data_level(tmp_path):
+    root = fake_caches(tmp_path / "cache", (1, "Data", "32K"), (1, "Instruction", "64K"), (2, "Unified", "512K"),
+                       (3, "Unified", "8192K"))
+    assert last_level_cache(root) == {"bytes": 8 << 20, "read_from": str(root / "index3" / "size")}
+    only_l2 = fake_caches(tmp_path / "l2", (1, "Data", "48K"), (2, "Unified", "2M"))
+    assert last_level_cache(only_l2)["bytes"] == 2 << 20
+
+
+def test_last_level_cache_falls_back_when_sysfs_is_absent(tmp_path):
+    found = last_level_cache(tmp_path / "missing")
+    assert found["bytes"] > 0 and found["read_from"].startswith(("sysconf(", "assumed"))
+
+
+def test_cycling_goes_round_in_order():
+    seen = []
+    run = cycling([lambda i=i: seen.append(i) for i in range(3)])
+    for _ in range(7):
+        run()
+    assert seen == [0, 1, 2, 0, 1, 2, 0]
+    single = lambda: None  # noqa: E731
+    assert cycling([single]) is single
+
+
+@pytest.mark.mpi
+def test_cold_sets_fill_a_ring_beyond_the_cache_on_pages_of_their_own(comm):
+    count, dtype = 64, np.dtype("float32")  # 256 B per peer
+    pattern = send_pattern(dtype, comm.size, comm.rank, count)
+    template = pattern, np.zeros_like(pattern)
+    warm, note = buffer_sets(comm, "warm", template, 100, 1 << 30)
+    assert warm == [template] and note == ""
+    llc = last_level_cache()["bytes"]
+    stride = 2 * -(-comm.size * count * dtype.itemsize // PAGE) * PAGE
+    uses = 10_000_000  # never the limit here
+    cold, note = buffer_sets(comm, "cold", template, uses, 1 << 30)
+    assert note == "" and len(cold) == max(2, -(-RING_OVER_CACHE * llc // stride))
+    assert len(cold) * stride >= RING_OVER_CACHE * llc
+    starts = sorted(a.ctypes.data for pair in cold for a in pair)
+    assert all(start % PAGE == 0 for start in starts)
+    assert all(b - a >= comm.size * count * dtype.itemsize for a, b in zip(starts, starts[1:]))  # disjoint
+    assert all(np.array_equal(send, pattern) and not recv.any() for send, recv in cold)
+    # fewer calls than the ring: one set per call; less memory than the ring: shorter, and said
+    assert len(buffer_sets(comm, "cold", template, 7, 1 << 30)[0]) == 7
+    short, note = buffer_sets(comm, "cold", template, uses, 5 * stride)
+    assert len(short) == 5 and note.startswith("cache cold: only 5 buffer sets fit in --max-memory")
+
+
+def test_cold_sweep_records_its_mode_and_the_cache(tmp_path):
+    out = tmp_path / "cold"
+    done = mpiexec(2, "-m", "bench", "run", "--cache", "cold", "--sizes", "8,64K", "--algorithms", "native,pairwise",
+                   "--iterations", "10", "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "(sync timing, cold caches;" in done.stdout
+    rows = read_rows(out)
+    assert len(rows) == 4 and all(r.cache == "cold" and r.valid and r.iterations == 10 for r in rows)
+    assert (out / "results.csv").read_text().splitlines()[0].endswith(",cache")
+    assert all(len(samples) == 10 for samples in read_samples(out).values())
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["last_level_cache"]["bytes"] > 0 and meta["config"]["cache"] == "cold"
+    warm = tmp_path / "warm"
+    assert mpiexec(2, "-m", "bench", "run", "--sizes", "8", "--algorithms", "native", "--iterations", "3",
+                   "--output", str(warm), "--quiet").returncode == 0
+    assert read_rows(warm)[0].cache == "warm" and read_rows(warm)[0].key not in {r.key for r in rows}
+    skewed = tmp_path / "alltoallv"
+    done = mpiexec(2, "-m", "bench", "run", "--cache", "cold", "--collective", "alltoallv", "--workload", "zipf:s=1.1",
+                   "--sizes", "1K", "--algorithms", "native,pairwise", "--iterations", "5", "--output", str(skewed),
+                   "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert all(r.cache == "cold" and r.collective == "alltoallv" and r.valid for r in read_rows(skewed))
+
+
+def test_bad_cache_mode_is_refused_once(tmp_path):
+    done = mpiexec(2, "-m", "bench", "run", "--cache", "lukewarm", "--output", str(tmp_path / "x"))
+    assert done.returncode == 2 and done.stderr.count("'lukewarm' is not one of 'warm', 'cold'") == 1
+
+
+def test_decide_refuses_to_mix_cache_modes(tmp_path):
+    warm = record(tmp_path / "warm", {(2, 8): LIBRARY_TABLE[(2, 8)]})
+    cold = tmp_path / "cold"
+    recorder = Recorder(cold)
+    seconds = samples_around(20)
+    row = row_for(2, 8, "native", "", "float32", 4, seconds)
+    row.cache = "cold"
+    recorder.add(row, seconds)
+    recorder.close()
+    with pytest.raises(BadResults, match=r"mix cache modes \(cold, warm\); .* one --cache at a time"):
+        decide.decide([warm, cold])
