@@ -14,6 +14,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..registry import blocks
+
 Block = tuple[int, int]  # (source rank, destination rank)
 
 
@@ -60,8 +62,6 @@ def slots(rounds: list[Round], rank: int, size: int) -> tuple[list[tuple[list, l
 def zero_copy_plan(comm: Any, sendbuf: np.ndarray, recvbuf: np.ndarray, rounds: list[Round]):
     """(run, free) that copies the own block, then runs each round as one Sendrecv of datatypes."""
     from mpi4py import MPI
-
-    from ..registry import blocks
 
     p, r = comm.size, comm.rank
     send, recv = blocks(sendbuf, p), blocks(recvbuf, p)
