@@ -300,7 +300,7 @@ class _World:
         self.meetings: dict[tuple, _Meeting] = {}
         self.boxes: dict[tuple, deque] = {}  # (communicator, source, destination, tag) -> payloads
         self.arrivals: dict[tuple, threading.Event] = {}
-        self.running, self.waiting = nprocs, 0
+        self.running, self.waiters = nprocs, {}  # thread -> the event it waits for
 
     def deposit(self, key: tuple, payload: np.ndarray) -> None:
         """A sent message waits in its box until received (sends never block: infinite buffering)."""
@@ -343,19 +343,28 @@ class _World:
             self.running -= 1
 
     def _wait(self, event: threading.Event, what: str) -> None:
+        me = threading.get_ident()
         with self.lock:
-            self.waiting += 1
+            self.waiters[me] = event
         try:
             stuck = 0
-            while not event.wait(0.2):
+            while not event.wait(1.0):
                 if self.failed:
                     raise _Aborted()
-                stuck = stuck + 1 if self.waiting >= self.running else 0
-                if stuck >= 5:  # every live rank has waited a second: nothing can arrive
+                stuck = stuck + 1 if self._all_blocked() else 0
+                if stuck >= 5:  # every live rank has waited 5 s on something unset: nothing can arrive
                     raise CaptureError(f"deadlock: every rank waits; this one for {what}")
         finally:
             with self.lock:
-                self.waiting -= 1
+                del self.waiters[me]
+
+    def _all_blocked(self) -> bool:
+        """Every live rank waits and none of them has been released (a released one may not have run yet)."""
+        with self.lock:
+            if len(self.waiters) < self.running:
+                return False
+            events = list(self.waiters.values())
+        return not any(e.is_set() for e in events)
 
     def meet(self, key: tuple, size: int, index: int, value: Any, combine: Callable[[list[Any]], Any]) -> Any:
         """Every member brings a value; all get combine(values in member order)."""
