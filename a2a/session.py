@@ -205,13 +205,8 @@ class Output(Observer):
         if not tty and now - self.last_progress < 15 and self.measured < self.total:
             return
         self.last_progress = now
-        elapsed = now - self.began
-        eta = elapsed / self.measured * (self.total - self.measured)
-        width = 30
-        filled = int(width * self.measured / max(self.total, 1))
-        text = (f"[{'#' * filled}{'.' * (width - filled)}] {self.measured}/{self.total} "
-                f"ETA {_duration(eta)}  {row.nprocs} ranks {human_bytes(row.bytes_per_peer)} "
-                f"{row.algorithm}")
+        text = progress_text(self.measured, self.total, now - self.began,
+                             f"{row.nprocs} ranks {human_bytes(row.bytes_per_peer)} {row.algorithm}")
         _say(("\r" + text.ljust(100)) if tty else text, nl=not tty or self.measured == self.total)
 
     def _timed_out(self, point: Point) -> None:
@@ -225,6 +220,13 @@ class Output(Observer):
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def progress_text(done: int, total: int, elapsed: float, what: str, width: int = 30) -> str:
+    """'[####......] 12/40 ETA 1m05s  WHAT': the progress line of a sweep or a simulation."""
+    eta = elapsed / done * (total - done) if done else 0.0
+    filled = int(width * done / max(total, 1))
+    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} ETA {_duration(eta)}  {what}"
 
 
 def _duration(seconds: float) -> str:

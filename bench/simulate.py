@@ -19,6 +19,7 @@ from a2a.environment import git_commit
 from a2a.errors import A2AError, BadConfig, BadOption
 from a2a.mesh import group_comm
 from a2a.results import Recorder, Row, read_meta, read_rows, write_meta
+from a2a.session import progress_text
 from a2a.stats import bandwidths
 from a2a.sweep import Point, SweepConfig, Variant, points
 
@@ -287,12 +288,9 @@ class Simulation:
     def _progress(self, measured: int, total: int, began: float, point: Point) -> None:
         if self.quiet:
             return
-        elapsed = time.monotonic() - began
-        eta = int(elapsed / measured * (total - measured))
-        filled = int(30 * measured / max(total, 1))
         tty = sys.stderr.isatty()
-        text = (f"[{'#' * filled}{'.' * (30 - filled)}] {measured}/{total} ETA {eta // 60}m{eta % 60:02d}s  "
-                f"{point.nprocs} ranks {report.human_bytes(point.bytes_per_peer)} {point.variant.label}")
+        text = progress_text(measured, total, time.monotonic() - began,
+                             f"{point.nprocs} ranks {report.human_bytes(point.bytes_per_peer)} {point.variant.label}")
         click.echo(("\r" + text.ljust(100)) if tty else text, err=True, nl=not tty or measured == total)
 
     def _finish(self, status: str, already: int) -> None:
