@@ -16,6 +16,7 @@ from a2a.workload import imbalance, parse_workload, read_matrix
 
 VARIANTS = [
     ("native", {}), ("linear", {}), ("pairwise", {}), ("throttled", {"window": 2}), ("node_aware", {"ppn": 3}),
+    ("hierarchical", {}), ("hierarchical", {"ppn": 3, "placement": "cyclic"}),
     ("padded_bruck", {}), ("padded_bruck", {"radix": 3}), ("two_phase_bruck", {}), ("tuna", {}),
     ("tuna", {"radix": 3}),
 ]

@@ -64,3 +64,98 @@ def leader_permutations(nodes: list[list[int]], n: int, p: int) -> tuple[np.ndar
                 unpack[dest * p + source] = offset + dest * len(sources) + i
         offset += here * len(sources)
     return np.array(pack, dtype=np.intp), unpack
+
+
+@register("hierarchical", collective="alltoallv", limits=NODE_LIMITS,
+          mirrors="leader-based two-level alltoallv: one message per pair of nodes")
+def hierarchical_v(comm, send, recv, *, ppn: int = 0, placement: str = "block"):
+    """Gatherv each node's blocks on its leader, leaders exchange one message per node pair (Alltoallv), Scatterv."""
+    from mpi4py import MPI
+
+    rank = comm.rank
+    nodes = node_groups(comm, ppn, placement)
+    n = my_node(nodes, rank)
+    local = comm.Split(n, key=rank)
+    is_leader = rank == nodes[n][0]
+    leaders = comm.Split(0 if is_leader else MPI.UNDEFINED, key=rank)
+    # this rank's blocks in peer order, as one datatype over its own buffers (no copy on this side)
+    mine = [_bytes_type(list(zip(side.offsets.tolist(), side.nbytes.tolist()))) for side in (send, recv)]
+    # a count of 0 where there is nothing: MPI skips it on both sides (a 1 of an empty type would be sent)
+    outgoing_mine, incoming_mine = ([side.array, _count(t), t] for side, t in zip((send, recv), mine))
+    sent, received = (np.array(local.gather(side.nbytes.tolist(), root=0) or [], np.int64) for side in (send, recv))
+    types = list(mine)
+    if not is_leader:
+        def run():
+            local.Gatherv(outgoing_mine, None, root=0)
+            local.Scatterv(None, incoming_mine, root=0)
+        return run, lambda: _free(types, local)
+
+    # gathered: local source s's blocks in destination order; scattered: local dest m's in source order
+    gathered, scattered = np.empty(int(sent.sum()), np.uint8), np.empty(int(received.sum()), np.uint8)
+    sent_at = _offsets(sent)  # [s, d]: where block (local source s -> rank d) sits in gathered
+    received_at = _offsets(received)  # [m, j]: where block (rank j -> local dest m) goes in scattered
+    here = range(len(nodes[n]))
+    # to node b: for each of its ranks d, every local source's block; from node c: for each local m, c's ranks'
+    pack = [[(sent_at[s, d], sent[s, d]) for d in members for s in here] for members in nodes]
+    unpack = [[(received_at[m, j], received[m, j]) for m in here for j in members] for members in nodes]
+    outgoing, out_layout, copy_out = _packed(gathered, pack, into=False)
+    incoming, in_layout, copy_in = _packed(scattered, unpack, into=True)
+    exchange = ([outgoing, out_layout, MPI.BYTE], [incoming, in_layout, MPI.BYTE])
+    gather_spec = [gathered, (sent.sum(axis=1).tolist(), _starts(sent)), MPI.BYTE]
+    scatter_spec = [scattered, (received.sum(axis=1).tolist(), _starts(received)), MPI.BYTE]
+    alltoallv, copy = leaders.Alltoallv, np.copyto
+
+    def run():
+        local.Gatherv(outgoing_mine, gather_spec, root=0)
+        for into, source in copy_out:
+            copy(into, source)
+        alltoallv(*exchange)
+        for into, source in copy_in:
+            copy(into, source)
+        local.Scatterv(scatter_spec, incoming_mine, root=0)
+
+    return run, lambda: _free(types, local, leaders)
+
+
+def _packed(buffer: np.ndarray, groups: list[list[tuple[int, int]]], into: bool) -> tuple:
+    """A buffer holding `groups` of (offset, length) blocks of `buffer` end to end, its Alltoallv layout,
+    and the (into, source) copies that fill it from `buffer` (or, `into`, fill `buffer` from it).
+    """
+    sizes = [sum(int(n) for _, n in blocks) for blocks in groups]
+    packed = np.empty(sum(sizes), np.uint8)
+    copies, at = [], 0
+    for group in groups:
+        for offset, n in group:
+            if n:
+                pair = (packed[at: at + n], buffer[offset: offset + n])
+                copies.append(pair[::-1] if into else pair)
+                at += int(n)
+    return packed, (sizes, np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(int).tolist()), copies
+
+
+def _offsets(sizes: np.ndarray) -> np.ndarray:
+    """Start of each entry when the rows of `sizes` are laid end to end, row after row."""
+    return (np.cumsum(sizes.reshape(-1)) - sizes.reshape(-1)).reshape(sizes.shape)
+
+
+def _starts(sizes: np.ndarray) -> list[int]:
+    return _offsets(sizes)[:, 0].tolist() if sizes.size else []
+
+
+def _bytes_type(blocks: list[tuple[int, int]]) -> object:
+    """A byte datatype covering (offset, length) blocks in this order."""
+    from mpi4py import MPI
+
+    return MPI.BYTE.Create_hindexed([int(n) for _, n in blocks], [int(o) for o, _ in blocks]).Commit()
+
+
+def _count(datatype) -> int:
+    """1 for a datatype that holds bytes, 0 for an empty one."""
+    return 1 if datatype.Get_size() else 0
+
+
+def _free(types: list, *comms) -> None:
+    for datatype in types:
+        datatype.Free()
+    for c in comms:
+        c.Free()
