@@ -111,19 +111,9 @@ def linear_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
 
 
 def bruck_schedule(p: int, radix: int) -> tuple[int, int]:
-    """Rounds and blocks sent by Bruck's algorithm: one round per nonzero digit value used.
-
-    Round (d, v) sends the blocks i < p whose base-radix digit d equals v.
-    """
-    rounds = blocks = 0
-    distance = 1
-    while distance < p:
-        for digit in range(1, radix):
-            moved = sum(1 for i in range(p) if (i // distance) % radix == digit)
-            rounds += moved > 0
-            blocks += moved
-        distance *= radix
-    return rounds, blocks
+    """Rounds and blocks sent by Bruck's algorithm (the totals of contention.bruck_steps)."""
+    steps = contention.bruck_steps(p, radix)
+    return len(steps), sum(blocks for _, blocks in steps)
 
 
 # bruck(radix k): R rounds (about (k-1) log_k p), B blocks of m bytes sent in all (about
