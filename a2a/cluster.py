@@ -33,6 +33,7 @@ from . import fabric
 from .environment import TOPOLOGY_ENV
 from .errors import BadOption, ClusterError
 from .mpi import clean_launcher_env, mpi_tool
+from .netstat import tcp_ext
 from .units import human_bytes, parse_size
 
 STATE_DIR = Path("/run/a2a-cluster")
@@ -549,15 +550,6 @@ def qdisc_drops(namespace: str, device: str) -> int:
     """Packets the root qdisc of one device dropped."""
     data = json.loads(sh("tc", "-n", namespace, "-s", "-j", "qdisc", "show", "dev", device))
     return sum(q.get("drops", 0) for q in data if q.get("root"))
-
-
-def tcp_ext(text: str) -> dict[str, int]:
-    """The TcpExt counters of a /proc/net/netstat text."""
-    lines = text.splitlines()
-    for header, values in zip(lines[::2], lines[1::2]):
-        if header.startswith("TcpExt:"):
-            return dict(zip(header.split()[1:], map(int, values.split()[1:])))
-    return {}
 
 
 def node_tcp_ext(host: str) -> dict[str, int]:

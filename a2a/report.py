@@ -38,10 +38,11 @@ def table(rows: Iterable[Row], fmt: str = "simple") -> str:
                 _us(r.t_min_us), _us(r.t_max_us), _us(r.t_p50_us), _us(r.t_p99_us),
                 "" if math.isnan(r.busbw_GBps) else f"{r.busbw_GBps:.3f}", r.stalls]
         if show_timeouts:
-            line.append("" if r.tcp_timeouts is None else r.tcp_timeouts)
+            line += ["" if count is None else count for count in (r.tcp_timeouts, r.tcp_loss_probes)]
         body.append(line + [flag(r)])
+    tcp = ["tcp timeouts", "loss probes"] if show_timeouts else []
     headers = ["nprocs", "bytes/peer", "algorithm", "avg us", "std us", "min us", "max us",
-               "p50 us", "p99 us", "busbw GB/s", "stalls"] + (["tcp timeouts"] if show_timeouts else []) + [""]
+               "p50 us", "p99 us", "busbw GB/s", "stalls"] + tcp + [""]
     return tabulate(body, headers=headers, tablefmt=fmt, disable_numparse=True,
                     colalign=("right", "right", "left") + ("right",) * (len(headers) - 3))
 

@@ -57,6 +57,7 @@ class Row:
     workload: str = "uniform"
     imbalance: float = math.nan  # the workload's largest block over its mean block
     cache: str = "warm"
+    tcp_loss_probes: int | None = None
 
     @property
     def key(self) -> tuple:

@@ -21,7 +21,7 @@ from .environment import (
 from .errors import A2AError
 from .mesh import Layout, group_comm
 from .mpi import idle_barrier
-from .netstat import tcp_timeouts
+from .netstat import stall_counters
 from .registry import get
 from .results import Row, label, point_key
 from .stats import Stats, bandwidths
@@ -259,7 +259,7 @@ def _time_and_check(comm: Any, group: Any, point: Point, config: SweepConfig, co
         template = sendbuf, np.zeros_like(sendbuf)
     sets, short = buffer_sets(group, point.cache, template, config.warmup + 2 * config.iterations + 10,
                               config.max_memory)
-    timeouts_before = _sum_over_hosts(comm, context)
+    tcp_before = _sum_over_hosts(comm, context)
     algorithm, plans = get(point.variant.name), []
     try:
         try:
@@ -290,7 +290,7 @@ def _time_and_check(comm: Any, group: Any, point: Point, config: SweepConfig, co
     finally:
         for plan in plans:
             plan.free()
-    timeouts_after = _sum_over_hosts(comm, context)
+    tcp_after = _sum_over_hosts(comm, context)
     stats = Stats.of(samples, config.stall_threshold)
     _fill(row, stats, config, point.timing)
     if traffic:  # from the bytes the matrix moves
@@ -301,8 +301,8 @@ def _time_and_check(comm: Any, group: Any, point: Point, config: SweepConfig, co
             _noted(row, note)
     if wrong:
         _noted(row, f"WRONG RESULT on ranks {_ranges(wrong)}")
-    if timeouts_before is not None and timeouts_after is not None:
-        row.tcp_timeouts = timeouts_after - timeouts_before
+    if tcp_before is not None and tcp_after is not None:
+        row.tcp_timeouts, row.tcp_loss_probes = (after - before for after, before in zip(tcp_after, tcp_before))
     return row, samples
 
 
@@ -346,13 +346,13 @@ def _fill(row: Row, stats: Stats, config: SweepConfig, timing: str) -> None:
         _noted(row, f"stopped after {stats.n} iterations (--max-time-per-point {config.max_time_per_point:g} s)")
 
 
-def _sum_over_hosts(comm: Any, context: Context) -> int | None:
-    """TCP timeouts summed over hosts (one reader per host), or None if any host cannot tell."""
-    mine = tcp_timeouts() if context.host_leader else 0
-    local = np.array([mine or 0, mine is None], dtype=np.int64)
+def _sum_over_hosts(comm: Any, context: Context) -> list[int] | None:
+    """TCP timeouts and loss probes summed over hosts (one reader per host), or None if any host cannot tell."""
+    mine = stall_counters() if context.host_leader else [0, 0]
+    local = np.array([*(mine or [0, 0]), mine is None], dtype=np.int64)
     total = np.empty_like(local)
-    comm.Allreduce(local, total)  # sums: the count, and how many hosts could not tell
-    return None if total[1] else int(total[0])
+    comm.Allreduce(local, total)  # sums: the counts, and how many hosts could not tell
+    return None if total[2] else [int(total[0]), int(total[1])]
 
 
 def _ranges(ranks: list[int]) -> str:

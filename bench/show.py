@@ -9,6 +9,7 @@ from tabulate import tabulate
 import a2a
 from a2a import report
 from a2a.results import load
+from a2a.stalls import explain
 
 from .cli import main
 
@@ -38,4 +39,5 @@ def show(results: str, fmt: str) -> None:
     click.echo(f"{results}: {run.meta.get('status', 'unknown status')}; {library}")
     for nprocs in sorted({r.nprocs for r in run.rows}):
         click.echo(f"\n{nprocs} ranks (times in microseconds; ! = stalled)")
-        click.echo(report.table(r for r in run.rows if r.nprocs == nprocs))
+        rows = [r for r in run.rows if r.nprocs == nprocs]
+        click.echo("\n".join([report.table(rows), *explain(rows)]))
