@@ -1,6 +1,7 @@
 """Bruck's logarithmic all-to-all for any p and radix (Open MPI modified_bruck, MPICH brucks/k_brucks)."""
 import numpy as np
 
+from ..prebuilt import copier, spec
 from ..registry import blocks, register
 
 
@@ -26,20 +27,22 @@ def bruck(comm, sendbuf, recvbuf, *, radix: int = 2):
                 # MPI gathers the outgoing blocks through a datatype, as MPICH's brucks does
                 layout = block.Create_indexed_block(1, moved).Commit()
                 incoming = np.empty((len(moved), send.shape[1]), np.uint8)
-                rounds.append(([work, 1, layout], (r + digit * distance) % p, incoming,
-                               (r - digit * distance) % p, _unpack(work, incoming, distance, digit, radix)))
+                rounds.append(((MPI.buffer(work), 1, layout), (r + digit * distance) % p, spec(incoming),
+                               (r - digit * distance) % p,
+                               [copier(*pair) for pair in _unpack(work, incoming, distance, digit, radix)]))
         distance *= radix
-    sendrecv, copy = comm.Sendrecv, np.copyto
+    sendrecv = comm.Sendrecv
+    rotate_in, rotate_out = [copier(*pair) for pair in rotate_in], [copier(*pair) for pair in rotate_out]
 
     def run():
-        for into, source in rotate_in:
-            copy(into, source)
+        for copy in rotate_in:
+            copy()
         for outgoing, dst, incoming, src, unpack in rounds:
             sendrecv(outgoing, dst, 0, incoming, src, 0)
-            for into, source in unpack:
-                copy(into, source)
-        for into, source in rotate_out:
-            copy(into, source)
+            for copy in unpack:
+                copy()
+        for copy in rotate_out:
+            copy()
 
     def free():
         for outgoing, *_ in rounds:

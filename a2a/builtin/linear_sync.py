@@ -1,6 +1,5 @@
 """Open MPI's linear_sync: a sliding window of receives and sends, each refilled as it completes."""
-import numpy as np
-
+from ..prebuilt import copier
 from ..registry import blocks, register
 
 
@@ -16,10 +15,11 @@ def linear_sync(comm, sendbuf, recvbuf, *, window: int = 0):
     k = p - 1 if window <= 0 or window > p - 1 else window
     receives = [comm.Recv_init(recv[(r + s) % p], (r + s) % p) for s in range(1, p)]
     sends = [comm.Send_init(send[(r - s) % p], (r - s) % p) for s in range(1, p)]
-    startall, waitall, waitany, copy = MPI.Prequest.Startall, MPI.Request.Waitall, MPI.Request.Waitany, np.copyto
+    startall, waitall, waitany = MPI.Prequest.Startall, MPI.Request.Waitall, MPI.Request.Waitany
+    own = copier(recv[r], send[r])
 
     def run():
-        copy(recv[r], send[r])
+        own()
         active = receives[:k] + sends[:k]  # slots 0..k-1 receive, k..2k-1 send
         startall(active)
         if k == p - 1:  # every request posted at once: Open MPI waits for all

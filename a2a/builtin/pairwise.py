@@ -1,7 +1,6 @@
 """p-1 Sendrecv steps (Open MPI pairwise, MPICH pairwise)."""
-import numpy as np
-
 from ..errors import BadOption
+from ..prebuilt import copier, spec
 from ..registry import blocks, register
 
 SCHEDULES = ("shift", "xor")
@@ -27,11 +26,11 @@ def exchange_pairs(comm, send, recv, schedule: str):
     if schedule == "xor" and p & (p - 1):
         raise BadOption(f"pairwise: schedule=xor needs a power-of-two process count, not {p}; use shift")
     pairs = [(r ^ s, r ^ s) if schedule == "xor" else ((r + s) % p, (r - s) % p) for s in range(1, p)]
-    steps = [(send[dst], dst, recv[src], src) for dst, src in pairs]
-    sendrecv, copy = comm.Sendrecv, np.copyto
+    steps = [(spec(send[dst]), dst, spec(recv[src]), src) for dst, src in pairs]
+    sendrecv, own = comm.Sendrecv, copier(recv[r], send[r])
 
     def run():
-        copy(recv[r], send[r])
+        own()
         for out, dst, into, src in steps:
             sendrecv(out, dst, 0, into, src, 0)
 

@@ -1,6 +1,5 @@
 """Linear exchange in batches of `window` peers, each ended by Waitall (MPICH scattered)."""
-import numpy as np
-
+from ..prebuilt import copier
 from ..registry import blocks, register
 
 LIMITS = {"window": (lambda w: w >= 1, "an integer >= 1 (peers per batch)")}
@@ -30,10 +29,10 @@ def batches(comm, send, recv, window: int):
         shifts = range(first, min(first + window, p))
         steps.append([comm.Recv_init(recv[(r - s) % p], (r - s) % p) for s in shifts]
                      + [comm.Send_init(send[(r + s) % p], (r + s) % p) for s in shifts])
-    start, wait, copy = MPI.Prequest.Startall, MPI.Request.Waitall, np.copyto
+    start, wait, own = MPI.Prequest.Startall, MPI.Request.Waitall, copier(recv[r], send[r])
 
     def run():
-        copy(recv[r], send[r])
+        own()
         for requests in steps:
             start(requests)
             wait(requests)

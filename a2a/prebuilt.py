@@ -1,0 +1,24 @@
+"""Per-call work done once, at plan time: message specs and copies (callgrind counts in README)."""
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, Callable
+
+import numpy as np
+
+
+def spec(buf: np.ndarray) -> tuple[Any, int, Any]:
+    """(buffer, count, MPI.BYTE) of a contiguous array: mpi4py then skips numpy's buffer export per call."""
+    from mpi4py import MPI
+
+    return MPI.buffer(buf), buf.nbytes, MPI.BYTE
+
+
+def copier(into: np.ndarray, source: np.ndarray) -> Callable[[], Any]:
+    """A prebuilt copy of `source` into `into`: a memoryview assignment (a memcpy) when both are
+    contiguous and alike, about 3,000 instructions fewer per call than np.copyto; else np.copyto."""
+    if (into.flags.c_contiguous and source.flags.c_contiguous and into.dtype == source.dtype
+            and into.shape == source.shape):
+        target = memoryview(into.reshape(-1).view(np.uint8))
+        return partial(target.__setitem__, slice(None), memoryview(source.reshape(-1).view(np.uint8)))
+    return partial(np.copyto, into, source)
