@@ -50,21 +50,22 @@ def buffer_sets(comm: Any, cache: str, template: tuple[np.ndarray, np.ndarray], 
                 max_memory: int) -> tuple[list[tuple[np.ndarray, np.ndarray]], str]:
     """(send, receive) buffer pairs like `template` for one point, and a note when a cold ring stayed short.
 
-    Warm: the template itself. Cold: copies of it, each on its own pages, enough that the
-    ring holds RING_OVER_CACHE last-level caches, but no more than `uses` (each call then
-    has a pair of its own) nor what `max_memory` allows; every rank makes the same number,
-    as plans are collective.
+    Every pair is a copy of the template on pages of its own, as C's malloc gives a large
+    buffer (numpy's heap put a 2 MiB receive buffer 48 bytes past a cache line here, unlike
+    its send buffer). Warm: one pair. Cold: enough pairs that the ring holds RING_OVER_CACHE
+    last-level caches, but no more than `uses` (each call then has a pair of its own) nor
+    what `max_memory` allows; every rank makes the same number, as plans are collective.
     """
     from mpi4py import MPI
 
-    if cache == "warm":
-        return [template], ""
     send, recv = template
     half = _pages(send.nbytes)
     stride = half + _pages(recv.nbytes)
     llc = last_level_cache()["bytes"]
-    wanted = comm.allreduce(max(2, min(-(-RING_OVER_CACHE * llc // stride), uses)), op=MPI.MAX)
-    length = min(wanted, comm.allreduce(max(1, max_memory // stride), op=MPI.MIN))
+    wanted = length = 1
+    if cache == "cold":
+        wanted = comm.allreduce(max(2, min(-(-RING_OVER_CACHE * llc // stride), uses)), op=MPI.MAX)
+        length = min(wanted, comm.allreduce(max(1, max_memory // stride), op=MPI.MIN))
     arena = np.empty(length * stride + PAGE, np.uint8)
     start = -arena.ctypes.data % PAGE
     sets = []

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..prebuilt import copier
 from ..registry import blocks
 
 Block = tuple[int, int]  # (source rank, destination rank)
@@ -73,12 +74,12 @@ def zero_copy_plan(comm: Any, sendbuf: np.ndarray, recvbuf: np.ndarray, rounds: 
     def datatype(locations: list[tuple[str, int]]) -> Any:
         return MPI.BYTE.Create_hindexed_block(width, [base[b] + row * width for b, row in locations]).Commit()
 
-    steps = [([MPI.BOTTOM, 1, datatype(sent)], round_.dest, [MPI.BOTTOM, 1, datatype(received)], round_.source)
+    steps = [((MPI.BOTTOM, 1, datatype(sent)), round_.dest, (MPI.BOTTOM, 1, datatype(received)), round_.source)
              for round_, (sent, received) in zip(rounds, placed)]
-    sendrecv, copy = comm.Sendrecv, np.copyto
+    sendrecv, own = comm.Sendrecv, copier(recv[r], send[r])
 
     def run():
-        copy(recv[r], send[r])
+        own()
         for outgoing, dest, incoming, source in steps:
             sendrecv(outgoing, dest, 0, incoming, source, 0)
 
