@@ -63,6 +63,13 @@ def mpi_tool(name: str) -> str | None:
     return str(beside) if beside.exists() else shutil.which(name)
 
 
+def launcher_flags(mpiexec: str) -> list[str]:
+    """What `mpiexec` needs for the testbed's jobs: Open MPI refuses root and more ranks than cores unless told."""
+    if not (Path(mpiexec).resolve().parent / "ompi_info").exists():
+        return []
+    return ["--oversubscribe", *(["--allow-run-as-root"] if os.geteuid() == 0 else [])]
+
+
 def clean_launcher_env(env: dict[str, str] | None = None) -> dict[str, str]:
     """A copy of the environment without the variables an MPI launcher set for this process."""
     env = dict(os.environ if env is None else env)

@@ -15,7 +15,7 @@ import click
 from tabulate import tabulate
 
 from a2a.errors import HarnessError
-from a2a.mpi import clean_launcher_env, mpi_tool
+from a2a.mpi import clean_launcher_env, launcher_flags, mpi_tool
 from a2a.report import human_bytes
 
 from .cli import echo, main
@@ -68,6 +68,12 @@ def find_tool(name: str) -> str:
     return found
 
 
+def mpiexec_command() -> list[str]:
+    """The mpiexec beside this Python with the flags its library needs."""
+    launcher = find_tool("mpiexec")
+    return [launcher, *launcher_flags(launcher)]
+
+
 def build_reference(output: Path, mpicc: str | None = None) -> Path:
     """Compile the C reference with the MPI library's own mpicc, unless `output` is newer than the source."""
     output = Path(output)
@@ -116,14 +122,14 @@ def figures(rows: list[dict[str, str]], mode: str) -> dict[int, float]:
 
 def reference_command(binary: Path, nprocs: int, sizes: list[int], iterations: int, warmup: int) -> list[str]:
     """mpiexec running the C reference in both protocols."""
-    return [find_tool("mpiexec"), "-n", str(nprocs), str(binary), "-i", str(iterations), "-w", str(warmup),
+    return [*mpiexec_command(), "-n", str(nprocs), str(binary), "-i", str(iterations), "-w", str(warmup),
             "-m", "both", *map(str, sizes)]
 
 
 def python_command(nprocs: int, sizes: list[int], mode: str, iterations: int, warmup: int,
                    output: Path) -> list[str]:
     """mpiexec running the Python driver on MPI_Alltoall (algorithm native) in one protocol."""
-    return [find_tool("mpiexec"), "-n", str(nprocs), sys.executable, "-m", "bench", "run",
+    return [*mpiexec_command(), "-n", str(nprocs), sys.executable, "-m", "bench", "run",
             "--algorithms", "native", "--timing", mode, "--nprocs", str(nprocs),
             "--sizes", ",".join(map(str, sizes)), "--iterations", str(iterations), "--warmup", str(warmup),
             "--output", str(output), "--format", "csv", "--quiet"]

@@ -6,7 +6,6 @@ CVARs, Open MPI through coll_tuned's MCA variables.
 """
 from __future__ import annotations
 
-import os
 import statistics
 import sys
 import tempfile
@@ -17,7 +16,7 @@ from tabulate import tabulate
 
 from a2a.errors import HarnessError
 from a2a.export import mpich, ompi, ompi_json
-from a2a.mpi import mpi_tool
+from a2a.mpi import launcher_flags, mpi_tool
 from a2a.report import human_bytes
 from a2a.results import read_meta, read_rows
 
@@ -94,10 +93,7 @@ def overhead(nprocs: str, sizes: str, iterations: int, repeats: int, launcher: s
 
 def _launch(launcher: str, library: str, n: int, ours: str, variables: dict[str, str], sizes: str,
             iterations: int, out: Path) -> None:
-    extra = []
-    if library == "Open MPI":  # it refuses root and more ranks than cores unless told
-        extra = ["--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
-    command = [launcher, *extra, "-n", str(n), sys.executable, "-m", "bench", "run", "--algorithms",
+    command = [launcher, *launcher_flags(launcher), "-n", str(n), sys.executable, "-m", "bench", "run", "--algorithms",
                f"native,{ours}", "--sizes", sizes, "--nprocs", str(n), "--iterations", str(iterations),
                "--warmup", "10", "--max-time-per-point", str(POINT_SECONDS), "--output", str(out), "--quiet"]
     timeout = 120 + 2 * POINT_SECONDS * len(parse_list(sizes, "size"))  # two algorithms per size, and start-up

@@ -1,7 +1,6 @@
 """Helpers for tests that start MPI programs of their own."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from functools import cache
@@ -9,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from a2a.mpi import clean_launcher_env, mpi_tool
+from a2a.mpi import clean_launcher_env, launcher_flags, mpi_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,11 +44,8 @@ def launch_command(n: int, *program: str, cores: str | None = None) -> list[str]
     Open MPI refuses more ranks than cores, and root, unless told; `cores` ("0", "0,1") pins
     the job to those CPUs with taskset, so that ranks outnumber cores on any machine.
     """
-    flags = []
-    if "Open MPI" in mpi_library():
-        flags = ["--oversubscribe", *(["--allow-run-as-root"] if os.geteuid() == 0 else [])]
     pinned = ["taskset", "-c", cores] if cores else []
-    return [*pinned, mpiexec_path(), *flags, "-n", str(n), *program]
+    return [*pinned, mpiexec_path(), *launcher_flags(mpiexec_path()), "-n", str(n), *program]
 
 
 def mpiexec(n: int, *args: str, timeout: float = 300, env: dict[str, str] | None = None,

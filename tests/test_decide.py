@@ -6,7 +6,7 @@ import re
 
 import pytest
 from decide_fixtures import LIBRARY_TABLE, minimal_table, record, row_for, samples_around
-from support import python
+from support import needs_mpich, python
 
 from a2a import decide, table
 from a2a.errors import BadInput, BadResults
@@ -154,6 +154,7 @@ def test_export_intel(library_table):
         r"\(schedule=shift\) instead, \+\d+\.\d%", exported.warnings[0])
 
 
+@needs_mpich("export --format mpich extends the built-in selection tree of MPICH's libmpi")
 def test_export_mpich_splices_alltoall_into_the_libraries_own_tree(library_table):
     original, _ = mpich.builtin_tree()
     exported = export(library_table, "mpich")
@@ -247,6 +248,7 @@ def assert_one_error(done, *fragments):
         assert fragment in errors[0], errors[0]
 
 
+@needs_mpich("export --format mpich extends the built-in selection tree of MPICH's libmpi")
 def test_cli_decide_and_export(library_run, tmp_path):
     out = tmp_path / "decision.json"
     done = bench("decide", str(library_run), "--output", str(out))

@@ -171,6 +171,7 @@ def v_table(tmp_path_factory):
     return path
 
 
+@needs_mpich("export --format mpich extends the built-in selection tree of MPICH's libmpi")
 def test_v_exports_pick_one_algorithm_per_comm_size(v_table, tmp_path):
     rules = export(v_table, "ompi", tmp_path / "rules")
     assert rules.text.splitlines()[1:] == ["1", "4", "2", "2", "1", "0 2 0 0", "4", "1", "0 1 0 0"]
