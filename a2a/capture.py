@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from .errors import A2AError
+from .errors import A2AError, CaptureError
 from .verify import expected_pattern, send_pattern
 
 # Events of one rank, in program order (bytes are per the captured count of elements):
@@ -37,10 +37,6 @@ from .verify import expected_pattern, send_pattern
 #   ("coll", name, members, root, sendbytes per member, recvbytes per member)
 # Peers, members and roots are ranks of the whole captured job (its "world").
 Event = tuple
-
-
-class CaptureError(A2AError):
-    """A call the stand-in communicator cannot answer, or a schedule it cannot record."""
 
 
 class _Aborted(Exception):

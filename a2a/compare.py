@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from tabulate import tabulate
 
-from .decide import Point, gather, mann_whitney_p
+from .decide import Candidate, gather, mann_whitney_p
 from .errors import BadResults
 from .table import CONTEXT_COLUMNS, context_dict
 from .units import human_bytes
@@ -42,7 +42,7 @@ def compare(baseline: list[Path], tuned: list[Path], algorithm: str = "native",
     return rows
 
 
-def _points_of(directory: Path, algorithm: str) -> dict[tuple, Point]:
+def _points_of(directory: Path, algorithm: str) -> dict[tuple, Candidate]:
     return {(p.context, p.bytes_per_peer): p for p in gather([directory])[0].values() if p.algorithm == algorithm}
 
 

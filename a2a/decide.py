@@ -18,7 +18,7 @@ from tabulate import tabulate
 
 from .errors import BadInput, BadResults
 from .results import Row, label, load, point_key
-from .table import CONTEXT_COLUMNS, SCHEMA, context_dict, ranges, rounded
+from .table import CONTEXT_COLUMNS, SCHEMA, context_dict, decision_cell, ranges
 from .units import human_bytes
 
 METRICS = ("mean", "median", "p90", "p99", "max")
@@ -32,7 +32,7 @@ SIMPLICITY = ("native", "linear", "pairwise", "bruck", "throttled", "pairwise_in
 
 
 @dataclass
-class Point:
+class Candidate:
     """One measured point merged over every run that measured it."""
 
     context: tuple
@@ -87,11 +87,11 @@ def preference(algorithm: str, options: str) -> tuple:
 
 # --- reading results -------------------------------------------------------------------
 
-def gather(directories: list[Path], dtype: str | None = None) -> tuple[dict[tuple, Point], list[dict], str]:
+def gather(directories: list[Path], dtype: str | None = None) -> tuple[dict[tuple, Candidate], list[dict], str]:
     """Valid points of every run, merged by key; the runs' descriptions; the dtype."""
     if not directories:
         raise BadInput("give at least one results directory")
-    points: dict[tuple, Point] = {}
+    points: dict[tuple, Candidate] = {}
     wrong: set[tuple] = set()
     sources = []
     for directory in directories:
@@ -103,7 +103,7 @@ def gather(directories: list[Path], dtype: str | None = None) -> tuple[dict[tupl
                 wrong.add(key)
             if not (row.valid and row.iterations > 0) or row.algorithm in EXCLUDED:
                 continue
-            point = points.get(key) or points.setdefault(key, Point(
+            point = points.get(key) or points.setdefault(key, Candidate(
                 tuple(getattr(row, c) for c in CONTEXT_COLUMNS), row.bytes_per_peer,
                 row.algorithm, row.options))
             point.rows.append(row)
@@ -120,7 +120,7 @@ def gather(directories: list[Path], dtype: str | None = None) -> tuple[dict[tupl
     return _one_dtype(points, dtype, names), sources, _chosen_dtype(points, dtype)
 
 
-def _one_dtype(points: dict[tuple, Point], dtype: str | None, names: str) -> dict[tuple, Point]:
+def _one_dtype(points: dict[tuple, Candidate], dtype: str | None, names: str) -> dict[tuple, Candidate]:
     found = sorted({p.rows[0].dtype for p in points.values()})
     if dtype is None:
         if len(found) > 1:
@@ -133,7 +133,7 @@ def _one_dtype(points: dict[tuple, Point], dtype: str | None, names: str) -> dic
     return chosen
 
 
-def _chosen_dtype(points: dict[tuple, Point], dtype: str | None) -> str:
+def _chosen_dtype(points: dict[tuple, Candidate], dtype: str | None) -> str:
     return dtype or next(iter(points.values())).rows[0].dtype
 
 
@@ -147,32 +147,18 @@ def source(run: Any) -> dict[str, Any]:
 
 # --- deciding --------------------------------------------------------------------------
 
-def decide_cell(points: list[Point], metric: str, alpha: float) -> dict[str, Any]:
+def decide_cell(points: list[Candidate], metric: str, alpha: float) -> dict[str, Any]:
     """Choose among a cell's points: the fastest, or a preferred one not significantly slower."""
     ranked = sorted(points, key=lambda p: (p.value_us(metric), preference(p.algorithm, p.options)))
     best = ranked[0]
     tied = [p for p in ranked if p is best or _tied(best, p, alpha)]
     choice = min(tied, key=lambda p: preference(p.algorithm, p.options))
-    value = choice.value_us(metric)
-    others = [p for p in ranked if p is not choice]
-    runner = others[0] if others else None
-    native = next((p for p in ranked if p.algorithm == "native" and not p.options), None)
-    return {
-        "bytes_per_peer": choice.bytes_per_peer,
-        "algorithm": choice.algorithm, "options": choice.options, "value_us": rounded(value),
-        "samples": len(choice.samples),
-        "tie": choice is not best,
-        "tied_with": [label(p.algorithm, p.options) for p in tied if p is not choice],
-        "runner_up": label(runner.algorithm, runner.options) if runner else None,
-        "runner_up_us": rounded(runner.value_us(metric)) if runner else None,
-        "margin": rounded(runner.value_us(metric) / value - 1.0) if runner and value > 0 else None,
-        "speedup_vs_native": rounded(native.value_us(metric) / value) if native and value > 0 else None,
-        "candidates": [{"algorithm": p.algorithm, "options": p.options,
-                        "value_us": rounded(p.value_us(metric))} for p in ranked],
-    }
+    return decision_cell(choice.bytes_per_peer, [(p.algorithm, p.options, p.value_us(metric)) for p in ranked],
+                         ranked.index(choice), len(choice.samples),
+                         [label(p.algorithm, p.options) for p in tied if p is not choice])
 
 
-def _tied(best: Point, other: Point, alpha: float) -> bool:
+def _tied(best: Candidate, other: Candidate, alpha: float) -> bool:
     if not best.samples or not other.samples:
         return False  # no samples, no test: the metric alone decides
     return mann_whitney_p(best.samples, other.samples) >= alpha
@@ -186,7 +172,7 @@ def decide(directories: list[Path], metric: str = "mean", alpha: float = 0.05,
     if not 0 < alpha < 1:
         raise BadInput(f"alpha {alpha} must lie strictly between 0 and 1")
     points, sources, chosen_dtype = gather(directories, dtype)
-    by_cell: dict[tuple, list[Point]] = {}
+    by_cell: dict[tuple, list[Candidate]] = {}
     for point in points.values():
         by_cell.setdefault((point.context, point.bytes_per_peer), []).append(point)
     tables = []

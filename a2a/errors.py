@@ -45,5 +45,9 @@ class MissingMatplotlib(A2AError):
     """Plotting was asked for but matplotlib is not installed."""
 
 
+class CaptureError(A2AError):
+    """A call the stand-in communicator cannot answer, or a schedule it cannot record."""
+
+
 class HarnessError(A2AError):
     """A program the testbed launches (mpiexec, mpicc, the C reference) is missing, failed or timed out."""

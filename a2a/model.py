@@ -29,14 +29,13 @@ import numpy as np
 from . import contention, table
 from .errors import BadResults
 from .fabric import Fabric
-from .results import Row, label
+from .results import KEY_DEFAULTS, Row, label
 
 BAD_FIT = 0.5  # a point whose relative error exceeds this is reported as badly modelled
 MIN_SEPARATION = 0.05  # sine of the angle below which two terms cannot be told apart
 LINK_PAIRS = (("alpha_intra", "alpha_inter"), ("beta_intra", "beta_inter"))
-# key columns besides nprocs that make a separate series, and their values for a plain run
-CONTEXT = ("timing", "mesh", "groups", "collective", "workload")
-PLAIN = ("sync", "", "", "alltoall", "uniform")
+CONTEXT = tuple(c for c in table.CONTEXT_COLUMNS if c != "nprocs")  # what makes a separate series
+PLAIN = tuple(KEY_DEFAULTS.get(c, "") for c in CONTEXT)  # their values for a plain run: synchronised timing, no mesh
 
 
 @dataclass(frozen=True)
@@ -97,7 +96,7 @@ def pairwise_inplace_terms(s: Shape, m: float, options: dict) -> dict[str, float
 # overlap (alpha per batch); the start-up of each message posted does not (alpha_msg, the CPU
 # cost of posting and matching it); the bytes leave one after another through the rank's link.
 #   T = ceil((p-1)/w) alpha + (p-1) (alpha_msg + m beta)        (linear: w = p-1, one batch)
-# alpha_msg = 0 is DESIGN's full-overlap bound, alpha = 0 its no-overlap bound (p-1)(alpha + m beta).
+# alpha_msg = 0 is the full-overlap bound, alpha = 0 its no-overlap bound (p-1)(alpha + m beta).
 # At one process count the two alphas cannot be told apart; alpha_msg keeps their sum, so
 # predictions for more processes take the pessimistic bound.
 def throttled_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
@@ -356,8 +355,8 @@ class Fit:
 
     @property
     def label(self) -> str:
-        """Series name as plots and tables show it, e.g. 'bruck radix=4 [mesh 2x4 groups z]'."""
-        return f"{self.algorithm} {self.options}".strip() + context_text(self.context)
+        """Series name as plots and tables show it, e.g. 'bruck:radix=4 [mesh 2x4 groups z]'."""
+        return label(self.algorithm, self.options) + context_text(self.context)
 
     @property
     def error(self) -> float:
@@ -443,10 +442,14 @@ def context_of(row: Row) -> tuple[str, ...]:
 
 def context_text(context: tuple[str, ...]) -> str:
     """'' for a plain run, else e.g. ' [mesh 2x4 groups z]', ' [pipelined timing]' or ' [alltoallv zipf:s=1.1]'."""
-    timing, mesh, groups, collective, workload = context
+    where = dict(zip(CONTEXT, context))
+    timing, mesh, groups = where.pop("timing"), where.pop("mesh"), where.pop("groups")
+    collective, workload = where.pop("collective"), where.pop("workload")
+    plain = (KEY_DEFAULTS["collective"], KEY_DEFAULTS["workload"])
     parts = ([f"mesh {mesh} groups {groups}"] if mesh or groups else []) + \
-        ([f"{timing} timing"] if timing != "sync" else []) + \
-        ([f"{collective} {workload}"] if (collective, workload) != PLAIN[3:] else [])
+        ([f"{timing} timing"] if timing != KEY_DEFAULTS["timing"] else []) + \
+        ([f"{collective} {workload}"] if (collective, workload) != plain else []) + \
+        [f"{column} {value}" for column, value in where.items() if value != KEY_DEFAULTS.get(column, "")]
     return f" [{', '.join(parts)}]" if parts else ""
 
 
@@ -559,19 +562,7 @@ def predicted_times(fits: list[Fit], nprocs: int, sizes: list[int]) -> dict[str,
 def predicted_cell(fits: list[Fit], nprocs: int, size: int) -> dict[str, Any]:
     """The predicted winner at one size, with every series' predicted time as candidates."""
     ranked = sorted(((f.predict(nprocs, size) * 1e6, f) for f in fits), key=lambda c: c[0])
-    (best_us, best), runner = ranked[0], ranked[1] if len(ranked) > 1 else None
-    native = next((us for us, f in ranked if f.algorithm == "native" and not f.options), None)
-    return {
-        "bytes_per_peer": size, "algorithm": best.algorithm, "options": best.options,
-        "value_us": table.rounded(best_us), "samples": 0, "tie": False, "tied_with": [],
-        "runner_up": label(runner[1].algorithm, runner[1].options) if runner else None,
-        "runner_up_us": table.rounded(runner[0]) if runner else None,
-        "margin": table.rounded(runner[0] / best_us - 1) if runner and best_us > 0 else None,
-        "speedup_vs_native": table.rounded(native / best_us) if native is not None and best_us > 0 else None,
-        "candidates": [{"algorithm": f.algorithm, "options": f.options, "value_us": table.rounded(us)}
-                       for us, f in ranked],
-        "predicted": True,
-    }
+    return {**table.decision_cell(size, [(f.algorithm, f.options, us) for us, f in ranked]), "predicted": True}
 
 
 def predicted_decision(fits: list[Fit], nprocs: list[int], sizes: list[int],

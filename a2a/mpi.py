@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import time
@@ -10,7 +11,32 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-LAUNCHER_VARIABLES = ("PMI_", "PMIX_", "HYDRA_", "HYDI_", "MPI_LOCAL", "OMPI_", "I_MPI_", "MPIR_CVAR_")
+from .errors import HarnessError
+
+# What launchers (MPICH's hydra, Open MPI, PMIx, MVAPICH, Intel MPI, Slurm's srun) tell each process
+LAUNCHER_VARIABLES = ("PMI_", "PMIX_", "HYDRA_", "HYDI_", "MPI_LOCAL", "OMPI_", "I_MPI_", "MPIR_CVAR_")  # prefixes
+RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID")
+SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
+LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_STEP_TASKS_PER_NODE")
+
+
+def launcher_rank() -> int:
+    """This process's rank as the launcher tells it, without starting MPI (0 when alone)."""
+    return next((int(os.environ[n]) for n in RANK_VARIABLES if os.environ.get(n, "").isdigit()), 0)
+
+
+def launcher_size() -> int:
+    """The job's size as the launcher tells it, without starting MPI (1 when alone)."""
+    return next((int(os.environ[n]) for n in SIZE_VARIABLES if os.environ.get(n, "").isdigit()), 1)
+
+
+def ranks_on_this_node() -> int:
+    """Ranks the launcher put on this node (the most per node for srun's "4(x2),2"), 1 when it does not say."""
+    for name in LOCAL_SIZE_VARIABLES:
+        counts = [int(c) for c in re.findall(r"(\d+)(?:\(x\d+\))?", os.environ.get(name, ""))]
+        if counts:
+            return max(counts)
+    return 1
 
 
 def world() -> Any:
@@ -57,10 +83,14 @@ def abort_job(comm: Any, message: str, code: int, prefix_rank: bool = True) -> N
     sys.exit(code)
 
 
-def mpi_tool(name: str) -> str | None:
+def mpi_tool(name: str) -> str:
     """An MPI program (mpiexec, mpicc) beside this Python, as an MPI wheel puts it, else on PATH."""
     beside = Path(sys.executable).parent / name
-    return str(beside) if beside.exists() else shutil.which(name)
+    found = str(beside) if beside.exists() else shutil.which(name)
+    if not found:
+        raise HarnessError(f"no {name} found beside {sys.executable} or on PATH; install an MPI wheel "
+                           "(pip install mpich) or your MPI's development package")
+    return found
 
 
 def launcher_flags(mpiexec: str) -> list[str]:

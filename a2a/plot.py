@@ -25,6 +25,8 @@ INSTALL_HINT = "pip install 'a2a-testbed[plot]'"
 PANEL = (4.6, 3.4)  # inches per panel
 DPI = 110
 BAND = (10, 90)  # percentiles of the shaded band around each median
+STYLE = {"font.size": 9, "axes.titlesize": 10, "legend.fontsize": 8, "svg.fonttype": "none", "axes.grid": True,
+         "grid.alpha": 0.3}  # applied while drawing only: the caller's rcParams stay as they were
 
 
 def pyplot() -> Any:
@@ -37,8 +39,6 @@ def pyplot() -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    plt.rcParams.update({"font.size": 9, "axes.titlesize": 10, "legend.fontsize": 8,
-                         "svg.fonttype": "none", "axes.grid": True, "grid.alpha": 0.3})
     return plt
 
 
@@ -72,11 +72,11 @@ class Data:
 
     @property
     def labels(self) -> list[str]:
-        return sorted({label(r) for r in self.rows})
+        return sorted({r.label for r in self.rows})
 
     def series(self, panel: Panel, name: str) -> list[Row]:
         """Rows of one series in one panel, by size."""
-        return sorted((r for r in self.rows if panel_of(r) == panel and label(r) == name),
+        return sorted((r for r in self.rows if panel_of(r) == panel and r.label == name),
                       key=lambda r: r.bytes_per_peer)
 
     def samples(self, row: Row) -> np.ndarray:
@@ -95,18 +95,13 @@ def panel_title(panel: Panel, unit: str = " processes") -> str:
     return f"{panel[0]}{unit}{model.context_text(panel[1])}"
 
 
-def label(row: Row) -> str:
-    """Series name: algorithm and its options."""
-    return f"{row.algorithm} {row.options}".strip()
-
-
 def prepare(run: Run) -> Data:
     """Valid measured rows, the model fits and one colour per series."""
     plt = pyplot()
     rows = [r for r in run.rows if r.valid and r.t_p50_us > 0]
     if not rows:
         raise BadResults(f"{run.directory}: no valid measured points to plot")
-    labels = sorted({label(r) for r in rows})
+    labels = sorted({r.label for r in rows})
     palette = plt.get_cmap("tab10" if len(labels) <= 10 else "tab20").colors
     colors = {name: palette[i % len(palette)] for i, name in enumerate(labels)}
     fits = model.fit(rows) if any(model.row_shape(r).nprocs >= 2 for r in rows) else []
@@ -116,13 +111,14 @@ def prepare(run: Run) -> Data:
 
 def plot_all(run: Run, directory: Path) -> list[Figure]:
     """Draw every figure into `directory` (PNG and SVG) and write index.html; return the figures."""
-    data = prepare(run)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     figures: list[Figure] = []
-    for draw in (time_vs_size, busbw_vs_size, speedup_heatmaps, decision_map, model_overlay):
-        figures += draw(data, directory)
-    figures += samples_over_iterations(data, directory)
+    with pyplot().rc_context(STYLE):
+        data = prepare(run)
+        for draw in (time_vs_size, busbw_vs_size, speedup_heatmaps, decision_map, model_overlay):
+            figures += draw(data, directory)
+        figures += samples_over_iterations(data, directory)
     write_index(data, figures, directory)
     return figures
 
@@ -254,7 +250,7 @@ def median_grid(data: Data, name: str) -> np.ndarray:
     """Median us of a series as a (panel x size) array, NaN where not measured."""
     grid = np.full((len(data.panels), len(data.sizes)), np.nan)
     for r in data.rows:
-        if label(r) == name:
+        if r.label == name:
             grid[data.panels.index(panel_of(r)), data.sizes.index(r.bytes_per_peer)] = r.t_p50_us
     return grid
 

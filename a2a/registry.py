@@ -14,10 +14,11 @@ import importlib
 import importlib.util
 import inspect
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -215,16 +216,28 @@ class Registry:
         self._algorithms[name] = replace(known, options=merged, kinds={**known.kinds, collective: kind})
 
     def all(self) -> dict[str, Algorithm]:
-        """Every algorithm, built-ins and entry points loaded on first use."""
+        """Every algorithm, built-ins and entry points loaded on first use (a failing one raises every time)."""
         if not self._discovered:
-            self._discovered = True
             importlib.import_module("a2a.builtin")
             for ep in entry_points(group=ENTRY_POINT_GROUP):
-                try:
-                    ep.load()
-                except Exception as exc:
-                    raise PluginError(f"entry point {ep.name} ({ep.value}): {exc}") from exc
+                with self.undone_on_error():
+                    try:
+                        ep.load()
+                    except Exception as exc:
+                        raise PluginError(f"entry point {ep.name} ({ep.value}): {exc}") from exc
+            self._discovered = True
         return self._algorithms
+
+    @contextmanager
+    def undone_on_error(self) -> Iterator[None]:
+        """Forget what a failing import registered, so that importing it again fails again."""
+        before = dict(self._algorithms)
+        try:
+            yield
+        except BaseException:
+            self._algorithms.clear()
+            self._algorithms.update(before)
+            raise
 
 
 # The one process-wide table, as in mpi4py.bench: register() must reach it from any module.
@@ -282,23 +295,34 @@ def load_plugin(source: str | Path) -> list[str]:
     """Import a plug-in from a .py file or a module name; return the names it registered."""
     before = set(REGISTRY.all())
     path = Path(source)
-    try:
-        if path.suffix == ".py" or path.exists():
-            if not path.is_file():
-                raise PluginError(f"plug-in file {source} does not exist")
-            module_name = f"a2a_plugin_{path.stem}_{abs(hash(str(path.resolve())))}"
-            if module_name not in sys.modules:
-                spec = importlib.util.spec_from_file_location(module_name, path)
-                module = importlib.util.module_from_spec(spec)
-                sys.modules[module_name] = module
-                spec.loader.exec_module(module)
-        else:
-            importlib.import_module(str(source))
-    except PluginError:
-        raise
-    except Exception as exc:
-        raise PluginError(f"cannot load plug-in {source}: {type(exc).__name__}: {exc}") from exc
+    with REGISTRY.undone_on_error():
+        try:
+            if path.suffix == ".py" or path.exists():
+                _import_file(path, str(source))
+            else:
+                importlib.import_module(str(source))
+        except PluginError:
+            raise
+        except Exception as exc:
+            raise PluginError(f"cannot load plug-in {source}: {type(exc).__name__}: {exc}") from exc
     return sorted(set(REGISTRY.all()) - before)
+
+
+def _import_file(path: Path, source: str) -> None:
+    """Import a plug-in file once; a failed import leaves no module behind, so a retry fails again."""
+    if not path.is_file():
+        raise PluginError(f"plug-in file {source} does not exist")
+    name = f"a2a_plugin_{path.stem}_{abs(hash(str(path.resolve())))}"
+    if name in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
 
 
 def alltoall(comm: Any, sendbuf: np.ndarray, recvbuf: np.ndarray, algorithm: str = "native",

@@ -1,4 +1,4 @@
-"""Render result rows as the seed mail's table (per size: avg, std, min, max, `!` on stalls)."""
+"""Result rows as text: the seed mail's table (avg, std, min, max, `!` on stalls), the TPU benchmark's, CSV, JSON."""
 from __future__ import annotations
 
 import csv
@@ -11,7 +11,7 @@ from typing import Iterable
 import numpy as np
 from tabulate import tabulate
 
-from .results import COLUMNS, Row
+from .results import COLUMNS, Row, label
 from .units import human_bytes  # noqa: F401 (callers read it from here too)
 
 
@@ -28,14 +28,17 @@ def flag(row: Row) -> str:
     return "!" if row.stalls else ""
 
 
-def table(rows: Iterable[Row], fmt: str = "simple") -> str:
+Defaults = dict[str, dict[str, str]]  # algorithm -> option -> default, as the run's meta.json records them
+
+
+def table(rows: Iterable[Row], defaults: Defaults | None = None, fmt: str = "simple") -> str:
     """One process count's (or any) rows as a text table, sizes ascending, algorithms by name."""
     rows = sorted(rows, key=lambda r: (r.nprocs, r.bytes_per_peer, r.algorithm, r.options))
     show_timeouts = any(r.tcp_timeouts is not None for r in rows)
     body = []
     for r in rows:
-        line = [r.nprocs, human_bytes(r.bytes_per_peer), _label(r), _us(r.t_mean_us), _us(r.t_std_us),
-                _us(r.t_min_us), _us(r.t_max_us), _us(r.t_p50_us), _us(r.t_p99_us),
+        line = [r.nprocs, human_bytes(r.bytes_per_peer), short_label(r, defaults or {}), _us(r.t_mean_us),
+                _us(r.t_std_us), _us(r.t_min_us), _us(r.t_max_us), _us(r.t_p50_us), _us(r.t_p99_us),
                 "" if math.isnan(r.busbw_GBps) else f"{r.busbw_GBps:.3f}", r.stalls]
         if show_timeouts:
             line += ["" if count is None else count for count in (r.tcp_timeouts, r.tcp_loss_probes)]
@@ -58,7 +61,7 @@ TPU_PERCENTILES = [("p50", "t_p50_us"), ("p90", "t_p90_us"), ("p95", "t_p95_us")
                    ("avg", "t_mean_us"), ("max", "t_max_us"), ("min", "t_min_us")]
 
 
-def tpu_table(rows: Iterable[Row]) -> str:
+def tpu_table(rows: Iterable[Row], defaults: Defaults | None = None) -> str:
     """Rows in the TPU all-to-all benchmark's columns (tab-separated, like its CSV).
 
     transferred_data is what leaves each rank: (group_size - 1) x bytes_per_peer; achieved_bw
@@ -75,21 +78,18 @@ def tpu_table(rows: Iterable[Row]) -> str:
         times_ms = [getattr(r, column) / 1e3 for _, column in TPU_PERCENTILES]
         axes = sum(1 for size in r.groups.split("x") if size != "1") if r.groups else 1
         cells = [r.count, "A2A", group, r.mesh or r.nprocs, axes, r.groups or r.nprocs, f"{transferred:.3g}",
-                 np.dtype(r.dtype).itemsize, _label(r)]
+                 np.dtype(r.dtype).itemsize, short_label(r, defaults or {})]
         cells += [f"{t:.6g}" for t in times_ms] + [r.iterations]
         cells += [f"{transferred / (t / 1e3):.6g}" if t > 0 else "" for t in times_ms]
         lines.append("\t".join(map(str, cells)))
     return "\n".join(lines)
 
 
-def _label(row: Row) -> str:
-    """Algorithm name with the options that differ from its defaults (all of them for unknown ones)."""
-    from .registry import REGISTRY
-
-    known = REGISTRY.all().get(row.algorithm)
-    defaults = {k: str(o.default) for k, o in known.options.items()} if known else {}
-    shown = [kv for kv in row.options.split(";") if kv and kv.partition("=")[::2] not in defaults.items()]
-    return f"{row.algorithm} ({';'.join(shown)})" if shown else row.algorithm
+def short_label(row: Row, defaults: Defaults) -> str:
+    """The row's label without the options at their defaults (all options of an algorithm not in `defaults`)."""
+    own = defaults.get(row.algorithm, {})
+    changed = [kv for kv in row.options.split(";") if kv.partition("=")[::2] not in own.items()]
+    return label(row.algorithm, ";".join(changed))
 
 
 def as_csv(rows: Iterable[Row]) -> str:

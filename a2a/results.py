@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
+import signal
 import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 from .errors import BadResults
 
@@ -63,6 +65,11 @@ class Row:
     def key(self) -> tuple:
         """Identify the point: what was measured, not what came out."""
         return point_key(self)
+
+    @property
+    def label(self) -> str:
+        """The series it belongs to: algorithm and options, e.g. bruck:radix=4."""
+        return label(self.algorithm, self.options)
 
     def as_csv(self) -> dict[str, str]:
         """Render every field as CSV text (empty for NaN)."""
@@ -125,29 +132,64 @@ def _parse(text: str, kind: Any) -> Any:
     return text
 
 
+# Tests set it to N to kill this process after the Nth point's samples reach the disk, before its row
+KILL_BEFORE_ROW = "A2A_TEST_KILL_BEFORE_ROW"
+
+
 class Recorder:
-    """Append rows and samples to a results directory, flushing after every point."""
+    """Append rows and samples to a results directory, flushing after every point.
+
+    A point's samples reach the disk before its row, so a kill in between leaves samples
+    without a row; opening the directory again drops them (the point is measured anew).
+    """
 
     def __init__(self, directory: Path):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.dropped = drop_orphan_samples(self.directory)
         self._results = _open_csv(self.directory / RESULTS_CSV, COLUMNS)
         self._samples = _open_csv(self.directory / SAMPLES_CSV, SAMPLE_COLUMNS)
+        self._added = 0
 
     def add(self, row: Row, samples: Iterable[float] = ()) -> None:
-        """Write one point's row and its samples, and flush both to disk."""
+        """Write one point's samples, then its row, each flushed to disk."""
         key = dict(zip(KEY_COLUMNS, point_key(row)))
         for i, seconds in enumerate(samples):
             self._samples[1].writerow({**key, "iteration": i, "seconds": repr(float(seconds))})
+        _sync(self._samples[0])
+        self._added += 1
+        if os.environ.get(KILL_BEFORE_ROW) == str(self._added):
+            os.kill(os.getpid(), signal.SIGKILL)
         self._results[1].writerow(row.as_csv())
-        for handle, _ in (self._samples, self._results):
-            handle.flush()
-            os.fsync(handle.fileno())
+        _sync(self._results[0])
 
     def close(self) -> None:
         """Close both files."""
         for handle, _ in (self._results, self._samples):
             handle.close()
+
+
+def _sync(handle: Any) -> None:
+    handle.flush()
+    os.fsync(handle.fileno())
+
+
+def drop_orphan_samples(directory: Path) -> int:
+    """Remove samples (and torn lines) of points that have no row in results.csv; return how many."""
+    path = Path(directory) / SAMPLES_CSV
+    if not path.is_file() or path.stat().st_size == 0:
+        return 0
+    header = check_header(path, SAMPLE_COLUMNS)
+    results = Path(directory) / RESULTS_CSV
+    done = {row.key for row in read_rows(directory)} if results.is_file() else set()
+    with open(path, newline="") as handle:
+        records = list(csv.reader(handle))[1:]
+    kept = [r for r in records if len(r) == len(header) and point_key(dict(zip(header, r))) in done]
+    if len(kept) < len(records):
+        text = io.StringIO()
+        csv.writer(text).writerows([header, *kept])
+        write_atomic(path, text.getvalue())
+    return len(records) - len(kept)
 
 
 def _open_csv(path: Path, columns: list[str]) -> tuple[Any, csv.DictWriter]:
@@ -231,9 +273,6 @@ class Run:
     rows: list[Row] = field(default_factory=list)
     samples: dict[tuple, list[float]] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
-
-    def __iter__(self) -> Iterator[Row]:
-        return iter(self.rows)
 
 
 def load(directory: Path) -> Run:

@@ -27,8 +27,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .capture import CaptureError, Event, Schedule
-from .errors import BadOption
+from .capture import Event, Schedule
+from .errors import BadOption, CaptureError
 
 HOST_SPEED = 1e9  # flop/s of every simulated host; a copy of B bytes is B / bandwidth * HOST_SPEED flops
 # SMPI prints the simulated time in whole microseconds. Every latency times TIME_SCALE and

@@ -1,7 +1,7 @@
 """Summaries of one point's samples: percentiles, stalls, outliers, bandwidths."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,10 +38,6 @@ class Stats:
             std=float(s.std(ddof=1)) if s.size > 1 else 0.0,
             stalls=int(stall_mask(s, stall_threshold).sum()), outliers=int(outlier_mask(s).sum()),
         )
-
-    def as_dict(self) -> dict[str, float]:
-        """The statistics as a plain dict."""
-        return asdict(self)
 
 
 def stall_mask(samples: np.ndarray, threshold: float) -> np.ndarray:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .errors import BadInput
-from .results import KEY_COLUMNS, KEY_DEFAULTS, write_atomic
+from .results import KEY_COLUMNS, KEY_DEFAULTS, label, write_atomic
 
 SCHEMA = "a2a-decision/1"
 # Key columns that split the table: every key column but what a cell chooses and the dtype
@@ -38,6 +38,24 @@ def lower_bounds(sizes: list[int]) -> list[int]:
     for small, large in zip(sizes, sizes[1:]):
         bounds.append(min(large, max(small + 1, round(math.sqrt(small * large)))))
     return bounds
+
+
+def decision_cell(bytes_per_peer: int, ranked: list[tuple[str, str, float]], chosen: int = 0, samples: int = 0,
+         tied_with: list[str] | None = None) -> dict[str, Any]:
+    """A table cell: ranked[chosen] of (algorithm, options, us) fastest first, its runner-up and speed-up."""
+    algorithm, options, value = ranked[chosen]
+    others = [c for i, c in enumerate(ranked) if i != chosen]
+    runner = others[0] if others else None
+    native = next((us for a, o, us in ranked if a == "native" and not o), None)
+    return {
+        "bytes_per_peer": bytes_per_peer, "algorithm": algorithm, "options": options, "value_us": rounded(value),
+        "samples": samples, "tie": chosen != 0, "tied_with": tied_with or [],
+        "runner_up": label(runner[0], runner[1]) if runner else None,
+        "runner_up_us": rounded(runner[2]) if runner else None,
+        "margin": rounded(runner[2] / value - 1.0) if runner and value > 0 else None,
+        "speedup_vs_native": rounded(native / value) if native is not None and value > 0 else None,
+        "candidates": [{"algorithm": a, "options": o, "value_us": rounded(us)} for a, o, us in ranked],
+    }
 
 
 def ranges(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:

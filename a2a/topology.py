@@ -4,6 +4,11 @@ from __future__ import annotations
 from typing import Any
 
 PLACEMENTS = ("block", "cyclic")
+# The limits of the options `ppn` and `placement` that node-aware algorithms share
+NODE_LIMITS = {
+    "ppn": (lambda k: k >= 0, "0 (nodes from MPI) or K >= 1 ranks per virtual node"),
+    "placement": (lambda s: s in PLACEMENTS, " or ".join(PLACEMENTS)),
+}
 
 
 def node_groups(comm: Any, ppn: int = 0, placement: str = "block") -> list[list[int]]:

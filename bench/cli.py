@@ -1,23 +1,13 @@
 """The click command group; each subcommand lives in its own module and registers itself here."""
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
 
 import click
 
 from a2a.errors import A2AError
-
-RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID")
-
-
-def launcher_rank() -> int:
-    """This process's rank as the launcher tells it, without starting MPI (0 when alone)."""
-    for name in RANK_VARIABLES:
-        if os.environ.get(name, "").isdigit():
-            return int(os.environ[name])
-    return 0
+from a2a.mpi import launcher_rank
 
 
 class DefaultToRun(click.Group):

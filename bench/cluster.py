@@ -249,6 +249,6 @@ def seed_report(directory: Path) -> str:
 def _by_variant(rows: list) -> dict[str, list]:
     groups: dict[str, list] = {}
     for row in rows:
-        label = f"{row.algorithm} ({row.options})" if row.options else row.algorithm
+        label = row.label
         groups.setdefault(label, []).append(row)
     return groups

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import csv
-import os
 import statistics
 import subprocess
 import sys
@@ -15,7 +14,7 @@ import click
 from tabulate import tabulate
 
 from a2a.errors import HarnessError
-from a2a.mpi import clean_launcher_env, launcher_flags, mpi_tool
+from a2a.mpi import clean_launcher_env, launcher_flags, launcher_size, mpi_tool
 from a2a.report import human_bytes
 
 from .cli import echo, main
@@ -26,7 +25,6 @@ MODES = ("sync", "pipelined")
 # the figure each protocol's users quote: the median sample (sync), OSU's Avg Latency (pipelined)
 STATISTIC = {"sync": "t_p50_us", "pipelined": "t_mean_us"}
 TARGET_RATIO, TARGET_FROM_BYTES = 1.10, 64 * 1024
-SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
 BUSY_BELOW_IDLE = 0.8
 
 
@@ -59,18 +57,9 @@ class Measurement:
     warnings: list[str]
 
 
-def find_tool(name: str) -> str:
-    """The MPI tool beside this Python (the venv's MPI wheel), else the one on PATH."""
-    found = mpi_tool(name)
-    if not found:
-        raise HarnessError(f"no {name} found beside {sys.executable} or on PATH; "
-                           "install an MPI wheel (pip install mpich) or your MPI's development package")
-    return found
-
-
 def mpiexec_command() -> list[str]:
     """The mpiexec beside this Python with the flags its library needs."""
-    launcher = find_tool("mpiexec")
+    launcher = mpi_tool("mpiexec")
     return [launcher, *launcher_flags(launcher)]
 
 
@@ -80,7 +69,7 @@ def build_reference(output: Path, mpicc: str | None = None) -> Path:
     if output.exists() and output.stat().st_mtime >= SOURCE.stat().st_mtime:
         return output
     output.parent.mkdir(parents=True, exist_ok=True)
-    command = [mpicc or find_tool("mpicc"), "-O2", "-o", str(output), str(SOURCE)]
+    command = [mpicc or mpi_tool("mpicc"), "-O2", "-o", str(output), str(SOURCE)]
     done = subprocess.run(command, check=False, capture_output=True, text=True)
     if done.returncode != 0:
         raise HarnessError(f"{' '.join(command)} failed:\n{done.stderr.strip()}")
@@ -248,7 +237,7 @@ def idle_notes(idle: list[float | None]) -> list[str]:
               help="The C reference binary; built with mpicc from bench/c/alltoall_ref.c when missing or stale.")
 def harness(nprocs: int, sizes: str, iterations: int, warmup: int, repeats: int, reference: str) -> None:
     """Compare MPI_Alltoall timed by the C reference and by `bench run` (native), in both protocols."""
-    if any(os.environ.get(name, "").isdigit() and int(os.environ[name]) > 1 for name in SIZE_VARIABLES):
+    if launcher_size() > 1:
         raise HarnessError("run `python -m bench harness` without mpirun: it launches its own MPI jobs")
     size_list = parse_list(sizes, "size")
     binary = build_reference(Path(reference))

@@ -16,7 +16,7 @@ from a2a.errors import BadOption
 from a2a.mesh import Layout, layouts
 from a2a.mpi import world
 from a2a.registry import COLLECTIVES
-from a2a.session import Session, StopRequest, resume, set_thread_level
+from a2a.session import Session, StopRequest, SweepState, resume, set_thread_level
 from a2a.sweep import TIMINGS, SweepConfig, Variant, default_nprocs
 from a2a.workload import parse_workload
 
@@ -59,6 +59,8 @@ SWEEP_OPTIONS = ("config", "sizes", "dtype", "algorithms", "plugin", "option", "
 @click.option("--check/--no-check", default=None, help="Verify each point's result once. [default: check]")
 @click.option("--output", help="Results directory. [default: results/<UTC time>]")
 @click.option("--resume", "resume", type=click.Path(file_okay=False), help="Finish an interrupted run in DIR.")
+@click.option("--force-resume", is_flag=True,
+              help="With --resume: go on under another MPI library, or at the --dtype given (each launch is recorded).")
 @click.option("--timeout", help="Seconds one point may take before the job ends. [default: 300]")
 @click.option("--max-memory",
               help="Bytes of buffers per rank; larger points are skipped. [default: a share of the node]")
@@ -88,16 +90,18 @@ def run(ctx: click.Context, **given: Any) -> None:
                 if ctx.get_parameter_source(k) is click.core.ParameterSource.COMMANDLINE}
     if given["decision_table"]:
         explicit["option"] = (*explicit.get("option", ()), f"auto.table={given['decision_table']}")
-    directory, config, plugins, done = prepare(comm, explicit)
-    session = Session(comm, directory, config, plugins, given["quiet"], given["fmt"],
-                      float(given["timeout"] or config.timeout), given["allow_oversubscribed"], stop)
-    sys.exit(session.sweep(done))
+    directory, sweep = prepare(comm, explicit)
+    session = Session(comm, directory, sweep.config, sweep.plugins, given["quiet"], given["fmt"],
+                      float(given["timeout"] or sweep.config.timeout), given["allow_oversubscribed"], stop, sweep.meta)
+    sys.exit(session.sweep(sweep.done))
 
 
-def prepare(comm: Any, explicit: dict[str, Any]) -> tuple[Path, SweepConfig, list[str], set[tuple]]:
+def prepare(comm: Any, explicit: dict[str, Any]) -> tuple[Path, SweepState]:
     """Resolve the config (fresh or resumed) identically on every rank; nothing is measured yet."""
     if explicit.get("resume"):
         return resume_options(comm, Path(explicit["resume"]), explicit)
+    if explicit.get("force_resume"):
+        raise BadConfig("--force-resume goes with --resume DIR")
     values = load_config(Path(explicit["config"])) if explicit.get("config") else {}
     values.update({k: v for k, v in explicit.items() if k != "config"})
     plugins = [str(p) for p in _as_list(values.get("plugin"))]
@@ -108,17 +112,19 @@ def prepare(comm: Any, explicit: dict[str, Any]) -> tuple[Path, SweepConfig, lis
     directory = Path(values.get("output") or f"results/{stamp}")
     if (directory / "results.csv").exists():
         raise BadConfig(f"{directory} already holds results; use --resume {directory} or another --output")
-    return directory, config, plugins, set()
+    return directory, SweepState(config, plugins, set(), {})
 
 
-def resume_options(comm: Any, directory: Path, explicit: dict[str, Any]
-                   ) -> tuple[Path, SweepConfig, list[str], set[tuple]]:
-    """--resume DIR: the sweep comes from DIR/meta.json, so sweep options may not be given too."""
-    clashing = sorted(k for k in explicit if k in SWEEP_OPTIONS or k == "output")
+def resume_options(comm: Any, directory: Path, explicit: dict[str, Any]) -> tuple[Path, SweepState]:
+    """--resume DIR: the sweep comes from DIR/meta.json, so sweep options (but --dtype) may not be given too."""
+    clashing = sorted(k for k in explicit if (k in SWEEP_OPTIONS and k != "dtype") or k == "output")
     if clashing:
         raise BadConfig(f"--resume takes the sweep from {directory}/meta.json; drop --"
                         + ", --".join(k.replace("_", "-") for k in clashing))
-    return (directory, *resume(comm, directory))
+    dtype = parse_dtype(explicit["dtype"]) if explicit.get("dtype") else None
+    resumed = resume(comm, directory, dtype, bool(explicit.get("force_resume")))
+    _check_sizes(resumed.config.sizes, resumed.config.dtype)
+    return directory, resumed
 
 
 def build_config(comm: Any, values: dict[str, Any]) -> SweepConfig:
@@ -126,10 +132,7 @@ def build_config(comm: Any, values: dict[str, Any]) -> SweepConfig:
     get = lambda key, default: default if values.get(key) in (None, "") else values[key]  # noqa: E731
     dtype = parse_dtype(str(get("dtype", "float32")))
     sizes = parse_list(_as_text(get("sizes", DEFAULT_SIZES)), "size")
-    itemsize = np.dtype(dtype).itemsize
-    odd = [s for s in sizes if s % itemsize]
-    if odd:
-        raise BadConfig(f"sizes {odd} are not multiples of {dtype}'s {itemsize} bytes")
+    _check_sizes(sizes, dtype)
     layouts = mesh_layouts(get("mesh", ""), _as_list(get("groups", [])))
     for layout in layouts:
         if layout.nprocs > comm.size:
@@ -164,6 +167,13 @@ def build_config(comm: Any, values: dict[str, Any]) -> SweepConfig:
         cache=_choice(get("cache", "warm"), CACHES, "--cache"),
         layouts=layouts,
     )
+
+
+def _check_sizes(sizes: list[int], dtype: str) -> None:
+    itemsize = np.dtype(dtype).itemsize
+    odd = [s for s in sizes if s % itemsize]
+    if odd:
+        raise BadConfig(f"sizes {odd} are not multiples of {dtype}'s {itemsize} bytes")
 
 
 def mesh_layouts(meshes: Any, groups: list[str]) -> list[Layout]:

@@ -40,4 +40,4 @@ def show(results: str, fmt: str) -> None:
     for nprocs in sorted({r.nprocs for r in run.rows}):
         click.echo(f"\n{nprocs} ranks (times in microseconds; ! = stalled)")
         rows = [r for r in run.rows if r.nprocs == nprocs]
-        click.echo("\n".join([report.table(rows), *explain(rows)]))
+        click.echo("\n".join([report.table(rows, run.meta.get("option_defaults")), *explain(rows)]))

@@ -19,7 +19,7 @@ from a2a.environment import git_commit
 from a2a.errors import A2AError, BadConfig, BadOption
 from a2a.mesh import group_comm
 from a2a.results import Recorder, Row, read_meta, read_rows, write_meta
-from a2a.session import progress_text
+from a2a.session import option_defaults, progress_text
 from a2a.stats import bandwidths
 from a2a.sweep import Point, SweepConfig, Variant, points
 
@@ -301,12 +301,14 @@ class Simulation:
         elif not self.quiet:
             for nprocs in sorted({r.nprocs for r in self.rows}):
                 rows = [r for r in self.rows if r.nprocs == nprocs]
+                defaults = option_defaults(self.config)
                 if self.fmt == "tpu":
-                    click.echo(f"\n{nprocs} ranks, simulated on {rows[0].platform}\n" + report.tpu_table(rows))
+                    click.echo(f"\n{nprocs} ranks, simulated on {rows[0].platform}\n"
+                               + report.tpu_table(rows, defaults))
                 else:
                     click.echo(f"\n{nprocs} ranks, simulated on {rows[0].platform} ({self.machine.link.text}; "
                                "times in microseconds)")
-                    click.echo(report.table(rows))
+                    click.echo(report.table(rows, defaults))
         if status != "complete":
             click.echo(f"simulation {status} after {len(self.rows)} new points; finish it with: "
                        f"python -m bench simulate --resume {self.directory}", err=True)

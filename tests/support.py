@@ -13,14 +13,6 @@ from a2a.mpi import clean_launcher_env, launcher_flags, mpi_tool
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def mpiexec_path() -> str:
-    """The mpiexec beside this Python (the venv's MPI wheel), else the one on PATH."""
-    found = mpi_tool("mpiexec")
-    if not found:
-        raise RuntimeError("no mpiexec found beside this Python or on PATH")
-    return found
-
-
 @cache
 def mpi_library() -> str:
     """This Python's MPI library, as MPI_Get_library_version says."""
@@ -45,7 +37,7 @@ def launch_command(n: int, *program: str, cores: str | None = None) -> list[str]
     the job to those CPUs with taskset, so that ranks outnumber cores on any machine.
     """
     pinned = ["taskset", "-c", cores] if cores else []
-    return [*pinned, mpiexec_path(), *launcher_flags(mpiexec_path()), "-n", str(n), *program]
+    return [*pinned, mpi_tool("mpiexec"), *launcher_flags(mpi_tool("mpiexec")), "-n", str(n), *program]
 
 
 def mpiexec(n: int, *args: str, timeout: float = 300, env: dict[str, str] | None = None,

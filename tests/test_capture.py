@@ -7,7 +7,8 @@ from capture_check import mismatches
 from support import ROOT, mpiexec
 
 import a2a
-from a2a.capture import CaptureError, capture, capture_scaled, collectives, copied, traffic
+from a2a.capture import capture, capture_scaled, collectives, copied, traffic
+from a2a.errors import CaptureError
 from a2a.registry import REGISTRY, register
 
 

@@ -122,8 +122,8 @@ def test_export_ompi_classic_rules(library_table):
     # throttled (batches + Waitall) is MPICH's scattered, not linear_sync: its cell takes the best
     # measured schedule Open MPI has, linear_sync with 2 requests, and says what that costs
     assert len(exported.warnings) == 1 and re.match(
-        r"4 ranks, 16384 B/peer: throttled \(window=2\) has no Open MPI counterpart; using linear_sync "
-        r"\(window=2\) instead, \+1\d\.\d%", exported.warnings[0])
+        r"4 ranks, 16384 B/peer: throttled:window=2 has no Open MPI counterpart; using linear_sync:window=2 "
+        r"instead, \+1\d\.\d%", exported.warnings[0])
 
 
 def test_export_ompi_without_throttled_is_version_1(tmp_path):
@@ -150,8 +150,8 @@ def test_export_intel(library_table):
     assert exported.text == f'I_MPI_ADJUST_ALLTOALL="{value}"\n'
     # throttled has no Intel counterpart: the best measured one that has (pairwise) takes the cell
     assert len(exported.warnings) == 1 and re.match(
-        r"4 ranks, 16384 B/peer: throttled \(window=2\) has no Intel MPI counterpart; using pairwise "
-        r"\(schedule=shift\) instead, \+\d+\.\d%", exported.warnings[0])
+        r"4 ranks, 16384 B/peer: throttled:window=2 has no Intel MPI counterpart; using pairwise:schedule=shift "
+        r"instead, \+\d+\.\d%", exported.warnings[0])
 
 
 @needs_mpich("export --format mpich extends the built-in selection tree of MPICH's libmpi")
@@ -205,8 +205,8 @@ def test_substitution_names_cell_and_cost(tmp_path):
     tables, warnings = translate(document, ompi.counterpart, "Open MPI")
     assert tables[0][1][0].target == (2, 0)
     assert len(warnings) == 1 and re.match(
-        r"4 ranks, 32768 B/peer: node_aware \(placement=block;ppn=0\) has no Open MPI counterpart; "
-        r"using pairwise \(schedule=shift\) instead, \+3\d\.\d% \(\d+\.\d us vs \d+\.\d us\)", warnings[0])
+        r"4 ranks, 32768 B/peer: node_aware:placement=block:ppn=0 has no Open MPI counterpart; "
+        r"using pairwise:schedule=shift instead, \+3\d\.\d% \(\d+\.\d us vs \d+\.\d us\)", warnings[0])
 
 
 def test_export_writes_atomically(library_table, tmp_path):

@@ -263,7 +263,7 @@ def test_model_command_prints_fits_predictions_and_writes_the_table(tmp_path):
     done = python("-m", "bench", "model", str(results), "--predict-nprocs", "256,1024",
                   "--output", str(output))
     assert done.returncode == 0, done.stderr
-    assert "pairwise schedule=shift" in done.stdout and "alpha=" in done.stdout
+    assert "pairwise:schedule=shift" in done.stdout and "alpha=" in done.stdout
     assert "within 50% of every measured point" in done.stdout
     assert "Predicted median time at 1024 processes" in done.stdout
     assert "Predicted decision table" in done.stdout

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 from decide_fixtures import ALLTOALLV_TABLE, LIBRARY_TABLE, as_alltoallv, record
-from support import ROOT, mpiexec_path, needs_mpich
+from support import ROOT, needs_mpich
 
 from a2a import decide
 from a2a.errors import BadInput
 from a2a.export import export
-from a2a.mpi import clean_launcher_env
+from a2a.mpi import clean_launcher_env, mpi_tool
 from a2a.table import write_decision
 
 PROBE = str(Path(__file__).parent / "programs" / "alltoall_probe.py")
@@ -60,7 +60,7 @@ MPICH_ONLY = needs_mpich("this venv's mpiexec must be MPICH's (hydra) to apply t
 def mpich_run(n: int, rules: Path, *args: str) -> subprocess.CompletedProcess:
     variables = export_env(rules)
     genv = [item for key, value in variables.items() for item in ("-genv", key, value)]
-    return launch([mpiexec_path(), "-n", str(n), *genv, sys.executable, PROBE, *args])
+    return launch([mpi_tool("mpiexec"), "-n", str(n), *genv, sys.executable, PROBE, *args])
 
 
 def export_env(rules: Path) -> dict[str, str]:
@@ -175,7 +175,7 @@ def v_table(tmp_path_factory):
 def test_v_exports_pick_one_algorithm_per_comm_size(v_table, tmp_path):
     rules = export(v_table, "ompi", tmp_path / "rules")
     assert rules.text.splitlines()[1:] == ["1", "4", "2", "2", "1", "0 2 0 0", "4", "1", "0 1 0 0"]
-    assert any("tuna (radix=2) has no Open MPI counterpart; using native" in w for w in rules.warnings)
+    assert any("tuna:radix=2 has no Open MPI counterpart; using native" in w for w in rules.warnings)
     assert any("4 ranks: Open MPI picks its alltoallv algorithm by communicator size only; using its 1 "
                "(the choice at 2 of 3 measured sizes)" in w for w in rules.warnings), rules.warnings
     mpich = json.loads(export(v_table, "mpich", tmp_path / "mpich.json").text)
@@ -221,4 +221,4 @@ def poisoned_v(rules: Path, rule: str, name: str) -> Path:
 
 def mpich_run_env(n: int, variables: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     genv = [item for key, value in variables.items() for item in ("-genv", key, value)]
-    return launch([mpiexec_path(), "-n", str(n), *genv, sys.executable, PROBE, *args])
+    return launch([mpi_tool("mpiexec"), "-n", str(n), *genv, sys.executable, PROBE, *args])

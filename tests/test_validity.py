@@ -8,8 +8,8 @@ import pytest
 from support import mpiexec
 
 from a2a.environment import by_machine, cores_of_this_rank, oversubscription
+from a2a.mpi import LOCAL_SIZE_VARIABLES, ranks_on_this_node
 from a2a.results import read_rows, read_samples
-from a2a.session import LOCAL_SIZE_VARIABLES, ranks_on_this_node
 from a2a.sweep import Context
 from a2a.timing import time_pipelined
 

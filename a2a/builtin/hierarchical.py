@@ -2,8 +2,7 @@
 import numpy as np
 
 from ..registry import blocks, register
-from ..topology import my_node, node_groups
-from .node_aware import NODE_LIMITS
+from ..topology import NODE_LIMITS, my_node, node_groups
 
 
 @register("hierarchical", mirrors="leader-based two-level alltoall (as in MVAPICH/HAN-style designs)",

@@ -1,11 +1,6 @@
 """The seed mail's loop over nodes: ordered node-to-node exchange with Isend/Irecv."""
 from ..registry import blocks, register
-from ..topology import PLACEMENTS, my_node, node_groups
-
-NODE_LIMITS = {
-    "ppn": (lambda k: k >= 0, "0 (nodes from MPI) or K >= 1 ranks per virtual node"),
-    "placement": (lambda s: s in PLACEMENTS, " or ".join(PLACEMENTS)),
-}
+from ..topology import NODE_LIMITS, my_node, node_groups
 
 
 @register("node_aware", mirrors="Kutzner's node-ordered Isend/Irecv loop (Open MPI users' list, 2005)",

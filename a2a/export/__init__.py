@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput
-from ..results import KEY_DEFAULTS, write_atomic
+from ..results import KEY_DEFAULTS, label, write_atomic
 from ..table import lower_bounds, parse_options, read_decision
 
 Counterpart = Callable[[str, dict[str, str], int], Hashable | None]
@@ -101,22 +101,19 @@ def _target(cell: dict[str, Any], nprocs: int, counterpart: Counterpart, library
     if found is not None:
         return found
     where = f"{nprocs} ranks, {cell['bytes_per_peer']} B/peer"
-    chosen = _label(cell)
+    chosen = label(cell["algorithm"], cell["options"])
     for candidate in cell["candidates"]:
         found = counterpart(candidate["algorithm"], parse_options(candidate["options"]), nprocs)
         if found is not None:
             cost = candidate["value_us"] / cell["value_us"] - 1 if cell["value_us"] > 0 else 0.0
-            warnings.append(f"{where}: {chosen} has no {library} counterpart; using {_label(candidate)} "
+            substitute = label(candidate["algorithm"], candidate["options"])
+            warnings.append(f"{where}: {chosen} has no {library} counterpart; using {substitute} "
                             f"instead, {cost * 100:+.1f}% ({candidate['value_us']:.1f} us vs "
                             f"{cell['value_us']:.1f} us)")
             return found
     warnings.append(f"{where}: no measured algorithm has a {library} counterpart; "
                     f"leaving it to {library}'s default")
     return counterpart("native", {}, nprocs)
-
-
-def _label(cell: dict[str, Any]) -> str:
-    return f"{cell['algorithm']} ({cell['options']})" if cell["options"] else cell["algorithm"]
 
 
 def _segments(targets: list[tuple[int, Hashable]]) -> list[Segment]:

@@ -1,0 +1,123 @@
+"""The record across launches: every launch kept, refusals to mix libraries or dtypes, and a kill
+between a point's samples and its row."""
+from __future__ import annotations
+
+import json
+
+import mpi4py
+import pytest
+from support import mpiexec
+
+from a2a.mpi import LOCAL_SIZE_VARIABLES
+from a2a.results import KILL_BEFORE_ROW, read_rows, read_samples
+from a2a.session import set_thread_level
+
+
+def bench(n: int, *args: str, env: dict[str, str] | None = None) -> object:
+    return mpiexec(n, "-m", "bench", *args, env=env, timeout=180)
+
+
+def meta_of(out) -> dict:
+    return json.loads((out / "meta.json").read_text())
+
+
+def test_a_kill_between_samples_and_row_loses_nothing_and_the_record_keeps_both_launches(tmp_path):
+    out = tmp_path / "run"
+    # points in order: 1 rank x (native, linear), then 2 ranks x (native, linear); killed after the
+    # third point's samples reached the disk, before its row
+    killed = bench(2, "run", "--sizes", "8", "--algorithms", "native,linear", "--nprocs", "1,2",
+                   "--iterations", "3", "--output", str(out), "--quiet", env={KILL_BEFORE_ROW: "3"})
+    assert killed.returncode != 0
+    rows = read_rows(out)
+    assert [r.nprocs for r in rows] == [1, 1]
+    orphans = set(read_samples(out)) - {r.key for r in rows}
+    assert len(orphans) == 1 and next(iter(orphans))[0] == "2"  # the kill came at that moment
+
+    done = bench(2, "run", "--resume", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    rows, samples = read_rows(out), read_samples(out)
+    assert len(rows) == 4 and len({r.key for r in rows}) == 4
+    assert set(samples) == {r.key for r in rows} and all(len(samples[r.key]) == 3 for r in rows)
+
+    meta = meta_of(out)
+    first, second = meta["launches"]
+    assert first["status"].startswith("ended without closing the record") and first["points"] == 2
+    assert sorted(first["by_nprocs"]) == ["1", "2"]
+    assert second["status"] == "complete" and (second["points_before"], second["points"]) == (2, 2)
+    assert second["orphan_samples_dropped"] == 3 and sorted(second["by_nprocs"]) == ["2"]
+    assert sorted(meta["by_nprocs"]) == ["1", "2"]  # merged: 1 rank was measured by the first launch only
+    assert meta["status"] == "complete" and meta["start"] == first["start"] <= second["start"]
+    for launch in meta["launches"]:
+        assert launch["command"].split()[1] == "run" and "MPICH" in launch["mpi_library"]
+        assert sum(launch["hosts"].values()) == 2 and launch["dtype"] == "float32"
+        assert "harness" in launch["by_nprocs"]["2"] and "oversubscribed" in launch["by_nprocs"]["2"]
+
+
+@pytest.fixture
+def small_run(tmp_path):
+    out = tmp_path / "run"
+    done = bench(1, "run", "--sizes", "8", "--algorithms", "native", "--iterations", "2", "--output", str(out),
+                 "--quiet")
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_resume_under_another_mpi_library_is_refused_unless_forced(small_run):
+    meta = meta_of(small_run)
+    recorded = meta["mpi_library"]
+    meta["mpi_library"] = "Open MPI v5.0.5, package: Open MPI Distribution"
+    meta["launches"][0]["mpi_library"] = meta["mpi_library"]
+    (small_run / "meta.json").write_text(json.dumps(meta))
+
+    refused = bench(1, "run", "--resume", str(small_run))
+    assert refused.returncode == 2
+    assert refused.stderr.count("was measured with Open MPI v5.0.5, package: Open MPI Distribution, "
+                                "but this job runs MPICH") == 1, refused.stderr
+    assert "--force-resume" in refused.stderr and len(meta_of(small_run)["launches"]) == 1
+
+    forced = bench(1, "run", "--resume", str(small_run), "--force-resume", "--quiet")
+    assert forced.returncode == 0, forced.stderr
+    libraries = [launch["mpi_library"] for launch in meta_of(small_run)["launches"]]
+    assert libraries == [meta["mpi_library"], recorded]
+
+
+def test_resume_at_another_dtype_is_refused_unless_forced(small_run):
+    same = bench(1, "run", "--resume", str(small_run), "--dtype", "float32", "--quiet")
+    assert same.returncode == 0, same.stderr
+
+    refused = bench(1, "run", "--resume", str(small_run), "--dtype", "float64")
+    assert refused.returncode == 2
+    assert refused.stderr.count("was measured in float32, not float64") == 1, refused.stderr
+    assert [r.dtype for r in read_rows(small_run)] == ["float32"]
+
+    forced = bench(1, "run", "--resume", str(small_run), "--dtype", "float64", "--force-resume", "--quiet")
+    assert forced.returncode == 0, forced.stderr
+    assert sorted(r.dtype for r in read_rows(small_run)) == ["float32", "float64"]
+    assert [launch["dtype"] for launch in meta_of(small_run)["launches"]] == ["float32", "float32", "float64"]
+
+
+def test_force_resume_needs_resume(tmp_path):
+    done = bench(1, "run", "--force-resume", "--output", str(tmp_path / "run"))
+    assert done.returncode == 2 and "--force-resume goes with --resume DIR" in done.stderr
+
+
+def test_the_watchdog_thread_makes_the_sweep_start_mpi_serialized(monkeypatch, small_run):
+    assert meta_of(small_run)["mpi_thread_level"] == "serialized"  # one rank always has a core
+    monkeypatch.delenv("MPI4PY_RC_THREAD_LEVEL", raising=False)
+    monkeypatch.setattr(mpi4py.rc, "thread_level", "multiple")
+    for variable in LOCAL_SIZE_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("MPI_LOCALNRANKS", "100000")  # crowded: MULTIPLE stays
+    set_thread_level()
+    assert mpi4py.rc.thread_level == "multiple"
+    monkeypatch.setenv("MPI_LOCALNRANKS", "1")
+    set_thread_level()
+    assert mpi4py.rc.thread_level == "serialized"
+
+
+def test_a_thread_level_the_user_chose_is_kept(tmp_path):
+    out = tmp_path / "run"
+    done = bench(1, "run", "--sizes", "8", "--algorithms", "native", "--iterations", "2", "--output", str(out),
+                 "--quiet", env={"MPI4PY_RC_THREAD_LEVEL": "funneled"})
+    assert done.returncode == 0, done.stderr
+    assert meta_of(out)["mpi_thread_level"] == "funneled"
