@@ -126,7 +126,7 @@ def test_simulate_switch_record_and_physics(tmp_path, capsys):
     meta = json.loads((tmp_path / "sim" / "meta.json").read_text())
     assert meta["simgrid"] == simgrid.version() and meta["status"] == "complete" and meta["link"] == "1Gbps,50us"
     code, out, _ = bench(capsys, "show", str(tmp_path / "sim"))
-    assert code == 0 and "native (selector=mpich)" in out
+    assert code == 0 and "native:selector=mpich" in out
 
 
 @needs_simgrid
