@@ -1,9 +1,9 @@
 """`bench overhead`: each of our variants is raced against the twin its library's exporter names."""
 from __future__ import annotations
 
-import click
 import pytest
 
+from a2a.errors import HarnessError
 from bench.overhead import OURS, library_of, twin
 
 
@@ -30,7 +30,7 @@ def test_every_listed_variant_has_a_twin():
 
 def test_the_library_is_told_by_its_tools(tmp_path):
     (tmp_path / "mpiexec").touch()
-    with pytest.raises(click.ClickException, match="found neither mpichversion nor ompi_info"):
+    with pytest.raises(HarnessError, match="found neither mpichversion nor ompi_info"):
         library_of(str(tmp_path / "mpiexec"))
     (tmp_path / "ompi_info").touch()
     assert library_of(str(tmp_path / "mpiexec")) == "Open MPI"
