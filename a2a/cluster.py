@@ -86,7 +86,7 @@ def show_size(size: int) -> str:
 
 
 @dataclass(frozen=True)
-class Shape:
+class ClusterSpec:
     """What an emulated cluster is: its nodes, ranks per node, topology and links."""
 
     nodes: int
@@ -120,7 +120,7 @@ class Shape:
     @classmethod
     def parse(cls, nodes: int | None, slots: int = 2, rate: str = "1gbit", queue: str = "32kb",
               nic_queue: str = "1mb", rto_min: int = 0, topology: str = "switch",
-              delay: str = "0") -> Shape:
+              delay: str = "0") -> ClusterSpec:
         """A shape from command-line spellings; raise BadOption naming what is accepted."""
         if nodes is not None:
             check_nodes(nodes)
@@ -234,7 +234,7 @@ def namespaces() -> list[str]:
 class State:
     """What `up` made: the shape and the files outside the namespaces."""
 
-    shape: Shape
+    shape: ClusterSpec
     status: str  # "building" until up finished, then "up"
     hostfiles: list[str]
 
@@ -256,7 +256,7 @@ def read_state() -> State | None:
         return None
     try:
         data = json.loads(path.read_text())
-        return State(Shape(**data["shape"]), data["status"], list(data["hostfiles"]))
+        return State(ClusterSpec(**data["shape"]), data["status"], list(data["hostfiles"]))
     except (ValueError, KeyError, TypeError) as exc:
         raise ClusterError(f"{path} is damaged ({exc}); run `python -m bench cluster down`") from exc
 
@@ -271,7 +271,7 @@ def write_state(state: State) -> None:
 # ---------------------------------------------------------------- up / down
 
 
-def up(shape: Shape, hostfile_dir: Path | None = None) -> tuple[State, bool]:
+def up(shape: ClusterSpec, hostfile_dir: Path | None = None) -> tuple[State, bool]:
     """Make the cluster (or find it already made); return its state and whether it was made now.
 
     The hostfiles go to `hostfile_dir`, by default beside the cluster's state (never into the
@@ -315,7 +315,7 @@ class Port:
     queue_bytes: int
 
 
-def ports(shape: Shape) -> list[Port]:
+def ports(shape: ClusterSpec) -> list[Port]:
     """The egress of every directed link of the shape's fabric, in the fabric's link order."""
     net = shape.fabric
     out = []
@@ -335,7 +335,7 @@ def ports(shape: Shape) -> list[Port]:
     return out
 
 
-def build(shape: Shape) -> None:
+def build(shape: ClusterSpec) -> None:
     """Create the nodes, their switch or routers, the links and their qdiscs."""
     for host in shape.hosts:
         sh("ip", "netns", "add", host)
@@ -362,7 +362,7 @@ def bridge_of(vertex: str) -> str:
     return BRIDGE if vertex == "sw" else vertex
 
 
-def build_switches(shape: Shape) -> None:
+def build_switches(shape: ClusterSpec) -> None:
     """The switch namespace: a bridge per switch of the fabric, node ports and uplinks."""
     net = shape.fabric
     sh("ip", "netns", "add", SWITCH)
@@ -387,7 +387,7 @@ def first_switch(net: fabric.Fabric, k: int) -> str:
     return next(b for a, b in net.links() if a == fabric.vertex(k))
 
 
-def build_routers(shape: Shape) -> None:
+def build_routers(shape: ClusterSpec) -> None:
     """A router namespace per node: forwarding, its host's link, a link per neighbour, routes."""
     net = shape.fabric
     assert isinstance(net, fabric.Torus)
@@ -525,7 +525,7 @@ def stop_processes(namespace: str, grace: float = 3.0) -> None:
 # ---------------------------------------------------------------- inspection
 
 
-def problems(shape: Shape) -> list[str]:
+def problems(shape: ClusterSpec) -> list[str]:
     """What is missing or wrong in the made cluster (empty if it is whole)."""
     found = set(namespaces())
     missing = [name for name in shape.namespaces if name not in found]
@@ -557,7 +557,7 @@ def node_tcp_ext(host: str) -> dict[str, int]:
     return tcp_ext(sh("ip", "netns", "exec", host, "cat", "/proc/net/netstat"))
 
 
-def node_report(shape: Shape) -> list[dict]:
+def node_report(shape: ClusterSpec) -> list[dict]:
     """Per node: address, eth0 counters, TCP timeouts."""
     rows = []
     for k, host in enumerate(shape.hosts):
@@ -568,7 +568,7 @@ def node_report(shape: Shape) -> list[dict]:
     return rows
 
 
-def link_report(shape: Shape) -> list[dict]:
+def link_report(shape: ClusterSpec) -> list[dict]:
     """Per directed link: where it leaves, its rate and queue, bytes and packets sent, drops."""
     rows = []
     for port in ports(shape):

@@ -39,7 +39,7 @@ PLAIN = tuple(KEY_DEFAULTS.get(c, "") for c in CONTEXT)  # their values for a pl
 
 
 @dataclass(frozen=True)
-class Shape:
+class Placement:
     """Where a point runs: p ranks on N nodes (q = p/N ranks per node, maybe fractional)."""
 
     nprocs: int
@@ -50,7 +50,7 @@ class Shape:
         return self.nprocs / self.nnodes
 
 
-Terms = Callable[[Shape, float, dict], "dict[str, float]"]
+Terms = Callable[[Placement, float, dict], "dict[str, float]"]
 
 
 @dataclass(frozen=True)
@@ -72,21 +72,21 @@ def option(options: dict, name: str, default: int) -> int:
         raise BadResults(f"option {name}={value!r} is not an integer") from None
 
 
-def node_shape(shape: Shape, options: dict) -> Shape:
+def node_shape(shape: Placement, options: dict) -> Placement:
     """The nodes a node-aware algorithm sees: virtual nodes of ppn=K ranks, else the real ones."""
     k = option(options, "ppn", 0)
-    return Shape(shape.nprocs, -(-shape.nprocs // k)) if k > 0 else shape
+    return Placement(shape.nprocs, -(-shape.nprocs // k)) if k > 0 else shape
 
 
 # pairwise: p-1 Sendrecv rounds, one message of m bytes each.
 #   T = (p-1) (alpha + m beta)
-def pairwise_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+def pairwise_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     return {"alpha": s.nprocs - 1, "beta": (s.nprocs - 1) * m}
 
 
 # pairwise_inplace: copy the whole send buffer, then p-1 Sendrecv_replace rounds (even p; odd p
 # has p rounds with one idle). T = R alpha + (p-1) m beta + p m gamma
-def pairwise_inplace_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+def pairwise_inplace_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     p = s.nprocs
     rounds = p - 1 if p % 2 == 0 else p
     return {"alpha": rounds, "beta": (p - 1) * m, "gamma": p * m}
@@ -99,13 +99,13 @@ def pairwise_inplace_terms(s: Shape, m: float, options: dict) -> dict[str, float
 # alpha_msg = 0 is the full-overlap bound, alpha = 0 its no-overlap bound (p-1)(alpha + m beta).
 # At one process count the two alphas cannot be told apart; alpha_msg keeps their sum, so
 # predictions for more processes take the pessimistic bound.
-def throttled_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+def throttled_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     p = s.nprocs
     window = option(options, "window", 8)
     return {"alpha": math.ceil((p - 1) / max(window, 1)), "alpha_msg": p - 1, "beta": (p - 1) * m}
 
 
-def linear_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+def linear_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     return throttled_terms(s, m, {"window": str(max(s.nprocs - 1, 1))})
 
 
@@ -119,7 +119,7 @@ def bruck_schedule(p: int, radix: int) -> tuple[int, int]:
 # p/k (k-1) log_k p; at k=2: ceil(lg p) rounds of p/2 blocks). Locally it rotates the buffer
 # (p m), gathers and scatters the moved blocks around each round (2 B m) and unrotates (p m).
 #   T = R alpha + B m beta + (2p + 2B) m gamma
-def bruck_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+def bruck_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     p = s.nprocs
     rounds, blocks = bruck_schedule(p, option(options, "radix", 2))
     return {"alpha": rounds, "beta": blocks * m, "gamma": (2 * p + 2 * blocks) * m}
@@ -130,7 +130,7 @@ def bruck_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
 #   T = alpha_intra + (q-1) m beta_intra + (N-1) (alpha_inter + q m beta_inter)
 # beta_inter is per byte one rank sends; the q ranks of a node share its network link, so it
 # includes that sharing at the measured q.
-def node_aware_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+def node_aware_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     n = node_shape(s, options)
     q, others = n.ppn, n.nnodes - 1
     return {"alpha_intra": 1, "beta_intra": (q - 1) * m,
@@ -142,7 +142,7 @@ def node_aware_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
 # unpacks (q p m) and scatters p m to each of the q-1 others. The leader is the critical path:
 #   T = 2 alpha_intra + 2 (q-1) p m beta_intra + (N-1) (alpha_inter + q^2 m beta_inter)
 #       + 2 q p m gamma
-def hierarchical_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+def hierarchical_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     n = node_shape(s, options)
     p, q, others = n.nprocs, n.ppn, n.nnodes - 1
     return {"alpha_intra": 2, "beta_intra": 2 * (q - 1) * p * m,
@@ -153,7 +153,7 @@ def hierarchical_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
 
 # --- the newer schedules of issue 12 (i12b): multileader, locality_aware, onesided, parallel_split
 
-def leader_split(shape: Shape, options: dict, name: str, default: int) -> tuple[Shape, float, float]:
+def leader_split(shape: Placement, options: dict, name: str, default: int) -> tuple[Placement, float, float]:
     """Nodes, parts per node (L, at most q) and ranks per part (c = q / L) of a node-splitting algorithm."""
     n = node_shape(shape, options)
     parts = min(max(option(options, name, default), 1), max(n.ppn, 1))
@@ -165,7 +165,7 @@ def leader_split(shape: Shape, options: dict, name: str, default: int) -> tuple[
 # and L (N-1) on the others (Alltoallv), unpacks and scatters. L = 1 is hierarchical's formula.
 #   T = 2 alpha_intra + 2 (c-1) p m beta_intra + (L-1) (alpha_intra + c^2 m beta_intra)
 #       + (N-1) L (alpha_inter + c^2 m beta_inter) + 2 c p m gamma
-def multileader_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+def multileader_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     n, leaders, c = leader_split(s, options, "leaders", 2)
     p, others = n.nprocs, n.nnodes - 1
     return {"alpha_intra": 2 + leaders - 1, "beta_intra": (2 * (c - 1) * p + (leaders - 1) * c * c) * m,
@@ -178,7 +178,7 @@ def multileader_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
 # phase 2 (Alltoallv in the group) sends (p/c) m to each of c-1 members; repack and reorder copy p m.
 #   T = (N-1) G (alpha_inter + c m beta_inter) + (G-1) (alpha_intra + c m beta_intra)
 #       + (c-1) (alpha_intra + (p/c) m beta_intra) + 2 p m gamma
-def locality_aware_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+def locality_aware_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     n, groups, c = leader_split(s, options, "groups", 1)
     p, others = n.nprocs, n.nnodes - 1
     return {"alpha_intra": groups - 1 + c - 1, "beta_intra": ((groups - 1) * c + (c - 1) * p / c) * m,
@@ -190,7 +190,7 @@ def locality_aware_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
 # each ceil(lg p) rounds; pscw instead sends a post and a completion notice to each peer.
 #   T = 2 ceil(lg p) alpha + (p-1) (alpha_msg + m beta)          (fence, lock)
 #   T = 2 alpha + 3 (p-1) alpha_msg + (p-1) m beta               (pscw)
-def onesided_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+def onesided_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     p = s.nprocs
     if options.get("sync") == "pscw":
         return {"alpha": 2 if p > 1 else 0, "alpha_msg": 3 * (p - 1), "beta": (p - 1) * m}
@@ -203,7 +203,7 @@ def onesided_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
 # and sends s m back, after its own phases.
 #   T = (f + [p odd] 2s) alpha + (g-1) alpha_msg + ((g-1) f + (f-1) g + [p odd] (4s-2)) m beta
 #       + (f-1) g m gamma
-def parallel_split_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+def parallel_split_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     from .builtin.parallel_split import SUBGROUP, split_factor
 
     p = s.nprocs
@@ -218,7 +218,7 @@ def parallel_split_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
 # Generic form: the latency of a logarithmic algorithm (what libraries use for small
 # messages) and the bandwidth of a direct exchange (what they use for large ones).
 #   T = ceil(lg p) alpha + (p-1) m beta
-def generic_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+def generic_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     return {"alpha": math.ceil(math.log2(max(s.nprocs, 2))), "beta": (s.nprocs - 1) * m}
 
 
@@ -229,7 +229,7 @@ def generic_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
 # exposed (one when w = 0 or w >= p-1, all posted at once); posting and matching each message
 # costs alpha_msg and the bytes leave one after another.
 #   T = (p-1)/w alpha + (p-1) (alpha_msg + m beta)
-def linear_sync_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+def linear_sync_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     p = s.nprocs
     window = option(options, "window", 0)
     exposed = 1 if window <= 0 or window >= p - 1 else (p - 1) / window
@@ -239,7 +239,7 @@ def linear_sync_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
 # bine: at a power of two, lg p Sendrecv steps of p/2 blocks each (the datatypes' gathering and
 # scattering of those blocks is proportional to the same bytes, so it folds into beta); at any
 # other p it runs pairwise.   T = lg p (alpha + (p/2) m beta), else (p-1) (alpha + m beta)
-def bine_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+def bine_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     p = s.nprocs
     if p & (p - 1):
         return pairwise_terms(s, m, options)
@@ -251,7 +251,7 @@ def bine_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
 # p/n_k blocks per peer, taken as a direct exchange (n_k - 1 messages); the subarray datatypes
 # read and write the whole buffer once per phase (MPI packs and unpacks them).
 #   T = sum_k [(n_k - 1) alpha + (n_k - 1) (p/n_k) m beta] + 2 d p m gamma
-def dimensional_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+def dimensional_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     from .builtin.dimensional import balanced, factors
 
     p = s.nprocs
@@ -265,7 +265,7 @@ def dimensional_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
 # bruck_zero_copy(radix k): Bruck's R rounds and B blocks, with no rotation and no packing by
 # us: MPI gathers each round's blocks through a datatype, bytes proportional to B, folded into beta.
 #   T = R alpha + B m beta
-def bruck_zero_copy_terms(s: Shape, m: float, options: dict) -> dict[str, float]:
+def bruck_zero_copy_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     rounds, blocks = bruck_schedule(s.nprocs, option(options, "radix", 2))
     return {"alpha": rounds, "beta": blocks * m}
 
@@ -363,22 +363,22 @@ class Fit:
         """Median relative error over the measured points."""
         return median(r.error for r in self.residuals)
 
-    def shape(self, nprocs: int) -> Shape:
+    def shape(self, nprocs: int) -> Placement:
         """The shape assumed for a process count: the measured one, else the same ranks per node."""
         if nprocs in self.nodes:
-            return Shape(nprocs, self.nodes[nprocs])
-        return Shape(nprocs, max(1, math.ceil(nprocs / self.ppn)))
+            return Placement(nprocs, self.nodes[nprocs])
+        return Placement(nprocs, max(1, math.ceil(nprocs / self.ppn)))
 
     def predict(self, nprocs: int, size: float) -> float:
         """Predicted seconds for one all-to-all of `size` bytes per peer on `nprocs` processes."""
         return self.predict_on(self.shape(nprocs), size)
 
-    def predict_on(self, shape: Shape, size: float) -> float:
+    def predict_on(self, shape: Placement, size: float) -> float:
         """Predicted seconds on a given shape (process count and nodes)."""
         terms = self.formula.terms(shape, size, table.parse_options(self.options))
         return sum(c * self.params.get(k, 0.0) for k, c in terms.items())
 
-    def predict_on_fabric(self, shape: Shape, size: float, net: Fabric) -> float:
+    def predict_on_fabric(self, shape: Placement, size: float, net: Fabric) -> float:
         """Predicted seconds on a topology: the bandwidth terms scaled by its busiest-link load over a switch's."""
         options = table.parse_options(self.options)
         terms = self.formula.terms(shape, size, options)
@@ -453,15 +453,15 @@ def context_text(context: tuple[str, ...]) -> str:
     return f" [{', '.join(parts)}]" if parts else ""
 
 
-def row_shape(row: Row) -> Shape:
+def row_shape(row: Row) -> Placement:
     """The communicator an all-to-all of the row ran on: the whole run, or one replica group.
 
     A group is assumed packed onto as few nodes as the run's ranks per node allow.
     """
     if row.group_size:
         nodes = 1 if row.nnodes <= 1 else math.ceil(row.group_size / max(row.ppn, 1))
-        return Shape(row.group_size, nodes)
-    return Shape(row.nprocs, max(row.nnodes, 1))
+        return Placement(row.group_size, nodes)
+    return Placement(row.nprocs, max(row.nnodes, 1))
 
 
 def fit_series(algorithm: str, options: str, rows: list[Row], context: tuple[str, ...] = PLAIN) -> Fit:

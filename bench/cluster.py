@@ -50,7 +50,7 @@ def cluster_group() -> None:
 def up(nodes: int | None, topology: str, slots: int, rate: str, queue: str, nic_queue: str, rto_min: int,
        delay: str, hostfile_dir: Path | None) -> None:
     """Make the cluster; a no-op if the same one is up, refused if a different one is."""
-    shape = cluster.Shape.parse(nodes, slots, rate, queue, nic_queue, rto_min, topology, delay)
+    shape = cluster.ClusterSpec.parse(nodes, slots, rate, queue, nic_queue, rto_min, topology, delay)
     state, made = cluster.up(shape, hostfile_dir)
     if not made:
         echo(f"cluster already up: {shape.describe()}; nothing to do")
@@ -192,13 +192,13 @@ def seed_repro(nodes: int, slots: int, floats: str, runs: int, algorithms: str, 
 
 
 def seed_plan(nodes: int, slots: int, rate: str, queue: str, nic_queue: str, rto_min: int,
-              algorithms: str, fixes: str) -> list[tuple[str, cluster.Shape, str, str]]:
+              algorithms: str, fixes: str) -> list[tuple[str, cluster.ClusterSpec, str, str]]:
     """The experiments: (name, cluster shape, algorithms, why), the seed's first."""
     chosen = [f.strip() for f in fixes.split(",") if f.strip()]
     unknown = sorted(set(chosen) - {"throttled", "rto-min", "none"})
     if unknown:
         raise BadConfig(f"--fixes {fixes!r}; accepted: throttled, rto-min (comma-separated) or none")
-    plain = cluster.Shape.parse(nodes, slots, rate, queue, nic_queue, 0)
+    plain = cluster.ClusterSpec.parse(nodes, slots, rate, queue, nic_queue, 0)
     plan = [("seed", plain, algorithms, "the seed's comparison")]
     if "throttled" in chosen:
         plan.append(("throttled", plain, "throttled:window=1,throttled:window=4",
@@ -206,17 +206,17 @@ def seed_plan(nodes: int, slots: int, rate: str, queue: str, nic_queue: str, rto
     if "rto-min" in chosen:
         if rto_min < 1:
             raise BadConfig(f"--rto-min {rto_min}; accepted: 1 ms or more")
-        lowered = cluster.Shape.parse(nodes, slots, rate, queue, nic_queue, rto_min)
+        lowered = cluster.ClusterSpec.parse(nodes, slots, rate, queue, nic_queue, rto_min)
         plan.append((f"rto-min-{rto_min}ms", lowered, algorithms, f"then: rto_min {rto_min} ms on the nodes' routes"))
     return plan
 
 
-def _same(shape: cluster.Shape) -> bool:
+def _same(shape: cluster.ClusterSpec) -> bool:
     state = cluster.read_state()
     return bool(state and state.shape == shape and state.status == "up")
 
 
-def _fresh(shape: cluster.Shape) -> cluster.State:
+def _fresh(shape: cluster.ClusterSpec) -> cluster.State:
     cluster.down()
     cluster.up(shape)
     return cluster.current()

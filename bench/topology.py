@@ -56,7 +56,7 @@ def topology_study(topologies: str, nodes: int, sizes: str, algorithms: str | No
         echo(study_report(show))
         return
     chosen = algorithms or ",".join(a for a in ALGORITHMS if a in registry.algorithms())
-    shapes = [cluster.Shape.parse(None if spec.startswith(("torus", "fattree")) else nodes, 1, rate, queue,
+    shapes = [cluster.ClusterSpec.parse(None if spec.startswith(("torus", "fattree")) else nodes, 1, rate, queue,
                                   nic_queue, rto_min, spec) for spec in split_topologies(topologies)]
     wrong = [s.topology for s in shapes if s.nodes != nodes]
     if wrong:

@@ -159,7 +159,7 @@ def test_down_removes_what_a_crash_left(netns):
     ok(bench("cluster", "down"))
     assert cluster.namespaces() == []
 
-    cluster.write_state(cluster.State(cluster.Shape(1), "building", []))  # up killed mid-way
+    cluster.write_state(cluster.State(cluster.ClusterSpec(1), "building", []))  # up killed mid-way
     cluster.sh("ip", "netns", "add", "a2a-sw")
     unfinished = bench("cluster", "run", "--", "run")
     assert unfinished.returncode == 2 and "never finished" in unfinished.stderr
@@ -257,7 +257,7 @@ def walked_route(a: int, b: int, nodes: int) -> list[fabric.Link]:
     raise AssertionError(f"the route from {a} to {b} loops: {path}")
 
 
-def link_bytes(shape: cluster.Shape) -> dict[str, int]:
+def link_bytes(shape: cluster.ClusterSpec) -> dict[str, int]:
     """Bytes sent on each directed link so far."""
     return {row["link"]: row["tx_bytes"] for row in cluster.link_report(shape)}
 
@@ -399,7 +399,7 @@ def test_rates_and_sizes_parse_like_tc():
 
 
 def test_run_command_forces_tcp_inside_node_zero():
-    state = cluster.State(cluster.Shape(3, slots=2), "up", [])
+    state = cluster.State(cluster.ClusterSpec(3, slots=2), "up", [])
     command = cluster.run_command(state, ["prog"], mpiexec="/x/mpiexec")
     assert command[:4] == ["ip", "netns", "exec", "a2a-n0"]
     text = " ".join(command)

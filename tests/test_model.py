@@ -25,7 +25,7 @@ def synthetic(algorithm: str, options: str, shapes: list[tuple[int, int]], noise
     rows = []
     for nprocs, nnodes in shapes:
         for size in SIZES:
-            terms = formula.terms(model.Shape(nprocs, nnodes), size, parse_options(options))
+            terms = formula.terms(model.Placement(nprocs, nnodes), size, parse_options(options))
             seconds = sum(c * TRUTH[k] for k, c in terms.items()) * (1 + rng.uniform(-noise, noise))
             rows.append(Row(nprocs, nnodes, nprocs // nnodes, algorithm, options, "float32", size // 4,
                             size, iterations=10, t_p50_us=seconds * 1e6, valid=True))
@@ -110,43 +110,43 @@ def test_unmeasured_link_class_takes_the_measured_one():
     assert fit.status["beta_inter"] == "assumed = beta_intra"
     assert fit.params["alpha_inter"] == fit.params["alpha_intra"] == pytest.approx(TRUTH["alpha_intra"])
     assert fit.ppn == 8  # 8 ranks per node assumed beyond the measured counts
-    assert fit.shape(64) == model.Shape(64, 8)
+    assert fit.shape(64) == model.Placement(64, 8)
 
 
 def test_virtual_nodes_come_from_the_ppn_option():
-    terms = model.node_aware_terms(model.Shape(12, 1), 100, {"ppn": "4"})
+    terms = model.node_aware_terms(model.Placement(12, 1), 100, {"ppn": "4"})
     assert terms == {"alpha_intra": 1, "beta_intra": 300, "alpha_inter": 2, "beta_inter": 800}
-    terms = model.hierarchical_terms(model.Shape(12, 1), 100, {"ppn": "4"})
+    terms = model.hierarchical_terms(model.Placement(12, 1), 100, {"ppn": "4"})
     assert terms == {"alpha_intra": 2, "beta_intra": 2 * 3 * 12 * 100, "alpha_inter": 2,
                      "beta_inter": 2 * 16 * 100, "gamma": 2 * 4 * 12 * 100}
 
 
 def test_node_splitting_schedules_by_hand():
     # 12 ranks as 3 virtual nodes of 4: multileader with 2 leaders of c=2 ranks each
-    terms = model.multileader_terms(model.Shape(12, 1), 100, {"ppn": "4", "leaders": "2"})
+    terms = model.multileader_terms(model.Placement(12, 1), 100, {"ppn": "4", "leaders": "2"})
     assert terms == {"alpha_intra": 3, "beta_intra": (2 * 1 * 12 + 1 * 4) * 100, "alpha_inter": 4,
                      "beta_inter": 2 * 2 * 4 * 100, "gamma": 2 * 2 * 12 * 100}
-    hierarchical = model.hierarchical_terms(model.Shape(12, 3), 100, {})
-    assert model.multileader_terms(model.Shape(12, 3), 100, {"leaders": "1"}) == hierarchical
+    hierarchical = model.hierarchical_terms(model.Placement(12, 3), 100, {})
+    assert model.multileader_terms(model.Placement(12, 3), 100, {"leaders": "1"}) == hierarchical
     # locality_aware, one group of 4 per node: 2 inter partners of 4 blocks, 3 members of 3 blocks
-    terms = model.locality_aware_terms(model.Shape(12, 3), 100, {"groups": "1"})
+    terms = model.locality_aware_terms(model.Placement(12, 3), 100, {"groups": "1"})
     assert terms == {"alpha_intra": 3, "beta_intra": 900, "alpha_inter": 2, "beta_inter": 800, "gamma": 2400}
     # more groups than ranks per node: capped, as the algorithm caps them
-    assert model.locality_aware_terms(model.Shape(4, 2), 1, {"groups": "8"})["alpha_inter"] == 2
+    assert model.locality_aware_terms(model.Placement(4, 2), 1, {"groups": "8"})["alpha_inter"] == 2
 
 
 def test_parallel_split_and_onesided_schedules_by_hand():
     # p=8, f=2: 3 aggregated messages of 2 blocks, then one Sendrecv of 4 blocks
-    assert model.parallel_split_terms(model.Shape(8), 10, {"factor": "2"}) == \
+    assert model.parallel_split_terms(model.Placement(8), 10, {"factor": "2"}) == \
         {"alpha": 2, "alpha_msg": 3, "beta": 100, "gamma": 40}
     # p=6 lowers f=4 to 2 (6 mod 4 = 2), as acoll does
-    assert model.parallel_split_terms(model.Shape(6), 1, {"factor": "4"}) == \
-        model.parallel_split_terms(model.Shape(6), 1, {"factor": "2"})
+    assert model.parallel_split_terms(model.Placement(6), 1, {"factor": "4"}) == \
+        model.parallel_split_terms(model.Placement(6), 1, {"factor": "2"})
     # p=5, f=4 (5 mod 4 = 1): one group of 4 (3 Sendrecv), the last rank through a leader of 4
-    assert model.parallel_split_terms(model.Shape(5), 1, {"factor": "4"}) == \
+    assert model.parallel_split_terms(model.Placement(5), 1, {"factor": "4"}) == \
         {"alpha": 4 + 8, "alpha_msg": 0, "beta": 3 + 14, "gamma": 3}
-    assert model.onesided_terms(model.Shape(8), 1, {"sync": "lock"}) == {"alpha": 6, "alpha_msg": 7, "beta": 7}
-    assert model.onesided_terms(model.Shape(8), 1, {"sync": "pscw"}) == {"alpha": 2, "alpha_msg": 21, "beta": 7}
+    assert model.onesided_terms(model.Placement(8), 1, {"sync": "lock"}) == {"alpha": 6, "alpha_msg": 7, "beta": 7}
+    assert model.onesided_terms(model.Placement(8), 1, {"sync": "pscw"}) == {"alpha": 2, "alpha_msg": 21, "beta": 7}
 
 
 def test_bruck_schedule_by_hand():
@@ -302,15 +302,15 @@ def test_model_command_refuses_a_directory_without_results(tmp_path):
 def test_new_schedules_terms_by_hand():
     terms = model.formula_for
     # linear_sync: window 2 at 8 ranks exposes 7/2 latencies; window 0 posts everything (one)
-    assert terms("linear_sync").terms(model.Shape(8), 10, {"window": "2"}) == {
+    assert terms("linear_sync").terms(model.Placement(8), 10, {"window": "2"}) == {
         "alpha": 3.5, "alpha_msg": 7, "beta": 70}
-    assert terms("linear_sync").terms(model.Shape(8), 10, {"window": "0"})["alpha"] == 1
+    assert terms("linear_sync").terms(model.Placement(8), 10, {"window": "0"})["alpha"] == 1
     # bine: 3 steps of 4 blocks at 8 ranks; 6 ranks run pairwise
-    assert terms("bine").terms(model.Shape(8), 10, {}) == {"alpha": 3, "beta": 120}
-    assert terms("bine").terms(model.Shape(6), 10, {}) == {"alpha": 5, "beta": 50}
+    assert terms("bine").terms(model.Placement(8), 10, {}) == {"alpha": 3, "beta": 120}
+    assert terms("bine").terms(model.Placement(6), 10, {}) == {"alpha": 5, "beta": 50}
     # dimensional 4x2 at 8 ranks: 3 + 1 messages, of 2 and 4 blocks: (3 * 2 + 1 * 4) m; 2 phases
-    assert terms("dimensional").terms(model.Shape(8), 10, {"dims": "4x2"}) == {
+    assert terms("dimensional").terms(model.Placement(8), 10, {"dims": "4x2"}) == {
         "alpha": 4, "beta": 100, "gamma": 320}
-    assert terms("dimensional").terms(model.Shape(8), 10, {"dims": "2x2x2"})["alpha"] == 3
+    assert terms("dimensional").terms(model.Placement(8), 10, {"dims": "2x2x2"})["alpha"] == 3
     # bruck_zero_copy radix 2 at 8 ranks: 3 rounds of 4 blocks, and no copy term
-    assert terms("bruck_zero_copy").terms(model.Shape(8), 10, {"radix": "2"}) == {"alpha": 3, "beta": 120}
+    assert terms("bruck_zero_copy").terms(model.Placement(8), 10, {"radix": "2"}) == {"alpha": 3, "beta": 120}
