@@ -573,7 +573,9 @@ def predicted_decision(fits: list[Fit], nprocs: list[int], sizes: list[int],
     for context, group in sorted(predictable(fits).items()):
         for p in nprocs:
             where = {"nprocs": p, **dict(zip(CONTEXT, context))}
-            tables.append({**{c: where[c] for c in table.CONTEXT_COLUMNS}, "predicted": True,
+            # key columns the model does not split by (e.g. cache) take the results' defaults
+            columns = {c: where.get(c, KEY_DEFAULTS.get(c, "")) for c in table.CONTEXT_COLUMNS}
+            tables.append({**columns, "predicted": True,
                            "ranges": table.ranges([predicted_cell(group, p, m) for m in sizes])})
     return {
         "schema": table.SCHEMA, "predicted": True, "metric": "median", "alpha": None,
