@@ -27,8 +27,9 @@ ROW_COLUMN = {"mean": "t_mean_us", "median": "t_p50_us", "p90": "t_p90_us", "p99
 # `auto` replays a table's own choices: measuring it is a check, not a candidate.
 EXCLUDED = ("auto",)
 # Ties go to the earliest name here; algorithms not listed (plug-ins) come after, by name.
-SIMPLICITY = ("native", "linear", "pairwise", "bruck", "throttled", "pairwise_inplace",
-              "node_aware", "hierarchical", "padded_bruck", "two_phase_bruck", "tuna")
+SIMPLICITY = ("native", "linear", "pairwise", "bruck", "throttled", "pairwise_inplace", "linear_sync", "bine",
+              "bruck_zero_copy", "dimensional", "parallel_split", "node_aware", "hierarchical", "multileader",
+              "locality_aware", "onesided", "padded_bruck", "two_phase_bruck", "tuna")
 
 
 @dataclass

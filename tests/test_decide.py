@@ -8,6 +8,7 @@ import pytest
 from decide_fixtures import LIBRARY_TABLE, minimal_table, record, row_for, samples_around
 from support import needs_mpich, python
 
+import a2a
 from a2a import decide, table
 from a2a.errors import BadInput, BadResults
 from a2a.export import export, formats, intel, mpich, ompi, translate
@@ -314,3 +315,8 @@ def test_decide_refuses_to_mix_timing_modes(tmp_path):
     recorder.close()
     with pytest.raises(BadResults, match=r"mix timing modes \(pipelined, sync\)"):
         decide.decide([sync, pipelined])
+
+
+def test_every_builtin_has_a_place_in_the_tie_break():
+    missing = sorted(set(a2a.algorithms()) - set(decide.SIMPLICITY) - set(decide.EXCLUDED))
+    assert not missing, f"add {missing} to decide.SIMPLICITY so ties among them do not fall back to name order"
