@@ -151,7 +151,7 @@ def hierarchical_terms(s: Placement, m: float, options: dict) -> dict[str, float
 
 
 
-# --- the newer schedules of issue 12 (i12b): multileader, locality_aware, onesided, parallel_split
+# --- node-splitting and one-sided schedules: multileader, locality_aware, onesided, parallel_split
 
 def leader_split(shape: Placement, options: dict, name: str, default: int) -> tuple[Placement, float, float]:
     """Nodes, parts per node (L, at most q) and ranks per part (c = q / L) of a node-splitting algorithm."""
@@ -222,7 +222,7 @@ def generic_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     return {"alpha": math.ceil(math.log2(max(s.nprocs, 2))), "beta": (s.nprocs - 1) * m}
 
 
-# --- issue 12: linear_sync, bine, dimensional, bruck_zero_copy ---------------------------------
+# --- windowed, butterfly, dimension-wise and zero-copy schedules --------------------------------
 
 # linear_sync(window w): a sliding window of w receives and w sends, each refilled when it
 # completes. No batch ends in a Waitall, so the latencies pipeline: about (p-1)/w of them are
