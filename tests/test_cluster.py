@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from support import ROOT, mpiexec, python
+from support import ROOT, mpiexec, needs_mpich, python
 
 from a2a import cluster, fabric
 from a2a.errors import BadOption
@@ -23,6 +23,10 @@ from a2a.seed import seed_table, stall_summary
 
 LOCK = Path("/tmp/a2a-cluster.lock")  # one emulated cluster per machine: every user holds this
 LOCK_WAIT_SECONDS = 900
+
+
+# `bench cluster run` launches through MPICH's hydra (an ssh stand-in per namespace) and refuses another mpiexec
+HYDRA = needs_mpich("the emulated cluster launches its ranks through MPICH's hydra mpiexec")
 
 
 def netns_unavailable() -> str | None:
@@ -116,6 +120,7 @@ def eth0_identity(host: str) -> str:
 # ---------------------------------------------------------------- with namespaces
 
 
+@HYDRA
 def test_up_run_down_leaves_nothing(netns, tmp_path: Path):
     links_before = root_links()
     hostfiles = tmp_path / "hostfiles"
@@ -167,6 +172,7 @@ def test_down_removes_what_a_crash_left(netns):
     assert cluster.namespaces() == [] and not cluster.STATE_DIR.exists()
 
 
+@HYDRA
 def test_bytes_cross_the_emulated_links(netns, tmp_path: Path):
     ok(bench("cluster", "up", "--nodes", "2", "--slots", "2", "--hostfiles", str(tmp_path / "h")))
     shape = cluster.read_state().shape
@@ -189,6 +195,7 @@ POINTS = ("--sizes", "256K,512K", "--algorithms", "native,linear", "--nprocs", "
           "--warmup", "1", "--iterations", "15", "--quiet")
 
 
+@HYDRA
 def test_shallow_switch_queue_stalls_with_tcp_timeouts(netns, tmp_path: Path):
     ok(bench("cluster", "up", "--nodes", "4", "--slots", "1", "--queue", "32kb",
              "--hostfiles", str(tmp_path / "h")))
@@ -262,6 +269,7 @@ def link_bytes(shape: cluster.ClusterSpec) -> dict[str, int]:
     return {row["link"]: row["tx_bytes"] for row in cluster.link_report(shape)}
 
 
+@HYDRA
 def test_torus_routes_in_dimension_order_and_carries_a_sweep(netns, tmp_path: Path):
     made = ok(bench("cluster", "up", "--topology", "torus:2x4", "--slots", "1"))
     assert "8 nodes x 1 slot on torus:2x4 (8 nodes, 12 cables)" in made
@@ -297,6 +305,7 @@ def test_torus_routes_in_dimension_order_and_carries_a_sweep(netns, tmp_path: Pa
     assert "n0 -> n4" in status and "a2a-r0:to4" in status and "drops" in status
 
 
+@HYDRA
 def test_ring_and_fattree_connect_every_node(netns):
     ok(bench("cluster", "up", "--topology", "ring", "--nodes", "4", "--slots", "1"))
     ring = fabric.parse("ring", 4)

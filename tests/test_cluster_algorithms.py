@@ -4,11 +4,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_cluster import bench, netns, ok  # noqa: F401 (netns is a fixture)
+from test_cluster import HYDRA, bench, netns, ok  # noqa: F401 (netns is a fixture)
 
 from a2a.results import read_rows
 
 
+@HYDRA
 def test_node_aware_and_hierarchical_exchange_right_across_uneven_nodes(netns, tmp_path: Path):  # noqa: F811
     ok(bench("cluster", "up", "--nodes", "2", "--slots", "3", "--hostfiles", str(tmp_path / "h")))
     out = tmp_path / "run"

@@ -11,6 +11,7 @@ import pytest
 from slurm_cluster import Cluster, missing
 from support import ROOT, python
 
+from a2a.mpi import launcher_flags
 from a2a.results import COLUMNS, load, read_samples
 
 SCRIPT = ROOT / "bench" / "slurm" / "sweep.sbatch"
@@ -42,9 +43,14 @@ def slurm():
     cluster.stop()
 
 
+# what the venv's mpirun needs here (Open MPI, as root), passed to the job as a user would
+MPIRUN_ARGS = " ".join(launcher_flags(str(Path(sys.executable).parent / "mpirun")))
+
+
 def sweep_env(**settings: str) -> dict[str, str]:
     """The job's environment: this Python (its venv holds mpirun) and the sweep's settings."""
-    return {"A2A_PYTHON": sys.executable, "A2A_NPROCS": "4", "A2A_ITERATIONS": "5", **settings}
+    return {"A2A_PYTHON": sys.executable, "A2A_NPROCS": "4", "A2A_ITERATIONS": "5", "A2A_MPIRUN_ARGS": MPIRUN_ARGS,
+            **settings}
 
 
 def job_output(directory: Path, job: str) -> str:
@@ -114,7 +120,7 @@ def test_bench_slurm_submits_a_campaign(slurm, tmp_path):
     done = python("-m", "bench", "slurm", "--nodes", "1", "--ntasks-per-node", "2", "--time", "5",
                   "--campaign", "campaign", "--submit", "--",
                   "--sizes", "8", "--algorithms", "native,linear", "--iterations", "5",
-                  cwd=tmp_path, env=slurm.env)
+                  cwd=tmp_path, env={**slurm.env, "A2A_MPIRUN_ARGS": MPIRUN_ARGS})
     assert done.returncode == 0, done.stderr
     jobs = re.findall(r"submitted job (\d+): results in campaign/nodes-1", done.stdout)
     assert len(jobs) == 1, done.stdout
