@@ -17,9 +17,9 @@ import numpy as np
 
 from . import model
 from .errors import BadResults, MissingMatplotlib
-from .report import human_bytes
 from .results import Row, Run, point_key
 from .stats import bandwidths, stall_mask
+from .units import human_bytes
 
 INSTALL_HINT = "pip install 'a2a-testbed[plot]'"
 PANEL = (4.6, 3.4)  # inches per panel

@@ -11,8 +11,9 @@ from typing import Iterable
 import numpy as np
 from tabulate import tabulate
 
-from .results import COLUMNS, Row, label
-from .units import human_bytes  # noqa: F401 (callers read it from here too)
+from .results import COLUMNS, Defaults, Row, short_label
+from .stalls import explain
+from .units import human_bytes
 
 
 def _us(value: float) -> str:
@@ -28,16 +29,13 @@ def flag(row: Row) -> str:
     return "!" if row.stalls else ""
 
 
-Defaults = dict[str, dict[str, str]]  # algorithm -> option -> default, as the run's meta.json records them
-
-
 def table(rows: Iterable[Row], defaults: Defaults | None = None, fmt: str = "simple") -> str:
     """One process count's (or any) rows as a text table, sizes ascending, algorithms by name."""
     rows = sorted(rows, key=lambda r: (r.nprocs, r.bytes_per_peer, r.algorithm, r.options))
     show_timeouts = any(r.tcp_timeouts is not None for r in rows)
     body = []
     for r in rows:
-        line = [r.nprocs, human_bytes(r.bytes_per_peer), short_label(r, defaults or {}), _us(r.t_mean_us),
+        line = [r.nprocs, human_bytes(r.bytes_per_peer), short_label(r, defaults), _us(r.t_mean_us),
                 _us(r.t_std_us), _us(r.t_min_us), _us(r.t_max_us), _us(r.t_p50_us), _us(r.t_p99_us),
                 "" if math.isnan(r.busbw_GBps) else f"{r.busbw_GBps:.3f}", r.stalls]
         if show_timeouts:
@@ -48,6 +46,11 @@ def table(rows: Iterable[Row], defaults: Defaults | None = None, fmt: str = "sim
                "p50 us", "p99 us", "busbw GB/s", "stalls"] + tcp + [""]
     return tabulate(body, headers=headers, tablefmt=fmt, disable_numparse=True,
                     colalign=("right", "right", "left") + ("right",) * (len(headers) - 3))
+
+
+def explained_table(rows: list[Row], defaults: Defaults | None = None) -> str:
+    """The table, then what the stalls in it say (nothing more when no point stalled)."""
+    return "\n".join([table(rows, defaults), *explain(rows, defaults)])
 
 
 def oversubscription_warning(crowded: dict[str, dict[str, int]]) -> str:
@@ -78,18 +81,11 @@ def tpu_table(rows: Iterable[Row], defaults: Defaults | None = None) -> str:
         times_ms = [getattr(r, column) / 1e3 for _, column in TPU_PERCENTILES]
         axes = sum(1 for size in r.groups.split("x") if size != "1") if r.groups else 1
         cells = [r.count, "A2A", group, r.mesh or r.nprocs, axes, r.groups or r.nprocs, f"{transferred:.3g}",
-                 np.dtype(r.dtype).itemsize, short_label(r, defaults or {})]
+                 np.dtype(r.dtype).itemsize, short_label(r, defaults)]
         cells += [f"{t:.6g}" for t in times_ms] + [r.iterations]
         cells += [f"{transferred / (t / 1e3):.6g}" if t > 0 else "" for t in times_ms]
         lines.append("\t".join(map(str, cells)))
     return "\n".join(lines)
-
-
-def short_label(row: Row, defaults: Defaults) -> str:
-    """The row's label without the options at their defaults (all options of an algorithm not in `defaults`)."""
-    own = defaults.get(row.algorithm, {})
-    changed = [kv for kv in row.options.split(";") if kv.partition("=")[::2] not in own.items()]
-    return label(row.algorithm, ";".join(changed))
 
 
 def as_csv(rows: Iterable[Row]) -> str:

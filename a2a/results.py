@@ -109,6 +109,19 @@ def label(algorithm: str, options: str) -> str:
     return ":".join([algorithm, *(o for o in options.split(";") if o)])
 
 
+Defaults = dict[str, dict[str, str]]  # algorithm -> option -> default, as the run's meta.json records them
+
+
+def short_label(row: Row, defaults: Defaults | None) -> str:
+    """The row's series as tables and their notes name it: its label without options at their defaults.
+
+    An algorithm missing from `defaults` (a record without them) keeps every option.
+    """
+    own = (defaults or {}).get(row.algorithm, {})
+    changed = [kv for kv in row.options.split(";") if kv.partition("=")[::2] not in own.items()]
+    return label(row.algorithm, ";".join(changed))
+
+
 def _format(value: Any) -> str:
     if value is None:
         return ""

@@ -18,7 +18,6 @@ from .mesh import Layout
 from .mpi import abort_job, abort_on_error, ranks_on_this_node
 from .registry import get, load_plugin
 from .results import Recorder, Row, read_meta, read_rows, write_meta
-from .stalls import explain
 from .sweep import Context, Observer, Point, SweepConfig, points, run_sweep
 from .units import human_bytes
 
@@ -200,7 +199,7 @@ class Output(Observer):
             cold = ", cold caches" if config.cache == "cold" else ""
             _say(f"\n{nprocs} ranks ({what}{config.timing} timing{cold}; times in microseconds; "
                  f"! = stalled, a sample >= fastest + {config.stall_threshold:g} s)", err=False)
-            _say("\n".join([report.table(rows, self.meta["option_defaults"]), *explain(rows)]), err=False)
+            _say(report.explained_table(rows, self.meta["option_defaults"]), err=False)
         self.crowded = {}
 
     def finish(self, status: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import textwrap
 from typing import Iterable
 
-from .results import Row, label
+from .results import Defaults, Row, short_label
 from .units import human_bytes
 
 WIDTH = 100
@@ -22,8 +22,8 @@ ELSEWHERE = ("Stalled with no TCP timeout or loss probe counted: {points}. Look 
              "the counters are not readable (empty columns) TCP cannot be ruled out.")
 
 
-def explain(rows: Iterable[Row]) -> list[str]:
-    """Lines to print under a table: nothing when no point stalled."""
+def explain(rows: Iterable[Row], defaults: Defaults | None = None) -> list[str]:
+    """Lines to print under a table (points named as the table names them): nothing when no point stalled."""
     stalled = [r for r in rows if r.stalls]
     with_tcp = [r for r in stalled if (r.tcp_timeouts or 0) + (r.tcp_loss_probes or 0) > 0]
     lines = []
@@ -32,14 +32,14 @@ def explain(rows: Iterable[Row]) -> list[str]:
         probes = sum(r.tcp_loss_probes or 0 for r in with_tcp)
         lines.append(f"Stalls with TCP losses behind them: {len(with_tcp)} points, {timeouts} retransmission "
                      f"timeouts and {probes} tail loss probes counted while they ran:")
-        lines += [f"  {_point(r)}: {r.stalls} of {r.iterations} iterations stalled; "
+        lines += [f"  {_point(r, defaults)}: {r.stalls} of {r.iterations} iterations stalled; "
                   f"{r.tcp_timeouts or 0} timeouts, {r.tcp_loss_probes or 0} loss probes" for r in with_tcp]
         lines += textwrap.wrap(CAUSE, WIDTH) + textwrap.wrap(REMEDY, WIDTH)
     others = [r for r in stalled if r not in with_tcp]
     if others:
-        lines += textwrap.wrap(ELSEWHERE.format(points="; ".join(_point(r) for r in others)), WIDTH)
+        lines += textwrap.wrap(ELSEWHERE.format(points="; ".join(_point(r, defaults) for r in others)), WIDTH)
     return lines
 
 
-def _point(row: Row) -> str:
-    return f"{label(row.algorithm, row.options)} at {human_bytes(row.bytes_per_peer)} per peer on {row.nprocs} ranks"
+def _point(row: Row, defaults: Defaults | None) -> str:
+    return f"{short_label(row, defaults)} at {human_bytes(row.bytes_per_peer)} per peer on {row.nprocs} ranks"

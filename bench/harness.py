@@ -15,7 +15,7 @@ from tabulate import tabulate
 
 from a2a.errors import HarnessError
 from a2a.mpi import clean_launcher_env, launcher_flags, launcher_size, mpi_tool
-from a2a.report import human_bytes
+from a2a.units import human_bytes
 
 from .cli import echo, main
 from .options import parse_list

@@ -8,9 +8,9 @@ import click
 from tabulate import tabulate
 
 from a2a import decide, model
-from a2a.report import human_bytes
 from a2a.results import load
 from a2a.table import write_decision
+from a2a.units import human_bytes
 
 from .cli import echo, main
 from .options import BadConfig, parse_count, parse_list

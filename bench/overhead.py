@@ -17,8 +17,8 @@ from tabulate import tabulate
 from a2a.errors import HarnessError
 from a2a.export import mpich, ompi, ompi_json
 from a2a.mpi import launcher_flags, mpi_tool
-from a2a.report import human_bytes
 from a2a.results import read_meta, read_rows
+from a2a.units import human_bytes
 
 from .cli import main
 from .harness import launch

@@ -9,7 +9,6 @@ from tabulate import tabulate
 import a2a
 from a2a import report
 from a2a.results import load
-from a2a.stalls import explain
 
 from .cli import main
 
@@ -40,4 +39,4 @@ def show(results: str, fmt: str) -> None:
     for nprocs in sorted({r.nprocs for r in run.rows}):
         click.echo(f"\n{nprocs} ranks (times in microseconds; ! = stalled)")
         rows = [r for r in run.rows if r.nprocs == nprocs]
-        click.echo("\n".join([report.table(rows, run.meta.get("option_defaults")), *explain(rows)]))
+        click.echo(report.explained_table(rows, run.meta.get("option_defaults")))

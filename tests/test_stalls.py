@@ -4,6 +4,7 @@ from __future__ import annotations
 from support import mpiexec, python
 
 from a2a.netstat import stall_counters, tcp_ext
+from a2a.report import explained_table
 from a2a.results import Recorder, Row, read_rows
 from a2a.stalls import explain
 
@@ -40,6 +41,14 @@ def test_stalled_points_with_tcp_counts_are_named_with_cause_and_remedy():
     assert "minimum RTO, 200 ms" in text and "rto_min" in text and "1 of 18 sizes instead of 4-6 of 18" in text
     assert "did not remove them" in text
     assert text.endswith("TCP cannot be ruled out.") and "counted: linear at 8 per peer on 8 ranks." in text
+
+
+def test_points_are_named_as_the_table_names_them():
+    stalled = [row("pairwise", 16384, 1, 2, 0, "schedule=shift"), row("bruck", 8, 1, None, None, "radix=4")]
+    text = explained_table(stalled, {"pairwise": {"schedule": "shift"}, "bruck": {"radix": "2"}})
+    table, _, words = text.partition("Stalls with TCP losses")
+    assert " pairwise  " in table and " bruck:radix=4  " in table and "schedule=" not in text
+    assert "  pairwise at 16K per peer on 8 ranks: 1 of 24" in words and "counted: bruck:radix=4 at 8 per" in words
 
 
 def test_stalls_without_counters_point_elsewhere():

@@ -11,8 +11,7 @@ from support import python
 import a2a
 from a2a import registry
 from a2a.errors import PluginError
-from a2a.report import short_label
-from a2a.results import Recorder, Row
+from a2a.results import Recorder, Row, short_label
 
 HALFWAY = '''
 import a2a
