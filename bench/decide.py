@@ -1,4 +1,4 @@
-"""`bench decide` and `bench export`: the best algorithm per size, in the files MPI libraries read."""
+"""`bench decide`, `export`, `compare` and `validate`: choosing, applying and checking what was measured."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,6 +13,8 @@ from a2a.export import export as export_table
 from a2a.export import formats
 from a2a.revert import revert_slower
 from a2a.table import read_decision, write_decision
+from a2a.validate import render_validation
+from a2a.validate import validate as validate_records
 
 from .cli import main
 
@@ -93,3 +95,11 @@ def compare(baseline: tuple[str, ...], tuned: tuple[str, ...], algorithm: str, m
             click.echo(line)
         write_decision(document, Path(output))
         click.echo(f"wrote {output}")
+
+
+@main.command("validate")
+@click.argument("measured", type=click.Path(exists=True, file_okay=False))
+@click.argument("simulated", type=click.Path(exists=True, file_okay=False))
+def validate(measured: str, simulated: str) -> None:
+    """Set a `bench simulate` record against a measured run: relative error per point, ranking per size."""
+    click.echo(render_validation(validate_records(Path(measured), Path(simulated))))
