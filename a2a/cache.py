@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import mmap
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -12,7 +13,7 @@ CACHES = ("warm", "cold")
 SYSFS_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
 ASSUMED_BYTES = 32 << 20  # when neither sysfs nor sysconf tell
 RING_OVER_CACHE = 2  # a cold ring holds at least this many last-level caches, so each set is evicted in turn
-PAGE = 4096  # sets start on pages: no two share a line, and prefetchers do not cross into the next
+PAGE = mmap.PAGESIZE  # sets start on pages: no two share a line, and prefetchers do not cross into the next
 
 
 def last_level_cache(caches: Path = SYSFS_CACHES) -> dict[str, Any]:
@@ -50,11 +51,12 @@ def buffer_sets(comm: Any, cache: str, template: tuple[np.ndarray, np.ndarray], 
                 max_memory: int) -> tuple[list[tuple[np.ndarray, np.ndarray]], str]:
     """(send, receive) buffer pairs like `template` for one point, and a note when a cold ring stayed short.
 
-    Every pair is a copy of the template on pages of its own, as C's malloc gives a large
-    buffer (numpy's heap put a 2 MiB receive buffer 48 bytes past a cache line here, unlike
-    its send buffer). Warm: one pair. Cold: enough pairs that the ring holds RING_OVER_CACHE
-    last-level caches, but no more than `uses` (each call then has a pair of its own) nor
-    what `max_memory` allows; every rank makes the same number, as plans are collective.
+    Every pair is a copy of the template on pages of its own, mapped as C's malloc maps a large
+    buffer (numpy's heap put a 2 MiB receive buffer 48 bytes past a cache line here, and asks
+    for transparent huge pages from 4 MiB, which malloc never does). Warm: one pair. Cold:
+    enough pairs that the ring holds RING_OVER_CACHE last-level caches, but no more than
+    `uses` (each call then has a pair of its own) nor what `max_memory` allows; every rank
+    makes the same number, as plans are collective.
     """
     from mpi4py import MPI
 
@@ -66,10 +68,9 @@ def buffer_sets(comm: Any, cache: str, template: tuple[np.ndarray, np.ndarray], 
     if cache == "cold":
         wanted = comm.allreduce(max(2, min(-(-RING_OVER_CACHE * llc // stride), uses)), op=MPI.MAX)
         length = min(wanted, comm.allreduce(max(1, max_memory // stride), op=MPI.MIN))
-    arena = np.empty(length * stride + PAGE, np.uint8)
-    start = -arena.ctypes.data % PAGE
+    arena = np.frombuffer(mmap.mmap(-1, length * stride), np.uint8)  # anonymous: page-aligned, no madvise
     sets = []
-    for base in range(start, start + length * stride, stride):
+    for base in range(0, length * stride, stride):
         into = arena[base:base + send.nbytes].view(send.dtype).reshape(send.shape)
         back = arena[base + half:base + half + recv.nbytes].view(recv.dtype).reshape(recv.shape)
         into[...] = send

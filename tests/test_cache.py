@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 from decide_fixtures import LIBRARY_TABLE, record, row_for, samples_around
+from mpi4py import MPI
 from support import mpiexec
 
 from a2a import decide
@@ -111,3 +113,29 @@ def test_decide_refuses_to_mix_cache_modes(tmp_path):
     recorder.close()
     with pytest.raises(BadResults, match=r"mix cache modes \(cold, warm\); .* one --cache at a time"):
         decide.decide([warm, cold])
+
+
+def thp_eligible(array: np.ndarray) -> bool:
+    """Whether the kernel may back any page of `array` with transparent huge pages."""
+    start, end, overlaps, eligible = array.ctypes.data, array.ctypes.data + array.nbytes, False, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            low, high = (int(x, 16) for x in head.split("-"))
+            overlaps = low < end and start < high
+        elif overlaps and head == "THPeligible:":
+            eligible |= line.split()[1] == "1"
+    return eligible
+
+
+THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+@pytest.mark.skipif(not THP.exists() or "[madvise]" not in THP.read_text(),
+                    reason="needs transparent huge pages in madvise mode, where malloc's buffers get none")
+def test_buffers_get_no_huge_pages_as_mallocs_do():
+    """numpy asks for huge pages from 4 MiB; C's malloc, which the C benchmarks use, never does."""
+    big = np.zeros(4 << 20, np.uint8)
+    assert thp_eligible(big)  # the trap: a plain numpy array of 4 MiB is eligible
+    [(send, recv)], _ = buffer_sets(MPI.COMM_SELF, "warm", (big, big.copy()), 1, 1 << 30)
+    assert not thp_eligible(send) and not thp_eligible(recv)
