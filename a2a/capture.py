@@ -1,7 +1,8 @@
 """Record an algorithm's messages without launching it: every rank's real plan against a stand-in MPI.
 
-Each rank runs `a2a.get(name).plan(...)` and one call of the plan in a thread of its own,
-with `mpi4py.MPI` replaced by a stand-in for the duration. Collective set-up calls (Dup,
+Each rank runs `a2a.get(name).plan(...)` and one call of the plan in a greenlet of its own
+(one rank runs at a time, until it must wait), with `mpi4py.MPI` replaced by a stand-in for
+the duration. Collective set-up calls (Dup,
 Split, Split_type, Create_cart/Sub, allgather, allreduce, bcast, ...) really meet across
 the threads, so every rank learns what it would learn under MPI; the ranks' placement on
 nodes comes from the given layout. Point-to-point calls only log what they would send and
@@ -18,13 +19,13 @@ import ctypes
 import itertools
 import math
 import sys
-import threading
 import types
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+import greenlet
 import numpy as np
 
 from .errors import A2AError, CaptureError
@@ -96,7 +97,7 @@ def copied(events: list[Event]) -> int:
 
 def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: str = "float32",
             nodes: list[list[int]] | None = None, group: Callable[[Any], Any] | None = None,
-            matrix: np.ndarray | None = None, stack_kib: int = 512) -> Schedule:
+            matrix: np.ndarray | None = None) -> Schedule:
     """Run `name`'s plan on `nprocs` stand-in ranks at `count` elements per peer; return the schedule.
 
     `nodes` lists the ranks of each node (default: one rank per node); `group(world)` turns
@@ -107,12 +108,10 @@ def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: 
 
     algorithm = get(name)
     world = _World(nprocs, nodes or [[r] for r in range(nprocs)])
-    events: list[list[Event]] = [[] for _ in range(nprocs)]
-    failures: list[tuple[int, BaseException]] = []
+    failures: list[tuple[int, Exception]] = []
 
     def rank_main(rank: int) -> None:
-        log = _Log(events[rank])
-        _local.log = log
+        log = world.logs[rank]
         try:
             comm = StandInComm(world, tuple(range(nprocs)), rank, ("world",))
             comm = group(comm) if group else comm
@@ -134,24 +133,12 @@ def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: 
                                    "the stand-in answers unlike MPI)")
         except _Aborted:
             pass
-        except BaseException as problem:  # noqa: BLE001  (reported by the main thread)
+        except Exception as problem:  # noqa: BLE001  (reported below; KeyboardInterrupt goes through)
             failures.append((rank, problem))
             world.failed = True
-        finally:
-            _local.log = None
-            world.finished()
 
-    previous = threading.stack_size()
     with standin_mpi(_standin_module()), _tracked_numpy():
-        threading.stack_size(stack_kib * 1024)
-        try:
-            threads = [threading.Thread(target=rank_main, args=(r,), daemon=True) for r in range(nprocs)]
-        finally:
-            threading.stack_size(previous)
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        world.run(rank_main)
     if failures:
         rank, problem = failures[0]
         if isinstance(problem, CaptureError):
@@ -160,7 +147,7 @@ def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: 
             raise problem
         raise CaptureError(f"{name} failed on rank {rank} of {nprocs} during capture: "
                            f"{type(problem).__name__}: {problem}") from problem
-    return Schedule(nprocs, count, np.dtype(dtype).itemsize, events)
+    return Schedule(nprocs, count, np.dtype(dtype).itemsize, [log.events for log in world.logs])
 
 
 def capture_unit(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float32",
@@ -193,8 +180,9 @@ def capture_scaled(name: str, options: dict[str, Any], nprocs: int, count: int, 
 class _Log:
     """One rank's events; only the recorded call logs."""
 
-    def __init__(self, events: list[Event]):
-        self.events, self.recording, self.requests = events, False, itertools.count()
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.recording, self.requests = False, itertools.count()
 
     def add(self, *event: Any) -> None:
         if self.recording:
@@ -205,11 +193,9 @@ class _Log:
             self.events.append(("copy", int(nbytes)))
 
 
-_local = threading.local()
-
-
 def _log() -> _Log | None:
-    return getattr(_local, "log", None)
+    """The running rank's log (None outside a capture)."""
+    return getattr(greenlet.getcurrent(), "a2a_log", None)
 
 
 class Tracked(np.ndarray):
@@ -280,103 +266,121 @@ class _Meeting:
     def __init__(self, size: int):
         self.values: list[Any] = [None] * size
         self.arrived = 0
-        self.done = threading.Event()
+        self.waiting: list[int] = []
         self.result: Any = None
 
 
 class _World:
-    """What the stand-in ranks share: the layout and the meetings of collective calls."""
+    """What the stand-in ranks share: the layout, the messages in flight and the meetings of collectives.
+
+    Each rank is a greenlet and one runs at a time: a rank that must wait (for a message,
+    or for the other members of a collective) goes back to the scheduler, which runs the
+    next ready rank. There is no lock and no polling, and a deadlock is exact: ranks wait
+    and none is ready.
+    """
 
     def __init__(self, nprocs: int, nodes: list[list[int]]):
         self.nprocs, self.nodes, self.failed = nprocs, nodes, False
         self.node_of = {rank: i for i, members in enumerate(nodes) for rank in members}
         if sorted(self.node_of) != list(range(nprocs)):
             raise CaptureError(f"the node layout must place each of the {nprocs} ranks exactly once")
-        self.lock = threading.Lock()
+        self.logs = [_Log() for _ in range(nprocs)]
         self.meetings: dict[tuple, _Meeting] = {}
         self.boxes: dict[tuple, deque] = {}  # (communicator, source, destination, tag) -> payloads
-        self.arrivals: dict[tuple, threading.Event] = {}
-        self.running, self.waiters = nprocs, {}  # thread -> the event it waits for
+        self.receivers: dict[tuple, int] = {}  # box -> the rank waiting for a message in it
+        self.listening: dict[int, list[tuple]] = {}  # rank -> the boxes it waits on
+        self.ready: deque[int] = deque()
+        self.waiting: dict[int, str] = {}  # rank -> what it waits for
+        self.current, self.deadlocked = -1, ""
+        self.scheduler: Any = None
+
+    def run(self, rank_main: Callable[[int], None]) -> None:
+        """Run rank_main(rank) for every rank, each until it waits, until all have returned."""
+        self.scheduler = greenlet.getcurrent()
+        ranks = [greenlet.greenlet(rank_main) for _ in range(self.nprocs)]
+        for rank, (runner, log) in enumerate(zip(ranks, self.logs)):
+            runner.a2a_log = log
+            self.ready.append(rank)
+        while self.ready or self.waiting:
+            if self.failed:
+                for rank in sorted(self.waiting):  # each waiting rank runs once more, to stop
+                    self._wake(rank)
+            elif not self.ready:  # every live rank waits and nothing can arrive: the first of them says so
+                rank = min(self.waiting)
+                self.deadlocked = self.waiting[rank]
+                self._wake(rank)
+            self.current = self.ready.popleft()
+            ranks[self.current].switch(self.current)
+        self.current = -1
 
     def deposit(self, key: tuple, payload: np.ndarray) -> None:
         """A sent message waits in its box until received (sends never block: infinite buffering)."""
-        with self.lock:
-            self.boxes.setdefault(key, deque()).append(payload)
-            arrival = self.arrivals.pop(key, None)
-        if arrival:
-            arrival.set()
+        box = self.boxes.get(key)
+        if box is None:
+            box = self.boxes[key] = deque()
+        box.append(payload)
+        receiver = self.receivers.get(key)
+        if receiver is not None:
+            self._wake(receiver)
 
     def collect(self, key: tuple, what: str) -> np.ndarray:
         """The oldest message in a box, waiting for it (MPI's non-overtaking order)."""
-        while True:
-            with self.lock:
-                box = self.boxes.get(key)
-                if box:
-                    return box.popleft()
-                arrival = self.arrivals.get(key)
-                if arrival is None or arrival.is_set():  # a set one is left from an earlier Waitany
-                    arrival = self.arrivals[key] = threading.Event()
-            self._wait(arrival, what)
+        box = self.boxes.get(key)
+        while not box:
+            self._listen([key])
+            self._block(what)
+            box = self.boxes.get(key)
+        return box.popleft()
 
     def has(self, key: tuple) -> bool:
         """Whether a message waits in this box."""
-        with self.lock:
-            return bool(self.boxes.get(key))
+        return bool(self.boxes.get(key))
 
     def wait_any(self, keys: list[tuple], what: str) -> None:
         """Until a message arrives in one of these boxes."""
-        arrival = threading.Event()
-        with self.lock:
-            if any(self.boxes.get(k) for k in keys):
-                return
-            for k in keys:
-                self.arrivals[k] = arrival
-        self._wait(arrival, what)
-
-    def finished(self) -> None:
-        """A rank's thread ends."""
-        with self.lock:
-            self.running -= 1
-
-    def _wait(self, event: threading.Event, what: str) -> None:
-        me = threading.get_ident()
-        with self.lock:
-            self.waiters[me] = event
-        try:
-            stuck = 0
-            while not event.wait(1.0):
-                if self.failed:
-                    raise _Aborted()
-                stuck = stuck + 1 if self._all_blocked() else 0
-                if stuck >= 5:  # every live rank has waited 5 s on something unset: nothing can arrive
-                    raise CaptureError(f"deadlock: every rank waits; this one for {what}")
-        finally:
-            with self.lock:
-                del self.waiters[me]
-
-    def _all_blocked(self) -> bool:
-        """Every live rank waits and none of them has been released (a released one may not have run yet)."""
-        with self.lock:
-            if len(self.waiters) < self.running:
-                return False
-            events = list(self.waiters.values())
-        return not any(e.is_set() for e in events)
+        if any(self.boxes.get(k) for k in keys):
+            return
+        self._listen(keys)
+        self._block(what)
 
     def meet(self, key: tuple, size: int, index: int, value: Any, combine: Callable[[list[Any]], Any]) -> Any:
         """Every member brings a value; all get combine(values in member order)."""
-        with self.lock:
-            meeting = self.meetings.setdefault(key, _Meeting(size))
-            meeting.values[index] = value
-            meeting.arrived += 1
-            last = meeting.arrived == size
-            if last:
-                del self.meetings[key]
-        if last:
+        meeting = self.meetings.get(key)
+        if meeting is None:
+            meeting = self.meetings[key] = _Meeting(size)
+        meeting.values[index] = value
+        meeting.arrived += 1
+        if meeting.arrived == size:
+            del self.meetings[key]
             meeting.result = combine(meeting.values)
-            meeting.done.set()
+            for rank in meeting.waiting:
+                self._wake(rank)
         else:
-            self._wait(meeting.done, f"the other members of a collective call ({key[-1]})")
+            meeting.waiting.append(self.current)
+            self._block(f"the other members of a collective call ({key[-1]})")
         return meeting.result
+
+    def _listen(self, keys: list[tuple]) -> None:
+        self.listening[self.current] = keys
+        for k in keys:
+            self.receivers[k] = self.current
+
+    def _wake(self, rank: int) -> None:
+        """A waiting rank becomes ready (it runs when the running rank waits or ends)."""
+        if self.waiting.pop(rank, None) is not None:
+            for k in self.listening.pop(rank, ()):
+                del self.receivers[k]
+            self.ready.append(rank)
+
+    def _block(self, what: str) -> None:
+        """The running rank waits for `what`; the scheduler runs other ranks meanwhile."""
+        self.waiting[self.current] = what
+        self.scheduler.switch()
+        if self.failed:
+            raise _Aborted()
+        if self.deadlocked:
+            what, self.deadlocked = self.deadlocked, ""
+            raise CaptureError(f"deadlock: every rank waits; this one for {what}")
 
 
 class Datatype:
@@ -776,7 +780,7 @@ class StandInComm:
     def _log(self) -> _Log:
         log = _log()
         if log is None:
-            raise CaptureError("a stand-in communicator was used outside its rank's capture thread")
+            raise CaptureError("a stand-in communicator was used outside its rank during a capture")
         return log
 
     # -- set-up ---------------------------------------------------------------------------------

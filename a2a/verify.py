@@ -17,8 +17,10 @@ def _values(dtype: np.dtype, sources: np.ndarray, dests: np.ndarray, count: int)
     # the values are computed in int64: a larger modulus (int64, uint64, longdouble) would overflow it
     limit, steps = min(_exact_limit(dtype), 1 << 62), np.arange(count, dtype=np.int64) * 31
     out = np.empty((len(sources), count), dtype=dtype)
-    for row, (source, dest) in enumerate(zip(sources.tolist(), dests.tolist())):
-        out[row] = (steps + (source * 7919 + dest * 104729)) % limit  # one block at a time: bounded memory
+    bases = np.asarray(sources, np.int64) * 7919 + np.asarray(dests, np.int64) * 104729
+    rows = max(1, (1 << 16) // max(count, 1))  # about 64K values at a time: bounded memory
+    for at in range(0, len(bases), rows):
+        out[at: at + rows] = (steps[None, :] + bases[at: at + rows, None]) % limit
     return out.reshape(-1)
 
 
