@@ -291,7 +291,7 @@ class _World:
         self.listening: dict[int, list[tuple]] = {}  # rank -> the boxes it waits on
         self.ready: deque[int] = deque()
         self.waiting: dict[int, str] = {}  # rank -> what it waits for
-        self.current, self.deadlocked = -1, ""
+        self.current, self.deadlocked = -1, None  # what the rank told of a deadlock waits for
         self.scheduler: Any = None
 
     def run(self, rank_main: Callable[[int], None]) -> None:
@@ -323,8 +323,9 @@ class _World:
         if receiver is not None:
             self._wake(receiver)
 
-    def collect(self, key: tuple, what: str) -> np.ndarray:
-        """The oldest message in a box, waiting for it (MPI's non-overtaking order)."""
+    def collect(self, key: tuple, what: Any) -> np.ndarray:
+        """The oldest message in a box, waiting for it (MPI's non-overtaking order); `what` names it (text or a
+        function that makes the text), for a deadlock."""
         box = self.boxes.get(key)
         while not box:
             self._listen([key])
@@ -372,15 +373,15 @@ class _World:
                 del self.receivers[k]
             self.ready.append(rank)
 
-    def _block(self, what: str) -> None:
+    def _block(self, what: Any) -> None:
         """The running rank waits for `what`; the scheduler runs other ranks meanwhile."""
         self.waiting[self.current] = what
         self.scheduler.switch()
         if self.failed:
             raise _Aborted()
         if self.deadlocked:
-            what, self.deadlocked = self.deadlocked, ""
-            raise CaptureError(f"deadlock: every rank waits; this one for {what}")
+            what, self.deadlocked = self.deadlocked, None
+            raise CaptureError(f"deadlock: every rank waits; this one for {what() if callable(what) else what}")
 
 
 class Datatype:
@@ -388,6 +389,8 @@ class Datatype:
 
     def __init__(self, offsets: np.ndarray, extent: int, name: str = "derived"):
         self.offsets, self.extent, self.name = np.asarray(offsets, dtype=np.int64), int(extent), name
+        # bytes 0..extent-1 in order: `count` of them cover the first count x extent bytes
+        self.dense = len(self.offsets) == self.extent and bool((self.offsets == np.arange(self.extent)).all())
 
     @classmethod
     def basic(cls, size: int, name: str) -> "Datatype":
@@ -494,22 +497,38 @@ class _Memory:
             np.ctypeslib.as_array((ctypes.c_ubyte * length).from_address(where))[:] = data[at: at + length]
 
 
-def _byte_map(spec: Any) -> tuple[Any, np.ndarray | None]:
-    """(the buffer as an array, the byte offsets the spec covers or None for all of it)."""
+def _byte_map(spec: Any) -> tuple[Any, Any]:
+    """(the buffer as an array, the bytes the spec covers: None for all, n for the first n, or their offsets)."""
     if isinstance(spec, np.ndarray):
-        return np.asarray(spec), None
+        return np.asarray(spec), None  # a plain view: writes into it are messages, not copies (Tracked)
     if isinstance(spec, (list, tuple)) and spec:
-        buf, rest = (_Memory() if spec[0] is BOTTOM else np.asarray(spec[0])), list(spec[1:])
+        memory = spec[0] is BOTTOM
+        buf, rest = (_Memory() if memory else np.asarray(spec[0])), list(spec[1:])
         datatype = rest.pop() if rest and isinstance(rest[-1], Datatype) else None
         count = rest[0] if rest and _is_count(rest[0]) else None
         if len(rest) <= 1 and (not rest or count is not None):
             if datatype is None:
-                return buf, None if count is None else np.arange(int(count) * buf.itemsize)
+                return buf, None if count is None else _first(buf, int(count) * buf.itemsize)
             if count is None:
                 count = buf.nbytes // datatype.extent if datatype.extent else 0
+            if datatype.dense and not memory:
+                return buf, _first(buf, int(count) * datatype.extent)
             return buf, datatype._at(np.arange(int(count)) * datatype.extent)
     raise CaptureError(f"the capture's stand-in MPI cannot read the buffer spec {type(spec).__name__} "
                        f"{_short(spec)}; pass an array, [array, datatype] or [array, count, datatype]")
+
+
+def _first(buf: np.ndarray, n: int) -> int:
+    if n > buf.nbytes:
+        raise CaptureError(f"a buffer spec of {n} bytes over an array of {buf.nbytes} bytes")
+    return n
+
+
+def _covered(buf: Any, offsets: Any) -> int:
+    """How many bytes a mapped spec covers."""
+    if offsets is None:
+        return buf.nbytes
+    return offsets if isinstance(offsets, int) else len(offsets)
 
 
 def _flat(buf: Any) -> np.ndarray:
@@ -522,40 +541,50 @@ def _flat(buf: Any) -> np.ndarray:
 
 def _nbytes(spec: Any) -> int:
     """Bytes an mpi4py buffer spec carries: array, [array, type], [array, count, type]."""
-    if spec is None:
-        return 0
-    buf, offsets = _byte_map(spec)
-    return buf.nbytes if offsets is None else len(offsets)
+    return 0 if spec is None else _covered(*_byte_map(spec))
 
 
 def _pack(spec: Any) -> np.ndarray:
     """The bytes a send spec carries, copied."""
-    if spec is None:
-        return np.zeros(0, np.uint8)
-    buf, offsets = _byte_map(spec)
+    return np.zeros(0, np.uint8) if spec is None else np.frombuffer(_read(*_byte_map(spec)), np.uint8)
+
+
+def _read(buf: Any, offsets: Any) -> bytes:
+    """A copy of the bytes a mapped spec covers (bytes: cheaper than numpy for the small messages of a capture)."""
+    if isinstance(offsets, np.ndarray):
+        return (_Memory.read(offsets) if isinstance(buf, _Memory) else _flat(buf)[offsets]).tobytes()
     if offsets is None:
-        return np.ascontiguousarray(buf).reshape(-1).view(np.uint8).copy()
-    return _Memory.read(offsets) if isinstance(buf, _Memory) else _flat(buf)[offsets]
+        return buf.tobytes()  # C order, as MPI reads an array
+    if not buf.flags.c_contiguous:
+        _flat(buf)  # refused, naming why
+    data = buf.tobytes()
+    return data if offsets == len(data) else data[:offsets]
 
 
 def _unpack(spec: Any, data: np.ndarray) -> None:
     """Put received bytes where a receive spec says (they may be fewer than it holds)."""
-    if spec is None:
-        return
-    buf, offsets = _byte_map(spec)
-    if len(data) > (buf.nbytes if offsets is None else len(offsets)):  # noqa: SIM108
-        raise CaptureError(f"a message of {len(data)} bytes arrived in a receive buffer of "
-                           f"{_nbytes(spec)} bytes (MPI_ERR_TRUNCATE)")
-    if isinstance(buf, _Memory):
-        _Memory.write(offsets[: len(data)], data)
-    elif offsets is not None:
-        _flat(buf)[offsets[: len(data)]] = data
+    if spec is not None:
+        _write(*_byte_map(spec), data)
+
+
+def _write(buf: Any, offsets: Any, data: Any) -> None:
+    """Put received bytes (bytes or a uint8 array) where a mapped spec says."""
+    n = len(data)
+    if n > _covered(buf, offsets):
+        raise CaptureError(f"a message of {n} bytes arrived in a receive buffer of "
+                           f"{_covered(buf, offsets)} bytes (MPI_ERR_TRUNCATE)")
+    if isinstance(offsets, np.ndarray):
+        raw = np.frombuffer(data, np.uint8)
+        if isinstance(buf, _Memory):
+            _Memory.write(offsets[:n], raw)
+        else:
+            _flat(buf)[offsets[:n]] = raw
     elif buf.flags.c_contiguous:
-        buf.reshape(-1).view(np.uint8)[: len(data)] = data
-    elif len(data) == buf.nbytes:
-        buf[...] = data.view(buf.dtype).reshape(buf.shape)
+        memoryview(buf).cast("B")[:n] = data  # a plain memory write: not a logged copy into a Tracked array
+    elif offsets is None and n == buf.nbytes:
+        buf[...] = np.frombuffer(data, buf.dtype).reshape(buf.shape)
     else:
-        raise CaptureError("a short message into a non-contiguous array: the stand-in cannot place it")
+        _flat(buf)  # refused, naming why
 
 
 def _member_maps(spec: Any, n: int) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -578,7 +607,7 @@ def _member_maps(spec: Any, n: int) -> tuple[np.ndarray, list[np.ndarray]]:
                 [int(x) for x in np.concatenate([[0], np.cumsum(counts)[:-1]])] if counts else []
         return buf, [datatype._at((np.arange(c) + d) * datatype.extent) for c, d in zip(counts, displs)]
     _, offsets = _byte_map(spec)
-    every = np.arange(buf.nbytes) if offsets is None else offsets
+    every = np.arange(_covered(buf, offsets)) if offsets is None or isinstance(offsets, int) else offsets
     per = len(every) // n if n else 0
     return buf, [every[i * per: (i + 1) * per] for i in range(n)]
 
@@ -622,8 +651,8 @@ class Request:
 
     def _complete(self) -> None:
         if self.receive:
-            world, key, spec, what = self.receive
-            _unpack(spec, world.collect(key, what))
+            world, key, buf, offsets, what = self.receive
+            _write(buf, offsets, world.collect(key, what))
             self.receive = None
         self.active = False
 
@@ -869,12 +898,13 @@ class StandInComm:
             raise CaptureError(f"tag {tag!r}: the stand-in matches messages by explicit tags only (no ANY_TAG)")
         log = self._log()
         ident = next(log.requests)
-        log.add(kind, self._world_rank(peer), _nbytes(spec), ident)
+        buf, offsets = _byte_map(spec)
+        log.add(kind, self._world_rank(peer), _covered(buf, offsets), ident)
         if kind == "isend":
-            self.world.deposit((self.key, self.rank, peer, tag), _pack(spec))
+            self.world.deposit((self.key, self.rank, peer, tag), _read(buf, offsets))
             return Request(log, ident)
-        what = f"a message from rank {peer} (tag {tag}) on {self!r}"
-        return Request(log, ident, (self.world, (self.key, peer, self.rank, tag), spec, what))
+        what = lambda: f"a message from rank {peer} (tag {tag}) on {self!r}"  # noqa: E731  (text when needed)
+        return Request(log, ident, (self.world, (self.key, peer, self.rank, tag), buf, offsets, what))
 
     def Isend(self, buf: Any, dest: int, tag: int = 0) -> Request:
         return self._post("isend", dest, buf, tag)
