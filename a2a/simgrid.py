@@ -170,12 +170,9 @@ def trace_lines(events: list[Event], rank: int, nprocs: int, copy_bandwidth: flo
             yield f"{rank} {kind} {peer} {tag} {nbytes}"
             if kind[0] == "i":
                 pending[e[3]] = (rank, peer, tag) if outgoing else (peer, rank, tag)
-        elif kind == "wait":
-            keys = [pending.pop(i) for i in e[1] if i in pending]
-            if keys and not pending:
-                yield f"{rank} waitall"
-            else:
-                yield from (f"{rank} wait {src} {dst} {tag}" for src, dst, tag in keys)
+        elif kind == "wait":  # one wait per request: SMPI 3.32's waitall is a waitany per request, O(n^2)
+            yield from (f"{rank} wait {src} {dst} {tag}" for src, dst, tag in
+                        (pending.pop(i) for i in e[1] if i in pending))
         elif kind == "alltoall":
             yield f"{rank} alltoall {e[1]} {e[1]}"
     yield from flush()
