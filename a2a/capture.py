@@ -429,18 +429,20 @@ class Datatype:
         return Datatype(self._at(starts), (count - 1) * stride + blocklength * self.extent if count else 0)
 
     def Create_indexed_block(self, blocklength: int, displacements: Any) -> "Datatype":
-        return self.Create_hindexed_block(blocklength, [d * self.extent for d in displacements])
+        return self.Create_hindexed_block(blocklength, np.asarray(displacements, np.int64) * self.extent)
 
     def Create_hindexed_block(self, blocklength: int, displacements: Any) -> "Datatype":
-        return self.Create_hindexed([blocklength] * len(displacements), displacements)
+        return self.Create_hindexed(np.full(len(displacements), int(blocklength)), displacements)
 
     def Create_indexed(self, blocklengths: Any, displacements: Any) -> "Datatype":
-        return self.Create_hindexed(blocklengths, [d * self.extent for d in displacements])
+        return self.Create_hindexed(blocklengths, np.asarray(displacements, np.int64) * self.extent)
 
     def Create_hindexed(self, blocklengths: Any, displacements: Any) -> "Datatype":
-        starts = [d + j * self.extent for n, d in zip(blocklengths, displacements) for j in range(int(n))]
-        ends = [d + int(n) * self.extent for n, d in zip(blocklengths, displacements)]
-        return Datatype(self._at(starts), max(ends, default=0))
+        lengths = np.asarray(blocklengths, np.int64).reshape(-1)
+        displs = np.asarray(displacements, np.int64).reshape(-1)
+        within = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)  # item in its block
+        ends = displs + lengths * self.extent
+        return Datatype(self._at(np.repeat(displs, lengths) + within * self.extent), int(ends.max(initial=0)))
 
     def Create_subarray(self, sizes: Any, subsizes: Any, starts: Any, order: Any = None) -> "Datatype":
         grid = np.indices(tuple(subsizes)).reshape(len(subsizes), -1) + np.asarray(starts)[:, None]

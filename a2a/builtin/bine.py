@@ -1,6 +1,8 @@
 """Bine butterfly all-to-all (De Sensi et al., SC'25): log2 p steps, partners at negabinary distances."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..registry import Prepared, register
@@ -51,13 +53,25 @@ def remap_rank(p: int, rank: int) -> int:
 
 def rounds(p: int, rank: int) -> list[Round]:
     """Every step's blocks for `rank`, p a power of two: each rank keeps the half whose destinations
-    lie in its own subtree and sends the partner's half (Open MPI's block ranges), simulated for all."""
-    steps = p.bit_length() - 1
-    leaf = np.array([remap_rank(p, q) for q in range(p)])
-    source = np.repeat(np.arange(p), p).reshape(p, p)  # [holder, slot]: each block's source rank ...
-    dest = np.tile(np.arange(p), (p, 1))                # ... and destination rank
-    span, first = p >> 1, ~((p >> 1) - 1)
+    lie in its own subtree and sends the partner's half (Open MPI's block ranges)."""
     mine = []
+    for peer, source, dest in moves(p):
+        q = int(peer[rank])
+        mine.append(Round(q, list(zip(source[rank].tolist(), dest[rank].tolist())), q,
+                          list(zip(source[q].tolist(), dest[q].tolist()))))
+    return mine
+
+
+@functools.lru_cache(maxsize=2)  # the same for every rank: one simulation per process count (a capture runs p ranks)
+def moves(p: int) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
+    """Per step, simulated for all ranks: each rank's partner and the (source, destination) of the blocks it sends."""
+    steps = p.bit_length() - 1
+    kind = np.int32 if p < 1 << 31 else np.int64
+    leaf = np.array([remap_rank(p, q) for q in range(p)])
+    source = np.repeat(np.arange(p, dtype=kind), p).reshape(p, p)  # [holder, slot]: each block's source rank ...
+    dest = np.tile(np.arange(p, dtype=kind), (p, 1))                # ... and destination rank
+    span, first = p >> 1, ~((p >> 1) - 1)
+    out = []
     for step in range(steps):
         peer = np.array([partner(q, step, p) for q in range(p)])
         low = leaf[peer] & first
@@ -65,13 +79,11 @@ def rounds(p: int, rank: int) -> list[Round]:
         half = p // 2
         sent = source[moving].reshape(p, half), dest[moving].reshape(p, half)
         kept = source[~moving].reshape(p, half), dest[~moving].reshape(p, half)
-        q = peer[rank]
-        mine.append(Round(int(q), list(zip(sent[0][rank].tolist(), sent[1][rank].tolist())), int(q),
-                          list(zip(sent[0][q].tolist(), sent[1][q].tolist()))))
+        out.append((peer, *sent))
         source = np.concatenate([kept[0], sent[0][peer]], axis=1)
         dest = np.concatenate([kept[1], sent[1][peer]], axis=1)
         span, first = span >> 1, first >> 1
-    return mine
+    return tuple(out)
 
 
 @register("bine", mirrors="Open MPI base alltoall_intra_bine (pairwise at non-powers of two); "
