@@ -17,6 +17,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -252,18 +253,27 @@ def replay(listing: Path, nprocs: int, platform: Path, hostfile: Path, config: l
                "-replay", str(listing), replayer(), f"--cfg=smpi/host-speed:{HOST_SPEED:.0f}f",
                "--log=root.thres:warning", "--log=smpi_replay.thres:info", *config]
     began = time.monotonic()
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "LC_ALL": "C"})
+    # a session of its own: smpirun is a script, and a stopped replay must not leave its simulator running
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env={**os.environ, "LC_ALL": "C"}, start_new_session=True) as running:
+        try:
+            output, _ = running.communicate(timeout=timeout)
+        except BaseException as stopped:
+            os.killpg(running.pid, signal.SIGKILL)
+            running.wait()
+            if isinstance(stopped, subprocess.TimeoutExpired):
+                raise CaptureError(f"the replay took more than {timeout:g} s of wall time; stopped") from None
+            raise
     wall = time.monotonic() - began
-    match = re.search(r"Simulation time ([0-9.eE+-]+)", done.stdout + done.stderr)
-    if done.returncode or not match:
-        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-8:])
-        raise CaptureError(f"smpirun failed (exit {done.returncode}) on {listing.parent}:\n{tail}")
+    match = re.search(r"Simulation time ([0-9.eE+-]+)", output)
+    if running.returncode or not match:
+        tail = "\n".join(output.strip().splitlines()[-8:])
+        raise CaptureError(f"smpirun failed (exit {running.returncode}) on {listing.parent}:\n{tail}")
     return Replay(float(match.group(1)) / TIME_SCALE, wall)
 
 
 def simulate(schedule: Schedule, fabric: Any, link: Link, copy_bandwidth: float, config: list[str] = (),
-             keep: Path | None = None) -> Replay:
+             keep: Path | None = None, timeout: float = 3600) -> Replay:
     """Write the platform, hostfile and traces of `schedule` on `fabric`, and replay them."""
     with tempfile.TemporaryDirectory(prefix="a2a-smpi-") as scratch:
         where = Path(keep or scratch)
@@ -272,7 +282,7 @@ def simulate(schedule: Schedule, fabric: Any, link: Link, copy_bandwidth: float,
         platform.write_text(platform_xml(fabric, link, copy_bandwidth))
         hostfile.write_text("".join(f"n{h}\n" for h in hosts_of(schedule.nprocs, fabric.nodes)))
         listing = write_traces(schedule, where / "traces", copy_bandwidth)
-        return replay(listing, schedule.nprocs, platform, hostfile, list(config))
+        return replay(listing, schedule.nprocs, platform, hostfile, list(config), timeout)
 
 
 def copy_bandwidth(nbytes: int = 8 << 20, repeats: int = 20) -> float:

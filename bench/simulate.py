@@ -16,7 +16,7 @@ import a2a
 from a2a import fabric, report, simgrid
 from a2a.capture import Schedule, capture_unit
 from a2a.environment import git_commit
-from a2a.errors import A2AError, BadConfig, BadOption
+from a2a.errors import A2AError, BadConfig, BadOption, CaptureError
 from a2a.mesh import group_comm
 from a2a.results import Recorder, Row, read_meta, read_rows, write_meta
 from a2a.session import option_defaults, progress_text
@@ -78,6 +78,9 @@ class Machine:
 @click.option("--output", help="Results directory. [default: results/<UTC time>-sim]")
 @click.option("--resume", type=click.Path(file_okay=False), help="Finish an interrupted simulation in DIR.")
 @click.option("--keep-traces", type=click.Path(file_okay=False), help="Keep platform, hostfile and traces under DIR.")
+@click.option("--replay-timeout", type=click.FloatRange(min=0, min_open=True), default=3600.0, show_default=True,
+              help="Seconds of wall time one replay may take; a longer one is stopped and its point recorded "
+                   "as not simulated.")
 @click.option("--quiet", is_flag=True, help="No progress or tables.")
 @click.option("--format", "fmt", type=click.Choice(["table", "tpu", "csv", "json"]), default="table",
               help="stdout: tables per process count, the TPU benchmark's columns, or rows at the end.")
@@ -88,7 +91,7 @@ def simulate(**given: Any) -> None:
         raise BadConfig(problem)
     directory, config, machine, meta, done = prepare(given)
     sys.exit(Simulation(directory, config, machine, meta, given["quiet"], given["fmt"],
-                        given["keep_traces"]).run(done))
+                        given["keep_traces"], given["replay_timeout"]).run(done))
 
 
 def prepare(given: dict[str, Any]) -> tuple[Path, SweepConfig, Machine, dict[str, Any], set[tuple]]:
@@ -96,7 +99,7 @@ def prepare(given: dict[str, Any]) -> tuple[Path, SweepConfig, Machine, dict[str
     if given["resume"]:
         directory = Path(given["resume"])
         clashing = [k for k, v in given.items() if v not in (None, (), False) and k not in
-                    ("resume", "quiet", "fmt", "keep_traces")]
+                    ("resume", "quiet", "fmt", "keep_traces", "replay_timeout")]
         if clashing:
             raise BadConfig(f"--resume takes the simulation from {directory}/meta.json; drop --"
                             + ", --".join(k.replace("_", "-") for k in clashing))
@@ -205,9 +208,10 @@ class Simulation:
     """Capture each variant once per process count and layout, replay it at every size, record rows."""
 
     def __init__(self, directory: Path, config: SweepConfig, machine: Machine, meta: dict[str, Any],
-                 quiet: bool, fmt: str, keep: str | None):
+                 quiet: bool, fmt: str, keep: str | None, replay_timeout: float = 3600):
         self.directory, self.config, self.machine, self.meta = directory, config, machine, meta
         self.quiet, self.fmt, self.keep = quiet, fmt, Path(keep) if keep else None
+        self.replay_timeout = replay_timeout
         self.rows: list[Row] = []
 
     def run(self, done: set[tuple]) -> int:
@@ -260,7 +264,12 @@ class Simulation:
                   if point.variant.name == "native" else [])
         keep = self.keep / f"{point.nprocs}-{point.variant.label}-{point.bytes_per_peer}" if self.keep else None
         config += simgrid.NETWORKS[self.machine.network]
-        result = simgrid.simulate(scaled, shape, self.machine.link, self.machine.copy_bandwidth, config, keep)
+        try:
+            result = simgrid.simulate(scaled, shape, self.machine.link, self.machine.copy_bandwidth, config, keep,
+                                      self.replay_timeout)
+        except CaptureError as failed:
+            row.note = f"not simulated: {failed}"
+            return row, None
         us = result.seconds * 1e6
         row.t_min_us = row.t_p50_us = row.t_p90_us = row.t_p95_us = row.t_p99_us = row.t_mean_us = row.t_max_us = us
         row.t_std_us = 0.0

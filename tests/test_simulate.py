@@ -181,3 +181,14 @@ def test_bad_input_is_refused_once(tmp_path, capsys, args, message):
     assert code == 2
     assert message in err and err.count("rror") == 1
     assert not (tmp_path / "sim").exists()
+
+
+@needs_simgrid
+def test_replay_over_its_time_is_stopped_and_recorded(tmp_path, capsys):
+    """A replay longer than --replay-timeout is stopped; its point is kept with a note, the others go on."""
+    code, _, err = simulate(tmp_path, capsys, "--platform", "switch", "--nprocs", "4", "--sizes", "8",
+                            "--algorithms", "linear,pairwise", "--replay-timeout", "0.001")
+    assert code == 0, err
+    record = rows(tmp_path / "sim")
+    assert [r["algorithm"] for r in record] == ["linear", "pairwise"]
+    assert all("not simulated: the replay took more than 0.001 s" in r["note"] for r in record)
