@@ -388,7 +388,10 @@ class Datatype:
     """A stand-in MPI datatype: the byte offsets it covers (in order) and its extent."""
 
     def __init__(self, offsets: np.ndarray, extent: int, name: str = "derived"):
-        self.offsets, self.extent, self.name = np.asarray(offsets, dtype=np.int64), int(extent), name
+        offsets = np.asarray(offsets, dtype=np.int64)
+        if len(offsets) and -(1 << 31) <= offsets.min() and offsets.max() < 1 << 31:
+            offsets = offsets.astype(np.int32)  # half the memory: p ranks hold their plans' datatypes at once
+        self.offsets, self.extent, self.name = offsets, int(extent), name
         # bytes 0..extent-1 in order: `count` of them cover the first count x extent bytes
         self.dense = len(self.offsets) == self.extent and bool((self.offsets == np.arange(self.extent)).all())
 
@@ -416,7 +419,7 @@ class Datatype:
     def _at(self, starts: Any) -> np.ndarray:
         """This type's bytes placed at each byte start."""
         starts = np.asarray(starts, dtype=np.int64).reshape(-1)
-        return (starts[:, None] + self.offsets[None, :]).reshape(-1)
+        return (starts[:, None] + self.offsets[None, :].astype(np.int64)).reshape(-1)
 
     def Create_contiguous(self, count: int) -> "Datatype":
         return Datatype(self._at(np.arange(count) * self.extent), count * self.extent)
@@ -450,7 +453,7 @@ class Datatype:
         return Datatype(self._at(elements * self.extent), math.prod(sizes) * self.extent)
 
     def Create_resized(self, lb: int, extent: int) -> "Datatype":
-        return Datatype(self.offsets - lb, extent)
+        return Datatype(self.offsets.astype(np.int64) - lb, extent)
 
     @staticmethod
     def fromcode(code: str) -> "Datatype":
@@ -477,26 +480,29 @@ class _Memory:
     nbytes, itemsize = 0, 1
 
     @staticmethod
-    def runs(offsets: np.ndarray) -> list[tuple[int, int, int]]:
-        """(address, length, position in the message) of each run of consecutive bytes."""
+    def regions(offsets: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per region of memory the offsets touch: which of them lie in it, a byte view of it, and their
+        indices in the view. Regions split where addresses jump by over 1 MiB: no view spans two allocations."""
         if not len(offsets):
-            return []
-        breaks = np.flatnonzero(np.diff(offsets) != 1) + 1
-        starts = np.concatenate([[0], breaks])
-        ends = np.concatenate([breaks, [len(offsets)]])
-        return [(int(offsets[a]), int(b - a), int(a)) for a, b in zip(starts, ends)]
+            return
+        ordered = np.sort(offsets)
+        cut = np.flatnonzero(np.diff(ordered) > 1 << 20)
+        for low, high in zip(ordered[np.r_[0, cut + 1]], ordered[np.r_[cut, len(ordered) - 1]]):
+            inside = (offsets >= low) & (offsets <= high)
+            view = np.ctypeslib.as_array((ctypes.c_ubyte * int(high - low + 1)).from_address(int(low)))
+            yield inside, view, offsets[inside] - low
 
     @staticmethod
     def read(offsets: np.ndarray) -> np.ndarray:
         out = np.empty(len(offsets), np.uint8)
-        for where, length, at in _Memory.runs(offsets):
-            out[at: at + length] = np.ctypeslib.as_array((ctypes.c_ubyte * length).from_address(where))
+        for inside, view, at in _Memory.regions(offsets):
+            out[inside] = view[at]
         return out
 
     @staticmethod
     def write(offsets: np.ndarray, data: np.ndarray) -> None:
-        for where, length, at in _Memory.runs(offsets):
-            np.ctypeslib.as_array((ctypes.c_ubyte * length).from_address(where))[:] = data[at: at + length]
+        for inside, view, at in _Memory.regions(offsets):
+            view[at] = data[inside]
 
 
 def _byte_map(spec: Any) -> tuple[Any, Any]:
