@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
 
 import click
@@ -28,6 +29,11 @@ def main() -> None:
     """
 
 
+# Launchers such as Open MPI's prterun end the whole job at the first non-zero exit; the
+# quiet ranks wait this long so that rank 0's message is out before that happens.
+QUIET_EXIT_DELAY = 1.0
+
+
 def entry(argv: list[str] | None = None) -> None:
     """Run the CLI; errors in the options are printed once (by rank 0) and exit 2 on every rank."""
     quiet = launcher_rank() != 0
@@ -38,13 +44,19 @@ def entry(argv: list[str] | None = None) -> None:
     except click.ClickException as problem:
         if not quiet:
             problem.show()
-        sys.exit(2 if problem.exit_code in (1, 2) else problem.exit_code)
+        _refuse(2 if problem.exit_code in (1, 2) else problem.exit_code, quiet)
     except A2AError as problem:
         if not quiet:
             click.echo(f"error: {problem}", err=True)
-        sys.exit(2)
+        _refuse(2, quiet)
     except click.Abort:
         sys.exit(130)
+
+
+def _refuse(code: int, quiet: bool) -> None:
+    if quiet:
+        time.sleep(QUIET_EXIT_DELAY)
+    sys.exit(code)
 
 
 def echo(*args: Any, **kwargs: Any) -> None:
