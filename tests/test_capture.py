@@ -43,6 +43,13 @@ def test_pairwise_waits_each_step_and_copies_one_block():
     assert copied(s.events[0]) == 16
 
 
+@pytest.mark.parametrize("name", ["bruck_zero_copy", "bine"])
+def test_zero_copy_schedules_copy_only_their_own_block(name):
+    """Sends from and receives into absolute addresses (MPI.BOTTOM) move data without a local copy."""
+    s = capture(name, {}, 8, 5, "float32")
+    assert [copied(events) for events in s.events] == [5 * 4] * 8
+
+
 def test_hierarchical_logs_node_collectives_on_the_layout():
     s = capture("hierarchical", {}, 6, 1, "float32", nodes=[[0, 1, 2], [3, 4, 5]])
     assert collectives(s.events[4]) == [("gather", (3, 4, 5)), ("scatter", (3, 4, 5))]
