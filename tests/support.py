@@ -1,11 +1,14 @@
-"""Helpers for tests that start MPI programs of their own."""
+"""Helpers the tests share: MPI programs of their own, `bench` jobs, and collective set-ups."""
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from functools import cache
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from a2a.mpi import clean_launcher_env, launcher_flags, mpi_tool
@@ -52,3 +55,63 @@ def python(*args: str, timeout: float = 120, env: dict[str, str] | None = None,
     """Run `python ARGS...` as a separate (singleton MPI) process; capture its output."""
     return subprocess.run([sys.executable, *args], env=clean_launcher_env(env), cwd=cwd,
                           capture_output=True, text=True, timeout=timeout)
+
+
+def bench(n: int, *args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`mpiexec -n N python -m bench ARGS...`, with `env` added to this environment."""
+    return mpiexec(n, "-m", "bench", *args, timeout=timeout, env={**os.environ, **env} if env else None)
+
+
+def assert_refused_before_measuring(args: list[str], message: str, out: Path, n: int = 2) -> None:
+    """`bench run ARGS` exits 2, prints `message` once (not once per rank) and records nothing."""
+    done = bench(n, "run", *args, "--output", str(out), timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count(message) == 1, done.stderr
+    assert not (out / "results.csv").exists()
+
+
+def assert_collective_tests_pass(path: str, n: int = 8, timeout: float = 900) -> None:
+    """Run the `mpi`-marked tests of one file under mpiexec -n N (so at every p up to N where they loop)."""
+    done = mpiexec(n, "-m", "pytest", "-q", "-m", "mpi", "-p", "no:cacheprovider", path, timeout=timeout)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert " passed" in done.stdout and "failed" not in done.stdout
+
+
+def self_comm():
+    """MPI.COMM_SELF: one rank, for checks that fail before any message moves."""
+    from mpi4py import MPI
+
+    return MPI.COMM_SELF
+
+
+def subcommunicators(comm):
+    """(p, communicator of the first p ranks or None) for p = 1 .. world size."""
+    from mpi4py import MPI
+
+    from a2a.mpi import idle_barrier
+
+    for p in range(1, comm.size + 1):
+        sub = comm.Split(0 if comm.rank < p else MPI.UNDEFINED, comm.rank)
+        yield p, (sub if sub != MPI.COMM_NULL else None)
+        if sub != MPI.COMM_NULL:
+            sub.Free()
+        idle_barrier(comm)
+
+
+def shared_path(comm, tmp_path: Path, name: str, document) -> str:
+    """Rank 0 writes `document` (a dict as JSON, or text) to tmp_path/name; every rank gets its path."""
+    path = str(tmp_path / name) if comm.rank == 0 else None
+    if comm.rank == 0:
+        (tmp_path / name).write_text(json.dumps(document) if isinstance(document, dict) else document)
+    return comm.bcast(path)
+
+
+def runs_alike(plan, got: np.ndarray, want: np.ndarray, calls: int = 3) -> bool:
+    """Call a plan `calls` times, clearing `got` before each; True if every call gave `want`. Frees the plan."""
+    with plan:
+        for _ in range(calls):
+            got[:] = 0
+            plan()
+            if not np.array_equal(got, want):
+                return False
+    return True

@@ -5,7 +5,7 @@ import csv
 
 import numpy as np
 import pytest
-from support import mpiexec
+from support import assert_refused_before_measuring, bench, mpiexec
 
 import a2a
 from a2a.results import COLUMNS, Row, point_key, read_rows
@@ -29,10 +29,6 @@ def lossy(comm, send, recv):
                 block[-1] = 0
     return lose, free
 '''
-
-
-def bench(n: int, *args: str, timeout: float = 300):
-    return mpiexec(n, "-m", "bench", *args, timeout=timeout)
 
 
 def test_alltoallv_sweep_every_algorithm_valid(tmp_path):
@@ -93,11 +89,7 @@ def test_a_matrix_for_other_process_counts_is_refused_per_point(tmp_path):
     (["--collective", "alltoallw"], "Invalid value for '--collective'"),
 ])
 def test_bad_alltoallv_options_exit_2_once(tmp_path, args, message):
-    out = tmp_path / "run"
-    done = bench(2, "run", *args, "--output", str(out), timeout=60)
-    assert done.returncode == 2, done.stderr
-    assert done.stderr.count(message) == 1, done.stderr
-    assert not (out / "results.csv").exists()
+    assert_refused_before_measuring(args, message, tmp_path / "run")
 
 
 def test_old_rows_read_as_alltoall_uniform(tmp_path):

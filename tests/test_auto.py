@@ -6,19 +6,11 @@ import json
 import numpy as np
 import pytest
 from decide_fixtures import minimal_table
-from support import mpiexec
+from support import mpiexec, shared_path
 
 import a2a
 from a2a.errors import BadOption
 from a2a.results import read_rows
-
-
-def shared_path(comm, tmp_path, name: str, document) -> str:
-    """Rank 0 writes the table; every rank gets its path."""
-    path = str(tmp_path / name) if comm.rank == 0 else None
-    if comm.rank == 0:
-        (tmp_path / name).write_text(json.dumps(document) if isinstance(document, dict) else document)
-    return comm.bcast(path)
 
 
 def run_auto(comm, table: str | None, bytes_per_peer: int) -> bool:

@@ -6,14 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from decide_fixtures import LIBRARY_TABLE, record, row_for, samples_around
 from mpi4py import MPI
-from support import mpiexec
+from support import assert_refused_before_measuring, mpiexec
 
-from a2a import decide
 from a2a.cache import PAGE, RING_OVER_CACHE, buffer_sets, cycling, last_level_cache
-from a2a.errors import BadResults
-from a2a.results import Recorder, read_rows, read_samples
+from a2a.results import read_rows, read_samples
 from a2a.verify import send_pattern
 
 
@@ -98,21 +95,7 @@ def test_cold_sweep_records_its_mode_and_the_cache(tmp_path):
 
 
 def test_bad_cache_mode_is_refused_once(tmp_path):
-    done = mpiexec(2, "-m", "bench", "run", "--cache", "lukewarm", "--output", str(tmp_path / "x"))
-    assert done.returncode == 2 and done.stderr.count("'lukewarm' is not one of 'warm', 'cold'") == 1
-
-
-def test_decide_refuses_to_mix_cache_modes(tmp_path):
-    warm = record(tmp_path / "warm", {(2, 8): LIBRARY_TABLE[(2, 8)]})
-    cold = tmp_path / "cold"
-    recorder = Recorder(cold)
-    seconds = samples_around(20)
-    row = row_for(2, 8, "native", "", "float32", 4, seconds)
-    row.cache = "cold"
-    recorder.add(row, seconds)
-    recorder.close()
-    with pytest.raises(BadResults, match=r"mix cache modes \(cold, warm\); .* one --cache at a time"):
-        decide.decide([warm, cold])
+    assert_refused_before_measuring(["--cache", "lukewarm"], "'lukewarm' is not one of 'warm', 'cold'", tmp_path / "x")
 
 
 def thp_eligible(array: np.ndarray) -> bool:

@@ -304,17 +304,20 @@ def test_cells_the_library_ran_slower_go_back_to_native(library_run, tmp_path):
     assert table.read_decision(path)["tables"][1]["ranges"][2]["cells"][0]["reverted_from"] == "throttled:window=2"
 
 
-def test_decide_refuses_to_mix_timing_modes(tmp_path):
-    sync = record(tmp_path / "sync", {(2, 8): LIBRARY_TABLE[(2, 8)]})
-    pipelined = tmp_path / "pipelined"
-    recorder = Recorder(pipelined)
+@pytest.mark.parametrize("column,other,message", [
+    ("timing", "pipelined", r"mix timing modes \(pipelined, sync\); .* one --timing at a time"),
+    ("cache", "cold", r"mix cache modes \(cold, warm\); .* one --cache at a time"),
+])
+def test_decide_refuses_to_mix_measuring_modes(tmp_path, column, other, message):
+    plain = record(tmp_path / "plain", {(2, 8): LIBRARY_TABLE[(2, 8)]})
     seconds = samples_around(20)
     row = row_for(2, 8, "native", "", "float32", 4, seconds)
-    row.timing = "pipelined"
+    setattr(row, column, other)
+    recorder = Recorder(tmp_path / other)
     recorder.add(row, seconds)
     recorder.close()
-    with pytest.raises(BadResults, match=r"mix timing modes \(pipelined, sync\)"):
-        decide.decide([sync, pipelined])
+    with pytest.raises(BadResults, match=message):
+        decide.decide([plain, tmp_path / other])
 
 
 def test_every_builtin_has_a_place_in_the_tie_break():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import ROOT, launch_command, mpi_library, mpiexec, needs_mpich
+from support import ROOT, assert_refused_before_measuring, bench, launch_command, mpi_library, mpiexec, needs_mpich
 
 from a2a.mpi import clean_launcher_env
 from a2a.results import read_rows, read_samples
@@ -23,10 +23,6 @@ SLEEPY = "tests/plugins/sleepy.py"
 HEADER = ("nprocs,nnodes,ppn,algorithm,options,dtype,count,bytes_per_peer,iterations,warmup,t_min_us,"
           "t_p50_us,t_p90_us,t_p95_us,t_p99_us,t_mean_us,t_max_us,t_std_us,stalls,outliers,algbw_GBps,"
           "busbw_GBps,valid,note")
-
-
-def bench(n: int, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return mpiexec(n, "-m", "bench", *args, timeout=timeout)
 
 
 def test_stats_match_hand_computed_values():
@@ -203,11 +199,7 @@ def test_a_point_past_the_timeout_ends_the_job_naming_it(tmp_path):
     (["--format", "xml"], "Invalid value for '--format'"),
 ])
 def test_bad_options_exit_2_with_one_message_before_measuring(tmp_path, args, message):
-    out = tmp_path / "run"
-    done = bench(2, "run", *args, "--output", str(out), timeout=60)
-    assert done.returncode == 2, done.stderr
-    assert done.stderr.count(message) == 1, done.stderr
-    assert not (out / "results.csv").exists()
+    assert_refused_before_measuring(args, message, tmp_path / "run")
 
 
 def test_resume_refuses_sweep_options(tmp_path):

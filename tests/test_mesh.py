@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from support import mpiexec
+from support import assert_collective_tests_pass, assert_refused_before_measuring, mpiexec
 
 import a2a
 from a2a.errors import BadOption
@@ -93,9 +93,7 @@ def test_concurrent_groups_give_correct_data(comm, name):
 
 
 def test_groups_on_eight_ranks():
-    done = mpiexec(8, "-m", "pytest", "-q", "-m", "mpi", "-p", "no:cacheprovider", "tests/test_mesh.py",
-                   timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert_collective_tests_pass("tests/test_mesh.py", timeout=600)
 
 
 def test_one_sweep_over_1d_and_2d_groups_of_the_same_eight_ranks(tmp_path):
@@ -123,5 +121,4 @@ def test_one_sweep_over_1d_and_2d_groups_of_the_same_eight_ranks(tmp_path):
     (["--mesh", "2", "--groups", "y"], "groups 'y' for mesh 2; accepted: axis names among x"),
 ])
 def test_bad_mesh_options_exit_2(tmp_path, args, message):
-    done = mpiexec(2, "-m", "bench", "run", *args, "--sizes", "8", "--output", str(tmp_path / "r"), timeout=60)
-    assert done.returncode == 2 and done.stderr.count(message) == 1, done.stderr
+    assert_refused_before_measuring([*args, "--sizes", "8"], message, tmp_path / "r")

@@ -3,20 +3,14 @@ between a point's samples and its row."""
 from __future__ import annotations
 
 import json
-import os
 
 import mpi4py
 import pytest
-from support import mpi_library, mpiexec
+from support import bench, mpi_library
 
 from a2a.mpi import LOCAL_SIZE_VARIABLES
 from a2a.results import KILL_BEFORE_ROW, read_rows, read_samples
 from a2a.session import set_thread_level
-
-
-def bench(n: int, *args: str, env: dict[str, str] | None = None) -> object:
-    """`mpiexec -n N python -m bench ARGS` with `env` added to this environment (Open MPI needs HOME)."""
-    return mpiexec(n, "-m", "bench", *args, env={**os.environ, **(env or {})}, timeout=180)
 
 
 def meta_of(out) -> dict:
