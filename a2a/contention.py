@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from .builtin.bruck import bruck_rounds
 from .fabric import Fabric, Switch, max_link_load
 
 Message = tuple[int, int, float]  # (source rank, destination rank, bytes)
@@ -47,15 +48,7 @@ def batches(p: int, m: float, window: int) -> list[Round]:
 
 def bruck_steps(p: int, radix: int) -> list[tuple[int, int]]:
     """Bruck's rounds as (offset, blocks): round (d, v) sends the blocks whose digit d is v to r + v k^d."""
-    steps = []
-    distance = 1
-    while distance < p:
-        for digit in range(1, radix):
-            moved = sum(1 for i in range(p) if (i // distance) % radix == digit)
-            if moved:
-                steps.append((digit * distance, moved))
-        distance *= radix
-    return steps
+    return [(digit * distance, len(moved)) for distance, digit, moved in bruck_rounds(p, radix)]
 
 
 def bruck(p: int, m: float, radix: int) -> list[Round]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .builtin.bruckv import bruck_rounds
+from .builtin.bruck import bruck_rounds
 
 
 def terms(algorithm: str, counts: np.ndarray, itemsize: int, radix: int = 2) -> dict[str, float]:

@@ -7,7 +7,7 @@ from decide_fixtures import minimal_table
 from support import assert_collective_tests_pass, runs_alike, self_comm, shared_path, subcommunicators
 
 import a2a
-from a2a.builtin.bruckv import bruck_rounds
+from a2a.builtin.bruck import bruck_rounds
 from a2a.errors import BadConfig, PluginError
 from a2a.registry import register
 from a2a.vbuffers import overlap, packed

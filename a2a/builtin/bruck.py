@@ -4,9 +4,27 @@ import numpy as np
 from ..prebuilt import copier, spec
 from ..registry import blocks, register
 
+RADIX = {"radix": (lambda k: k >= 2, "an integer >= 2")}  # the limit of every Bruck variant's radix
+
+
+def bruck_rounds(p: int, radix: int) -> list[tuple[int, int, list[int]]]:
+    """(distance, digit, indices moved) per round of Bruck's schedule, rounds that move nothing left out.
+
+    Index i holds the block travelling i ranks forward; round (distance, digit) forwards, by
+    digit x distance ranks, every index whose base-radix digit at `distance` is `digit`.
+    """
+    rounds, distance = [], 1
+    while distance < p:
+        for digit in range(1, radix):
+            moved = [i for i in range(1, p) if (i // distance) % radix == digit]
+            if moved:
+                rounds.append((distance, digit, moved))
+        distance *= radix
+    return rounds
+
 
 @register("bruck", mirrors="Open MPI modified_bruck (3) at radix 2; MPICH brucks, k_brucks (radix k)",
-          limits={"radix": (lambda k: k >= 2, "an integer >= 2")})
+          limits=RADIX)
 def bruck(comm, sendbuf, recvbuf, *, radix: int = 2):
     """Rotate, then per base-`radix` digit send the blocks with that digit to r + digit*k^d; unrotate."""
     from mpi4py import MPI
@@ -19,18 +37,13 @@ def bruck(comm, sendbuf, recvbuf, *, radix: int = 2):
     rotate_in, rotate_out = _nonempty(copies[:2]), _nonempty(copies[2:])
     block = MPI.BYTE.Create_contiguous(send.shape[1]).Commit()
     rounds = []
-    distance = 1
-    while distance < p:
-        for digit in range(1, radix):
-            moved = [i for i in range(p) if (i // distance) % radix == digit]
-            if moved:
-                # MPI gathers the outgoing blocks through a datatype, as MPICH's brucks does
-                layout = block.Create_indexed_block(1, moved).Commit()
-                incoming = np.empty((len(moved), send.shape[1]), np.uint8)
-                rounds.append(((MPI.buffer(work), 1, layout), (r + digit * distance) % p, spec(incoming),
-                               (r - digit * distance) % p,
-                               [copier(*pair) for pair in _unpack(work, incoming, distance, digit, radix)]))
-        distance *= radix
+    for distance, digit, moved in bruck_rounds(p, radix):
+        # MPI gathers the outgoing blocks through a datatype, as MPICH's brucks does
+        layout = block.Create_indexed_block(1, moved).Commit()
+        incoming = np.empty((len(moved), send.shape[1]), np.uint8)
+        rounds.append(((MPI.buffer(work), 1, layout), (r + digit * distance) % p, spec(incoming),
+                       (r - digit * distance) % p,
+                       [copier(*pair) for pair in _unpack(work, incoming, distance, digit, radix)]))
     sendrecv = comm.Sendrecv
     rotate_in, rotate_out = [copier(*pair) for pair in rotate_in], [copier(*pair) for pair in rotate_out]
 

@@ -7,21 +7,7 @@ digit x distance ranks. A block is home once its digits so far add up to i.
 import numpy as np
 
 from ..registry import register
-from .bruck import bruck
-
-RADIX = {"radix": (lambda k: k >= 2, "an integer >= 2")}
-
-
-def bruck_rounds(p: int, radix: int) -> list[tuple[int, int, list[int]]]:
-    """(distance, digit, indices moved) per round, rounds that move nothing left out."""
-    rounds, distance = [], 1
-    while distance < p:
-        for digit in range(1, radix):
-            moved = [i for i in range(1, p) if (i // distance) % radix == digit]
-            if moved:
-                rounds.append((distance, digit, moved))
-        distance *= radix
-    return rounds
+from .bruck import RADIX, bruck, bruck_rounds
 
 
 def global_max(comm, send) -> int:

@@ -2,8 +2,7 @@
 import numpy as np
 
 from ..registry import blocks, register
-from ..topology import my_node, node_groups, split_nodes
-from .node_aware import NODE_LIMITS
+from ..topology import NODE_LIMITS, my_node, node_groups, split_nodes
 
 
 @register("locality_aware",

@@ -1,8 +1,7 @@
 """Several leaders per node, each gathering for its share of the node's ranks (mpi-advance multileader)."""
 from ..registry import register
-from ..topology import node_groups, split_nodes
+from ..topology import NODE_LIMITS, node_groups, split_nodes
 from .hierarchical import through_leaders
-from .node_aware import NODE_LIMITS
 
 
 @register("multileader",
