@@ -9,6 +9,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .errors import BadConfig
+from .units import parse_size
+
 CACHES = ("warm", "cold")
 SYSFS_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
 ASSUMED_BYTES = 32 << 20  # when neither sysfs nor sysconf tell
@@ -23,8 +26,8 @@ def last_level_cache(caches: Path = SYSFS_CACHES) -> dict[str, Any]:
         try:
             kind = (index / "type").read_text().strip()
             level = int((index / "level").read_text())
-            size = _bytes((index / "size").read_text().strip())
-        except (OSError, ValueError):
+            size = parse_size((index / "size").read_text())
+        except (OSError, ValueError, BadConfig):
             continue
         if kind in ("Unified", "Data"):
             levels.append((level, size, str(index / "size")))
@@ -39,12 +42,6 @@ def last_level_cache(caches: Path = SYSFS_CACHES) -> dict[str, Any]:
         if size > 0:
             return {"bytes": size, "read_from": f"sysconf({name})"}
     return {"bytes": ASSUMED_BYTES, "read_from": "assumed (not readable on this machine)"}
-
-
-def _bytes(text: str) -> int:
-    """sysfs sizes: '8192K', '32M', '512'."""
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
-    return int(text.rstrip("KMGkmg")) * scale
 
 
 def buffer_sets(comm: Any, cache: str, template: tuple[np.ndarray, np.ndarray], uses: int,
