@@ -6,6 +6,7 @@ digit x distance ranks. A block is home once its digits so far add up to i.
 """
 import numpy as np
 
+from ..prebuilt import copier
 from ..registry import register
 from .bruck import RADIX, bruck, bruck_rounds
 
@@ -24,16 +25,15 @@ def padded_bruck(comm, send, recv, *, radix: int = 2):
     p, width = comm.size, global_max(comm, send)
     padded_send, padded_recv = np.zeros((p, width), np.uint8), np.zeros((p, width), np.uint8)
     run_bruck, free = bruck(comm, padded_send, padded_recv, radix=radix)
-    pad = [(padded_send[j, : len(b)], b) for j, b in enumerate(send.blocks())]
-    cut = [(b, padded_recv[j, : len(b)]) for j, b in enumerate(recv.blocks())]
-    copy = np.copyto
+    pad = [copier(padded_send[j, : len(b)], b) for j, b in enumerate(send.blocks())]
+    cut = [copier(b, padded_recv[j, : len(b)]) for j, b in enumerate(recv.blocks())]
 
     def run():
-        for into, source in pad:
-            copy(into, source)
+        for copy in pad:
+            copy()
         run_bruck()
-        for into, source in cut:
-            copy(into, source)
+        for copy in cut:
+            copy()
 
     return run, free
 

@@ -1,6 +1,7 @@
 """Two levels: gather on node leaders, one message per pair of nodes, scatter on the node."""
 import numpy as np
 
+from ..prebuilt import copier
 from ..registry import blocks, register
 from ..topology import NODE_LIMITS, my_node, node_groups
 
@@ -35,12 +36,12 @@ def through_leaders(comm, sendbuf, recvbuf, nodes: list[list[int]]):
     outbound = [len(members) * here * width for members in nodes]
     layout = (outbound, np.cumsum([0] + outbound[:-1]).tolist())
     into_outgoing, into_scattered = np.argsort(pack), np.argsort(unpack)  # gathers as scatters
-    exchange = leaders.Alltoallv
+    exchange, outbox, inbox = leaders.Alltoallv, [outgoing, layout, MPI.BYTE], [incoming, layout, MPI.BYTE]
 
     def run():
         local.Gather(send, gathered, root=0)
         outgoing[into_outgoing] = gathered
-        exchange([outgoing, layout, MPI.BYTE], [incoming, layout, MPI.BYTE])
+        exchange(outbox, inbox)
         scattered[into_scattered] = incoming
         local.Scatter(scattered, recv, root=0)
 
@@ -102,15 +103,15 @@ def hierarchical_v(comm, send, recv, *, ppn: int = 0, placement: str = "block"):
     exchange = ([outgoing, out_layout, MPI.BYTE], [incoming, in_layout, MPI.BYTE])
     gather_spec = [gathered, (sent.sum(axis=1).tolist(), _starts(sent)), MPI.BYTE]
     scatter_spec = [scattered, (received.sum(axis=1).tolist(), _starts(received)), MPI.BYTE]
-    alltoallv, copy = leaders.Alltoallv, np.copyto
+    alltoallv = leaders.Alltoallv
 
     def run():
         local.Gatherv(outgoing_mine, gather_spec, root=0)
-        for into, source in copy_out:
-            copy(into, source)
+        for copy in copy_out:
+            copy()
         alltoallv(*exchange)
-        for into, source in copy_in:
-            copy(into, source)
+        for copy in copy_in:
+            copy()
         local.Scatterv(scatter_spec, incoming_mine, root=0)
 
     return run, lambda: _free(types, local, leaders)
@@ -118,7 +119,7 @@ def hierarchical_v(comm, send, recv, *, ppn: int = 0, placement: str = "block"):
 
 def _packed(buffer: np.ndarray, groups: list[list[tuple[int, int]]], into: bool) -> tuple:
     """A buffer holding `groups` of (offset, length) blocks of `buffer` end to end, its Alltoallv layout,
-    and the (into, source) copies that fill it from `buffer` (or, `into`, fill `buffer` from it).
+    and the prebuilt copies that fill it from `buffer` (or, `into`, fill `buffer` from it).
     """
     sizes = [sum(int(n) for _, n in blocks) for blocks in groups]
     packed = np.empty(sum(sizes), np.uint8)
@@ -127,7 +128,7 @@ def _packed(buffer: np.ndarray, groups: list[list[tuple[int, int]]], into: bool)
         for offset, n in group:
             if n:
                 pair = (packed[at: at + n], buffer[offset: offset + n])
-                copies.append(pair[::-1] if into else pair)
+                copies.append(copier(*(pair[::-1] if into else pair)))
                 at += int(n)
     return packed, (sizes, np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(int).tolist()), copies
 

@@ -1,6 +1,7 @@
 """Aggregate across nodes first, then redistribute inside the node (mpi-advance locality-aware)."""
 import numpy as np
 
+from ..prebuilt import copier
 from ..registry import blocks, register
 from ..topology import NODE_LIMITS, my_node, node_groups, split_nodes
 
@@ -24,7 +25,7 @@ def locality_aware(comm, sendbuf, recvbuf, *, groups: int = 1, ppn: int = 0, pla
     packed = send if (order == np.arange(p)).all() else np.empty_like(send)
     held = collected(parts, g, i)
     gathered = np.empty((len(held), len(mine), width), np.uint8)  # per held source, its rows for my group
-    own = (gathered[held.index(rank)], packed[starts[g]: starts[g + 1]])
+    own = copier(gathered[held.index(rank)], packed[starts[g]: starts[g + 1]])
     requests = [comm.Send_init(packed[starts[b]: starts[b + 1]], part[i % len(part)])
                 for b, part in enumerate(parts) if b != g]
     requests += [comm.Recv_init(gathered[slot], q) for slot, q in enumerate(held) if q != rank]
@@ -38,16 +39,17 @@ def locality_aware(comm, sendbuf, recvbuf, *, groups: int = 1, ppn: int = 0, pla
     layouts = ((sent, np.cumsum([0] + sent[:-1]).tolist()), (came, np.cumsum([0] + came[:-1]).tolist()))
     sources = np.array([q for h in holdings for q in h], dtype=np.intp)  # incoming row k came from sources[k]
     start, wait, copy, take = MPI.Prequest.Startall, MPI.Request.Waitall, np.copyto, np.take
-    exchange = local.Alltoallv
+    exchange, outbox, inbox = local.Alltoallv, [outgoing, layouts[0], MPI.BYTE], [incoming, layouts[1], MPI.BYTE]
+    by_destination = gathered.transpose(1, 0, 2)
 
     def run():
         if packed is not send:
             take(send, order, axis=0, out=packed)
         start(requests)
-        copy(*own)
+        own()
         wait(requests)
-        copy(outgoing, gathered.transpose(1, 0, 2))  # repack by destination inside the group
-        exchange([outgoing, layouts[0], MPI.BYTE], [incoming, layouts[1], MPI.BYTE])
+        copy(outgoing, by_destination)  # repack by destination inside the group
+        exchange(outbox, inbox)
         recv[sources] = incoming  # reorder by source
 
     return run, lambda: ([q.Free() for q in requests], local.Free())

@@ -1,6 +1,5 @@
 """MPI one-sided (RMA): every rank puts its blocks into, or gets them from, the peers' windows."""
-import numpy as np
-
+from ..prebuilt import copier, spec
 from ..registry import blocks, register
 
 SYNCS = ("fence", "lock", "pscw")
@@ -23,21 +22,19 @@ def onesided(comm, sendbuf, recvbuf, *, sync: str = "fence", op: str = "put"):
     window = MPI.Win.Create(recv if op == "put" else send, disp_unit=1, comm=comm)
     at = (r * width, width, MPI.BYTE)  # my block's place in every peer's window
     peers = [(r + s) % p for s in range(1, p)]
-    if op == "put":
-        transfers = [(window.Put, [send[q], MPI.BYTE], q) for q in peers]
-    else:
-        transfers = [(window.Get, [recv[q], MPI.BYTE], q) for q in peers]
-    copy = np.copyto
+    move, local = (window.Put, send) if op == "put" else (window.Get, recv)
+    transfers = [(spec(local[q]), q) for q in peers]
+    own = copier(recv[r], send[r])
 
     def transfer():
-        for move, origin, q in transfers:
+        for origin, q in transfers:
             move(origin, q, at)
 
     if sync == "fence":
         fence, first, last = window.Fence, MPI.MODE_NOPRECEDE, MPI.MODE_NOSUCCEED
 
         def run():
-            copy(recv[r], send[r])  # before the epoch: a local store to my own window
+            own()  # before the epoch: a local store to my own window
             fence(first)
             transfer()
             fence(last)
@@ -49,7 +46,7 @@ def onesided(comm, sendbuf, recvbuf, *, sync: str = "fence", op: str = "put"):
         barrier, flush, synchronise = comm.Barrier, window.Flush_all, window.Sync
 
         def run():
-            copy(recv[r], send[r])
+            own()
             synchronise()  # my stores reach the window before peers access it
             barrier()  # every target is inside the call: its buffers are ours
             transfer()
@@ -69,7 +66,7 @@ def onesided(comm, sendbuf, recvbuf, *, sync: str = "fence", op: str = "put"):
     post, begin, complete, finish = window.Post, window.Start, window.Complete, window.Wait
 
     def run():
-        copy(recv[r], send[r])
+        own()
         post(others)  # exposure: peers may access my window
         begin(others)  # access: I may access theirs
         transfer()

@@ -1,6 +1,5 @@
 """Pairwise exchange in place with Sendrecv_replace (MPICH pairwise_sendrecv_replace)."""
-import numpy as np
-
+from ..prebuilt import copier, spec
 from ..registry import blocks, register
 
 
@@ -19,11 +18,11 @@ def pairwise_inplace(comm, sendbuf, recvbuf):
     """Copy sendbuf to recvbuf, then swap blocks with one partner per round via Sendrecv_replace."""
     p, r = comm.size, comm.rank
     send, recv = blocks(sendbuf, p), blocks(recvbuf, p)
-    swaps = [(recv[q], q) for q in one_factor(p, r) if q >= 0]
-    replace, copy = comm.Sendrecv_replace, np.copyto
+    swaps = [(spec(recv[q]), q) for q in one_factor(p, r) if q >= 0]
+    replace, copy = comm.Sendrecv_replace, copier(recv, send)
 
     def run():
-        copy(recv, send)
+        copy()
         for block, q in swaps:
             replace(block, q, 0, q, 0)
 

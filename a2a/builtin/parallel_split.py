@@ -3,6 +3,7 @@ from functools import partial
 
 import numpy as np
 
+from ..prebuilt import copier, spec
 from ..registry import blocks, register
 
 FACTORS = (2, 4, 8)
@@ -59,11 +60,11 @@ def _split_steps(comm, send: np.ndarray, recv: np.ndarray, f: int, body: int) ->
     work = np.empty((max(f - 1, 0), count, width), np.uint8)
     swaps, places = [], []
     for s in range(1, f):
-        swaps.append(partial(comm.Sendrecv, [recv[(j + s) % f:], 1, column], mine + (j + s) % f, INSIDE,
-                             work[s - 1], mine + (j - s) % f, INSIDE))
-        places.append(partial(np.copyto, recv[(j - s) % f: body: f], work[s - 1]))
+        swaps.append(partial(comm.Sendrecv, (MPI.buffer(recv[(j + s) % f:]), 1, column), mine + (j + s) % f,
+                             INSIDE, spec(work[s - 1]), mine + (j - s) % f, INSIDE))
+        places.append(copier(recv[(j - s) % f: body: f], work[s - 1]))
     start, wait = MPI.Prequest.Startall, MPI.Request.Waitall
-    steps = [partial(start, requests), partial(np.copyto, recv[mine: mine + f], send[mine: mine + f]),
+    steps = [partial(start, requests), copier(recv[mine: mine + f], send[mine: mine + f]),
              partial(wait, requests), *swaps, *places]
     return steps, [*requests, column]
 
@@ -74,16 +75,16 @@ def _last_rank_steps(comm, send: np.ndarray, recv: np.ndarray) -> list:
     last = p - 1
     if r == last:
         spans = [slice(lead, min(lead + SUBGROUP, last)) for lead in range(0, last, SUBGROUP)]
-        return ([partial(np.copyto, recv[last], send[last])]
-                + [partial(comm.Send, send[span], span.start, LAST) for span in spans]
-                + [partial(comm.Recv, recv[span], span.start, LAST) for span in spans])
+        return ([copier(recv[last], send[last])]
+                + [partial(comm.Send, spec(send[span]), span.start, LAST) for span in spans]
+                + [partial(comm.Recv, spec(recv[span]), span.start, LAST) for span in spans])
     lead = r - r % SUBGROUP
     if r != lead:
-        return [partial(comm.Recv, recv[last], lead, LAST), partial(comm.Send, send[last], lead, LAST)]
+        return [partial(comm.Recv, spec(recv[last]), lead, LAST), partial(comm.Send, spec(send[last]), lead, LAST)]
     members = range(r + 1, min(r + SUBGROUP, last))
     relay = np.empty((len(members) + 1, send.shape[1]), np.uint8)  # row 0: mine, row c - r: member c's
-    return ([partial(comm.Recv, relay, last, LAST), partial(np.copyto, recv[last], relay[0])]
-            + [partial(comm.Send, relay[c - r], c, LAST) for c in members]
-            + [partial(np.copyto, relay[0], send[last])]
-            + [partial(comm.Recv, relay[c - r], c, LAST) for c in members]
-            + [partial(comm.Send, relay, last, LAST)])
+    return ([partial(comm.Recv, spec(relay), last, LAST), copier(recv[last], relay[0])]
+            + [partial(comm.Send, spec(relay[c - r]), c, LAST) for c in members]
+            + [copier(relay[0], send[last])]
+            + [partial(comm.Recv, spec(relay[c - r]), c, LAST) for c in members]
+            + [partial(comm.Send, spec(relay), last, LAST)])
