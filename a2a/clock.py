@@ -16,11 +16,14 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .mpi import idle_wait
+
 FITPOINTS = 10  # sets of ping-pongs per rank; they span SYNC_SPAN_SECONDS so that drift can show
 EXCHANGES = 16  # ping-pongs per set
 SYNC_SPAN_SECONDS = 0.1
 DRIFT_SIGNIFICANCE = 3.0  # a fitted drift is applied only when it exceeds this many standard errors
 MIN_LEAD_SECONDS = 20e-6
+POLL_SECONDS = 0.0005  # a rank waiting for its turn sleeps this long between tests
 TAG = 7171
 
 
@@ -33,6 +36,10 @@ class ClockModel:
 
     def __call__(self, local: float) -> float:
         return local - (self.drift * local + self.offset)
+
+    def local(self, global_time: float) -> float:
+        """This rank's reading when rank 0's clock shows `global_time` (the inverse)."""
+        return (global_time + self.offset) / (1 - self.drift)
 
 
 @dataclass(frozen=True)
@@ -80,7 +87,7 @@ def synchronise(comm: Any, fitpoints: int = FITPOINTS, exchanges: int = EXCHANGE
         if comm.rank == 0 and f < fitpoints - 1:
             time.sleep(span / fitpoints)
     models = [ClockModel()] + [fit(sets[c]) for c in range(1, comm.size)] if comm.rank == 0 else None
-    _idle_wait(comm.Ibarrier())
+    idle_wait(comm.Ibarrier(), POLL_SECONDS)
     model = comm.scatter(models)
     # the check: the same round trips on the synchronised clocks bound what offset is left
     residual = [Bounds(0.0, 0.0, 0.0)] * comm.size
@@ -89,7 +96,7 @@ def synchronise(comm: Any, fitpoints: int = FITPOINTS, exchanges: int = EXCHANGE
             residual[client] = _ping(comm, client, exchanges, lambda: model(raw()))
         elif comm.rank == client:
             _pong(comm, exchanges, lambda: model(raw()))
-    _idle_wait(comm.Ibarrier())
+    idle_wait(comm.Ibarrier(), POLL_SECONDS)
     lead = max(MIN_LEAD_SECONDS, 3 * _agreement_time(comm))
     report = {}
     if comm.rank == 0:
@@ -131,17 +138,12 @@ def _ping(comm: Any, client: int, exchanges: int, clock: Callable[[], float]) ->
 def _pong(comm: Any, exchanges: int, clock: Callable[[], float]) -> None:
     """A client's side: answer each of rank 0's messages with its clock's reading."""
     out, back = np.zeros(1), np.zeros(1)
-    _idle_wait(comm.Irecv(out, 0, TAG))  # asleep until its turn comes
+    idle_wait(comm.Irecv(out, 0, TAG), POLL_SECONDS)  # asleep until its turn comes
     for i in range(exchanges):
         if i:
             comm.Recv(out, 0, TAG)
         back[0] = clock()
         comm.Send(back, 0, TAG)
-
-
-def _idle_wait(request: Any, poll: float = 0.0005) -> None:
-    while not request.Test():
-        time.sleep(poll)
 
 
 def _agreement_time(comm: Any, tries: int = 20) -> float:

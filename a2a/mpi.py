@@ -46,11 +46,15 @@ def world() -> Any:
     return MPI.COMM_WORLD
 
 
-def idle_barrier(comm: Any, poll: float = 0.005) -> None:
-    """Barrier that sleeps between polls, so waiting ranks leave the cores to working ones."""
-    request = comm.Ibarrier()
+def idle_wait(request: Any, poll: float = 0.005) -> None:
+    """Wait for a request asleep between polls, so that waiting ranks leave the cores to working ones."""
     while not request.Test():
         time.sleep(poll)
+
+
+def idle_barrier(comm: Any, poll: float = 0.005) -> None:
+    """A barrier that waits asleep (idle_wait)."""
+    idle_wait(comm.Ibarrier(), poll)
 
 
 @contextmanager

@@ -104,7 +104,7 @@ def time_global(comm: Any, run: Callable[[], Any], warmup: int, iterations: int,
     from mpi4py import MPI
 
     wtime, allreduce, maximum = MPI.Wtime, comm.Allreduce, MPI.MAX
-    drift, offset = clock.model.drift, clock.model.offset
+    to_global, to_local, drift = clock.model, clock.model.local, clock.model.drift
     for _ in range(warmup):
         run()
     limit = 2 * iterations + 10
@@ -113,7 +113,7 @@ def time_global(comm: Any, run: Callable[[], Any], warmup: int, iterations: int,
     lead, begin, done, valid = clock.lead, wtime(), 0, 0
     while valid < iterations and done < limit:
         now = wtime()
-        mine[0], mine[1], mine[2] = now - (drift * now + offset), now - begin, stop_requested()
+        mine[0], mine[1], mine[2] = to_global(now), now - begin, stop_requested()
         allreduce(mine, agreed, maximum)
         if agreed[2]:
             return GlobalSamples(np.zeros(0), stopped=True)
@@ -121,7 +121,7 @@ def time_global(comm: Any, run: Callable[[], Any], warmup: int, iterations: int,
             valid, lead = valid - 1, min(max(2 * lead, MIN_LEAD_SECONDS), MAX_LEAD_SECONDS)
         if valid >= MIN_ITERATIONS and agreed[1] > max_seconds:
             break
-        start = (agreed[0] + lead + offset) / (1 - drift)  # this rank's reading when the global clock shows it
+        start = to_local(agreed[0] + lead)
         wait = start - wtime()
         if wait > SLEEP_ABOVE_SECONDS:
             time.sleep(wait - SPIN_SECONDS)

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 from decide_fixtures import record
-from support import mpiexec, python
+from support import mpi_library, mpiexec, python
 
 from a2a import decide
 from a2a.results import read_meta, read_rows, read_samples
@@ -118,7 +118,7 @@ def test_overhead_prints_a_ratio_per_twin_and_size(tmp_path):
     # nprocs, size, ours, library words, twin, median ratio, one ratio per launch
     lines = [line.split() for line in done.stdout.splitlines() if line[:1].isdigit()]
     twins = {(line[2], line[-3]) for line in lines}
-    if "MPICH" in read_library():
+    if "MPICH" in mpi_library():
         assert twins == {("pairwise", "pairwise"), ("bruck:radix=2", "brucks"), ("throttled:window=8", "scattered"),
                          ("bruck_zero_copy:radix=2", "brucks"), ("bruck_zero_copy:radix=3", "k_brucks:k=3"),
                          ("bruck_zero_copy:radix=4", "k_brucks:k=4")}
@@ -128,8 +128,3 @@ def test_overhead_prints_a_ratio_per_twin_and_size(tmp_path):
     assert all(float(line[-2]) > 0 for line in lines)  # median ratio ours / native
     assert "ratio = our p50 / native p50 in the same launch" in done.stdout
 
-
-def read_library() -> str:
-    from mpi4py import MPI
-
-    return MPI.Get_library_version()

@@ -28,6 +28,11 @@ def test_drift_applied_only_where_the_fit_shows_it():
     assert fit(steady).drift == 0.0
 
 
+def test_a_model_maps_global_times_back_to_local_readings():
+    model = ClockModel(drift=1e-3, offset=2.0)
+    assert model(5.0) == pytest.approx(5.0 - 2.005) and model.local(model(5.0)) == pytest.approx(5.0)
+
+
 @pytest.mark.mpi
 def test_synchronise_recovers_skewed_drifting_clocks_within_its_bound(comm):
     """Each rank's clock is off by 0.25 s per rank and runs fast by 1 % per rank; the model undoes both."""
