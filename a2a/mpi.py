@@ -97,9 +97,18 @@ def mpi_tool(name: str) -> str:
     return found
 
 
+def launcher_library(mpiexec: str) -> str:
+    """'Open MPI' or 'MPICH' from the tools installed beside `mpiexec`; '' when neither is there."""
+    directory = Path(mpiexec).resolve().parent
+    for library, tool in (("Open MPI", "ompi_info"), ("MPICH", "mpichversion")):
+        if (directory / tool).exists():
+            return library
+    return ""
+
+
 def launcher_flags(mpiexec: str) -> list[str]:
     """What `mpiexec` needs for the testbed's jobs: Open MPI refuses root and more ranks than cores unless told."""
-    if not (Path(mpiexec).resolve().parent / "ompi_info").exists():
+    if launcher_library(mpiexec) != "Open MPI":
         return []
     return ["--oversubscribe", *(["--allow-run-as-root"] if os.geteuid() == 0 else [])]
 

@@ -16,7 +16,7 @@ from tabulate import tabulate
 
 from a2a.errors import HarnessError
 from a2a.export import mpich, ompi, ompi_json
-from a2a.mpi import launcher_flags, mpi_tool
+from a2a.mpi import launcher_flags, launcher_library, mpi_tool
 from a2a.results import read_meta, read_rows
 from a2a.units import human_bytes
 
@@ -53,13 +53,11 @@ def twin(library: str, ours: str, nprocs: int) -> tuple[str, dict[str, str]]:
 
 def library_of(launcher: str) -> str:
     """MPICH or Open MPI, from the tools installed beside the launcher."""
-    directory = Path(launcher).resolve().parent
-    if (directory / "ompi_info").exists():
-        return "Open MPI"
-    if (directory / "mpichversion").exists():
-        return "MPICH"
-    raise HarnessError(f"bench overhead forces MPICH's or Open MPI's own algorithms; found neither "
-                       f"mpichversion nor ompi_info beside {launcher}")
+    library = launcher_library(launcher)
+    if not library:
+        raise HarnessError(f"bench overhead forces MPICH's or Open MPI's own algorithms; found neither "
+                           f"mpichversion nor ompi_info beside {launcher}")
+    return library
 
 
 @main.command("overhead")
