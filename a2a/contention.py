@@ -18,20 +18,18 @@ import math
 from collections.abc import Callable
 
 from .builtin.bruck import bruck_rounds
+from .builtin.pairwise import partners
+from .builtin.throttled import windows
 from .fabric import Fabric, Switch, max_link_load
 
 Message = tuple[int, int, float]  # (source rank, destination rank, bytes)
 Round = list[Message]
 
 
-def shifts(p: int, m: float) -> list[Round]:
-    """Round s: every rank r sends m bytes to (r + s) mod p (pairwise's shift schedule)."""
-    return [[(r, (r + s) % p, m) for r in range(p)] for s in range(1, p)]
-
-
-def xors(p: int, m: float) -> list[Round]:
-    """Round s: every rank r exchanges m bytes with r xor s (p a power of two)."""
-    return [[(r, r ^ s, m) for r in range(p)] for s in range(1, p)]
+def pairwise(p: int, m: float, schedule: str) -> list[Round]:
+    """Step s: every rank r sends m bytes to its step-s partner (r + s mod p, or r xor s)."""
+    steps = [partners(p, r, schedule) for r in range(p)]
+    return [[(r, steps[r][s][0], m) for r in range(p)] for s in range(p - 1)]
 
 
 def everything(p: int, m: float) -> list[Round]:
@@ -41,9 +39,7 @@ def everything(p: int, m: float) -> list[Round]:
 
 def batches(p: int, m: float, window: int) -> list[Round]:
     """Rounds of `window` peers per rank at once: offsets 1..w, then w+1..2w, ... (throttled)."""
-    window = max(1, window)
-    return [[(r, (r + s) % p, m) for r in range(p) for s in range(first, min(first + window, p))]
-            for first in range(1, p, window)]
+    return [[(r, (r + s) % p, m) for r in range(p) for s in shifts] for shifts in windows(p, max(1, window))]
 
 
 def bruck_steps(p: int, radix: int) -> list[tuple[int, int]]:
@@ -58,7 +54,7 @@ def bruck(p: int, m: float, radix: int) -> list[Round]:
 
 Schedule = Callable[[int, float, dict], "list[Round]"]
 SCHEDULES: dict[str, Schedule] = {
-    "pairwise": lambda p, m, o: xors(p, m) if o.get("schedule") == "xor" else shifts(p, m),
+    "pairwise": lambda p, m, o: pairwise(p, m, o.get("schedule") or "shift"),
     "linear": lambda p, m, o: everything(p, m),
     "throttled": lambda p, m, o: batches(p, m, int(o.get("window") or 8)),
     "bruck": lambda p, m, o: bruck(p, m, int(o.get("radix") or 2)),

@@ -35,6 +35,18 @@ def test_busiest_links_match_the_switch_formulas_and_add_up_on_a_ring():
     assert contention.rounds("native", 4, 1) == contention.rounds("linear", 4, 1)
 
 
+def test_rounds_follow_the_algorithms_schedules():
+    xor = contention.rounds("pairwise", 4, 1, {"schedule": "xor"})
+    assert [sorted(d for _, d, _ in step) for step in xor] == [[0, 1, 2, 3]] * 3
+    assert [(0, 1, 1), (0, 2, 1), (0, 3, 1)] == [step[0] for step in xor]
+    assert [step[1][1] for step in xor] == [0, 3, 2]  # rank 1's partners: 1 xor s
+    shift = contention.rounds("pairwise", 4, 1)
+    assert [step[1][1] for step in shift] == [2, 3, 0]  # rank 1 sends to 1 + s
+    batched = contention.rounds("throttled", 5, 2.0, {"window": "2"})
+    assert [sorted({(d - r) % 5 for r, d, _ in step}) for step in batched] == [[1, 2], [3, 4]]
+    assert all(m == 2.0 and len(step) == 10 for step in batched for *_, m in step)
+
+
 def test_bruck_steps_follow_the_digits():
     assert contention.bruck_steps(8, 2) == [(1, 4), (2, 4), (4, 4)]
     assert contention.bruck_steps(5, 2) == [(1, 2), (2, 2), (4, 1)]

@@ -20,13 +20,17 @@ def pairwise_v(comm, send, recv, *, schedule: str = "shift"):
     return exchange_pairs(comm, send.blocks(), recv.blocks(), schedule)
 
 
+def partners(p: int, r: int, schedule: str) -> list[tuple[int, int]]:
+    """(destination, source) of rank r at each of the p-1 steps."""
+    return [(r ^ s, r ^ s) if schedule == "xor" else ((r + s) % p, (r - s) % p) for s in range(1, p)]
+
+
 def exchange_pairs(comm, send, recv, schedule: str):
     """The schedule on per-peer byte blocks (rows of one array, or views of uneven length)."""
     p, r = comm.size, comm.rank
     if schedule == "xor" and p & (p - 1):
         raise BadOption(f"pairwise: schedule=xor needs a power-of-two process count, not {p}; use shift")
-    pairs = [(r ^ s, r ^ s) if schedule == "xor" else ((r + s) % p, (r - s) % p) for s in range(1, p)]
-    steps = [(spec(send[dst]), dst, spec(recv[src]), src) for dst, src in pairs]
+    steps = [(spec(send[dst]), dst, spec(recv[src]), src) for dst, src in partners(p, r, schedule)]
     sendrecv, own = comm.Sendrecv, copier(recv[r], send[r])
 
     def run():

@@ -19,16 +19,18 @@ def throttled_v(comm, send, recv, *, window: int = 8):
     return batches(comm, send.blocks(), recv.blocks(), window)
 
 
+def windows(p: int, window: int) -> list[range]:
+    """The shifts of each batch: 1..w, then w+1..2w, ... up to p-1 (rank r sends to r + shift)."""
+    return [range(first, min(first + window, p)) for first in range(1, p, window)]
+
+
 def batches(comm, send, recv, window: int):
     """The schedule on per-peer byte blocks (rows of one array, or views of uneven length)."""
     from mpi4py import MPI
 
     p, r = comm.size, comm.rank
-    steps = []
-    for first in range(1, p, window):
-        shifts = range(first, min(first + window, p))
-        steps.append([comm.Recv_init(recv[(r - s) % p], (r - s) % p) for s in shifts]
-                     + [comm.Send_init(send[(r + s) % p], (r + s) % p) for s in shifts])
+    steps = [[comm.Recv_init(recv[(r - s) % p], (r - s) % p) for s in shifts]
+             + [comm.Send_init(send[(r + s) % p], (r + s) % p) for s in shifts] for shifts in windows(p, window)]
     start, wait, own = MPI.Prequest.Startall, MPI.Request.Waitall, copier(recv[r], send[r])
 
     def run():
