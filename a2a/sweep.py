@@ -24,11 +24,10 @@ from .mpi import idle_barrier
 from .netstat import stall_counters
 from .registry import get
 from .results import Row, label, point_key
-from .stats import Stats, bandwidths
+from .stats import Stats
 from .timing import harness_cost, time_global, time_pipelined, time_sync
 from .topology import node_groups
-from .traffic import Traffic
-from .verify import expected_pattern, send_pattern
+from .traffic import traffic_of
 
 
 @dataclass(frozen=True)
@@ -242,59 +241,40 @@ def measure(comm: Any, point: Point, config: SweepConfig, context: Context,
 
 def _time_and_check(comm: Any, group: Any, point: Point, config: SweepConfig, context: Context, row: Row,
                     stop_requested: Callable[[], bool]) -> tuple[Row, np.ndarray] | None:
-    traffic = None
-    if point.collective == "alltoallv":
-        try:
-            traffic = Traffic.of(point.workload, group.size, point.bytes_per_peer, point.dtype, config.seed)
-        except A2AError as refused:  # the matrix is the same on every rank, so is the refusal
-            return _noted(row, f"refused: {refused}")
-        row.imbalance = traffic.imbalance
-    need = traffic.most_bytes if traffic else 2 * group.size * point.bytes_per_peer
-    if need > config.max_memory:
-        return _noted(row, f"skipped: buffers need {need} B per rank, above --max-memory {config.max_memory}")
-    if traffic:
-        template = traffic.buffers(group.rank)
-    else:
-        sendbuf = send_pattern(np.dtype(point.dtype), group.size, group.rank, row.count)
-        template = sendbuf, np.zeros_like(sendbuf)
-    sets, short = buffer_sets(group, point.cache, template, config.warmup + 2 * config.iterations + 10,
-                              config.max_memory)
+    try:
+        traffic = traffic_of(point.collective, point.workload, group.size, point.bytes_per_peer, point.dtype,
+                             config.seed)
+    except A2AError as refused:  # the matrix is the same on every rank, so is the refusal
+        return _noted(row, f"refused: {refused}")
+    row.imbalance = traffic.imbalance
+    if traffic.most_bytes > config.max_memory:
+        return _noted(row, f"skipped: buffers need {traffic.most_bytes} B per rank, above --max-memory "
+                           f"{config.max_memory}")
+    sets, short = buffer_sets(group, point.cache, traffic.buffers(group.rank),
+                              config.warmup + 2 * config.iterations + 10, config.max_memory)
     tcp_before = _sum_over_hosts(comm, context)
     algorithm, plans = get(point.variant.name), []
     try:
         try:
             for sendbuf, recvbuf in sets:
-                plans.append(traffic.plan(algorithm, group, sendbuf, recvbuf, point.variant.options) if traffic
-                             else algorithm.plan(group, sendbuf, recvbuf, **point.variant.options))
+                plans.append(traffic.plan(algorithm, group, sendbuf, recvbuf, point.variant.options))
         except A2AError as refused:  # raised alike on every rank (the checks are collective)
             return _noted(row, f"refused: {refused}")
         row.note = "; ".join(n for n in (row.note, plans[0].note) if n)  # e.g. bine's fallback to pairwise
         if point.cache == "cold":
             evict()
-        run = cycling([plan.run for plan in plans])
-        starts = ""
-        if point.timing == "pipelined":
-            samples, stopped = time_pipelined(comm, run, config.warmup, config.iterations, stop_requested)
-        elif point.timing == "global" and context.clock:
-            timed = time_global(comm, run, config.warmup, config.iterations, config.max_time_per_point,
-                                stop_requested, context.clock)
-            samples, stopped, starts = timed.samples, timed.stopped, timed.note
-        else:
-            samples, stopped = time_sync(comm, run, config.warmup, config.iterations,
-                                         config.max_time_per_point, stop_requested)
+        samples, stopped, starts = _samples(comm, cycling([plan.run for plan in plans]), point, config, context,
+                                            stop_requested)
         if stopped:
             return None
-        expected = (traffic.expected(group.rank) if traffic else
-                    expected_pattern(np.dtype(point.dtype), group.size, group.rank, row.count))
-        wrong = _check(comm, plans[0], sets[0][1], expected) if config.check else []
+        wrong = _check(comm, plans[0], sets[0][1], traffic.expected(group.rank)) if config.check else []
     finally:
         for plan in plans:
             plan.free()
     tcp_after = _sum_over_hosts(comm, context)
     stats = Stats.of(samples, config.stall_threshold)
     _fill(row, stats, config, point.timing)
-    if traffic:  # from the bytes the matrix moves
-        row.algbw_GBps, row.busbw_GBps = traffic.bandwidths(stats.p50)
+    row.algbw_GBps, row.busbw_GBps = traffic.bandwidths(stats.p50)  # from the bytes the traffic moves
     row.valid = not wrong
     for note in (short, starts):
         if note:
@@ -304,6 +284,18 @@ def _time_and_check(comm: Any, group: Any, point: Point, config: SweepConfig, co
     if tcp_before is not None and tcp_after is not None:
         row.tcp_timeouts, row.tcp_loss_probes = (after - before for after, before in zip(tcp_after, tcp_before))
     return row, samples
+
+
+def _samples(comm: Any, run: Callable[[], Any], point: Point, config: SweepConfig, context: Context,
+             stop_requested: Callable[[], bool]) -> tuple[np.ndarray, bool, str]:
+    """The point's samples under its timing, whether a stop cut them short, and what the timing noted."""
+    if point.timing == "pipelined":
+        return (*time_pipelined(comm, run, config.warmup, config.iterations, stop_requested), "")
+    if point.timing == "global":
+        timed = time_global(comm, run, config.warmup, config.iterations, config.max_time_per_point,
+                            stop_requested, context.clock)
+        return timed.samples, timed.stopped, timed.note
+    return (*time_sync(comm, run, config.warmup, config.iterations, config.max_time_per_point, stop_requested), "")
 
 
 def _blank_row(point: Point, config: SweepConfig, context: Context) -> Row:
@@ -341,7 +333,6 @@ def _fill(row: Row, stats: Stats, config: SweepConfig, timing: str) -> None:
     row.t_p95_us, row.t_p99_us, row.t_mean_us = stats.p95 * us, stats.p99 * us, stats.mean * us
     row.t_max_us, row.t_std_us = stats.max * us, stats.std * us
     row.stalls, row.outliers = stats.stalls, stats.outliers
-    row.algbw_GBps, row.busbw_GBps = bandwidths(row.bytes_per_peer, row.group_size or row.nprocs, stats.p50)
     if timing != "pipelined" and stats.n < config.iterations:
         _noted(row, f"stopped after {stats.n} iterations (--max-time-per-point {config.max_time_per_point:g} s)")
 

@@ -1,11 +1,16 @@
-"""One alltoallv point's traffic: the workload's count matrix and what follows from it."""
+"""One point's traffic: what each rank sends, its buffers, the check data, the plan and the bandwidths.
+
+An alltoall sends the same count to every peer (UniformTraffic); an alltoallv sends what its
+workload's count matrix says (Traffic). The driver treats both alike.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from .verify import expected_pattern_v, send_pattern_v
+from .stats import bandwidths
+from .verify import expected_pattern, expected_pattern_v, send_pattern, send_pattern_v
 from .workload import imbalance, parse_workload
 
 
@@ -52,3 +57,48 @@ class Traffic:
         p, total = len(self.counts), self.counts.sum() * self.dtype.itemsize
         own = np.trace(self.counts) * self.dtype.itemsize
         return total / p / seconds / 1e9, (total - own) / p / seconds / 1e9
+
+
+@dataclass(frozen=True)
+class UniformTraffic:
+    """An alltoall's traffic: `count` elements from every rank to every rank."""
+
+    nprocs: int
+    count: int
+    dtype: np.dtype
+
+    @property
+    def imbalance(self) -> float:
+        """1, or nan when nothing moves."""
+        return 1.0 if self.count else float("nan")
+
+    @property
+    def most_bytes(self) -> int:
+        """A rank's send plus receive buffer, in bytes."""
+        return 2 * self.nprocs * self.count * self.dtype.itemsize
+
+    def buffers(self, rank: int) -> tuple[np.ndarray, np.ndarray]:
+        """(sendbuf carrying the check pattern, zeroed recvbuf) of `rank`."""
+        sendbuf = send_pattern(self.dtype, self.nprocs, rank, self.count)
+        return sendbuf, np.zeros_like(sendbuf)
+
+    def expected(self, rank: int) -> np.ndarray:
+        """What `rank` must receive."""
+        return expected_pattern(self.dtype, self.nprocs, rank, self.count)
+
+    def plan(self, algorithm, comm, sendbuf: np.ndarray, recvbuf: np.ndarray, options: dict):
+        """The algorithm's alltoall plan."""
+        return algorithm.plan(comm, sendbuf, recvbuf, **options)
+
+    def bandwidths(self, seconds: float) -> tuple[float, float]:
+        """(algbw, busbw) in GB/s as nccl-tests computes them."""
+        return bandwidths(self.count * self.dtype.itemsize, self.nprocs, seconds)
+
+
+def traffic_of(collective: str, workload: str, nprocs: int, bytes_per_peer: int, dtype: str,
+               seed: int) -> Traffic | UniformTraffic:
+    """A point's traffic on `nprocs` ranks (BadConfig if an alltoallv workload cannot be made)."""
+    if collective == "alltoallv":
+        return Traffic.of(workload, nprocs, bytes_per_peer, dtype, seed)
+    kind = np.dtype(dtype)
+    return UniformTraffic(nprocs, bytes_per_peer // kind.itemsize, kind)

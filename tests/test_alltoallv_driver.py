@@ -117,3 +117,5 @@ def test_results_csv_ends_with_the_new_columns(tmp_path):
     assert header.index("collective") > header.index("timing")
     row = read_rows(out)[0]
     assert (row.collective, row.workload, row.imbalance) == ("alltoall", "uniform", 1.0)
+    assert row.algbw_GBps == pytest.approx(8 * 2 / (row.t_p50_us * 1e-6) / 1e9, rel=1e-4)  # nccl-tests' formulas
+    assert row.busbw_GBps == pytest.approx(row.algbw_GBps / 2, rel=1e-4)
