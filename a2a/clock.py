@@ -64,11 +64,6 @@ class Bounds:
         """The estimate."""
         return (self.lower + self.upper) / 2
 
-    @property
-    def half_width(self) -> float:
-        """The error bound of the estimate (non-negative)."""
-        return abs(self.upper - self.lower) / 2
-
 
 def synchronise(comm: Any, fitpoints: int = FITPOINTS, exchanges: int = EXCHANGES, span: float = SYNC_SPAN_SECONDS,
                 raw: Callable[[], float] | None = None) -> GlobalClock:

@@ -15,7 +15,7 @@ import click
 from tabulate import tabulate
 
 from a2a.errors import HarnessError
-from a2a.export import mpich, ompi, ompi_json
+from a2a.export import mpich, ompi, ompi_json, with_defaults
 from a2a.mpi import launcher_flags, launcher_library, mpi_tool
 from a2a.results import read_meta, read_rows
 from a2a.units import human_bytes
@@ -36,7 +36,8 @@ OURS = {
 
 def twin(library: str, ours: str, nprocs: int) -> tuple[str, dict[str, str]]:
     """The library's algorithm for our variant (as its exporter maps it) and the variables that force it."""
-    name, options = parse_algorithm_spec(ours)
+    name, given = parse_algorithm_spec(ours)
+    options = with_defaults(name, given)
     if library == "MPICH":
         target = mpich.counterpart(name, options, nprocs)
         variables = {"MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM": target[0]}

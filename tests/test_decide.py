@@ -199,6 +199,14 @@ def test_counterparts():
     assert mpich.counterpart("pairwise_inplace", {}, 8) is None  # MPICH's asserts MPI_IN_PLACE
 
 
+def test_options_a_table_leaves_out_are_the_algorithms_defaults():
+    by_hand = minimal_table(16, [(0, "throttled", ""), (1024, "bruck", "")])  # throttled's window is 8
+    tables, _ = translate(by_hand, mpich.counterpart, "MPICH")
+    assert [s.target for s in tables[0][1]] == [("scattered", 8), ("brucks",)]
+    tables, _ = translate(by_hand, intel.counterpart, "Intel MPI")
+    assert tables[0][1][-1].target == intel.ALGORITHM_IDS["bruck"]
+
+
 def test_substitution_names_cell_and_cost(tmp_path):
     run = record(tmp_path / "run", {(4, 32768): {("node_aware", "placement=block;ppn=0"): 300,
                                                  ("pairwise", "schedule=shift"): 400, ("native", ""): 500}})

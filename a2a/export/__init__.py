@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput
+from ..registry import REGISTRY
 from ..results import KEY_DEFAULTS, label, write_atomic
 from ..table import lower_bounds, parse_options, read_decision
 
@@ -95,15 +96,22 @@ def _units(row: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
     return list(zip(lows, cells))
 
 
+def with_defaults(algorithm: str, options: dict[str, str]) -> dict[str, str]:
+    """`options` over the algorithm's registered defaults: a table or a spec may leave defaults out."""
+    known = REGISTRY.all().get(algorithm)
+    return {**({k: str(o.default) for k, o in known.options.items()} if known else {}), **options}
+
+
 def _target(cell: dict[str, Any], nprocs: int, counterpart: Counterpart, library: str,
             warnings: list[str]) -> Hashable:
-    found = counterpart(cell["algorithm"], parse_options(cell["options"]), nprocs)
+    found = counterpart(cell["algorithm"], with_defaults(cell["algorithm"], parse_options(cell["options"])), nprocs)
     if found is not None:
         return found
     where = f"{nprocs} ranks, {cell['bytes_per_peer']} B/peer"
     chosen = label(cell["algorithm"], cell["options"])
     for candidate in cell["candidates"]:
-        found = counterpart(candidate["algorithm"], parse_options(candidate["options"]), nprocs)
+        options = with_defaults(candidate["algorithm"], parse_options(candidate["options"]))
+        found = counterpart(candidate["algorithm"], options, nprocs)
         if found is not None:
             cost = candidate["value_us"] / cell["value_us"] - 1 if cell["value_us"] > 0 else 0.0
             substitute = label(candidate["algorithm"], candidate["options"])

@@ -17,9 +17,9 @@ NO_LIMIT = 2147483647
 def counterpart(algorithm: str, options: dict[str, str], nprocs: int) -> int | None:
     """Intel's preset id, or None."""
     if algorithm in ("bruck", "bruck_zero_copy"):
-        return ALGORITHM_IDS["bruck"] if options.get("radix", "2") == "2" else None
+        return ALGORITHM_IDS["bruck"] if options["radix"] == "2" else None
     if algorithm == "linear_sync":  # all at once is Isend/Irecv + waitall; a narrower window has no twin
-        window = int(options.get("window", 0))
+        window = int(options["window"])
         return ALGORITHM_IDS["linear"] if window <= 0 or window >= nprocs - 1 else None
     return ALGORITHM_IDS.get(algorithm)
 

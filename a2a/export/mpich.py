@@ -42,17 +42,17 @@ def counterpart(algorithm: str, options: dict[str, str], nprocs: int) -> tuple |
     if algorithm == "native":
         return ("native",)
     if algorithm in ("bruck", "bruck_zero_copy"):  # the same messages, with or without our copies
-        radix = int(options.get("radix", 2))
+        radix = int(options["radix"])
         return ("brucks",) if radix == 2 else ("k_brucks", radix)
     if algorithm == "pairwise":
         return ("pairwise",)  # MPICH orders its steps by xor at powers of two, by shift otherwise
     if algorithm == "linear":
         return ("scattered", 0)  # throttle 0: all peers at once
     if algorithm == "throttled":
-        window = int(options.get("window", 0))
+        window = int(options["window"])
         return ("scattered", 0 if window >= nprocs - 1 else window)
     if algorithm == "linear_sync":  # a sliding window is not scattered's batches; all at once is
-        window = int(options.get("window", 0))
+        window = int(options["window"])
         return ("scattered", 0) if window <= 0 or window >= nprocs - 1 else None
     return None
 

@@ -29,19 +29,19 @@ def counterpart(algorithm: str, options: dict[str, str], nprocs: int) -> tuple[i
     MPI 5.0 has no Bine alltoall (`ompi_info --all` lists ignore, linear, pairwise,
     modified_bruck, linear_sync, two_proc).
     """
-    if algorithm in ("bruck", "bruck_zero_copy") and options.get("radix", "2") != "2":
+    if algorithm in ("bruck", "bruck_zero_copy") and options["radix"] != "2":
         return None  # Open MPI 5's modified_bruck is radix 2 only
     if algorithm == "throttled":
-        return (ALGORITHM_IDS["linear"], 0) if int(options.get("window", 8)) >= nprocs - 1 else None
+        return (ALGORITHM_IDS["linear"], 0) if int(options["window"]) >= nprocs - 1 else None
     if algorithm not in ALGORITHM_IDS:
         return None
-    window = int(options.get("window", 0)) if algorithm == "linear_sync" else 0
+    window = int(options["window"]) if algorithm == "linear_sync" else 0
     return ALGORITHM_IDS[algorithm], window
 
 
 def counterpart_v(algorithm: str, options: dict[str, str], nprocs: int) -> tuple[int, int] | None:
     """(coll_tuned alltoallv algorithm, 0), or None; throttled in one batch is linear."""
-    if algorithm == "throttled" and int(options.get("window", 8)) >= nprocs - 1:
+    if algorithm == "throttled" and int(options["window"]) >= nprocs - 1:
         algorithm = "linear"
     return (ALLTOALLV_IDS[algorithm], 0) if algorithm in ALLTOALLV_IDS else None
 
