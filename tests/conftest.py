@@ -60,6 +60,18 @@ def comm():
     return world()
 
 
+@pytest.fixture(scope="session")
+def small_sweep(tmp_path_factory: pytest.TempPathFactory):
+    """A finished 2-rank sweep of native and linear at 8 B per peer, made once: read it, do not change it."""
+    from support import bench
+
+    out = tmp_path_factory.mktemp("small-sweep") / "run"
+    done = bench(2, "run", "--sizes", "8", "--algorithms", "native,linear", "--iterations", "3", "--output", str(out),
+                 "--quiet")
+    assert done.returncode == 0, done.stderr
+    return out
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     comm = world()

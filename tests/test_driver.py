@@ -207,18 +207,15 @@ def test_resume_refuses_sweep_options(tmp_path):
     assert done.returncode == 2 and "drop --sizes" in done.stderr
 
 
-def test_list_and_show(tmp_path):
+def test_list_and_show(small_sweep):
     listing = mpiexec(1, "-m", "bench", "list")
     assert listing.returncode == 0
     for name in ("native", "linear", "pairwise", "throttled", "bruck", "node_aware", "hierarchical",
                  "pairwise_inplace"):
         assert f"\n{name} " in listing.stdout
-    out = tmp_path / "run"
-    assert bench(2, "run", "--sizes", "8", "--algorithms", "linear", "--iterations", "2", "--output",
-                 str(out), "--quiet").returncode == 0
-    shown = mpiexec(1, "-m", "bench", "show", str(out))
+    shown = mpiexec(1, "-m", "bench", "show", str(small_sweep))
     assert shown.returncode == 0 and "linear" in shown.stdout and "complete" in shown.stdout
-    as_csv = mpiexec(1, "-m", "bench", "show", str(out), "--format", "csv")
+    as_csv = mpiexec(1, "-m", "bench", "show", str(small_sweep), "--format", "csv")
     assert list(csv.reader(as_csv.stdout.splitlines()))[0][:3] == ["nprocs", "nnodes", "ppn"]
 
 

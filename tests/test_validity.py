@@ -99,12 +99,8 @@ def test_pipelined_run_records_per_rank_means_and_its_mode(tmp_path):
                                                                and r.bytes_per_peer == 8)
 
 
-def test_harness_cost_is_recorded(tmp_path):
-    out = tmp_path / "run"
-    done = mpiexec(2, "-m", "bench", "run", "--sizes", "8", "--algorithms", "native", "--iterations", "3",
-                   "--output", str(out), "--quiet")
-    assert done.returncode == 0, done.stderr
-    harness = json.loads((out / "meta.json").read_text())["by_nprocs"]["2"]["harness"]
+def test_harness_cost_is_recorded(small_sweep):
+    harness = json.loads((small_sweep / "meta.json").read_text())["by_nprocs"]["2"]["harness"]
     assert 0 < harness["wtick_us"] <= 1e6 and 0 < harness["wtime_step_us"] < 1e3
     assert 0 < harness["sync_empty_timed_call_p50_us"] < harness["sync_iteration_with_synchronisation_us"]
     assert harness["pipelined_empty_call_us"] > 0
