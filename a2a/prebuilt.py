@@ -25,3 +25,15 @@ def copier(into: np.ndarray, source: np.ndarray) -> Callable[[], Any]:
         target = memoryview(into.reshape(-1).view(np.uint8))
         return partial(target.__setitem__, slice(None), memoryview(source.reshape(-1).view(np.uint8)))
     return partial(np.copyto, into, source)
+
+
+def sendrecv_steps(comm: Any, own: Callable[[], Any], steps: list[tuple[Any, int, Any, int]]) -> Callable[[], Any]:
+    """run(): the own block's copy, then one Sendrecv per prebuilt (outgoing, dest, incoming, source)."""
+    sendrecv = comm.Sendrecv
+
+    def run():
+        own()
+        for outgoing, dest, incoming, source in steps:
+            sendrecv(outgoing, dest, 0, incoming, source, 0)
+
+    return run

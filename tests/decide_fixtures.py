@@ -61,6 +61,18 @@ def row_for(nprocs: int, size: int, algorithm: str, options: str, dtype: str, it
                algbw, busbw, True, "")
 
 
+def two_algorithm_run(directory: Path) -> Path:
+    """A complete record of native and pairwise at 8 B and 1 KiB on 2 ranks, each with one 0.3 s stall."""
+    recorder = Recorder(directory)
+    for size in (8, 1024):
+        for algorithm in ("native", "pairwise"):
+            recorder.add(Row(2, 1, 2, algorithm, "", "float32", size // 4, size, iterations=3,
+                             t_p50_us=10.0 + size / 100, valid=True), [1e-5, 1.1e-5, 0.3])
+    recorder.close()
+    write_meta(directory, {"status": "complete"})
+    return directory
+
+
 def minimal_table(nprocs: int, ranges: list[tuple[int, str, str]]) -> dict:
     """A decision document by hand: ranges are (bytes_min, algorithm, options), ascending from 0."""
     rows = []

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import html
-import json
 
 import pytest
+from decide_fixtures import two_algorithm_run
 from support import mpi_library, mpiexec, python
 
 from a2a.results import Recorder, Row
@@ -51,22 +51,12 @@ def test_model_command_runs_on_the_real_run(real_run):
     assert "Predicted median time at 64 processes" in done.stdout
 
 
-def synthetic_run(directory) -> None:
-    recorder = Recorder(directory)
-    for size in (8, 1024):
-        for algorithm in ("native", "pairwise"):
-            recorder.add(Row(2, 1, 2, algorithm, "", "float32", size // 4, size, iterations=3,
-                             t_p50_us=10.0 + size / 100, valid=True), [1e-5, 1.1e-5, 0.3])
-    recorder.close()
-    (directory / "meta.json").write_text(json.dumps({"status": "complete"}))
-
-
 def test_stalls_are_counted_and_marked(tmp_path):
     pytest.importorskip("matplotlib")
     from a2a import plot
     from a2a.results import load
 
-    synthetic_run(tmp_path)
+    two_algorithm_run(tmp_path)
     figures = plot.plot_all(load(tmp_path), tmp_path / "plots")
     assert "samples_p2" in [f.name for f in figures]
     svg = (tmp_path / "plots" / "samples_p2.svg").read_text()
@@ -74,7 +64,7 @@ def test_stalls_are_counted_and_marked(tmp_path):
 
 
 def test_without_matplotlib_the_message_names_the_extra(tmp_path):
-    synthetic_run(tmp_path)
+    two_algorithm_run(tmp_path)
     hide = ("import sys; sys.modules['matplotlib'] = None; "  # makes `import matplotlib` fail
             "from bench.cli import entry; entry(['plot', sys.argv[1]])")
     done = python("-c", hide, str(tmp_path))

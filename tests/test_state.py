@@ -6,6 +6,7 @@ import json
 import sys
 
 import pytest
+from decide_fixtures import two_algorithm_run
 from support import python
 
 import a2a
@@ -62,13 +63,7 @@ def test_plots_leave_the_callers_rcparams_alone(tmp_path):
     from a2a import plot
     from a2a.results import load
 
-    recorder = Recorder(tmp_path)
-    for size in (8, 1024):
-        for algorithm in ("native", "pairwise"):
-            recorder.add(Row(2, 1, 2, algorithm, "", "float32", size // 4, size, iterations=3,
-                             t_p50_us=10.0 + size / 100, valid=True), [1e-5, 1.1e-5, 1.2e-5])
-    recorder.close()
-    (tmp_path / "meta.json").write_text(json.dumps({"status": "complete"}))
+    two_algorithm_run(tmp_path)
     with matplotlib.rc_context({"font.size": 13.0, "axes.grid": False}):
         before = {key: matplotlib.rcParams[key] for key in plot.STYLE}
         plot.plot_all(load(tmp_path), tmp_path / "plots")

@@ -1,6 +1,6 @@
 """p-1 Sendrecv steps (Open MPI pairwise, MPICH pairwise)."""
 from ..errors import BadOption
-from ..prebuilt import copier, spec
+from ..prebuilt import copier, sendrecv_steps, spec
 from ..registry import blocks, register
 
 SCHEDULES = ("shift", "xor")
@@ -31,11 +31,4 @@ def exchange_pairs(comm, send, recv, schedule: str):
     if schedule == "xor" and p & (p - 1):
         raise BadOption(f"pairwise: schedule=xor needs a power-of-two process count, not {p}; use shift")
     steps = [(spec(send[dst]), dst, spec(recv[src]), src) for dst, src in partners(p, r, schedule)]
-    sendrecv, own = comm.Sendrecv, copier(recv[r], send[r])
-
-    def run():
-        own()
-        for out, dst, into, src in steps:
-            sendrecv(out, dst, 0, into, src, 0)
-
-    return run
+    return sendrecv_steps(comm, copier(recv[r], send[r]), steps)

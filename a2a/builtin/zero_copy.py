@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..prebuilt import copier
+from ..prebuilt import copier, sendrecv_steps
 from ..registry import blocks
 
 Block = tuple[int, int]  # (source rank, destination rank)
@@ -76,12 +76,6 @@ def zero_copy_plan(comm: Any, sendbuf: np.ndarray, recvbuf: np.ndarray, rounds: 
 
     steps = [((MPI.BOTTOM, 1, datatype(sent)), round_.dest, (MPI.BOTTOM, 1, datatype(received)), round_.source)
              for round_, (sent, received) in zip(rounds, placed)]
-    sendrecv, own = comm.Sendrecv, copier(recv[r], send[r])
-
-    def run():
-        own()
-        for outgoing, dest, incoming, source in steps:
-            sendrecv(outgoing, dest, 0, incoming, source, 0)
 
     def free():
         for outgoing, _, incoming, _ in steps:
@@ -90,4 +84,4 @@ def zero_copy_plan(comm: Any, sendbuf: np.ndarray, recvbuf: np.ndarray, rounds: 
         held.clear()
 
     held = [temp]  # the datatypes hold the temporary buffer's address: keep it alive until free
-    return run, free
+    return sendrecv_steps(comm, copier(recv[r], send[r]), steps), free
