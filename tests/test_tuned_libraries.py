@@ -58,9 +58,7 @@ MPICH_ONLY = needs_mpich("this venv's mpiexec must be MPICH's (hydra) to apply t
 
 
 def mpich_run(n: int, rules: Path, *args: str) -> subprocess.CompletedProcess:
-    variables = export_env(rules)
-    genv = [item for key, value in variables.items() for item in ("-genv", key, value)]
-    return launch([mpi_tool("mpiexec"), "-n", str(n), *genv, sys.executable, PROBE, *args])
+    return mpich_run_env(n, export_env(rules), *args)
 
 
 def export_env(rules: Path) -> dict[str, str]:
@@ -117,12 +115,13 @@ def ompi_run(bin_dir: Path, n: int, rules: Path, *sizes: int) -> list[str]:
     return failed_sizes(done)
 
 
-def poisoned(rules: Path, rule: str, name: str) -> Path:
-    """The rules file with one rule line (msgsize alg faninout segsize maxreqs) switched to two_proc (5)."""
+def poisoned(rules: Path, rule: str, name: str, algorithm: int = 5) -> Path:
+    """The rules file with one rule line (msgsize alg faninout segsize [maxreqs]) switched to `algorithm`
+    (two_proc, 5, by default)."""
     lines = rules.read_text().splitlines()
     assert lines.count(rule) == 1, lines
     fields = rule.split()
-    lines[lines.index(rule)] = " ".join([fields[0], "5", *fields[2:]])
+    lines[lines.index(rule)] = " ".join([fields[0], str(algorithm), *fields[2:]])
     path = rules.with_name(name)
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -205,18 +204,9 @@ def test_ompi_applies_the_alltoallv_rule_per_comm_size(v_table, tmp_path, ompi):
     export(v_table, "ompi", rules)
     assert ompi_run(ompi, 4, rules, "--alltoallv", 8, 5000) == []
     # algorithm 7 does not exist for alltoallv: Open MPI returns MPI_ERR_ARG where the rule applies
-    broken = poisoned_v(rules, "0 1 0 0", "v-poisoned")
+    broken = poisoned(rules, "0 1 0 0", "v-poisoned", algorithm=7)
     assert ompi_run(ompi, 4, broken, "--alltoallv", 8, 5000) == ["8:error13", "5000:error13"]
     assert ompi_run(ompi, 3, broken, "--alltoallv", 8, 5000) == []  # 3 ranks: the 2-rank rule
-
-
-def poisoned_v(rules: Path, rule: str, name: str) -> Path:
-    lines = rules.read_text().splitlines()
-    assert lines.count(rule) == 1, lines
-    lines[lines.index(rule)] = "0 7 0 0"
-    path = rules.with_name(name)
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def mpich_run_env(n: int, variables: dict[str, str], *args: str) -> subprocess.CompletedProcess:
