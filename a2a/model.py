@@ -547,7 +547,8 @@ def predictable(fits: list[Fit]) -> dict[tuple[str, ...], list[Fit]]:
     """Fits by context, for those that can be predicted at other process counts (no mesh groups)."""
     by_context: dict[tuple[str, ...], list[Fit]] = {}
     for f in fits:
-        if not (f.context[1] or f.context[2]):
+        where = dict(zip(CONTEXT, f.context))
+        if not (where["mesh"] or where["groups"]):
             by_context.setdefault(f.context, []).append(f)
     return by_context
 
@@ -572,10 +573,7 @@ def predicted_decision(fits: list[Fit], nprocs: list[int], sizes: list[int],
     tables = []
     for context, group in sorted(predictable(fits).items()):
         for p in nprocs:
-            where = {"nprocs": p, **dict(zip(CONTEXT, context))}
-            # key columns the model does not split by (e.g. cache) take the results' defaults
-            columns = {c: where.get(c, KEY_DEFAULTS.get(c, "")) for c in table.CONTEXT_COLUMNS}
-            tables.append({**columns, "predicted": True,
+            tables.append({"nprocs": p, **dict(zip(CONTEXT, context)), "predicted": True,
                            "ranges": table.ranges([predicted_cell(group, p, m) for m in sizes])})
     return {
         "schema": table.SCHEMA, "predicted": True, "metric": "median", "alpha": None,

@@ -209,6 +209,7 @@ def test_predicted_decision_table_covers_every_size():
     document = predicted_document(fits, [256, 1024])
     assert document["schema"] == "a2a-decision/1" and document["predicted"] is True
     assert [t["nprocs"] for t in document["tables"]] == [256, 1024]
+    assert all(t["cache"] == "warm" and t["collective"] == "alltoall" for t in document["tables"])  # every column
     for table in document["tables"]:
         ranges = table["ranges"]
         assert ranges[0]["bytes_min"] == 0 and ranges[-1]["bytes_max"] is None
