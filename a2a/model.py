@@ -270,17 +270,6 @@ def bruck_zero_copy_terms(s: Placement, m: float, options: dict) -> dict[str, fl
     return {"alpha": rounds, "beta": blocks * m}
 
 
-NEW_FORMULAS = (
-    Formula("linear_sync", "(p-1)/w alpha + (p-1) (alpha_msg + m beta)  (w = p-1 when 0 or larger)",
-            ("alpha_msg", "beta", "alpha"), linear_sync_terms),
-    Formula("bine", "lg p (alpha + p/2 m beta) at powers of two, else pairwise's (p-1) (alpha + m beta)",
-            ("alpha", "beta"), bine_terms),
-    Formula("dimensional", "sum_k (n_k-1) (alpha + p/n_k m beta) + 2 d p m gamma  (grid n_1 x .. x n_d)",
-            ("alpha", "beta", "gamma"), dimensional_terms),
-    Formula("bruck_zero_copy", "R alpha + B m beta  (Bruck's R rounds, B blocks sent; no copies)",
-            ("alpha", "beta"), bruck_zero_copy_terms),
-)
-
 PAIRWISE = Formula("pairwise", "(p-1) (alpha + m beta)", ("alpha", "beta"), pairwise_terms)
 FORMULAS: dict[str, Formula] = {f.name: f for f in (
     PAIRWISE,
@@ -297,7 +286,14 @@ FORMULAS: dict[str, Formula] = {f.name: f for f in (
     Formula("hierarchical", "2 alpha_intra + 2 (q-1) p m beta_intra"
             " + (N-1) (alpha_inter + q^2 m beta_inter) + 2 q p m gamma",
             ("alpha_inter", "beta_inter", "alpha_intra", "beta_intra", "gamma"), hierarchical_terms),
-    *NEW_FORMULAS,
+    Formula("linear_sync", "(p-1)/w alpha + (p-1) (alpha_msg + m beta)  (w = p-1 when 0 or larger)",
+            ("alpha_msg", "beta", "alpha"), linear_sync_terms),
+    Formula("bine", "lg p (alpha + p/2 m beta) at powers of two, else pairwise's (p-1) (alpha + m beta)",
+            ("alpha", "beta"), bine_terms),
+    Formula("dimensional", "sum_k (n_k-1) (alpha + p/n_k m beta) + 2 d p m gamma  (grid n_1 x .. x n_d)",
+            ("alpha", "beta", "gamma"), dimensional_terms),
+    Formula("bruck_zero_copy", "R alpha + B m beta  (Bruck's R rounds, B blocks sent; no copies)",
+            ("alpha", "beta"), bruck_zero_copy_terms),
     Formula("multileader", "2 alpha_intra + 2 (c-1) p m beta_intra + (L-1) (alpha_intra + c^2 m beta_intra)"
             " + (N-1) L (alpha_inter + c^2 m beta_inter) + 2 c p m gamma  (L leaders per node, c = q/L)",
             ("alpha_inter", "beta_inter", "alpha_intra", "beta_intra", "gamma"), multileader_terms),
