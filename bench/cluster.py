@@ -16,7 +16,7 @@ from a2a.results import read_meta, read_rows
 from a2a.seed import seed_table, stall_summary
 
 from .cli import echo, main
-from .options import BadConfig, parse_count, parse_list
+from .options import BadConfig, empty_output, parse_count, parse_list
 
 
 @main.group("cluster")
@@ -163,11 +163,8 @@ def seed_repro(nodes: int, slots: int, floats: str, runs: int, algorithms: str, 
     current = cluster.read_state()
     if current and current.shape not in [shape for _, shape, _, _ in plan]:
         raise ClusterError(f"a different cluster is up ({current.shape.describe()}); "
-                                   "seed-repro makes its own: run `python -m bench cluster down` first")
-    output = output or Path("results") / f"seed-repro-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    if output.exists() and any(output.iterdir()):
-        raise BadConfig(f"{output} is not empty; choose another --output")
-    output.mkdir(parents=True)
+                           "seed-repro makes its own: run `python -m bench cluster down` first")
+    output = empty_output(output, "seed-repro")
     manifest = [{"name": name, "title": f"{shape.describe()}", "algorithms": algs}
                 for name, shape, algs, _ in plan]
     (output / SEED_MANIFEST).write_text(json.dumps({"experiments": manifest}, indent=2) + "\n")

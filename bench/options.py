@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -92,3 +93,12 @@ def load_config(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise BadConfig(f"config {path} must be a mapping of option names to values")
     return {str(k).replace("-", "_"): v for k, v in data.items()}
+
+
+def empty_output(output: Path | None, prefix: str) -> Path:
+    """--output, or results/PREFIX-<UTC time>, made now; BadConfig if it already holds anything."""
+    output = output or Path("results") / f"{prefix}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    if output.exists() and any(output.iterdir()):
+        raise BadConfig(f"{output} is not empty; choose another --output")
+    output.mkdir(parents=True, exist_ok=True)
+    return output

@@ -15,7 +15,7 @@ from a2a.results import read_meta
 from a2a.topostudy import STUDY_MANIFEST, study_entries, study_runs
 
 from .cli import echo, main
-from .options import BadConfig
+from .options import BadConfig, empty_output
 
 ALGORITHMS = ("native", "pairwise", "bruck", "linear", "bine", "dimensional")  # the last two where registered
 
@@ -57,7 +57,7 @@ def topology_study(topologies: str, nodes: int, sizes: str, algorithms: str | No
         return
     chosen = algorithms or ",".join(a for a in ALGORITHMS if a in registry.algorithms())
     shapes = [cluster.ClusterSpec.parse(None if spec.startswith(("torus", "fattree")) else nodes, 1, rate, queue,
-                                  nic_queue, rto_min, spec) for spec in split_topologies(topologies)]
+                                        nic_queue, rto_min, spec) for spec in split_topologies(topologies)]
     wrong = [s.topology for s in shapes if s.nodes != nodes]
     if wrong:
         raise BadConfig(f"--topologies {', '.join(wrong)} do not have --nodes {nodes} nodes; "
@@ -65,11 +65,8 @@ def topology_study(topologies: str, nodes: int, sizes: str, algorithms: str | No
     cluster.require_root()
     if cluster.read_state() or cluster.namespaces():
         raise ClusterError("an emulated cluster is up; the study makes its own: "
-                                   "run `python -m bench cluster down` first")
-    output = output or Path("results") / f"topology-study-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    if output.exists() and any(output.iterdir()):
-        raise BadConfig(f"{output} is not empty; choose another --output")
-    output.mkdir(parents=True)
+                           "run `python -m bench cluster down` first")
+    output = empty_output(output, "topology-study")
     manifest = [{"name": run_name(s.topology), "topology": s.topology, "title": s.describe()} for s in shapes]
     (output / STUDY_MANIFEST).write_text(json.dumps({"runs": manifest}, indent=2) + "\n")
     bench = ["run", "--sizes", sizes, "--algorithms", chosen, "--nprocs", str(nodes), "--warmup", str(warmup),
@@ -88,7 +85,7 @@ def topology_study(topologies: str, nodes: int, sizes: str, algorithms: str | No
             (output / f"{entry['name']}.links.json").write_text(json.dumps(cluster.link_report(shape), indent=1))
             if code:
                 raise ClusterError(f"the {shape.topology} run failed (exit {code}); "
-                                           f"see {output / entry['name']}.log")
+                                   f"see {output / entry['name']}.log")
             echo(f"      done in {time.monotonic() - began:.0f} s", err=True)
     finally:
         cluster.down()

@@ -8,8 +8,10 @@ import pytest
 from support import python
 
 from a2a import contention, fabric, topostudy
+from a2a.errors import BadConfig
 from a2a.results import Recorder, Row
 from a2a.units import human_bytes
+from bench.options import empty_output
 
 SIZES = [8, 1024, 65536, 1 << 20]
 ALPHA, BETA = 50e-6, 8e-9  # 50 us per round, 1 Gbit/s
@@ -91,6 +93,15 @@ def test_study_report_prints_every_table(tmp_path: Path):
     winners = text.split("fastest algorithm per size")[1].split("\n\n")[0]
     assert "linear" in winners.splitlines()[3]  # 8 B: one round beats seven
     assert "model vs measured on torus:2x4" in text and "median |err|" in text
+
+
+def test_a_study_writes_into_a_new_or_empty_directory_only(tmp_path: Path):
+    assert empty_output(tmp_path / "new", "study") == tmp_path / "new" and (tmp_path / "new").is_dir()
+    (tmp_path / "empty").mkdir()
+    assert empty_output(tmp_path / "empty", "study") == tmp_path / "empty"  # made before, still empty: fine
+    (tmp_path / "empty" / "results.csv").touch()
+    with pytest.raises(BadConfig, match="empty is not empty; choose another --output"):
+        empty_output(tmp_path / "empty", "study")
 
 
 def test_floor_exits_find_the_first_size_past_twice_the_floor():
