@@ -17,14 +17,11 @@ def through_leaders(comm, sendbuf, recvbuf, nodes: list[list[int]]):
     """The two-level exchange with the first rank of each group in `nodes` as its leader."""
     from mpi4py import MPI
 
-    p, rank = comm.size, comm.rank
-    n = my_node(nodes, rank)
+    p = comm.size
     width = sendbuf.nbytes // p
     send, recv = blocks(sendbuf, p), blocks(recvbuf, p)
-    local = comm.Split(n, key=rank)
-    is_leader = rank == nodes[n][0]
-    leaders = comm.Split(0 if is_leader else MPI.UNDEFINED, key=rank)
-    if not is_leader:
+    n, local, leaders = node_and_leader_comms(comm, nodes)
+    if leaders is None:
         def run():
             local.Gather(send, None, root=0)
             local.Scatter(None, recv, root=0)
@@ -46,6 +43,21 @@ def through_leaders(comm, sendbuf, recvbuf, nodes: list[list[int]]):
         local.Scatter(scattered, recv, root=0)
 
     return run, lambda: (local.Free(), leaders.Free())
+
+
+def node_and_leader_comms(comm, nodes: list[list[int]]) -> tuple[int, object, object | None]:
+    """(my node's index, a communicator of my node, one of the node leaders or None off the leaders).
+
+    A node's leader is its first rank; both splits are collective over `comm`.
+    """
+    from mpi4py import MPI
+
+    rank = comm.rank
+    n = my_node(nodes, rank)
+    local = comm.Split(n, key=rank)
+    leading = rank == nodes[n][0]
+    leaders = comm.Split(0 if leading else MPI.UNDEFINED, key=rank)
+    return n, local, leaders if leading else None
 
 
 def leader_permutations(nodes: list[list[int]], n: int, p: int) -> tuple[np.ndarray, np.ndarray]:
@@ -72,19 +84,15 @@ def hierarchical_v(comm, send, recv, *, ppn: int = 0, placement: str = "block"):
     """Gatherv each node's blocks on its leader, leaders exchange one message per node pair (Alltoallv), Scatterv."""
     from mpi4py import MPI
 
-    rank = comm.rank
     nodes = node_groups(comm, ppn, placement)
-    n = my_node(nodes, rank)
-    local = comm.Split(n, key=rank)
-    is_leader = rank == nodes[n][0]
-    leaders = comm.Split(0 if is_leader else MPI.UNDEFINED, key=rank)
+    n, local, leaders = node_and_leader_comms(comm, nodes)
     # this rank's blocks in peer order, as one datatype over its own buffers (no copy on this side)
     mine = [_bytes_type(list(zip(side.offsets.tolist(), side.nbytes.tolist()))) for side in (send, recv)]
     # a count of 0 where there is nothing: MPI skips it on both sides (a 1 of an empty type would be sent)
     outgoing_mine, incoming_mine = ([side.array, _count(t), t] for side, t in zip((send, recv), mine))
     sent, received = (np.array(local.gather(side.nbytes.tolist(), root=0) or [], np.int64) for side in (send, recv))
     types = list(mine)
-    if not is_leader:
+    if leaders is None:
         def run():
             local.Gatherv(outgoing_mine, None, root=0)
             local.Scatterv(None, incoming_mine, root=0)
