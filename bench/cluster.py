@@ -11,12 +11,12 @@ import click
 from tabulate import tabulate
 
 from a2a import cluster
-from a2a.errors import ClusterError
+from a2a.errors import BadConfig, ClusterError
 from a2a.results import read_meta, read_rows
 from a2a.seed import seed_table, stall_summary
 
 from .cli import echo, main
-from .options import BadConfig, empty_output, parse_count, parse_list
+from .options import empty_output, parse_count, parse_list
 
 
 @main.group("cluster")

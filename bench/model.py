@@ -8,12 +8,13 @@ import click
 from tabulate import tabulate
 
 from a2a import decide, model
+from a2a.errors import BadConfig
 from a2a.results import load
 from a2a.table import write_decision
 from a2a.units import human_bytes
 
 from .cli import echo, main
-from .options import BadConfig, parse_count, parse_list
+from .options import parse_count, parse_list
 
 
 @main.command("model")

@@ -12,24 +12,23 @@ import numpy as np
 import a2a
 from a2a.cache import CACHES
 from a2a.environment import node_memory_share
-from a2a.errors import BadOption
+from a2a.errors import BadConfig, BadOption
 from a2a.mesh import Layout, layouts
 from a2a.mpi import world
 from a2a.registry import COLLECTIVES
 from a2a.session import Session, StopRequest, SweepState, resume, set_thread_level
 from a2a.sweep import TIMINGS, SweepConfig, Variant, default_nprocs
+from a2a.units import parse_size
 from a2a.workload import parse_workload
 
 from .cli import main
 from .options import (
-    BadConfig,
     load_config,
     parse_algorithm_spec,
     parse_assignments,
     parse_count,
     parse_dtype,
     parse_list,
-    parse_size,
 )
 
 DEFAULT_SIZES = "4:128K:x2"

@@ -10,12 +10,12 @@ from pathlib import Path
 import click
 
 from a2a import cluster, registry, topostudy
-from a2a.errors import ClusterError
+from a2a.errors import BadConfig, ClusterError
 from a2a.results import read_meta
 from a2a.topostudy import STUDY_MANIFEST, study_entries, study_runs
 
 from .cli import echo, main
-from .options import BadConfig, empty_output
+from .options import empty_output
 
 ALGORITHMS = ("native", "pairwise", "bruck", "linear", "bine", "dimensional")  # the last two where registered
 
