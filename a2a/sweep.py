@@ -112,14 +112,25 @@ class Point:
     cache: str = "warm"
 
     @property
+    def algorithm(self) -> str:
+        return self.variant.name
+
+    @property
+    def options(self) -> str:
+        return self.variant.options_text
+
+    @property
+    def mesh(self) -> str:
+        return self.layout.mesh_text if self.layout else ""
+
+    @property
+    def groups(self) -> str:
+        return self.layout.strategy if self.layout else ""
+
+    @property
     def key(self) -> tuple:
-        """The results key of this point."""
-        return point_key({"nprocs": self.nprocs, "algorithm": self.variant.name,
-                          "options": self.variant.options_text, "dtype": self.dtype,
-                          "bytes_per_peer": self.bytes_per_peer, "timing": self.timing,
-                          "mesh": self.layout.mesh_text if self.layout else "",
-                          "groups": self.layout.strategy if self.layout else "",
-                          "collective": self.collective, "workload": self.workload, "cache": self.cache})
+        """The results key of this point: its row's key columns (results.KEY_COLUMNS), by name."""
+        return point_key(self)
 
     def __str__(self) -> str:
         where = f" in groups {self.layout.strategy} of mesh {self.layout.mesh_text}" if self.layout else ""

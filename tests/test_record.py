@@ -8,9 +8,11 @@ import mpi4py
 import pytest
 from support import bench, mpi_library
 
+from a2a.mesh import Layout
 from a2a.mpi import LOCAL_SIZE_VARIABLES
 from a2a.results import KILL_BEFORE_ROW, read_rows, read_samples
 from a2a.session import set_thread_level
+from a2a.sweep import Context, Point, SweepConfig, Variant, _blank_row, points
 
 
 def meta_of(out) -> dict:
@@ -117,3 +119,16 @@ def test_a_thread_level_the_user_chose_is_kept(tmp_path):
                  "--quiet", env={"MPI4PY_RC_THREAD_LEVEL": "funneled"})
     assert done.returncode == 0, done.stderr
     assert meta_of(out)["mpi_thread_level"] == "funneled"
+
+
+def test_a_point_and_its_row_have_one_key():
+    """Resume skips a point when a row of its key is recorded: the two keys must be built alike."""
+    layout = Layout((2, 4), (False, True))
+    config = SweepConfig([8, 64], "float64", [Variant("bruck", {"radix": 4}), Variant("native")], [8],
+                         timing="global", layouts=[layout], collective="alltoallv", workload="zipf:s=1.1",
+                         cache="cold")
+    context = Context(2, 4, True, {}, {})
+    made = points(config, 8)
+    assert len(made) == 4 and all(isinstance(p, Point) for p in made)
+    for point in made:
+        assert point.key == _blank_row(point, config, context).key
