@@ -311,16 +311,12 @@ def _samples(comm: Any, run: Callable[[], Any], point: Point, config: SweepConfi
 
 def _blank_row(point: Point, config: SweepConfig, context: Context) -> Row:
     layout = point.layout
-    row = Row(point.nprocs, context.nnodes, context.ppn, point.variant.name, point.variant.options_text,
-              point.dtype, point.bytes_per_peer // np.dtype(point.dtype).itemsize, point.bytes_per_peer,
-              warmup=config.warmup, timing=point.timing, note=describe_oversubscription(context.crowded),
-              topology=emulated_topology(),
-              collective=point.collective, workload=point.workload, imbalance=1.0 if point.bytes_per_peer else nan,
-              cache=point.cache)
-    if layout:
-        row.mesh, row.groups, row.group_size, row.ngroups = (layout.mesh_text, layout.strategy,
-                                                             layout.group_size, layout.ngroups)
-    return row
+    return Row(point.nprocs, context.nnodes, context.ppn, point.algorithm, point.options, point.dtype,
+               point.bytes_per_peer // np.dtype(point.dtype).itemsize, point.bytes_per_peer, warmup=config.warmup,
+               timing=point.timing, note=describe_oversubscription(context.crowded), topology=emulated_topology(),
+               collective=point.collective, workload=point.workload, imbalance=1.0 if point.bytes_per_peer else nan,
+               cache=point.cache, mesh=point.mesh, groups=point.groups,
+               group_size=layout.group_size if layout else None, ngroups=layout.ngroups if layout else None)
 
 
 def _noted(row: Row, note: str) -> tuple[Row, np.ndarray]:
