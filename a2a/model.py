@@ -72,10 +72,10 @@ def option(options: dict, name: str, default: int) -> int:
         raise BadResults(f"option {name}={value!r} is not an integer") from None
 
 
-def node_shape(shape: Placement, options: dict) -> Placement:
+def node_placement(placement: Placement, options: dict) -> Placement:
     """The nodes a node-aware algorithm sees: virtual nodes of ppn=K ranks, else the real ones."""
     k = option(options, "ppn", 0)
-    return Placement(shape.nprocs, -(-shape.nprocs // k)) if k > 0 else shape
+    return Placement(placement.nprocs, -(-placement.nprocs // k)) if k > 0 else placement
 
 
 # pairwise: p-1 Sendrecv rounds, one message of m bytes each.
@@ -131,7 +131,7 @@ def bruck_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
 # beta_inter is per byte one rank sends; the q ranks of a node share its network link, so it
 # includes that sharing at the measured q.
 def node_aware_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
-    n = node_shape(s, options)
+    n = node_placement(s, options)
     q, others = n.ppn, n.nnodes - 1
     return {"alpha_intra": 1, "beta_intra": (q - 1) * m,
             "alpha_inter": others, "beta_inter": others * q * m}
@@ -143,7 +143,7 @@ def node_aware_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
 #   T = 2 alpha_intra + 2 (q-1) p m beta_intra + (N-1) (alpha_inter + q^2 m beta_inter)
 #       + 2 q p m gamma
 def hierarchical_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
-    n = node_shape(s, options)
+    n = node_placement(s, options)
     p, q, others = n.nprocs, n.ppn, n.nnodes - 1
     return {"alpha_intra": 2, "beta_intra": 2 * (q - 1) * p * m,
             "alpha_inter": others, "beta_inter": others * q * q * m,
@@ -153,9 +153,9 @@ def hierarchical_terms(s: Placement, m: float, options: dict) -> dict[str, float
 
 # --- node-splitting and one-sided schedules: multileader, locality_aware, onesided, parallel_split
 
-def leader_split(shape: Placement, options: dict, name: str, default: int) -> tuple[Placement, float, float]:
+def leader_split(placement: Placement, options: dict, name: str, default: int) -> tuple[Placement, float, float]:
     """Nodes, parts per node (L, at most q) and ranks per part (c = q / L) of a node-splitting algorithm."""
-    n = node_shape(shape, options)
+    n = node_placement(placement, options)
     parts = min(max(option(options, name, default), 1), max(n.ppn, 1))
     return n, parts, n.ppn / parts
 
@@ -359,26 +359,26 @@ class Fit:
         """Median relative error over the measured points."""
         return median(r.error for r in self.residuals)
 
-    def shape(self, nprocs: int) -> Placement:
-        """The shape assumed for a process count: the measured one, else the same ranks per node."""
+    def placement(self, nprocs: int) -> Placement:
+        """The placement assumed for a process count: the measured one, else the same ranks per node."""
         if nprocs in self.nodes:
             return Placement(nprocs, self.nodes[nprocs])
         return Placement(nprocs, max(1, math.ceil(nprocs / self.ppn)))
 
     def predict(self, nprocs: int, size: float) -> float:
         """Predicted seconds for one all-to-all of `size` bytes per peer on `nprocs` processes."""
-        return self.predict_on(self.shape(nprocs), size)
+        return self.predict_on(self.placement(nprocs), size)
 
-    def predict_on(self, shape: Placement, size: float) -> float:
-        """Predicted seconds on a given shape (process count and nodes)."""
-        terms = self.formula.terms(shape, size, table.parse_options(self.options))
+    def predict_on(self, placement: Placement, size: float) -> float:
+        """Predicted seconds on a given placement (process count and nodes)."""
+        terms = self.formula.terms(placement, size, table.parse_options(self.options))
         return sum(c * self.params.get(k, 0.0) for k, c in terms.items())
 
-    def predict_on_fabric(self, shape: Placement, size: float, net: Fabric) -> float:
+    def predict_on_fabric(self, placement: Placement, size: float, net: Fabric) -> float:
         """Predicted seconds on a topology: the bandwidth terms scaled by its busiest-link load over a switch's."""
         options = table.parse_options(self.options)
-        terms = self.formula.terms(shape, size, options)
-        ratio = contention.against_switch(self.algorithm, shape.nprocs, net, options)
+        terms = self.formula.terms(placement, size, options)
+        ratio = contention.against_switch(self.algorithm, placement.nprocs, net, options)
         scaled = {k: c * ratio if k in ("beta", "beta_inter") else c for k, c in terms.items()}
         return sum(c * self.params.get(k, 0.0) for k, c in scaled.items())
 
@@ -423,7 +423,7 @@ def fit(rows: Iterable[Row]) -> list[Fit]:
     """Fit every series (algorithm, options, context) of the valid rows with two or more points."""
     series: dict[tuple, list[Row]] = {}
     for row in rows:
-        if row.valid and row_shape(row).nprocs >= 2 and row.t_p50_us > 0 and not math.isnan(row.t_p50_us):
+        if row.valid and row_placement(row).nprocs >= 2 and row.t_p50_us > 0 and not math.isnan(row.t_p50_us):
             series.setdefault((row.algorithm, row.options, context_of(row)), []).append(row)
     if not series:
         raise BadResults("no valid measured points with 2 or more processes to fit")
@@ -449,7 +449,7 @@ def context_text(context: tuple[str, ...]) -> str:
     return f" [{', '.join(parts)}]" if parts else ""
 
 
-def row_shape(row: Row) -> Placement:
+def row_placement(row: Row) -> Placement:
     """The communicator an all-to-all of the row ran on: the whole run, or one replica group.
 
     A group is assumed packed onto as few nodes as the run's ranks per node allow.
@@ -464,22 +464,22 @@ def fit_series(algorithm: str, options: str, rows: list[Row], context: tuple[str
     """Least squares on relative error, parameters >= 0, over the terms the points can tell apart."""
     formula = formula_for(algorithm)
     opts = table.parse_options(options)
-    shapes = [row_shape(r) for r in rows]
+    placements = [row_placement(r) for r in rows]
     measured = np.array([r.t_p50_us * 1e-6 for r in rows])
-    columns = [[formula.terms(shape, r.bytes_per_peer, opts).get(k, 0.0) for k in formula.params]
-               for shape, r in zip(shapes, rows)]
+    columns = [[formula.terms(placement, r.bytes_per_peer, opts).get(k, 0.0) for k in formula.params]
+               for placement, r in zip(placements, rows)]
     design = np.array(columns, dtype=float) / measured[:, None]  # relative residuals
     kept, status = separable(design, formula.params)
     values = nonnegative_lstsq(design[:, kept], np.ones(len(rows)))
     params = dict.fromkeys(formula.params, 0.0)
     params.update({formula.params[j]: float(v) for j, v in zip(kept, values)})
     assume_missing_links(params, status)
-    largest = max(shapes, key=lambda shape: shape.nprocs)
+    largest = max(placements, key=lambda placement: placement.nprocs)
     result = Fit(algorithm, options, formula, params, status, [], largest.ppn,
-                 {shape.nprocs: shape.nnodes for shape in shapes}, context)
-    result.residuals = [Residual(shape.nprocs, shape.nnodes, r.bytes_per_peer, t,
-                                 result.predict_on(shape, r.bytes_per_peer))
-                        for shape, r, t in zip(shapes, rows, measured)]
+                 {placement.nprocs: placement.nnodes for placement in placements}, context)
+    result.residuals = [Residual(placement.nprocs, placement.nnodes, r.bytes_per_peer, t,
+                                 result.predict_on(placement, r.bytes_per_peer))
+                        for placement, r, t in zip(placements, rows, measured)]
     return result
 
 

@@ -104,7 +104,7 @@ def prepare(run: Run) -> Data:
     labels = sorted({r.label for r in rows})
     palette = plt.get_cmap("tab10" if len(labels) <= 10 else "tab20").colors
     colors = {name: palette[i % len(palette)] for i, name in enumerate(labels)}
-    fits = model.fit(rows) if any(model.row_shape(r).nprocs >= 2 for r in rows) else []
+    fits = model.fit(rows) if any(model.row_placement(r).nprocs >= 2 for r in rows) else []
     threshold = float(run.meta.get("config", {}).get("stall_threshold", 0.1))
     return Data(run, rows, fits, colors, threshold)
 
@@ -237,7 +237,7 @@ def time_vs_size(data: Data, directory: Path) -> list[Figure]:
 def busbw_vs_size(data: Data, directory: Path) -> list[Figure]:
     """Bus bandwidth (nccl-tests convention) vs bytes per peer, a panel per process count."""
     def draw(ax: Any, name: str, rows: list[Row]) -> None:
-        busbw = [bandwidths(r.bytes_per_peer, model.row_shape(r).nprocs, r.t_p50_us * 1e-6)[1] for r in rows]
+        busbw = [bandwidths(r.bytes_per_peer, model.row_placement(r).nprocs, r.t_p50_us * 1e-6)[1] for r in rows]
         ax.plot([r.bytes_per_peer for r in rows], busbw, "o-", color=data.colors[name], markersize=3)
 
     return size_figure(data, directory, Figure(

@@ -122,7 +122,7 @@ def model_errors(runs: dict[str, list[Row]], base: str) -> dict[str, Medians]:
         for row in valid:
             fit = fits.get(label(row.algorithm, row.options))
             if fit:
-                predicted = fit.predict_on_fabric(model.row_shape(row), row.bytes_per_peer, net) * 1e6
+                predicted = fit.predict_on_fabric(model.row_placement(row), row.bytes_per_peer, net) * 1e6
                 table[row.bytes_per_peer, label(row.algorithm, row.options)] = predicted / row.t_p50_us - 1
         errors[topology] = table
     return errors

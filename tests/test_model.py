@@ -110,7 +110,7 @@ def test_unmeasured_link_class_takes_the_measured_one():
     assert fit.status["beta_inter"] == "assumed = beta_intra"
     assert fit.params["alpha_inter"] == fit.params["alpha_intra"] == pytest.approx(TRUTH["alpha_intra"])
     assert fit.ppn == 8  # 8 ranks per node assumed beyond the measured counts
-    assert fit.shape(64) == model.Placement(64, 8)
+    assert fit.placement(64) == model.Placement(64, 8)
 
 
 def test_virtual_nodes_come_from_the_ppn_option():
