@@ -40,8 +40,9 @@ class VBuffer:
                 MPI.Datatype.fromcode(self.array.dtype.char))
 
 
-def packed(counts: np.ndarray) -> np.ndarray:
+def packed(counts: Sequence[int]) -> np.ndarray:
     """Displacements of blocks laid end to end: the exclusive prefix sum of the counts."""
+    counts = np.asarray(counts, dtype=np.int64)
     return np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64) if len(counts) else counts
 
 

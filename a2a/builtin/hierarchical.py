@@ -4,6 +4,7 @@ import numpy as np
 from ..prebuilt import copier
 from ..registry import blocks, register
 from ..topology import NODE_LIMITS, my_node, node_groups
+from ..vbuffers import packed
 
 
 @register("hierarchical", mirrors="leader-based two-level alltoall (as in MVAPICH/HAN-style designs)",
@@ -31,7 +32,7 @@ def through_leaders(comm, sendbuf, recvbuf, nodes: list[list[int]]):
     gathered, outgoing, incoming, scattered = (np.empty((here * p, width), np.uint8) for _ in range(4))
     pack, unpack = leader_permutations(nodes, n, p)
     outbound = [len(members) * here * width for members in nodes]
-    layout = (outbound, np.cumsum([0] + outbound[:-1]).tolist())
+    layout = (outbound, packed(outbound).tolist())
     into_outgoing, into_scattered = np.argsort(pack), np.argsort(unpack)  # gathers as scatters
     exchange, outbox, inbox = leaders.Alltoallv, [outgoing, layout, MPI.BYTE], [incoming, layout, MPI.BYTE]
 
@@ -130,15 +131,15 @@ def _packed(buffer: np.ndarray, groups: list[list[tuple[int, int]]], into: bool)
     and the prebuilt copies that fill it from `buffer` (or, `into`, fill `buffer` from it).
     """
     sizes = [sum(int(n) for _, n in blocks) for blocks in groups]
-    packed = np.empty(sum(sizes), np.uint8)
+    joined = np.empty(sum(sizes), np.uint8)
     copies, at = [], 0
     for group in groups:
         for offset, n in group:
             if n:
-                pair = (packed[at: at + n], buffer[offset: offset + n])
+                pair = (joined[at: at + n], buffer[offset: offset + n])
                 copies.append(copier(*(pair[::-1] if into else pair)))
                 at += int(n)
-    return packed, (sizes, np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(int).tolist()), copies
+    return joined, (sizes, packed(sizes).tolist()), copies
 
 
 def _offsets(sizes: np.ndarray) -> np.ndarray:

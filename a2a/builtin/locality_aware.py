@@ -4,6 +4,7 @@ import numpy as np
 from ..prebuilt import copier
 from ..registry import blocks, register
 from ..topology import NODE_LIMITS, my_node, node_groups, split_nodes
+from ..vbuffers import packed
 
 
 @register("locality_aware",
@@ -22,11 +23,11 @@ def locality_aware(comm, sendbuf, recvbuf, *, groups: int = 1, ppn: int = 0, pla
     mine, i = parts[g], parts[g].index(rank)
     order = np.array([q for part in parts for q in part], dtype=np.intp)  # send rows by destination group
     starts = np.cumsum([0] + [len(part) for part in parts]).tolist()
-    packed = send if (order == np.arange(p)).all() else np.empty_like(send)
+    by_group = send if (order == np.arange(p)).all() else np.empty_like(send)
     held = collected(parts, g, i)
     gathered = np.empty((len(held), len(mine), width), np.uint8)  # per held source, its rows for my group
-    own = copier(gathered[held.index(rank)], packed[starts[g]: starts[g + 1]])
-    requests = [comm.Send_init(packed[starts[b]: starts[b + 1]], part[i % len(part)])
+    own = copier(gathered[held.index(rank)], by_group[starts[g]: starts[g + 1]])
+    requests = [comm.Send_init(by_group[starts[b]: starts[b + 1]], part[i % len(part)])
                 for b, part in enumerate(parts) if b != g]
     requests += [comm.Recv_init(gathered[slot], q) for slot, q in enumerate(held) if q != rank]
 
@@ -36,15 +37,15 @@ def locality_aware(comm, sendbuf, recvbuf, *, groups: int = 1, ppn: int = 0, pla
     incoming = np.empty_like(send)
     sent = [len(held) * width] * len(mine)
     came = [len(h) * width for h in holdings]
-    layouts = ((sent, np.cumsum([0] + sent[:-1]).tolist()), (came, np.cumsum([0] + came[:-1]).tolist()))
+    layouts = ((sent, packed(sent).tolist()), (came, packed(came).tolist()))
     sources = np.array([q for h in holdings for q in h], dtype=np.intp)  # incoming row k came from sources[k]
     start, wait, copy, take = MPI.Prequest.Startall, MPI.Request.Waitall, np.copyto, np.take
     exchange, outbox, inbox = local.Alltoallv, [outgoing, layouts[0], MPI.BYTE], [incoming, layouts[1], MPI.BYTE]
     by_destination = gathered.transpose(1, 0, 2)
 
     def run():
-        if packed is not send:
-            take(send, order, axis=0, out=packed)
+        if by_group is not send:
+            take(send, order, axis=0, out=by_group)
         start(requests)
         own()
         wait(requests)
