@@ -104,9 +104,10 @@ def gather(directories: list[Path], dtype: str | None = None) -> tuple[dict[tupl
                 wrong.add(key)
             if not (row.valid and row.iterations > 0) or row.algorithm in EXCLUDED:
                 continue
-            point = points.get(key) or points.setdefault(key, Candidate(
-                tuple(getattr(row, c) for c in CONTEXT_COLUMNS), row.bytes_per_peer,
-                row.algorithm, row.options))
+            if key not in points:
+                points[key] = Candidate(tuple(getattr(row, c) for c in CONTEXT_COLUMNS), row.bytes_per_peer,
+                                        row.algorithm, row.options)
+            point = points[key]
             point.rows.append(row)
             point.samples += run.samples.get(key, [])
     points = {k: p for k, p in points.items() if k not in wrong}
