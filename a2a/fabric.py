@@ -24,10 +24,12 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from .errors import BadOption
 
 Link = tuple[str, str]
+F = TypeVar("F", bound="Fabric")
 MAX_NODES = 1 << 20
 
 
@@ -125,12 +127,7 @@ class Torus(Fabric):
         if not re.fullmatch(r"[1-9]\d*(x[1-9]\d*)*", args):
             raise BadOption(f"topology 'torus:{args}'; accepted: torus:AxB[xC...], sizes >= 1 "
                             "joined by x (e.g. torus:2x4, torus:8x8x8)")
-        dims = tuple(int(d) for d in args.split("x"))
-        size = math.prod(dims)
-        if nodes is not None and nodes != size:
-            raise BadOption(f"torus:{args} has {size} nodes but --nodes is {nodes}; leave --nodes "
-                            f"out or give {size}")
-        return cls(dims)
+        return sized(cls(tuple(int(d) for d in args.split("x"))), f"torus:{args}", nodes)
 
     @classmethod
     def parse_ring(cls, args: str, nodes: int | None) -> Torus:
@@ -216,11 +213,7 @@ class FatTree(Fabric):
         if not match or (match[3] is not None and float(match[3]) <= 0):
             raise BadOption(f"topology 'fattree:{args}'; accepted: fattree:LEAVESxNODES[,oversub=R] "
                             "with R > 0 (e.g. fattree:2x4, fattree:4x8,oversub=2)")
-        tree = cls(int(match[1]), int(match[2]), float(match[3] or 1))
-        if nodes is not None and nodes != tree.nodes:
-            raise BadOption(f"fattree:{args} has {tree.nodes} nodes but --nodes is {nodes}; leave "
-                            f"--nodes out or give {tree.nodes}")
-        return tree
+        return sized(cls(int(match[1]), int(match[2]), float(match[3] or 1)), f"fattree:{args}", nodes)
 
     def __post_init__(self) -> None:
         check_size(self.leaves * self.per_leaf)
@@ -276,11 +269,7 @@ class Dragonfly(Fabric):
         if not re.fullmatch(r"[1-9]\d*x[1-9]\d*x[1-9]\d*x[1-9]\d*", args):
             raise BadOption(f"topology 'dragonfly:{args}'; accepted: dragonfly:GROUPSxCHASSISxROUTERSxNODES, "
                             "each >= 1 (NODES per router, e.g. dragonfly:8x4x4x8)")
-        fly = cls(*(int(d) for d in args.split("x")))
-        if nodes is not None and nodes != fly.nodes:
-            raise BadOption(f"dragonfly:{args} has {fly.nodes} nodes but --nodes is {nodes}; leave --nodes "
-                            f"out or give {fly.nodes}")
-        return fly
+        return sized(cls(*(int(d) for d in args.split("x"))), f"dragonfly:{args}", nodes)
 
     def __post_init__(self) -> None:
         check_size(self.nodes)
@@ -354,6 +343,14 @@ def need_nodes(kind: str, nodes: int | None) -> int:
         raise BadOption(f"topology {kind!r} needs a node count (--nodes N)")
     check_size(nodes)
     return nodes
+
+
+def sized(fabric: F, spec: str, nodes: int | None) -> F:
+    """A fabric whose spec sets its size, refused when --nodes was given and differs."""
+    if nodes is not None and nodes != fabric.nodes:
+        raise BadOption(f"{spec} has {fabric.nodes} nodes but --nodes is {nodes}; leave --nodes out or give "
+                        f"{fabric.nodes}")
+    return fabric
 
 
 def check_size(nodes: int) -> None:
