@@ -255,12 +255,12 @@ def median_grid(data: Data, name: str) -> np.ndarray:
     return grid
 
 
-def cell_axes(ax: Any, data: Data) -> None:
-    """Sizes across, process counts up, one cell each."""
-    ax.set_xticks(range(len(data.sizes)), [human_bytes(s) for s in data.sizes], rotation=60)
-    ax.set_yticks(range(len(data.panels)), [panel_title(p, "") for p in data.panels])
+def cell_axes(ax: Any, sizes: list[int], rows: list[str], ylabel: str = "") -> None:
+    """Sizes across, `rows` up (process counts, topologies), one cell each."""
+    ax.set_xticks(range(len(sizes)), [human_bytes(s) for s in sizes], rotation=60)
+    ax.set_yticks(range(len(rows)), rows)
     ax.set_xlabel("bytes per peer")
-    ax.set_ylabel("processes")
+    ax.set_ylabel(ylabel)
     ax.grid(False)
 
 
@@ -282,7 +282,7 @@ def speedup_heatmaps(data: Data, directory: Path) -> list[Figure]:
         grid = np.ma.masked_invalid(ratios[name])
         image = ax.imshow(grid, cmap=cmap, norm=norm, aspect="auto", origin="lower")
         annotate(ax, grid, lambda v: f"{v:.2g}", lambda i, j, v: cmap(norm(v)))
-        cell_axes(ax, data)
+        cell_axes(ax, data.sizes, [panel_title(p, "") for p in data.panels], "processes")
         ax.set_title(f"{name} vs native")
     fig.tight_layout(rect=(0, 0, 0.92, 1))
     bar = fig.colorbar(image, ax=axes, fraction=0.03, pad=0.02)
@@ -341,7 +341,7 @@ def decision_map(data: Data, directory: Path) -> list[Figure]:
     if "native" in grids:
         annotate(ax, np.ma.masked_invalid(grids["native"] / fastest),
                  lambda v: f"{v:.1f}x", lambda i, j, v: data.colors[winners[cells[i, j]]])
-    cell_axes(ax, data)
+    cell_axes(ax, data.sizes, [panel_title(p, "") for p in data.panels], "processes")
     ax.set_title("Fastest by median (text: speed-up over native)")
     handles = [Patch(color=data.colors[n]) for n in winners]
     legend_below(fig, handles, winners)

@@ -11,7 +11,6 @@ from . import plot
 from .errors import BadResults
 from .results import Row
 from .topostudy import Medians, best_time, fastest, medians, names_of, sizes_of
-from .units import human_bytes
 
 
 def plot_study(runs: dict[str, list[Row]], directory: Path) -> list[plot.Figure]:
@@ -68,10 +67,7 @@ def speedup(tables: dict[str, Medians], directory: Path) -> plot.Figure:
     masked = np.ma.masked_invalid(grid)
     image = ax.imshow(masked, cmap=cmap, norm=norm, aspect="auto", origin="lower")
     plot.annotate(ax, masked, lambda v: f"{v:.2f}", lambda i, j, v: cmap(norm(v)))
-    ax.set_xticks(range(len(sizes)), [human_bytes(s) for s in sizes], rotation=60)
-    ax.set_yticks(range(len(others)), others)
-    ax.set_xlabel("bytes per peer")
-    ax.grid(False)
+    plot.cell_axes(ax, sizes, others)
     ax.set_title(f"Speed-up over {base}: fastest algorithm vs fastest algorithm")
     bar = fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02)
     bar.set_label(f"{base} p50 / topology p50")
@@ -103,10 +99,7 @@ def winners(tables: dict[str, Medians], colors: dict[str, Any], directory: Path)
     times = np.array([[best_time(tables[t], s) for s in sizes] for t in topologies])
     plot.annotate(ax, np.ma.masked_invalid(times), lambda v: f"{v:,.0f}",
                   lambda i, j, v: colors[names[index[i, j]]])
-    ax.set_xticks(range(len(sizes)), [human_bytes(s) for s in sizes], rotation=60)
-    ax.set_yticks(range(len(topologies)), topologies)
-    ax.set_xlabel("bytes per peer")
-    ax.grid(False)
+    plot.cell_axes(ax, sizes, topologies)
     ax.set_title("Fastest algorithm per size and topology (text: its p50, us)")
     plot.legend_below(fig, [Patch(color=colors[n]) for n in names], names)
     plot.save(fig, directory, "topology_winners")
