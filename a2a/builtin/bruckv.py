@@ -68,25 +68,29 @@ def uneven_bruck(comm, send, recv, radix: int, direct: bool):
     sizes_out, sizes_in = np.empty(most, np.int64), np.empty(most, np.int64)
     # TuNA waits for a digit's point-to-point rounds when the digit is done
     digit_done = [k + 1 == len(rounds) or rounds[k + 1][0] != d for k, (d, _, _) in enumerate(rounds)]
-    sendrecv, copy, waitall = comm.Sendrecv, np.copyto, MPI.Request.Waitall
+    sendrecv, copy, own = comm.Sendrecv, np.copyto, copier(home[r], mine[0])
+    start, waitall = MPI.Prequest.Startall, MPI.Request.Waitall
+    # a direct round's one block is still at its source and goes home: two persistent requests
+    posted = [[comm.Recv_init(home[(r - moved[0]) % p], (r - digit * distance) % p, 1),
+               comm.Send_init(mine[moved[0]], (r + digit * distance) % p, 1)]
+              if direct and len(moved) == 1 else [] for distance, digit, moved in rounds]
 
     def run():
         held = list(mine)
-        copy(home[r], held[0])
+        own()
         pending = []
-        for (distance, digit, moved), last in zip(rounds, digit_done):
-            dst, src = (r + digit * distance) % p, (r - digit * distance) % p
-            if direct and len(moved) == 1:  # its block is still at its source and goes home now
-                i = moved[0]
-                pending += [comm.Irecv(home[(r - i) % p], src, 1), comm.Isend(held[i], dst, 1)]
+        for (distance, digit, moved), requests, last in zip(rounds, posted, digit_done):
+            if requests:
+                start(requests)
+                pending += requests
             else:
-                _forward(sendrecv, copy, held, moved, dst, src, sizes_out, sizes_in, packed_out, packed_in,
-                         spare, home, r, p, distance * radix)
+                _forward(sendrecv, copy, held, moved, (r + digit * distance) % p, (r - digit * distance) % p,
+                         sizes_out, sizes_in, packed_out, packed_in, spare, home, r, p, distance * radix)
             if last and pending:
                 waitall(pending)
                 pending.clear()
 
-    return run
+    return run, lambda: [q.Free() for requests in posted for q in requests]
 
 
 def _forward(sendrecv, copy, held, moved, dst, src, sizes_out, sizes_in, packed_out, packed_in,
