@@ -21,6 +21,7 @@ from .builtin.bruck import bruck_rounds
 from .builtin.pairwise import partners
 from .builtin.throttled import windows
 from .fabric import Fabric, Switch, max_link_load
+from .registry import with_defaults
 
 Message = tuple[int, int, float]  # (source rank, destination rank, bytes)
 Round = list[Message]
@@ -54,16 +55,16 @@ def bruck(p: int, m: float, radix: int) -> list[Round]:
 
 Schedule = Callable[[int, float, dict], "list[Round]"]
 SCHEDULES: dict[str, Schedule] = {
-    "pairwise": lambda p, m, o: pairwise(p, m, o.get("schedule") or "shift"),
+    "pairwise": lambda p, m, o: pairwise(p, m, o["schedule"]),
     "linear": lambda p, m, o: everything(p, m),
-    "throttled": lambda p, m, o: batches(p, m, int(o.get("window") or 8)),
-    "bruck": lambda p, m, o: bruck(p, m, int(o.get("radix") or 2)),
+    "throttled": lambda p, m, o: batches(p, m, int(o["window"])),
+    "bruck": lambda p, m, o: bruck(p, m, int(o["radix"])),
 }
 
 
 def rounds(algorithm: str, p: int, m: float, options: dict | None = None) -> list[Round]:
     """The messages of each round of an algorithm (a direct exchange when it has no schedule here)."""
-    return SCHEDULES.get(algorithm, SCHEDULES["linear"])(p, m, options or {})
+    return SCHEDULES.get(algorithm, SCHEDULES["linear"])(p, m, with_defaults(algorithm, options or {}))
 
 
 def busiest_link_bytes(algorithm: str, p: int, m: float, net: Fabric, options: dict | None = None) -> float:

@@ -29,6 +29,7 @@ import numpy as np
 from . import contention, table
 from .errors import BadResults
 from .fabric import Fabric
+from .registry import with_defaults
 from .results import KEY_DEFAULTS, Row, label
 
 BAD_FIT = 0.5  # a point whose relative error exceeds this is reported as badly modelled
@@ -63,18 +64,23 @@ class Formula:
     terms: Terms
 
 
-def option(options: dict, name: str, default: int) -> int:
-    """An integer option of a series, e.g. radix=4 (default when absent or empty)."""
-    value = options.get(name, "")
+def series_options(algorithm: str, text: str) -> dict[str, str]:
+    """A series' options ('radix=4;...') with the algorithm's registered defaults for those left out."""
+    return with_defaults(algorithm, table.parse_options(text))
+
+
+def option(options: dict, name: str) -> int:
+    """An integer option of a series, e.g. radix=4 (series_options fills in the ones a record left out)."""
+    value = options.get(name)
     try:
-        return int(value) if value != "" else default
-    except ValueError:
+        return int(value)
+    except (TypeError, ValueError):
         raise BadResults(f"option {name}={value!r} is not an integer") from None
 
 
 def node_placement(placement: Placement, options: dict) -> Placement:
     """The nodes a node-aware algorithm sees: virtual nodes of ppn=K ranks, else the real ones."""
-    k = option(options, "ppn", 0)
+    k = option(options, "ppn")
     return Placement(placement.nprocs, -(-placement.nprocs // k)) if k > 0 else placement
 
 
@@ -101,7 +107,7 @@ def pairwise_inplace_terms(s: Placement, m: float, options: dict) -> dict[str, f
 # predictions for more processes take the pessimistic bound.
 def throttled_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     p = s.nprocs
-    window = option(options, "window", 8)
+    window = option(options, "window")
     return {"alpha": math.ceil((p - 1) / max(window, 1)), "alpha_msg": p - 1, "beta": (p - 1) * m}
 
 
@@ -121,7 +127,7 @@ def bruck_schedule(p: int, radix: int) -> tuple[int, int]:
 #   T = R alpha + B m beta + (2p + 2B) m gamma
 def bruck_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     p = s.nprocs
-    rounds, blocks = bruck_schedule(p, option(options, "radix", 2))
+    rounds, blocks = bruck_schedule(p, option(options, "radix"))
     return {"alpha": rounds, "beta": blocks * m, "gamma": (2 * p + 2 * blocks) * m}
 
 
@@ -153,10 +159,10 @@ def hierarchical_terms(s: Placement, m: float, options: dict) -> dict[str, float
 
 # --- node-splitting and one-sided schedules: multileader, locality_aware, onesided, parallel_split
 
-def leader_split(placement: Placement, options: dict, name: str, default: int) -> tuple[Placement, float, float]:
+def leader_split(placement: Placement, options: dict, name: str) -> tuple[Placement, float, float]:
     """Nodes, parts per node (L, at most q) and ranks per part (c = q / L) of a node-splitting algorithm."""
     n = node_placement(placement, options)
-    parts = min(max(option(options, name, default), 1), max(n.ppn, 1))
+    parts = min(max(option(options, name), 1), max(n.ppn, 1))
     return n, parts, n.ppn / parts
 
 
@@ -166,7 +172,7 @@ def leader_split(placement: Placement, options: dict, name: str, default: int) -
 #   T = 2 alpha_intra + 2 (c-1) p m beta_intra + (L-1) (alpha_intra + c^2 m beta_intra)
 #       + (N-1) L (alpha_inter + c^2 m beta_inter) + 2 c p m gamma
 def multileader_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
-    n, leaders, c = leader_split(s, options, "leaders", 2)
+    n, leaders, c = leader_split(s, options, "leaders")
     p, others = n.nprocs, n.nnodes - 1
     return {"alpha_intra": 2 + leaders - 1, "beta_intra": (2 * (c - 1) * p + (leaders - 1) * c * c) * m,
             "alpha_inter": others * leaders, "beta_inter": others * leaders * c * c * m,
@@ -179,7 +185,7 @@ def multileader_terms(s: Placement, m: float, options: dict) -> dict[str, float]
 #   T = (N-1) G (alpha_inter + c m beta_inter) + (G-1) (alpha_intra + c m beta_intra)
 #       + (c-1) (alpha_intra + (p/c) m beta_intra) + 2 p m gamma
 def locality_aware_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
-    n, groups, c = leader_split(s, options, "groups", 1)
+    n, groups, c = leader_split(s, options, "groups")
     p, others = n.nprocs, n.nnodes - 1
     return {"alpha_intra": groups - 1 + c - 1, "beta_intra": ((groups - 1) * c + (c - 1) * p / c) * m,
             "alpha_inter": others * groups, "beta_inter": others * groups * c * m, "gamma": 2 * p * m}
@@ -207,7 +213,7 @@ def parallel_split_terms(s: Placement, m: float, options: dict) -> dict[str, flo
     from .builtin.parallel_split import SUBGROUP, split_factor
 
     p = s.nprocs
-    f = split_factor(p, option(options, "factor", 2))
+    f = split_factor(p, option(options, "factor"))
     g = p // f
     relay = min(SUBGROUP, p - 1) if p % f else 0
     lanes = max(g - 1, 0)
@@ -231,7 +237,7 @@ def generic_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
 #   T = (p-1)/w alpha + (p-1) (alpha_msg + m beta)
 def linear_sync_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     p = s.nprocs
-    window = option(options, "window", 0)
+    window = option(options, "window")
     exposed = 1 if window <= 0 or window >= p - 1 else (p - 1) / window
     return {"alpha": exposed, "alpha_msg": p - 1, "beta": (p - 1) * m}
 
@@ -255,7 +261,7 @@ def dimensional_terms(s: Placement, m: float, options: dict) -> dict[str, float]
     from .builtin.dimensional import balanced, factors
 
     p = s.nprocs
-    dims = str(options.get("dims") or "auto")
+    dims = options["dims"]
     fixed = dims != "auto" and math.prod(int(n) for n in dims.split("x")) == p
     extents = factors(dims, p) if fixed else balanced(p)  # a grid of another size: predict auto's
     return {"alpha": sum(n - 1 for n in extents), "beta": sum((n - 1) * p / n for n in extents) * m,
@@ -266,7 +272,7 @@ def dimensional_terms(s: Placement, m: float, options: dict) -> dict[str, float]
 # us: MPI gathers each round's blocks through a datatype, bytes proportional to B, folded into beta.
 #   T = R alpha + B m beta
 def bruck_zero_copy_terms(s: Placement, m: float, options: dict) -> dict[str, float]:
-    rounds, blocks = bruck_schedule(s.nprocs, option(options, "radix", 2))
+    rounds, blocks = bruck_schedule(s.nprocs, option(options, "radix"))
     return {"alpha": rounds, "beta": blocks * m}
 
 
@@ -371,12 +377,12 @@ class Fit:
 
     def predict_on(self, placement: Placement, size: float) -> float:
         """Predicted seconds on a given placement (process count and nodes)."""
-        terms = self.formula.terms(placement, size, table.parse_options(self.options))
+        terms = self.formula.terms(placement, size, series_options(self.algorithm, self.options))
         return sum(c * self.params.get(k, 0.0) for k, c in terms.items())
 
     def predict_on_fabric(self, placement: Placement, size: float, net: Fabric) -> float:
         """Predicted seconds on a topology: the bandwidth terms scaled by its busiest-link load over a switch's."""
-        options = table.parse_options(self.options)
+        options = series_options(self.algorithm, self.options)
         terms = self.formula.terms(placement, size, options)
         ratio = contention.against_switch(self.algorithm, placement.nprocs, net, options)
         scaled = {k: c * ratio if k in ("beta", "beta_inter") else c for k, c in terms.items()}
@@ -463,7 +469,7 @@ def row_placement(row: Row) -> Placement:
 def fit_series(algorithm: str, options: str, rows: list[Row], context: tuple[str, ...] = PLAIN) -> Fit:
     """Least squares on relative error, parameters >= 0, over the terms the points can tell apart."""
     formula = formula_for(algorithm)
-    opts = table.parse_options(options)
+    opts = series_options(algorithm, options)
     placements = [row_placement(r) for r in rows]
     measured = np.array([r.t_p50_us * 1e-6 for r in rows])
     columns = [[formula.terms(placement, r.bytes_per_peer, opts).get(k, 0.0) for k in formula.params]

@@ -278,6 +278,13 @@ def _options_of(factory: Callable[..., Any], limits: dict[str, Limit], name: str
     return options
 
 
+def with_defaults(algorithm: str, options: dict[str, str]) -> dict[str, str]:
+    """`options` (text values) over the algorithm's registered defaults: a table, a record or a spec may
+    leave defaults out; an algorithm not registered here keeps what it was given."""
+    known = REGISTRY.all().get(algorithm)
+    return {**({k: str(o.default) for k, o in known.options.items()} if known else {}), **options}
+
+
 def algorithms(collective: str | None = None) -> list[str]:
     """Names of the registered algorithms (those serving `collective` when given)."""
     return sorted(n for n, a in REGISTRY.all().items() if collective is None or collective in a.kinds)

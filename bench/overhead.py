@@ -15,8 +15,9 @@ import click
 from tabulate import tabulate
 
 from a2a.errors import HarnessError
-from a2a.export import mpich, ompi, ompi_json, with_defaults
+from a2a.export import mpich, ompi, ompi_json
 from a2a.mpi import launcher_flags, launcher_library, mpi_tool
+from a2a.registry import with_defaults
 from a2a.results import read_meta, read_rows
 from a2a.units import human_bytes
 

@@ -126,13 +126,16 @@ def test_node_splitting_schedules_by_hand():
     terms = model.multileader_terms(model.Placement(12, 1), 100, {"ppn": "4", "leaders": "2"})
     assert terms == {"alpha_intra": 3, "beta_intra": (2 * 1 * 12 + 1 * 4) * 100, "alpha_inter": 4,
                      "beta_inter": 2 * 2 * 4 * 100, "gamma": 2 * 2 * 12 * 100}
-    hierarchical = model.hierarchical_terms(model.Placement(12, 3), 100, {})
-    assert model.multileader_terms(model.Placement(12, 3), 100, {"leaders": "1"}) == hierarchical
+    hierarchical = model.hierarchical_terms(model.Placement(12, 3), 100, model.series_options("hierarchical", ""))
+    assert model.multileader_terms(model.Placement(12, 3), 100, model.series_options("multileader", "leaders=1")) \
+        == hierarchical
     # locality_aware, one group of 4 per node: 2 inter partners of 4 blocks, 3 members of 3 blocks
-    terms = model.locality_aware_terms(model.Placement(12, 3), 100, {"groups": "1"})
+    terms = model.locality_aware_terms(model.Placement(12, 3), 100, model.series_options("locality_aware", ""))
     assert terms == {"alpha_intra": 3, "beta_intra": 900, "alpha_inter": 2, "beta_inter": 800, "gamma": 2400}
     # more groups than ranks per node: capped, as the algorithm caps them
-    assert model.locality_aware_terms(model.Placement(4, 2), 1, {"groups": "8"})["alpha_inter"] == 2
+    capped = model.series_options("locality_aware", "groups=8")
+    assert capped == {"groups": "8", "ppn": "0", "placement": "block"}  # the record's defaults filled in
+    assert model.locality_aware_terms(model.Placement(4, 2), 1, capped)["alpha_inter"] == 2
 
 
 def test_parallel_split_and_onesided_schedules_by_hand():

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput
-from ..registry import REGISTRY
+from ..registry import with_defaults
 from ..results import KEY_DEFAULTS, label, write_atomic
 from ..table import lower_bounds, parse_options, read_decision
 
@@ -94,12 +94,6 @@ def _units(row: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
                                   "bytes_per_peer": row["bytes_min"], "value_us": 0.0, "candidates": []}]
     lows = [row["bytes_min"]] + lower_bounds([c["bytes_per_peer"] for c in cells])[1:]
     return list(zip(lows, cells))
-
-
-def with_defaults(algorithm: str, options: dict[str, str]) -> dict[str, str]:
-    """`options` over the algorithm's registered defaults: a table or a spec may leave defaults out."""
-    known = REGISTRY.all().get(algorithm)
-    return {**({k: str(o.default) for k, o in known.options.items()} if known else {}), **options}
 
 
 def _target(cell: dict[str, Any], nprocs: int, counterpart: Counterpart, library: str,
