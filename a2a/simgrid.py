@@ -168,16 +168,31 @@ def trace_lines(events: list[Event], rank: int, nprocs: int, copy_bandwidth: flo
             counter = sent if outgoing else received
             tag = counter[peer]
             counter[peer] += 1
-            yield f"{rank} {kind} {peer} {tag} {nbytes}"
+            yield f"{rank} {kind} {peer} {tag} {_count(nbytes)}"
             if kind[0] == "i":
                 pending[e[3]] = (rank, peer, tag) if outgoing else (peer, rank, tag)
         elif kind == "wait":  # one wait per request: SMPI 3.32's waitall is a waitany per request, O(n^2)
             yield from (f"{rank} wait {src} {dst} {tag}" for src, dst, tag in
                         (pending.pop(i) for i in e[1] if i in pending))
-        elif kind == "alltoall":
-            yield f"{rank} alltoall {e[1]} {e[1]}"
+        elif kind == "alltoall":  # SMPI's algorithms send up to p/2 blocks in one message
+            doubles = e[1] * nprocs >= INT_LIMIT and e[1] % 8 == 0
+            count = f"{e[1] // 8} " * 2 + "0 0" if doubles else f"{e[1]} {e[1]}"
+            yield f"{rank} alltoall {count}"
     yield from flush()
     yield f"{rank} finalize"
+
+
+INT_LIMIT = 1 << 31  # SMPI passes a trace's counts to its MPI calls as int
+
+
+def _count(nbytes: int) -> str:
+    """A message's size as a trace count: MPI_BYTEs, or from 2 GiB on MPI_DOUBLEs (datatype 0 in SMPI's traces)."""
+    if nbytes < INT_LIMIT:
+        return str(nbytes)
+    if nbytes % 8 or nbytes // 8 >= INT_LIMIT:
+        raise CaptureError(f"a message of {nbytes} bytes: SMPI's counts are int, and it is no whole count of "
+                           "8-byte items below 2^31")
+    return f"{nbytes // 8} 0"
 
 
 def _lowered(events: list[Event], rank: int, nprocs: int) -> Iterator[Event]:

@@ -69,6 +69,18 @@ def test_every_wait_names_its_request():
     assert list(simgrid.trace_lines(events, 0, 3, 1e9))[4:7] == ["0 wait 0 1 0", "0 wait 0 2 0", "0 wait 1 0 0"]
 
 
+def test_messages_from_2_gib_count_in_doubles():
+    """SMPI passes trace counts as int: 4 GiB go as 2^29 MPI_DOUBLEs (datatype 0), smaller sizes as bytes."""
+    events = [("isend", 1, 4 << 30, 0), ("irecv", 1, 8, 1), ("wait", (0, 1)), ("coll", "alltoall", (0, 1), None,
+                                                                           (4 << 20, 4 << 20), (4 << 20, 4 << 20))]
+    lines = list(simgrid.trace_lines(events, 0, 1024, 1e9))
+    assert lines[1:3] == [f"0 isend 1 0 {1 << 29} 0", "0 irecv 1 0 8"]
+    lines = list(simgrid.trace_lines(events[3:], 0, 2, 1e9))  # the whole job of 2: SMPI's own alltoall
+    assert lines[1] == f"0 alltoall {4 << 20} {4 << 20}"
+    lines = list(simgrid.trace_lines([("alltoall", 4 << 20)], 0, 1024, 1e9))
+    assert lines[1] == f"0 alltoall {1 << 19} {1 << 19} 0 0"
+
+
 def test_link_parsing():
     link = simgrid.Link.parse("100Gbps,1us")
     assert link.bytes_per_second == 12.5e9 and link.latency == 1e-6
