@@ -2,12 +2,12 @@
 
 Each rank runs `a2a.get(name).plan(...)` and one call of the plan in a greenlet of its own
 (one rank runs at a time, until it must wait), with `mpi4py.MPI` replaced by a stand-in for
-the duration. Collective set-up calls (Dup,
-Split, Split_type, Create_cart/Sub, allgather, allreduce, bcast, ...) really meet across
-the threads, so every rank learns what it would learn under MPI; the ranks' placement on
-nodes comes from the given layout. Point-to-point calls only log what they would send and
-receive, and when they are waited for: schedules do not depend on the data, so no data
-moves. Local copies (np.copyto, assignment into buffers) log their bytes. Collectives on
+the duration. Collective set-up calls (Dup, Split, Split_type, Create_cart/Sub, allgather,
+allreduce, bcast, ...) really meet across the ranks, so every rank learns what it would
+learn under MPI; the ranks' placement on nodes comes from the given layout. Point-to-point
+calls log what they send and receive, and when they are waited for, and their data really
+moves (a schedule may depend on what it receives, and the call must leave MPI_Alltoall's
+result). Local copies (np.copyto, assignment into buffers) log their bytes. Collectives on
 sub-communicators log their member ranks and per-member byte counts.
 
 Anything the stand-in does not answer raises CaptureError naming the call, so a plug-in
@@ -290,7 +290,7 @@ class _World:
         self.receivers: dict[tuple, int] = {}  # box -> the rank waiting for a message in it
         self.listening: dict[int, list[tuple]] = {}  # rank -> the boxes it waits on
         self.ready: deque[int] = deque()
-        self.waiting: dict[int, str] = {}  # rank -> what it waits for
+        self.waiting: dict[int, Any] = {}  # rank -> what it waits for (text, or a function that makes it)
         self.current, self.deadlocked = -1, None  # what the rank told of a deadlock waits for
         self.scheduler: Any = None
 
