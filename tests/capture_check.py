@@ -66,7 +66,7 @@ def counting_module(real_mpi: Any) -> types.ModuleType:
     module = types.ModuleType("mpi4py.MPI")
     module.__getattr__ = lambda name: getattr(real_mpi, name)
 
-    class Prequest:
+    class CountingPrequest:
         @staticmethod
         def Startall(requests: list[CountedRequest]) -> None:
             for q in requests:
@@ -74,7 +74,7 @@ def counting_module(real_mpi: Any) -> types.ModuleType:
                     q.tally.add(*q.event)
             real_mpi.Prequest.Startall([q.real for q in requests])
 
-    class Request:
+    class CountingRequests:
         @staticmethod
         def Waitall(requests: list[Any], statuses: Any = None) -> None:
             real_mpi.Request.Waitall([getattr(q, "real", q) for q in requests])
@@ -83,7 +83,7 @@ def counting_module(real_mpi: Any) -> types.ModuleType:
         def Waitany(requests: list[Any], status: Any = None) -> int:
             return real_mpi.Request.Waitany([getattr(q, "real", q) for q in requests])
 
-    module.Prequest, module.Request = Prequest, Request
+    module.Prequest, module.Request = CountingPrequest, CountingRequests
     return module
 
 
