@@ -124,12 +124,17 @@ def rows(directory) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
+def simulated(tmp_path, capsys, *args: str) -> tuple[list[dict[str, str]], str]:
+    """A simulation that must succeed: its results rows and what it printed."""
+    code, out, err = simulate(tmp_path, capsys, *args)
+    assert code == 0, err
+    return rows(tmp_path / "sim"), out
+
+
 @needs_simgrid
 def test_simulate_switch_record_and_physics(tmp_path, capsys):
-    code, _, err = simulate(tmp_path, capsys, "--platform", "switch", "--link", "1Gbps,50us", "--nprocs", "4",
-                    "--sizes", "8,64K", "--algorithms", "linear,pairwise,native:selector=mpich")
-    assert code == 0, err
-    record = rows(tmp_path / "sim")
+    record, _ = simulated(tmp_path, capsys, "--platform", "switch", "--link", "1Gbps,50us", "--nprocs", "4",
+                          "--sizes", "8,64K", "--algorithms", "linear,pairwise,native:selector=mpich")
     assert len(record) == 6 and {r["timing"] for r in record} == {"simulated"}
     assert {r["platform"] for r in record} == {"switch"}
     by = {(r["algorithm"], r["bytes_per_peer"]): float(r["t_p50_us"]) for r in record}
@@ -147,11 +152,10 @@ def test_simulate_switch_record_and_physics(tmp_path, capsys):
 @needs_simgrid
 def test_ideal_network_is_latency_plus_bytes_over_rate(tmp_path, capsys):
     """Two ranks on a switch: one 64 KiB message each way, 2 links of 50 us, 125 MB/s (full duplex)."""
-    code, _, err = simulate(tmp_path, capsys, "--platform", "switch", "--link", "1Gbps,50us", "--nprocs", "2",
-                            "--sizes", "64K", "--algorithms", "linear", "--network", "ideal")
-    assert code == 0, err
+    record, _ = simulated(tmp_path, capsys, "--platform", "switch", "--link", "1Gbps,50us", "--nprocs", "2",
+                          "--sizes", "64K", "--algorithms", "linear", "--network", "ideal")
     expected = (2 * 50e-6 + 65536 / 125e6) * 1e6
-    assert float(rows(tmp_path / "sim")[0]["t_p50_us"]) == pytest.approx(expected, rel=0.02)
+    assert float(record[0]["t_p50_us"]) == pytest.approx(expected, rel=0.02)
 
 
 @needs_simgrid
@@ -170,10 +174,8 @@ def test_simulate_resumes_only_missing_points(tmp_path, capsys):
 
 @needs_simgrid
 def test_simulate_groups_on_a_torus(tmp_path, capsys):
-    code, out, err = simulate(tmp_path, capsys, "--platform", "torus:2x2x2", "--mesh", "2x2x2", "--groups", "z",
-                              "--groups", "x,y,z", "--sizes", "1K", "--algorithms", "pairwise", "--format", "tpu")
-    assert code == 0, err
-    record = rows(tmp_path / "sim")
+    record, out = simulated(tmp_path, capsys, "--platform", "torus:2x2x2", "--mesh", "2x2x2", "--groups", "z",
+                            "--groups", "x,y,z", "--sizes", "1K", "--algorithms", "pairwise", "--format", "tpu")
     assert sorted((r["groups"], r["group_size"]) for r in record) == [("1x1x2", "2"), ("2x2x2", "8")]
     assert "1x1x2" in out
 
@@ -198,9 +200,7 @@ def test_bad_input_is_refused_once(tmp_path, capsys, args, message):
 @needs_simgrid
 def test_replay_over_its_time_is_stopped_and_recorded(tmp_path, capsys):
     """A replay longer than --replay-timeout is stopped; its point is kept with a note, the others go on."""
-    code, _, err = simulate(tmp_path, capsys, "--platform", "switch", "--nprocs", "4", "--sizes", "8",
-                            "--algorithms", "linear,pairwise", "--replay-timeout", "0.001")
-    assert code == 0, err
-    record = rows(tmp_path / "sim")
+    record, _ = simulated(tmp_path, capsys, "--platform", "switch", "--nprocs", "4", "--sizes", "8",
+                          "--algorithms", "linear,pairwise", "--replay-timeout", "0.001")
     assert [r["algorithm"] for r in record] == ["linear", "pairwise"]
     assert all("not simulated: the replay took more than 0.001 s" in r["note"] for r in record)
