@@ -102,7 +102,7 @@ def gather(directories: list[Path], dtype: str | None = None) -> tuple[dict[tupl
             key = point_key(row)
             if "WRONG RESULT" in row.note:
                 wrong.add(key)
-            if not (row.valid and row.iterations > 0) or row.algorithm in EXCLUDED:
+            if not row.measured or row.algorithm in EXCLUDED:
                 continue
             if key not in points:
                 points[key] = Candidate(tuple(getattr(row, c) for c in CONTEXT_COLUMNS), row.bytes_per_peer,

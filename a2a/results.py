@@ -67,6 +67,11 @@ class Row:
         return point_key(self)
 
     @property
+    def measured(self) -> bool:
+        """A valid point with at least one timed call: what decisions and comparisons may use."""
+        return self.valid and self.iterations > 0
+
+    @property
     def label(self) -> str:
         """The series it belongs to: algorithm and options, e.g. bruck:radix=4."""
         return label(self.algorithm, self.options)

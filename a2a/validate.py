@@ -21,10 +21,6 @@ def _series(row: Row) -> tuple:
     return (row.nprocs, row.collective, row.workload, row.mesh, row.groups, row.bytes_per_peer)
 
 
-def _valid(rows: list[Row]) -> list[Row]:
-    return [r for r in rows if r.valid and r.iterations > 0]
-
-
 def _native_options(meta: dict[str, Any]) -> str | None:
     library = str(meta.get("mpi_library", ""))
     return next((options for name, options in NATIVE_SELECTOR.items() if library.startswith(name)), None)
@@ -36,9 +32,9 @@ def validate(measured: Path, simulated: Path) -> list[dict[str, Any]]:
     if not any(r.timing == "simulated" for r in model.rows):
         raise BadResults(f"{simulated} is not a `bench simulate` record (no row has timing=simulated)")
     native, defaults = _native_options(truth.meta), truth.meta.get("option_defaults")
-    simulated_at = {(_series(r), r.algorithm, r.options): r for r in _valid(model.rows)}
+    simulated_at = {(_series(r), r.algorithm, r.options): r for r in model.rows if r.measured}
     rows = []
-    for row in _valid(truth.rows):
+    for row in (r for r in truth.rows if r.measured):
         options = native if row.algorithm == "native" else row.options
         twin = simulated_at.get((_series(row), row.algorithm, options))
         if twin is None:
