@@ -38,27 +38,26 @@ HOST_SPEED = 1e9  # flop/s of every simulated host; a copy of B bytes is B / ban
 # divided by TIME_SCALE has nanosecond resolution.
 TIME_SCALE = 1000
 SELECTORS = ("mpich", "ompi", "default")
-# SMPI's named MPI_Alltoall algorithms (smpi_coll.cpp, SimGrid 3.32)
+# SMPI's named MPI_Alltoall algorithms (smpi_coll.cpp; each is in SimGrid 3.32 and 4.1)
 SMPI_ALLTOALL = ("2dmesh", "3dmesh", "basic_linear", "bruck", "pair", "pair_rma", "pair_light_barrier",
                  "pair_mpi_barrier", "pair_one_barrier", "ring", "ring_light_barrier", "ring_mpi_barrier",
                  "ring_one_barrier", "mvapich2", "mvapich2_scatter_dest", "ompi", "mpich", "impi")
-PACKAGES = "libsimgrid-dev (smpirun, smpireplaymain; also 'simgrid' on Debian releases that split it)"
+FAST_SINCE = (3, 34)  # before 3.34 every finished eager send is removed from one list of all of them
 
 
 def smpirun() -> str | None:
-    """The smpirun program, or None."""
+    """The smpirun program first on PATH, or None."""
     return shutil.which("smpirun")
 
 
 def replayer() -> str | None:
-    """SMPI's trace replayer (smpireplaymain), or None."""
-    for directory in ("/usr/lib/x86_64-linux-gnu/simgrid", "/usr/lib/simgrid", "/usr/local/lib/simgrid",
-                      "/usr/lib/aarch64-linux-gnu/simgrid"):
-        candidate = Path(directory) / "smpireplaymain"
-        if candidate.exists():
-            return str(candidate)
-    found = shutil.which("smpireplaymain")
-    return found
+    """SMPI's trace replayer (smpireplaymain) of the SimGrid that smpirun belongs to, or None."""
+    runner = smpirun()
+    if not runner:
+        return None
+    prefix = Path(runner).resolve().parent.parent  # Debian puts it under lib/<multiarch>/simgrid
+    found = [*(prefix / "lib" / "simgrid").glob("smpireplaymain"), *prefix.glob("lib/*/simgrid/smpireplaymain")]
+    return str(found[0]) if found else shutil.which("smpireplaymain")
 
 
 def missing() -> str | None:
@@ -66,8 +65,15 @@ def missing() -> str | None:
     if smpirun() and replayer():
         return None
     return (f"SimGrid's SMPI is not installed (no {'smpirun' if not smpirun() else 'smpireplaymain'}); "
-            f"`bench simulate` needs it: apt-get install -y {PACKAGES.split(' ')[0]} "
-            "(or run .ci/setup.d/simgrid.sh as root)")
+            "`bench simulate` needs it: `make simgrid` builds SimGrid 4.1 into /usr/local (about 12 minutes; "
+            "`bash mk/simgrid.sh PREFIX` elsewhere, then PREFIX/bin first on PATH), or on Debian "
+            "`apt-get install libsimgrid-dev` (3.32: slow past 256 ranks)")
+
+
+def slow_version(text: str) -> bool:
+    """Whether SimGrid `text` (3.32, 4.1) predates the fix that makes many eager sends in flight cheap."""
+    numbers = tuple(int(n) for n in re.findall(r"\d+", text)[:2])
+    return len(numbers) == 2 and numbers < FAST_SINCE
 
 
 def version() -> str:
@@ -123,7 +129,7 @@ def platform_xml(fabric: Any, link: Link, copy_bandwidth: float) -> str:
         uplinks = max(1, round(fabric.per_leaf / fabric.oversub))
         attributes.update(topology="FAT_TREE", topo_parameters=f"2;{fabric.per_leaf},{fabric.leaves};1,1;1,{uplinks}")
     elif kind == "dragonfly":
-        g, c, r, n = fabric.shape
+        g, c, r, n = routable(fabric).shape
         attributes.update(topology="DRAGONFLY", topo_parameters=f"{g},1;{c},1;{r},1;{n}")
     else:
         raise BadOption(f"the simulator has no platform for topology {fabric.spec!r}")
@@ -131,8 +137,20 @@ def platform_xml(fabric: Any, link: Link, copy_bandwidth: float) -> str:
     return ("<?xml version='1.0'?>\n"
             '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n'
             '<platform version="4.1">\n'
-            f"  <cluster {cluster}/>\n"
+            # in a zone of its own: SimGrid 4.1 crashes on a torus or fat tree cluster at the top level
+            '  <zone id="world" routing="Full">\n'
+            f"    <cluster {cluster}/>\n"
+            "  </zone>\n"
             "</platform>\n")
+
+
+def routable(fabric: Any) -> Any:
+    """`fabric`, if SimGrid can route it: its dragonfly links group g to router g of a chassis."""
+    if fabric.kind == "dragonfly" and fabric.shape[2] < fabric.shape[0]:
+        g, _, r, _ = fabric.shape
+        raise BadOption(f"--platform {fabric.spec}: SimGrid's dragonfly reaches group g through router g of each "
+                        f"chassis, so ROUTERS ({r}) must be at least GROUPS ({g})")
+    return fabric
 
 
 def hosts_of(nprocs: int, nodes: int) -> list[int]:

@@ -47,7 +47,7 @@ class Machine:
         kind = self.platform.split(":")[0].strip().lower()
         if kind in ("switch", "ring"):
             return fabric.parse(self.platform, nodes=math.ceil(nprocs / ppn)), ppn
-        shape = fabric.parse(self.platform)
+        shape = simgrid.routable(fabric.parse(self.platform))
         ppn = self.ppn or math.ceil(nprocs / shape.nodes)
         if math.ceil(nprocs / ppn) > shape.nodes:
             raise BadConfig(f"{nprocs} ranks at --ppn {ppn} need {math.ceil(nprocs / ppn)} nodes; "
@@ -222,6 +222,9 @@ class Simulation:
         write_meta(self.directory, self.meta)
         self._say(f"a2a simulate: {len(todo)} points on {self.machine.platform} ({self.machine.link.text}) "
                   f"-> {self.directory}")
+        if simgrid.slow_version(self.meta["simgrid"]):
+            self._say(f"note: SimGrid {self.meta['simgrid']} replays many small messages in flight slowly "
+                      "(linear: O(p^4), hours at 1024 ranks); `make simgrid` builds SimGrid 4.1")
         status, began = "complete", time.monotonic()
         schedules: dict[tuple, Schedule | str] = {}
         try:

@@ -92,8 +92,26 @@ def test_link_parsing():
 
 def test_missing_simgrid_is_named(monkeypatch):
     monkeypatch.setattr(simgrid.shutil, "which", lambda name: None)
-    monkeypatch.setattr(simgrid, "replayer", lambda: None)
-    assert "apt-get install -y libsimgrid-dev" in simgrid.missing()
+    problem = simgrid.missing()
+    assert "no smpirun" in problem and "make simgrid" in problem and "libsimgrid-dev" in problem
+
+
+@pytest.mark.parametrize("layout", ["lib/simgrid", "lib/x86_64-linux-gnu/simgrid"])
+def test_the_replayer_is_the_one_of_smpiruns_simgrid(tmp_path, monkeypatch, layout):
+    for tree in ("built", "other"):  # a replayer on PATH from another SimGrid must not be taken
+        for path in (tmp_path / tree / "bin" / "smpirun", tmp_path / tree / layout / "smpireplaymain"):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("")
+    found = {"smpirun": tmp_path / "built" / "bin" / "smpirun",
+             "smpireplaymain": tmp_path / "other" / layout / "smpireplaymain"}
+    monkeypatch.setattr(simgrid.shutil, "which", lambda name: str(found[name]))
+    assert simgrid.replayer() == str(tmp_path / "built" / layout / "smpireplaymain")
+    assert simgrid.missing() is None
+
+
+def test_simgrid_before_3_34_is_slow():
+    assert simgrid.slow_version("3.32") and simgrid.slow_version("3.33.1")
+    assert not simgrid.slow_version("3.34") and not simgrid.slow_version("4.1") and not simgrid.slow_version("?")
 
 
 def test_platforms_carry_their_shape():
@@ -128,7 +146,17 @@ def simulated(tmp_path, capsys, *args: str) -> tuple[list[dict[str, str]], str]:
     """A simulation that must succeed: its results rows and what it printed."""
     code, out, err = simulate(tmp_path, capsys, *args)
     assert code == 0, err
-    return rows(tmp_path / "sim"), out
+    record = rows(tmp_path / "sim")
+    assert all(r["valid"] == "true" for r in record), [r["note"] for r in record]
+    return record, out
+
+
+@needs_simgrid
+@pytest.mark.parametrize("platform", ["switch", "ring", "torus:2x2x2", "fattree:2x4,oversub=2", "dragonfly:2x1x2x2"])
+def test_every_topology_replays(tmp_path, capsys, platform):
+    record, _ = simulated(tmp_path, capsys, "--platform", platform, "--nprocs", "8", "--sizes", "1K",
+                          "--algorithms", "pairwise")
+    assert float(record[0]["t_p50_us"]) > 7 * 1  # 7 steps, each at least the 1 us link latency
 
 
 @needs_simgrid
@@ -183,6 +211,7 @@ def test_simulate_groups_on_a_torus(tmp_path, capsys):
 @needs_simgrid
 @pytest.mark.parametrize("args,message", [
     (("--platform", "torus:0x2"), "torus"),
+    (("--platform", "dragonfly:2x2x1x2"), "ROUTERS (1) must be at least GROUPS (2)"),
     (("--platform", "hypercube"), "accepted: switch"),
     (("--link", "fast"), "RATE,LATENCY"),
     (("--algorithms", "native:selector=intel"), "selector"),
@@ -200,7 +229,8 @@ def test_bad_input_is_refused_once(tmp_path, capsys, args, message):
 @needs_simgrid
 def test_replay_over_its_time_is_stopped_and_recorded(tmp_path, capsys):
     """A replay longer than --replay-timeout is stopped; its point is kept with a note, the others go on."""
-    record, _ = simulated(tmp_path, capsys, "--platform", "switch", "--nprocs", "4", "--sizes", "8",
-                          "--algorithms", "linear,pairwise", "--replay-timeout", "0.001")
+    assert simulate(tmp_path, capsys, "--platform", "switch", "--nprocs", "4", "--sizes", "8",
+                    "--algorithms", "linear,pairwise", "--replay-timeout", "0.001")[0] == 0
+    record = rows(tmp_path / "sim")
     assert [r["algorithm"] for r in record] == ["linear", "pairwise"]
     assert all("not simulated: the replay took more than 0.001 s" in r["note"] for r in record)

@@ -1,13 +1,10 @@
 #!/usr/bin/env bash
-# SimGrid's SMPI for `bench simulate` and its tests: smpirun and smpireplaymain come with
-# libsimgrid-dev on Debian 12 (later releases ship them in the `simgrid` package as well).
+# SimGrid's SMPI for `bench simulate` and its tests: SimGrid 4.1 built from source into
+# /usr/local (mk/simgrid.sh says why not Debian 12's 3.32), with the tools it builds with.
 set -euo pipefail
-if command -v smpirun >/dev/null && ls /usr/lib/*/simgrid/smpireplaymain >/dev/null 2>&1; then
-  exit 0
+if ! command -v cmake >/dev/null || [ ! -e /usr/include/boost/version.hpp ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends cmake g++ make libboost-dev
 fi
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-apt-get install -y -q --no-install-recommends libsimgrid-dev python3-simgrid
-if apt-cache policy simgrid | grep -q 'Candidate: [0-9]'; then
-  apt-get install -y -q --no-install-recommends simgrid
-fi
+bash mk/simgrid.sh /usr/local
