@@ -620,6 +620,23 @@ def _member_maps(spec: Any, n: int) -> tuple[np.ndarray, list[np.ndarray]]:
     return buf, [every[i * per: (i + 1) * per] for i in range(n)]
 
 
+def _blocks(spec: Any, n: int) -> np.ndarray | None:
+    """The n equal, back-to-back blocks of a collective buffer as an (n, bytes) view; None if it has others.
+
+    An alltoall of the whole job at 4096 ranks would otherwise map 4096 blocks on each rank.
+    """
+    if isinstance(spec, (list, tuple)) and len(spec) == 3 and _is_count(spec[1]) \
+            and isinstance(spec[2], Datatype) and spec[2].dense:
+        buf, nbytes = np.asarray(spec[0]), n * int(spec[1]) * spec[2].extent
+    elif isinstance(spec, np.ndarray):
+        buf, nbytes = np.asarray(spec), spec.nbytes
+    else:
+        return None
+    if not buf.flags.c_contiguous or nbytes % n or nbytes > buf.nbytes:
+        return None
+    return buf.reshape(-1).view(np.uint8)[:nbytes].reshape(n, -1)
+
+
 def _split(spec: Any, n: int) -> list[np.ndarray]:
     """A collective's send buffer as one byte piece per member."""
     if spec is None:
@@ -965,6 +982,11 @@ class StandInComm:
 
     def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
         n = self.size
+        outgoing, incoming = _blocks(sendbuf, n), _blocks(recvbuf, n)
+        if outgoing is not None and incoming is not None and outgoing.shape == incoming.shape:
+            width = (outgoing.shape[1],) * n  # one (n, n, bytes) array for the whole exchange
+            incoming[...] = self._collective("alltoall", None, width, width, outgoing, np.stack)[:, self.rank]
+            return
         pieces = _split(sendbuf, n)
         everyone = self._collective("alltoall", None, tuple(map(len, pieces)), _vector_bytes(recvbuf, n),
                                     pieces, list)
