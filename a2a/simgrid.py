@@ -165,10 +165,17 @@ def trace_lines(events: list[Event], rank: int, nprocs: int, copy_bandwidth: flo
     sent: Counter = Counter()  # messages to each peer so far: the tag pairs them with the receives
     received: Counter = Counter()
     pending: dict[Any, tuple[int, int, int]] = {}
+    posts: list[tuple[str, int, str]] = []  # non-blocking posts since the last line that takes time
     copy = 0
 
     def flush() -> Iterator[str]:
         nonlocal copy
+        # The posts start at one simulated instant, so their order changes no time. Receives
+        # first and each kind by peer is the order in which SMPI finds every match at the head
+        # of a mailbox; in a rotated order (r+1, r+2, ...) it scans, O(p^3) for linear.
+        posts.sort(key=lambda post: post[:2])
+        yield from (line for *_, line in posts)
+        posts.clear()
         if copy:
             yield f"{rank} compute {copy / copy_bandwidth * HOST_SPEED * TIME_SCALE:.0f}"
             copy = 0
@@ -179,16 +186,20 @@ def trace_lines(events: list[Event], rank: int, nprocs: int, copy_bandwidth: flo
         if kind == "copy":
             copy += e[1]
             continue
-        yield from flush()
+        if kind not in ("isend", "irecv") or copy:
+            yield from flush()
         if kind in ("isend", "send", "irecv", "recv"):
             outgoing = kind.endswith("send")
             peer, nbytes = e[1], e[2]
             counter = sent if outgoing else received
             tag = counter[peer]
             counter[peer] += 1
-            yield f"{rank} {kind} {peer} {tag} {_count(nbytes)}"
+            line = f"{rank} {kind} {peer} {tag} {_count(nbytes)}"
             if kind[0] == "i":
+                posts.append((kind, peer, line))
                 pending[e[3]] = (rank, peer, tag) if outgoing else (peer, rank, tag)
+            else:
+                yield line
         elif kind == "wait":  # one wait per request: SMPI 3.32's waitall is a waitany per request, O(n^2)
             yield from (f"{rank} wait {src} {dst} {tag}" for src, dst, tag in
                         (pending.pop(i) for i in e[1] if i in pending))

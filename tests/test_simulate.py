@@ -74,11 +74,23 @@ def test_messages_from_2_gib_count_in_doubles():
     events = [("isend", 1, 4 << 30, 0), ("irecv", 1, 8, 1), ("wait", (0, 1)), ("coll", "alltoall", (0, 1), None,
                                                                            (4 << 20, 4 << 20), (4 << 20, 4 << 20))]
     lines = list(simgrid.trace_lines(events, 0, 1024, 1e9))
-    assert lines[1:3] == [f"0 isend 1 0 {1 << 29} 0", "0 irecv 1 0 8"]
+    assert lines[1:3] == ["0 irecv 1 0 8", f"0 isend 1 0 {1 << 29} 0"]
     lines = list(simgrid.trace_lines(events[3:], 0, 2, 1e9))  # the whole job of 2: SMPI's own alltoall
     assert lines[1] == f"0 alltoall {4 << 20} {4 << 20}"
     lines = list(simgrid.trace_lines([("alltoall", 4 << 20)], 0, 1024, 1e9))
     assert lines[1] == f"0 alltoall {1 << 19} {1 << 19} 0 0"
+
+
+def test_posts_of_one_instant_go_receives_first_by_peer():
+    """Posts between two lines that take time are reordered for SMPI's matching; a copy or wait ends them."""
+    events = [("irecv", 2, 8, 0), ("isend", 2, 8, 1), ("isend", 1, 8, 2), ("isend", 2, 16, 3), ("irecv", 1, 8, 4),
+              ("copy", 8), ("isend", 3, 8, 5), ("irecv", 3, 8, 6), ("wait", (0, 1, 2, 3, 4, 5, 6)),
+              ("isend", 1, 8, 7), ("irecv", 1, 8, 8), ("wait", (7, 8))]
+    lines = list(simgrid.trace_lines(events, 0, 4, 1e9))
+    assert lines[1:7] == ["0 irecv 1 0 8", "0 irecv 2 0 8", "0 isend 1 0 8", "0 isend 2 0 8", "0 isend 2 1 16",
+                          "0 compute 8000"]
+    assert lines[7:9] == ["0 irecv 3 0 8", "0 isend 3 0 8"]
+    assert lines[16:18] == ["0 irecv 1 1 8", "0 isend 1 1 8"] and lines[18:20] == ["0 wait 0 1 1", "0 wait 1 0 1"]
 
 
 def test_link_parsing():
