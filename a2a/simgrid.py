@@ -290,43 +290,63 @@ class Replay:
     wall_seconds: float
 
 
-def replay(listing: Path, nprocs: int, platform: Path, hostfile: Path, config: list[str],
-           timeout: float = 3600) -> Replay:
-    """Run smpirun -replay on the traces; the simulated time of the call."""
-    command = [smpirun(), "-np", str(nprocs), "-platform", str(platform), "-hostfile", str(hostfile),
-               "-replay", str(listing), replayer(), f"--cfg=smpi/host-speed:{HOST_SPEED:.0f}f",
-               "--log=root.thres:warning", "--log=smpi_replay.thres:info", *config]
-    began = time.monotonic()
-    # a session of its own: smpirun is a script, and a stopped replay must not leave its simulator running
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          env={**os.environ, "LC_ALL": "C"}, start_new_session=True) as running:
+class ReplayJob:
+    """A schedule's platform, hostfile and traces on disk; its replay runs in the background once started.
+
+    The simulator is a process of its own, so the next schedule can be captured meanwhile.
+    """
+
+    def __init__(self, schedule: Schedule, fabric: Any, link: Link, copy_bandwidth: float,
+                 keep: Path | None = None):
+        self._scratch = None if keep else tempfile.TemporaryDirectory(prefix="a2a-smpi-")
+        self.where = Path(keep or self._scratch.name)
+        self.where.mkdir(parents=True, exist_ok=True)
+        self.platform, self.hostfile = self.where / "platform.xml", self.where / "hostfile"
+        self.platform.write_text(platform_xml(fabric, link, copy_bandwidth))
+        self.hostfile.write_text("".join(f"n{h}\n" for h in hosts_of(schedule.nprocs, fabric.nodes)))
+        self.listing = write_traces(schedule, self.where / "traces", copy_bandwidth)
+        self.nprocs = schedule.nprocs
+        self.running: subprocess.Popen | None = None
+
+    def start(self, config: list[str], timeout: float = 3600) -> "ReplayJob":
+        """Run smpirun -replay on the traces (output to a file: a full pipe would stall it)."""
+        command = [smpirun(), "-np", str(self.nprocs), "-platform", str(self.platform), "-hostfile",
+                   str(self.hostfile), "-replay", str(self.listing), replayer(),
+                   f"--cfg=smpi/host-speed:{HOST_SPEED:.0f}f", "--log=root.thres:warning",
+                   "--log=smpi_replay.thres:info", *config]
+        self.began, self.timeout = time.monotonic(), timeout
+        with open(self.where / "smpirun.log", "w") as log:
+            # a session of its own: smpirun is a script, and a stopped replay must not leave its simulator running
+            self.running = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                            env={**os.environ, "LC_ALL": "C"}, start_new_session=True)
+        return self
+
+    def result(self) -> Replay:
+        """Wait for the replay; the simulated time of the call. The files go unless kept."""
         try:
-            output, _ = running.communicate(timeout=timeout)
-        except BaseException as stopped:
-            os.killpg(running.pid, signal.SIGKILL)
-            running.wait()
-            if isinstance(stopped, subprocess.TimeoutExpired):
-                raise CaptureError(f"the replay took more than {timeout:g} s of wall time; stopped") from None
+            self.running.wait(timeout=max(0.0, self.began + self.timeout - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise CaptureError(f"the replay took more than {self.timeout:g} s of wall time; stopped") from None
+        except BaseException:
+            self.stop()
             raise
-    wall = time.monotonic() - began
-    match = re.search(r"Simulation time ([0-9.eE+-]+)", output)
-    if running.returncode or not match:
-        tail = "\n".join(output.strip().splitlines()[-8:])
-        raise CaptureError(f"smpirun failed (exit {running.returncode}) on {listing.parent}:\n{tail}")
-    return Replay(float(match.group(1)) / TIME_SCALE, wall)
+        wall = time.monotonic() - self.began
+        output = (self.where / "smpirun.log").read_text(errors="replace")
+        self.stop()
+        match = re.search(r"Simulation time ([0-9.eE+-]+)", output)
+        if self.running.returncode or not match:
+            tail = "\n".join(output.strip().splitlines()[-8:])
+            raise CaptureError(f"smpirun failed (exit {self.running.returncode}) on {self.listing.parent}:\n{tail}")
+        return Replay(float(match.group(1)) / TIME_SCALE, wall)
 
-
-def simulate(schedule: Schedule, fabric: Any, link: Link, copy_bandwidth: float, config: list[str] = (),
-             keep: Path | None = None, timeout: float = 3600) -> Replay:
-    """Write the platform, hostfile and traces of `schedule` on `fabric`, and replay them."""
-    with tempfile.TemporaryDirectory(prefix="a2a-smpi-") as scratch:
-        where = Path(keep or scratch)
-        where.mkdir(parents=True, exist_ok=True)
-        platform, hostfile = where / "platform.xml", where / "hostfile"
-        platform.write_text(platform_xml(fabric, link, copy_bandwidth))
-        hostfile.write_text("".join(f"n{h}\n" for h in hosts_of(schedule.nprocs, fabric.nodes)))
-        listing = write_traces(schedule, where / "traces", copy_bandwidth)
-        return replay(listing, schedule.nprocs, platform, hostfile, list(config), timeout)
+    def stop(self) -> None:
+        """End the replay if it still runs, and remove its files unless kept."""
+        if self.running and self.running.poll() is None:
+            os.killpg(self.running.pid, signal.SIGKILL)
+            self.running.wait()
+        if self._scratch:
+            self._scratch.cleanup()
 
 
 def copy_bandwidth(nbytes: int = 8 << 20, repeats: int = 20) -> float:

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import click
 import numpy as np
@@ -215,8 +215,13 @@ class Simulation:
         self.rows: list[Row] = []
 
     def run(self, done: set[tuple]) -> int:
-        """Simulate every missing point; 0 when complete, 143 when interrupted (the record is kept)."""
-        todo = [p for n in self.config.nprocs for p in points(self.config, n) if p.key not in done]
+        """Simulate every missing point; 0 when complete, 143 when interrupted (the record is kept).
+
+        A variant's points follow one another (one capture serves its sizes, then goes), and
+        each replay runs in the background while the next point is captured and written.
+        """
+        todo = sorted((p for n in self.config.nprocs for p in points(self.config, n) if p.key not in done),
+                      key=lambda p: (p.nprocs, str(p.layout), p.variant.label))  # stable: sizes stay ascending
         recorder = Recorder(self.directory)
         self.meta.update(status="running", resumed_with=len(done) or None)
         write_meta(self.directory, self.meta)
@@ -227,23 +232,36 @@ class Simulation:
                       "(linear: O(p^4), hours at 1024 ranks); `make simgrid` builds SimGrid 4.1")
         status, began = "complete", time.monotonic()
         schedules: dict[tuple, Schedule | str] = {}
+        running: tuple[Point, Row, simgrid.ReplayJob | None] | None = None
+
+        def finish(point: Point, row: Row, job: simgrid.ReplayJob | None) -> None:
+            seconds = self._simulated(row, job.result) if job else None
+            recorder.add(row, [seconds] if seconds is not None else [])
+            self.rows.append(row)
+            self._progress(len(self.rows), len(todo), began, point)
+
         try:
-            for i, point in enumerate(todo):
-                row, seconds = self.point(point, schedules)
-                recorder.add(row, [seconds] if seconds is not None else [])
-                self.rows.append(row)
-                self._progress(i + 1, len(todo), began, point)
+            for point in todo:
+                row, job = self.prepare(point, schedules)
+                if running:
+                    finish(*running)
+                running = point, row, self._started(row, job, point) if job else None
+            if running:
+                finish(*running)
+                running = None
         except KeyboardInterrupt:
             status = "terminated by SIGINT"
         finally:
+            if running and running[2]:
+                running[2].stop()
             recorder.close()
             self.meta.update(status=status, end=_now())
             write_meta(self.directory, self.meta)
         self._finish(status, len(done))
         return 0 if status == "complete" else 143
 
-    def point(self, point: Point, schedules: dict[tuple, Schedule | str]) -> tuple[Row, float | None]:
-        """One simulated call (capture reused across sizes)."""
+    def prepare(self, point: Point, schedules: dict[tuple, Schedule | str]) -> tuple[Row, simgrid.ReplayJob | None]:
+        """A point's row, and its replay's files (None with a note when it cannot be simulated)."""
         shape, ppn = self.machine.placement(point.nprocs)
         nnodes = math.ceil(point.nprocs / ppn)
         dtype = np.dtype(point.dtype)
@@ -256,32 +274,42 @@ class Simulation:
                                                                  layout.group_size, layout.ngroups)
         key = (point.nprocs, point.variant.label, layout)
         if key not in schedules:
+            schedules.clear()  # the points of a variant come together: the last one's capture is done with
             schedules[key] = self._capture(point, ppn)
         schedule = schedules[key]
         if isinstance(schedule, str):
             row.note = schedule
             return row, None
         scaled = schedule.scaled(row.count) if row.count != schedule.count else schedule
-        config = (simgrid.native_config(point.variant.options.get("selector", "default"),
-                                        point.variant.options.get("algorithm", ""))
-                  if point.variant.name == "native" else [])
         keep = self.keep / f"{point.nprocs}-{point.variant.label}-{point.bytes_per_peer}" if self.keep else None
-        config += simgrid.NETWORKS[self.machine.network]
         try:
-            result = simgrid.simulate(scaled, shape, self.machine.link, self.machine.copy_bandwidth, config, keep,
-                                      self.replay_timeout)
+            return row, simgrid.ReplayJob(scaled, shape, self.machine.link, self.machine.copy_bandwidth, keep)
         except CaptureError as failed:
             row.note = f"not simulated: {failed}"
             return row, None
+
+    def _started(self, row: Row, job: simgrid.ReplayJob, point: Point) -> simgrid.ReplayJob:
+        config = (simgrid.native_config(point.variant.options.get("selector", "default"),
+                                        point.variant.options.get("algorithm", ""))
+                  if point.variant.name == "native" else [])
+        if point.variant.name == "native" and point.layout:
+            row.note = "native in groups runs a linear point-to-point lowering, not SMPI's MPI_Alltoall"
+        return job.start(config + simgrid.NETWORKS[self.machine.network], self.replay_timeout)
+
+    def _simulated(self, row: Row, replay: Callable[[], simgrid.Replay]) -> float | None:
+        """Fill the row from a finished replay; its simulated seconds, or None with the note why not."""
+        try:
+            result = replay()
+        except CaptureError as failed:
+            row.note = f"not simulated: {failed}"
+            return None
         us = result.seconds * 1e6
         row.t_min_us = row.t_p50_us = row.t_p90_us = row.t_p95_us = row.t_p99_us = row.t_mean_us = row.t_max_us = us
         row.t_std_us = 0.0
         row.algbw_GBps, row.busbw_GBps = bandwidths(row.bytes_per_peer, row.group_size or row.nprocs, result.seconds)
         row.valid = True
         self.meta["replay_wall_seconds"] = self.meta.get("replay_wall_seconds", 0.0) + result.wall_seconds
-        if point.variant.name == "native" and layout:
-            row.note = "native in groups runs a linear point-to-point lowering, not SMPI's MPI_Alltoall"
-        return row, result.seconds
+        return result.seconds
 
     def _capture(self, point: Point, ppn: int) -> Schedule | str:
         """The schedule at unit size (scaled per size), or the refusal note."""

@@ -246,3 +246,53 @@ def test_replay_over_its_time_is_stopped_and_recorded(tmp_path, capsys):
     record = rows(tmp_path / "sim")
     assert [r["algorithm"] for r in record] == ["linear", "pairwise"]
     assert all("not simulated: the replay took more than 0.001 s" in r["note"] for r in record)
+
+
+class LoggedReplay:
+    """A stand-in for simgrid.ReplayJob that logs when each replay starts, is waited for and stops."""
+
+    def __init__(self, log: list[str], interrupt: str = ""):
+        self.log, self.interrupt = log, interrupt
+
+    def __call__(self, schedule, *args, **kwargs) -> "LoggedReplay":
+        job = LoggedReplay(self.log, self.interrupt)
+        job.name = self.log[-1].split()[-1]  # the variant captured last (one size per variant here)
+        return job
+
+    def start(self, config, timeout):
+        self.log.append(f"start {self.name}")
+        return self
+
+    def result(self) -> simgrid.Replay:
+        if self.name == self.interrupt:
+            raise KeyboardInterrupt
+        self.log.append(f"result {self.name}")
+        return simgrid.Replay(1e-3, 0.0)
+
+    def stop(self) -> None:
+        self.log.append(f"stop {self.name}")
+
+
+@pytest.mark.parametrize("interrupt", ["", "pairwise"])
+def test_each_replay_runs_while_the_next_variant_is_captured(tmp_path, capsys, monkeypatch, interrupt):
+    import bench.simulate as command
+
+    log: list[str] = []
+    real = command.capture_unit
+
+    def capture_unit(name, *args, **kwargs):
+        log.append(f"capture {name}")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(command, "capture_unit", capture_unit)
+    monkeypatch.setattr(simgrid, "ReplayJob", LoggedReplay(log, interrupt))
+    monkeypatch.setattr(simgrid, "missing", lambda: None)
+    monkeypatch.setattr(simgrid, "version", lambda: "4.1")
+    code, _, err = simulate(tmp_path, capsys, "--nprocs", "4", "--sizes", "8", "--algorithms", "linear,pairwise")
+    if not interrupt:
+        assert code == 0, err
+        assert log == ["capture linear", "start linear", "capture pairwise", "result linear", "start pairwise",
+                       "result pairwise"]
+    else:  # Ctrl-C while pairwise replays: that replay is stopped, linear's row is kept
+        assert code == 143 and log[-2:] == ["start pairwise", "stop pairwise"]
+        assert [r["algorithm"] for r in rows(tmp_path / "sim")] == ["linear"]
