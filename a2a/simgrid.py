@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -284,10 +285,11 @@ def write_traces(schedule: Schedule, directory: Path, copy_bandwidth: float) -> 
 
 @dataclass(frozen=True)
 class Replay:
-    """One simulated call: its time, and the wall time the replay took."""
+    """One simulated call: its time, the replay's wall time until collected, and its CPU time."""
 
     seconds: float
     wall_seconds: float
+    cpu_seconds: float
 
 
 class ReplayJob:
@@ -323,6 +325,7 @@ class ReplayJob:
 
     def result(self) -> Replay:
         """Wait for the replay; the simulated time of the call. The files go unless kept."""
+        reaped = _children_cpu()
         try:
             self.running.wait(timeout=max(0.0, self.began + self.timeout - time.monotonic()))
         except subprocess.TimeoutExpired:
@@ -331,14 +334,14 @@ class ReplayJob:
         except BaseException:
             self.stop()
             raise
-        wall = time.monotonic() - self.began
+        wall, cpu = time.monotonic() - self.began, _children_cpu() - reaped
         output = (self.where / "smpirun.log").read_text(errors="replace")
         self.stop()
         match = re.search(r"Simulation time ([0-9.eE+-]+)", output)
         if self.running.returncode or not match:
             tail = "\n".join(output.strip().splitlines()[-8:])
             raise CaptureError(f"smpirun failed (exit {self.running.returncode}) on {self.listing.parent}:\n{tail}")
-        return Replay(float(match.group(1)) / TIME_SCALE, wall)
+        return Replay(float(match.group(1)) / TIME_SCALE, wall, cpu)
 
     def stop(self) -> None:
         """End the replay if it still runs, and remove its files unless kept."""
@@ -347,6 +350,12 @@ class ReplayJob:
             self.running.wait()
         if self._scratch:
             self._scratch.cleanup()
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished children (smpirun and its simulator, once waited for)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def copy_bandwidth(nbytes: int = 8 << 20, repeats: int = 20) -> float:

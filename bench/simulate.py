@@ -308,7 +308,8 @@ class Simulation:
         row.t_std_us = 0.0
         row.algbw_GBps, row.busbw_GBps = bandwidths(row.bytes_per_peer, row.group_size or row.nprocs, result.seconds)
         row.valid = True
-        self.meta["replay_wall_seconds"] = self.meta.get("replay_wall_seconds", 0.0) + result.wall_seconds
+        for key, value in (("replay_wall_seconds", result.wall_seconds), ("replay_cpu_seconds", result.cpu_seconds)):
+            self.meta[key] = self.meta.get(key, 0.0) + value
         return result.seconds
 
     def _capture(self, point: Point, ppn: int) -> Schedule | str:

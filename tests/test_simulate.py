@@ -185,6 +185,7 @@ def test_simulate_switch_record_and_physics(tmp_path, capsys):
     assert by[("pairwise", "8")] > by[("linear", "8")] + 2 * 50
     meta = json.loads((tmp_path / "sim" / "meta.json").read_text())
     assert meta["simgrid"] == simgrid.version() and meta["status"] == "complete" and meta["link"] == "1Gbps,50us"
+    assert 0 < meta["replay_cpu_seconds"] and 0 < meta["replay_wall_seconds"]  # six replays of 4 ranks each
     code, out, _ = bench(capsys, "show", str(tmp_path / "sim"))
     assert code == 0 and "native:selector=mpich" in out
 
@@ -267,7 +268,7 @@ class LoggedReplay:
         if self.name == self.interrupt:
             raise KeyboardInterrupt
         self.log.append(f"result {self.name}")
-        return simgrid.Replay(1e-3, 0.0)
+        return simgrid.Replay(1e-3, 0.0, 0.0)
 
     def stop(self) -> None:
         self.log.append(f"stop {self.name}")
