@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -316,24 +317,33 @@ class ReplayJob:
                    str(self.hostfile), "-replay", str(self.listing), replayer(),
                    f"--cfg=smpi/host-speed:{HOST_SPEED:.0f}f", "--log=root.thres:warning",
                    "--log=smpi_replay.thres:info", *config]
-        self.began, self.timeout = time.monotonic(), timeout
+        self.began, self.timeout, self.expired = time.monotonic(), timeout, False
         with open(self.where / "smpirun.log", "w") as log:
             # a session of its own: smpirun is a script, and a stopped replay must not leave its simulator running
             self.running = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                             env={**os.environ, "LC_ALL": "C"}, start_new_session=True)
+        # the limit holds while this process captures the next point, not only once it waits
+        self._limit = threading.Timer(timeout, self._expire)
+        self._limit.daemon = True
+        self._limit.start()
         return self
+
+    def _expire(self) -> None:
+        if self.running.poll() is None:
+            self.expired = True
+            self._kill()
 
     def result(self) -> Replay:
         """Wait for the replay; the simulated time of the call. The files go unless kept."""
         reaped = _children_cpu()
         try:
-            self.running.wait(timeout=max(0.0, self.began + self.timeout - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            self.stop()
-            raise CaptureError(f"the replay took more than {self.timeout:g} s of wall time; stopped") from None
+            self.running.wait()
         except BaseException:
             self.stop()
             raise
+        if self.expired:
+            self.stop()
+            raise CaptureError(f"the replay took more than {self.timeout:g} s of wall time; stopped")
         wall, cpu = time.monotonic() - self.began, _children_cpu() - reaped
         output = (self.where / "smpirun.log").read_text(errors="replace")
         self.stop()
@@ -345,11 +355,19 @@ class ReplayJob:
 
     def stop(self) -> None:
         """End the replay if it still runs, and remove its files unless kept."""
-        if self.running and self.running.poll() is None:
-            os.killpg(self.running.pid, signal.SIGKILL)
-            self.running.wait()
+        if self.running:
+            self._limit.cancel()
+            if self.running.poll() is None:
+                self._kill()
         if self._scratch:
             self._scratch.cleanup()
+
+    def _kill(self) -> None:
+        try:
+            os.killpg(self.running.pid, signal.SIGKILL)
+        except ProcessLookupError:  # it ended meanwhile
+            pass
+        self.running.wait()
 
 
 def _children_cpu() -> float:

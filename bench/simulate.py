@@ -242,7 +242,7 @@ class Simulation:
 
         try:
             for point in todo:
-                row, job = self.prepare(point, schedules)
+                row, job = self._ready(point, schedules)
                 if running:
                     finish(*running)
                 running = point, row, self._started(row, job, point) if job else None
@@ -260,7 +260,7 @@ class Simulation:
         self._finish(status, len(done))
         return 0 if status == "complete" else 143
 
-    def prepare(self, point: Point, schedules: dict[tuple, Schedule | str]) -> tuple[Row, simgrid.ReplayJob | None]:
+    def _ready(self, point: Point, schedules: dict[tuple, Schedule | str]) -> tuple[Row, simgrid.ReplayJob | None]:
         """A point's row, and its replay's files (None with a note when it cannot be simulated)."""
         shape, ppn = self.machine.placement(point.nprocs)
         nnodes = math.ceil(point.nprocs / ppn)
