@@ -338,15 +338,12 @@ class ReplayJob:
         reaped = _children_cpu()
         try:
             self.running.wait()
-        except BaseException:
+            wall, cpu = time.monotonic() - self.began, _children_cpu() - reaped
+            output = (self.where / "smpirun.log").read_text(errors="replace")
+        finally:
             self.stop()
-            raise
         if self.expired:
-            self.stop()
             raise CaptureError(f"the replay took more than {self.timeout:g} s of wall time; stopped")
-        wall, cpu = time.monotonic() - self.began, _children_cpu() - reaped
-        output = (self.where / "smpirun.log").read_text(errors="replace")
-        self.stop()
         match = re.search(r"Simulation time ([0-9.eE+-]+)", output)
         if self.running.returncode or not match:
             tail = "\n".join(output.strip().splitlines()[-8:])
