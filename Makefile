@@ -12,7 +12,7 @@ OMPI_FLAGS := --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-roo
 .PHONY: install demo test test-plain test-mpi test-openmpi lint clean
 
 install: $(BIN)/.installed
-	@$(BIN)/python -c "from a2a.simgrid import missing; m = missing(); print(f'note: {m}. Everything else works without it.') if m else None"
+	@$(BIN)/python -c "from a2a.simulate.simgrid import missing; m = missing(); print(f'note: {m}. Everything else works without it.') if m else None"
 
 $(BIN)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -1,6 +1,6 @@
 """a2a: pluggable MPI all-to-all algorithms; importing it starts no MPI work."""
-from .errors import A2AError, BadInput, BadOption, BadResults, PluginError, UnknownAlgorithm
-from .registry import Algorithm, Plan, Prepared, algorithms, alltoall, alltoallv, get, load_plugin, register
+from a2a.algos.registry import Algorithm, Plan, Prepared, algorithms, alltoall, alltoallv, get, load_plugin, register
+from a2a.errors import A2AError, BadInput, BadOption, BadResults, PluginError, UnknownAlgorithm
 
 __version__ = "0.1.0"
 __all__ = [

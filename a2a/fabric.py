@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .errors import BadOption
+from a2a.errors import BadOption
 
 Link = tuple[str, str]
 F = TypeVar("F", bound="Fabric")

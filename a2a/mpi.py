@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import sys
 import time
 import traceback
@@ -11,12 +12,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from .errors import HarnessError
+from a2a.errors import HarnessError
 
 # What launchers (MPICH's hydra, Open MPI, PMIx, MVAPICH, Intel MPI, Slurm's srun) tell each process
 LAUNCHER_VARIABLES = ("PMI_", "PMIX_", "HYDRA_", "HYDI_", "MPI_LOCAL", "OMPI_", "I_MPI_", "MPIR_CVAR_")  # prefixes
 RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID")
 SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
+TOPOLOGY_ENV = "A2A_TOPOLOGY"  # the emulated cluster's topology spec, set on every rank by `cluster run`
 LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_STEP_TASKS_PER_NODE")
 
 
@@ -117,3 +119,17 @@ def clean_launcher_env(env: dict[str, str] | None = None) -> dict[str, str]:
     """A copy of the environment without the variables an MPI launcher set for this process."""
     env = dict(os.environ if env is None else env)
     return {k: v for k, v in env.items() if not k.startswith(LAUNCHER_VARIABLES)}
+
+
+def run_job(command: list[str], what: str, timeout: float = 900,
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run one MPI job with a clean launcher environment (plus `env`); return it done, with its output."""
+    try:
+        done = subprocess.run(command, check=False, env={**clean_launcher_env(), **(env or {})},
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as late:
+        raise HarnessError(f"{what} did not finish within {timeout:.0f} s: {' '.join(command)}") from late
+    if done.returncode != 0:
+        raise HarnessError(f"{what} failed (exit {done.returncode}): {' '.join(command)}\n"
+                           f"{done.stderr.strip()}")
+    return done

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import BadConfig
+from a2a.errors import BadConfig
 
 UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1024**2, "MB": 1024**2,
          "MIB": 1024**2, "G": 1024**3, "GB": 1024**3, "GIB": 1024**3}

@@ -1,33 +1,16 @@
-"""The click command group; each subcommand lives in its own module and registers itself here."""
+"""`python -m bench` and the a2a-bench script: the command group with every command, errors caught once."""
 from __future__ import annotations
 
 import sys
 import time
-from typing import Any
 
 import click
 
 from a2a.errors import A2AError
 from a2a.mpi import launcher_rank
 
-
-class DefaultToRun(click.Group):
-    """A group that runs `run` when no subcommand is named (`python -m bench --sizes 8`)."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if not args or (args[0].startswith("-") and args[0] not in ("-h", "--help", "--version")):
-            args = ["run", *args]
-        return super().parse_args(ctx, args)
-
-
-@click.group(cls=DefaultToRun, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="a2a-testbed")
-def main() -> None:
-    """MPI all-to-all testbed: measure algorithms, flag stalls, decide and export the winners.
-
-    With no subcommand, `run` sweeps the default grid.
-    """
-
+from . import commands  # noqa: F401  (registers the subcommands on the group)
+from .group import main
 
 # Launchers such as Open MPI's prterun end the whole job at the first non-zero exit; the
 # quiet ranks wait this long so that rank 0's message is out before that happens.
@@ -57,12 +40,3 @@ def _refuse(code: int, quiet: bool) -> None:
     if quiet:
         time.sleep(QUIET_EXIT_DELAY)
     sys.exit(code)
-
-
-def echo(*args: Any, **kwargs: Any) -> None:
-    """Print from rank 0 only."""
-    if launcher_rank() == 0:
-        click.echo(*args, **kwargs)
-
-
-from . import commands  # noqa: E402,F401  (registers the subcommands)

@@ -10,12 +10,12 @@ from pathlib import Path
 import click
 from tabulate import tabulate
 
-from a2a import cluster
+from a2a.emulate import cluster
 from a2a.errors import BadConfig, ClusterError
-from a2a.results import read_meta, read_rows
-from a2a.seed import seed_table, stall_summary
+from a2a.record.results import read_meta, read_rows
+from a2a.record.seed import seed_table, stall_summary
 
-from .cli import echo, main
+from .group import echo, main
 from .options import empty_output, parse_count, parse_list
 
 

@@ -5,18 +5,18 @@ from pathlib import Path
 
 import click
 
-from a2a import decide as decision
-from a2a.compare import compare as compare_runs
-from a2a.compare import render_comparison
+from a2a.analysis import decide as decision
+from a2a.analysis.compare import compare as compare_runs
+from a2a.analysis.compare import render_comparison
+from a2a.analysis.export import export as export_table
+from a2a.analysis.export import formats
+from a2a.analysis.revert import revert_slower
+from a2a.analysis.validate import render_validation
+from a2a.analysis.validate import validate as validate_records
 from a2a.errors import BadConfig
-from a2a.export import export as export_table
-from a2a.export import formats
-from a2a.revert import revert_slower
-from a2a.table import read_decision, write_decision
-from a2a.validate import render_validation
-from a2a.validate import validate as validate_records
+from a2a.record.decision import read_decision, write_decision
 
-from .cli import main
+from .group import main
 
 
 @main.command("decide")

@@ -14,10 +14,10 @@ import click
 from tabulate import tabulate
 
 from a2a.errors import HarnessError
-from a2a.mpi import clean_launcher_env, launcher_flags, launcher_size, mpi_tool
+from a2a.mpi import launcher_flags, launcher_size, mpi_tool, run_job
 from a2a.units import human_bytes
 
-from .cli import echo, main
+from .group import echo, main
 from .options import parse_list
 
 SOURCE = Path(__file__).resolve().parent / "c" / "alltoall_ref.c"
@@ -74,20 +74,6 @@ def build_reference(output: Path, mpicc: str | None = None) -> Path:
     if done.returncode != 0:
         raise HarnessError(f"{' '.join(command)} failed:\n{done.stderr.strip()}")
     return output
-
-
-def launch(command: list[str], what: str, timeout: float = 900,
-           env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run one MPI job with a clean launcher environment (plus `env`); return it done, with its output."""
-    try:
-        done = subprocess.run(command, check=False, env={**clean_launcher_env(), **(env or {})},
-                              capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as late:
-        raise HarnessError(f"{what} did not finish within {timeout:.0f} s: {' '.join(command)}") from late
-    if done.returncode != 0:
-        raise HarnessError(f"{what} failed (exit {done.returncode}): {' '.join(command)}\n"
-                           f"{done.stderr.strip()}")
-    return done
 
 
 def table_rows(text: str) -> list[dict[str, str]]:
@@ -152,12 +138,12 @@ def measure(binary: Path, nprocs: int, sizes: list[int], iterations: int, warmup
     with tempfile.TemporaryDirectory(prefix="a2a-harness-") as scratch:
         for repeat in range(repeats):
             idle.append(idle_share())
-            rows = table_rows(launch(reference_command(binary, nprocs, sizes, iterations, warmup),
+            rows = table_rows(run_job(reference_command(binary, nprocs, sizes, iterations, warmup),
                                      "C reference").stdout)
             for mode in MODES:
                 c_runs[mode].append(figures(rows, mode))
                 output = Path(scratch) / f"{mode}-{repeat}"
-                done = launch(python_command(nprocs, sizes, mode, iterations, warmup, output), "python -m bench run")
+                done = run_job(python_command(nprocs, sizes, mode, iterations, warmup, output), "python -m bench run")
                 python_runs[mode].append(figures(table_rows(done.stdout), mode))
                 warnings += [line for line in done.stderr.splitlines()
                              if line.startswith("WARNING") and line not in warnings]

@@ -7,13 +7,13 @@ from pathlib import Path
 import click
 from tabulate import tabulate
 
-from a2a import decide, model
+from a2a.analysis import decide, model
 from a2a.errors import BadConfig
-from a2a.results import load
-from a2a.table import write_decision
+from a2a.record.decision import write_decision
+from a2a.record.results import load
 from a2a.units import human_bytes
 
-from .cli import echo, main
+from .group import echo, main
 from .options import parse_count, parse_list
 
 

@@ -70,18 +70,6 @@ def parse_assignments(items: list[str] | tuple[str, ...], what: str) -> dict[str
     return options
 
 
-def parse_algorithm_spec(spec: str) -> tuple[str, dict[str, str]]:
-    """'bruck:radix=4' -> ('bruck', {'radix': '4'}): a variant with its own options."""
-    name, *assignments = [piece.strip() for piece in spec.split(":")]
-    options = {}
-    for assignment in assignments:
-        key, sep, value = assignment.partition("=")
-        if not sep or not key:
-            raise BadOption(f"algorithm {spec!r}; accepted: NAME or NAME:KEY=VALUE[:KEY=VALUE]")
-        options[key] = value
-    return name, options
-
-
 def load_config(path: Path) -> dict[str, Any]:
     """Read a YAML sweep file into option values (keys as the long options, - or _)."""
     import yaml

@@ -1,6 +1,6 @@
 """`bench overhead`: our Python algorithms against the MPI library's C twins, forced to the same schedule.
 
-The twin of each of our variants is the one the exporters name (a2a.export's `counterpart`),
+The twin of each of our variants is the one the exporters name (a2a.analysis.export's `counterpart`),
 so what is measured here is what an exported table would run. MPICH is forced through its
 CVARs, Open MPI through coll_tuned's MCA variables.
 """
@@ -14,16 +14,16 @@ from pathlib import Path
 import click
 from tabulate import tabulate
 
+from a2a.algos.registry import with_defaults
+from a2a.analysis.export import mpich, ompi, ompi_json
 from a2a.errors import HarnessError
-from a2a.export import mpich, ompi, ompi_json
-from a2a.mpi import launcher_flags, launcher_library, mpi_tool
-from a2a.registry import with_defaults
-from a2a.results import read_meta, read_rows
+from a2a.measure.grid import parse_variant
+from a2a.mpi import launcher_flags, launcher_library, mpi_tool, run_job
+from a2a.record.results import read_meta, read_rows
 from a2a.units import human_bytes
 
-from .cli import main
-from .harness import launch
-from .options import parse_algorithm_spec, parse_count, parse_list
+from .group import main
+from .options import parse_count, parse_list
 
 POINT_SECONDS = 20  # --max-time-per-point of each launch
 
@@ -37,7 +37,7 @@ OURS = {
 
 def twin(library: str, ours: str, nprocs: int) -> tuple[str, dict[str, str]]:
     """The library's algorithm for our variant (as its exporter maps it) and the variables that force it."""
-    name, given = parse_algorithm_spec(ours)
+    name, given = parse_variant(ours)
     options = with_defaults(name, given)
     if library == "MPICH":
         target = mpich.counterpart(name, options, nprocs)
@@ -97,7 +97,7 @@ def _launch(launcher: str, library: str, n: int, ours: str, variables: dict[str,
                f"native,{ours}", "--sizes", sizes, "--nprocs", str(n), "--iterations", str(iterations),
                "--warmup", "10", "--max-time-per-point", str(POINT_SECONDS), "--output", str(out), "--quiet"]
     timeout = 120 + 2 * POINT_SECONDS * len(parse_list(sizes, "size"))  # two algorithms per size, and start-up
-    launch(command, f"{ours} against {library}'s twin on {n} ranks", timeout, variables)
+    run_job(command, f"{ours} against {library}'s twin on {n} ranks", timeout, variables)
     if library not in (read_meta(out).get("mpi_library") or ""):
         raise HarnessError(f"bench overhead forced {library}'s algorithms, but the run reports "
                            f"{read_meta(out).get('mpi_library')!r}")

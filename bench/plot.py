@@ -5,10 +5,11 @@ from pathlib import Path
 
 import click
 
-from a2a import plot, topoplot, topostudy
-from a2a.results import load
+from a2a.analysis import plot, topoplot
+from a2a.analysis import study as topostudy
+from a2a.record.results import load
 
-from .cli import echo, main
+from .group import echo, main
 
 
 @main.command("plot")

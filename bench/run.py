@@ -10,21 +10,20 @@ import click
 import numpy as np
 
 import a2a
-from a2a.cache import CACHES
-from a2a.environment import node_memory_share
-from a2a.errors import BadConfig, BadOption
-from a2a.mesh import Layout, layouts
+from a2a.algos.registry import COLLECTIVES
+from a2a.errors import BadConfig
+from a2a.measure.cache import CACHES
+from a2a.measure.environment import node_memory_share
+from a2a.measure.grid import TIMINGS, SweepConfig, default_nprocs, variants
+from a2a.measure.mesh import mesh_layouts
+from a2a.measure.session import Session, StopRequest, SweepState, resume, set_thread_level
+from a2a.measure.workload import parse_workload
 from a2a.mpi import world
-from a2a.registry import COLLECTIVES
-from a2a.session import Session, StopRequest, SweepState, resume, set_thread_level
-from a2a.sweep import TIMINGS, SweepConfig, Variant, default_nprocs
 from a2a.units import parse_size
-from a2a.workload import parse_workload
 
-from .cli import main
+from .group import main
 from .options import (
     load_config,
-    parse_algorithm_spec,
     parse_assignments,
     parse_count,
     parse_dtype,
@@ -132,7 +131,7 @@ def build_config(comm: Any, values: dict[str, Any]) -> SweepConfig:
     dtype = parse_dtype(str(get("dtype", "float32")))
     sizes = parse_list(_as_text(get("sizes", DEFAULT_SIZES)), "size")
     _check_sizes(sizes, dtype)
-    layouts = mesh_layouts(get("mesh", ""), _as_list(get("groups", [])))
+    layouts = mesh_layouts(_as_text(get("mesh", "")), _as_list(get("groups", [])))
     for layout in layouts:
         if layout.nprocs > comm.size:
             raise BadConfig(f"mesh {layout.mesh_text} holds {layout.nprocs} ranks, more than the {comm.size} "
@@ -175,47 +174,10 @@ def _check_sizes(sizes: list[int], dtype: str) -> None:
         raise BadConfig(f"sizes {odd} are not multiples of {dtype}'s {itemsize} bytes")
 
 
-def mesh_layouts(meshes: Any, groups: list[str]) -> list[Layout]:
-    """--mesh and --groups -> layouts (every mesh with every group choice)."""
-    meshes = [m.strip() for m in _as_text(meshes).split(",") if m.strip()]
-    if groups and not meshes:
-        raise BadConfig("--groups needs --mesh (the axes are the mesh's)")
-    return layouts(meshes, groups)
-
-
 def _choice(value: Any, accepted: tuple[str, ...], what: str) -> str:
     if value not in accepted:
         raise BadConfig(f"{what} {value!r}; accepted: {', '.join(accepted)}")
     return str(value)
-
-
-def variants(text: str, options: dict[str, dict[str, str]], ppn: int, collective: str = "alltoall",
-             workload: str = "uniform") -> list[Variant]:
-    """Algorithm specs -> variants with resolved options (unknown names, options and collectives fail here)."""
-    specs = [s.strip() for s in text.split(",") if s.strip()]
-    if specs == ["all"]:
-        specs = [name for name in a2a.algorithms(collective) if name != "auto"]
-    known = {parse_algorithm_spec(s)[0] for s in specs}
-    stray = sorted(set(options) - known)
-    if stray:
-        raise BadOption(f"--option names {', '.join(stray)}, which is not among the algorithms swept "
-                        f"({', '.join(sorted(known))})")
-    chosen = []
-    for spec in specs:
-        name, own = parse_algorithm_spec(spec)
-        algorithm = a2a.get(name)
-        algorithm.kind(collective)
-        wanted = {**options.get(name, {}), **own}
-        if ppn and "ppn" in algorithm.options and "ppn" not in wanted:
-            wanted["ppn"] = ppn
-        if name == "auto" and collective == "alltoallv":  # decide for the workload swept
-            wanted.setdefault("workload", workload)
-        variant = Variant(name, algorithm.resolve(wanted))
-        if variant not in chosen:
-            chosen.append(variant)
-    if not chosen:
-        raise BadConfig("no algorithms to sweep; name some with --algorithms (see `bench list`)")
-    return chosen
 
 
 def _as_list(value: Any) -> list[str]:

@@ -7,10 +7,10 @@ import click
 from tabulate import tabulate
 
 import a2a
-from a2a import report
-from a2a.results import load
+from a2a.record import report
+from a2a.record.results import load
 
-from .cli import main
+from .group import main
 
 
 @main.command("list")

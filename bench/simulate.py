@@ -13,19 +13,20 @@ import click
 import numpy as np
 
 import a2a
-from a2a import fabric, report, simgrid
-from a2a.capture import Schedule, capture_unit
-from a2a.environment import git_commit
+from a2a import fabric
 from a2a.errors import A2AError, BadConfig, BadOption, CaptureError
-from a2a.mesh import group_comm
-from a2a.results import Recorder, Row, read_meta, read_rows, write_meta
-from a2a.session import option_defaults, progress_text
-from a2a.stats import bandwidths
-from a2a.sweep import Point, SweepConfig, Variant, points
+from a2a.measure.environment import git_commit
+from a2a.measure.grid import Point, SweepConfig, Variant, parse_variant, points, variants
+from a2a.measure.mesh import group_comm, mesh_layouts
+from a2a.measure.session import option_defaults, progress_text
+from a2a.record import report
+from a2a.record.results import Recorder, Row, read_meta, read_rows, write_meta
+from a2a.record.stats import bandwidths
+from a2a.simulate import simgrid
+from a2a.simulate.capture import Schedule, capture_unit
 
-from . import run  # as a module: bench.run imports the commands, this one among them
-from .cli import main
-from .options import parse_algorithm_spec, parse_assignments, parse_count, parse_dtype, parse_list
+from .group import main
+from .options import parse_assignments, parse_count, parse_dtype, parse_list
 
 TIMING = "simulated"
 DEFAULTS = {"platform": "switch", "link": "100Gbps,1us", "nprocs": "64", "sizes": "8,1K,64K"}
@@ -122,7 +123,7 @@ def prepare(given: dict[str, Any]) -> tuple[Path, SweepConfig, Machine, dict[str
     odd = [s for s in sizes if s % itemsize]
     if odd:
         raise BadConfig(f"sizes {odd} are not multiples of {dtype}'s {itemsize} bytes")
-    layouts = run.mesh_layouts(given["mesh"] or "", list(given["groups"]))
+    layouts = mesh_layouts(given["mesh"] or "", list(given["groups"]))
     fallback = ",".join(str(m.nprocs) for m in layouts) if layouts else DEFAULTS["nprocs"]
     nprocs = parse_list(given["nprocs"] or fallback, "process count", parse_count)
     if nprocs[0] < 1:
@@ -157,12 +158,12 @@ def simulated_variants(text: str, assignments: list[str], ppn: int) -> list[Vari
     specs = [s.strip() for s in text.split(",") if s.strip()]
     if specs == ["all"]:
         specs = [n for n in a2a.algorithms("alltoall") if n != "auto"]
-    natives = [s for s in specs if parse_algorithm_spec(s)[0] == "native"]
+    natives = [s for s in specs if parse_variant(s)[0] == "native"]
     ours = [s for s in specs if s not in natives]
     options = parse_assignments(assignments, "--option")
-    chosen = run.variants(",".join(ours), {k: v for k, v in options.items() if k != "native"}, ppn) if ours else []
+    chosen = variants(",".join(ours), {k: v for k, v in options.items() if k != "native"}, ppn) if ours else []
     for spec in natives:
-        given = {**options.get("native", {}), **parse_algorithm_spec(spec)[1]}
+        given = {**options.get("native", {}), **parse_variant(spec)[1]}
         chosen += [Variant("native", o) for o in native_options(given)]
     if not chosen:
         raise BadConfig("no algorithms to simulate; name some with --algorithms (see `bench list`)")

@@ -14,7 +14,7 @@ import click
 
 from a2a.errors import A2AError, BadOption
 
-from .cli import echo, main
+from .group import echo, main
 from .options import parse_count, parse_list
 
 SCRIPT = Path(__file__).resolve().parent / "slurm" / "sweep.sbatch"
@@ -116,8 +116,6 @@ def sbatch_lines(nodes: int | None, ntasks_per_node: str | None, partition: str 
 
 def run_arguments(run_options: tuple[str, ...]) -> str:
     """Check `bench run` options for the sweep; return them as the script's A2A_RUN_ARGS."""
-    from .run import run
-
     for word in run_options:
         if word.split("=", 1)[0] in FORBIDDEN_RUN_OPTIONS:
             raise BadOption(f"{word.split('=', 1)[0]} is the script's business; use `bench slurm --output`")
@@ -125,7 +123,7 @@ def run_arguments(run_options: tuple[str, ...]) -> str:
             raise BadOption(f"run option {word!r}: the batch script splits options on spaces, so a "
                             "value cannot hold spaces, quotes, $, ` or \\")
     try:
-        run.make_context("bench run", list(run_options))
+        main.commands["run"].make_context("bench run", list(run_options))
     except click.UsageError as problem:
         raise BadOption(f"options for the sweep (after --): {problem.format_message()}") from None
     return " ".join(run_options)

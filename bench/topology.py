@@ -9,12 +9,14 @@ from pathlib import Path
 
 import click
 
-from a2a import cluster, registry, topostudy
+from a2a.algos import registry
+from a2a.analysis import study as topostudy
+from a2a.analysis.study import STUDY_MANIFEST, study_entries, study_runs
+from a2a.emulate import cluster
 from a2a.errors import BadConfig, ClusterError
-from a2a.results import read_meta
-from a2a.topostudy import STUDY_MANIFEST, study_entries, study_runs
+from a2a.record.results import read_meta
 
-from .cli import echo, main
+from .group import echo, main
 from .options import empty_output
 
 ALGORITHMS = ("native", "pairwise", "bruck", "linear", "bine", "dimensional")  # the last two where registered

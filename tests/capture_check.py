@@ -19,9 +19,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import a2a  # noqa: E402
-from a2a.capture import capture, collectives, standin_mpi, traffic  # noqa: E402
+from a2a.algos.nodes import node_groups  # noqa: E402
 from a2a.errors import A2AError  # noqa: E402
-from a2a.topology import node_groups  # noqa: E402
+from a2a.simulate.capture import capture, collectives, standin_mpi, traffic  # noqa: E402
 
 
 class Tally:

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import numpy as np
 
-from a2a.results import Recorder, Row, write_meta
-from a2a.stats import Stats, bandwidths
+from a2a.record.results import Recorder, Row, write_meta
+from a2a.record.stats import Stats, bandwidths
 
 # (nprocs, bytes per peer) -> {(algorithm, options): median microseconds}; every point gets
 # 20 lognormal samples (5% spread) around its median, so clear gaps are significant. linear_sync is

@@ -8,16 +8,16 @@ import pytest
 from support import assert_collective_tests_pass, bench, runs_alike, self_comm, subcommunicators
 
 import a2a
-from a2a.buffers import _buffer_problem
-from a2a.builtin import bine, bruck_zero_copy
-from a2a.builtin.dimensional import balanced, factors
-from a2a.builtin.hierarchical import leader_permutations
-from a2a.builtin.locality_aware import collected
-from a2a.builtin.pairwise_inplace import one_factor
-from a2a.builtin.parallel_split import split_factor
-from a2a.builtin.zero_copy import slots
-from a2a.results import read_rows
-from a2a.topology import split_nodes
+from a2a.algos.buffers import _buffer_problem
+from a2a.algos.builtin import bine, bruck_zero_copy
+from a2a.algos.builtin.dimensional import balanced, factors
+from a2a.algos.builtin.hierarchical import leader_permutations
+from a2a.algos.builtin.locality_aware import collected
+from a2a.algos.builtin.pairwise_inplace import one_factor
+from a2a.algos.builtin.parallel_split import split_factor
+from a2a.algos.nodes import split_nodes
+from a2a.algos.schedule import slots
+from a2a.record.results import read_rows
 
 VARIANTS = [
     ("native", {}), ("linear", {}), ("pairwise", {}), ("throttled", {}), ("throttled", {"window": 2}),

@@ -7,11 +7,11 @@ from decide_fixtures import minimal_table
 from support import assert_collective_tests_pass, runs_alike, self_comm, shared_path, subcommunicators
 
 import a2a
-from a2a.builtin.bruck import bruck_rounds
+from a2a.algos.buffers import overlap, packed
+from a2a.algos.builtin.bruck import bruck_rounds
+from a2a.algos.registry import register
 from a2a.errors import BadConfig, PluginError
-from a2a.registry import register
-from a2a.vbuffers import overlap, packed
-from a2a.workload import imbalance, parse_workload, read_matrix
+from a2a.measure.workload import imbalance, parse_workload, read_matrix
 
 VARIANTS = [
     ("native", {}), ("linear", {}), ("pairwise", {}), ("throttled", {"window": 2}), ("node_aware", {"ppn": 3}),
@@ -268,8 +268,8 @@ def test_auto_follows_the_alltoallv_table_of_the_workload(comm, tmp_path):
 def test_decide_splits_tables_by_collective_and_workload(tmp_path):
     from decide_fixtures import as_alltoallv, record
 
-    from a2a import decide
-    from a2a.table import lookup
+    from a2a.analysis import decide
+    from a2a.record.decision import lookup
 
     uniform = record(tmp_path / "a", {(4, 64): {("native", ""): 50, ("bruck", "radix=2"): 20}})
     skewed = as_alltoallv(record(tmp_path / "v", {(4, 64): {("native", ""): 50, ("tuna", "radix=2"): 10,
@@ -282,7 +282,7 @@ def test_decide_splits_tables_by_collective_and_workload(tmp_path):
 
 
 def test_schedule_costs_show_padding_waste_and_two_phase_rounds():
-    from a2a.vmodel import terms
+    from a2a.analysis.vmodel import terms
 
     uniform = parse_workload("uniform").counts(8, 1024, 1)
     padded, two_phase = terms("padded_bruck", uniform, 1), terms("two_phase_bruck", uniform, 1)

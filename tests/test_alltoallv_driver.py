@@ -8,13 +8,13 @@ import pytest
 from support import assert_refused_before_measuring, bench, mpiexec
 
 import a2a
-from a2a.results import COLUMNS, Row, point_key, read_rows
-from a2a.workload import parse_workload
+from a2a.measure.workload import parse_workload
+from a2a.record.results import COLUMNS, Row, point_key, read_rows
 
 # drops the last byte of every nonempty block: the check must notice
 WRONG_PLUGIN = '''
 import a2a
-from a2a.builtin.linear import spread_out
+from a2a.algos.builtin.linear import spread_out
 
 
 @a2a.register("lossy", collective="alltoallv")

@@ -10,7 +10,7 @@ from support import mpiexec, shared_path
 
 import a2a
 from a2a.errors import BadOption
-from a2a.results import read_rows
+from a2a.record.results import read_rows
 
 
 def run_auto(comm, table: str | None, bytes_per_peer: int) -> bool:

@@ -7,9 +7,9 @@ from capture_check import mismatches
 from support import ROOT, mpiexec
 
 import a2a
-from a2a.capture import capture, capture_scaled, collectives, copied, traffic
+from a2a.algos.registry import REGISTRY, register
 from a2a.errors import CaptureError
-from a2a.registry import REGISTRY, register
+from a2a.simulate.capture import capture, capture_scaled, collectives, copied, traffic
 
 
 @pytest.mark.mpi

@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 from support import ROOT, mpiexec, needs_mpich, python
 
-from a2a import cluster, fabric
+from a2a import fabric
+from a2a.emulate import cluster
 from a2a.errors import BadOption
-from a2a.results import Recorder, Row, read_rows
-from a2a.seed import seed_table, stall_summary
+from a2a.record.results import Recorder, Row, read_rows
+from a2a.record.seed import seed_table, stall_summary
 
 LOCK = Path("/tmp/a2a-cluster.lock")  # one emulated cluster per machine: every user holds this
 LOCK_WAIT_SECONDS = 900

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from test_cluster import HYDRA, bench, netns, ok  # noqa: F401 (netns is a fixture)
 
-from a2a.results import read_rows
+from a2a.record.results import read_rows
 
 
 @HYDRA

@@ -9,11 +9,12 @@ from decide_fixtures import LIBRARY_TABLE, minimal_table, record, row_for, sampl
 from support import needs_mpich, python
 
 import a2a
-from a2a import decide, table
+from a2a.analysis import decide
+from a2a.analysis.export import export, formats, intel, mpich, ompi, translate
+from a2a.analysis.revert import revert_slower
 from a2a.errors import BadInput, BadResults
-from a2a.export import export, formats, intel, mpich, ompi, translate
-from a2a.results import Recorder
-from a2a.revert import revert_slower
+from a2a.record import decision
+from a2a.record.results import Recorder
 
 
 @pytest.fixture
@@ -24,7 +25,7 @@ def library_run(tmp_path):
 @pytest.fixture
 def library_table(library_run, tmp_path):
     path = tmp_path / "decision.json"
-    table.write_decision(decide.decide([library_run]), path)
+    decision.write_decision(decide.decide([library_run]), path)
     return path
 
 
@@ -46,14 +47,14 @@ def test_mann_whitney_matches_scipy_reference_values():
 
 
 def test_boundaries_are_geometric_means_and_cover_from_zero():
-    assert table.lower_bounds([8, 64, 1024]) == [0, 23, 256]
-    assert table.lower_bounds([1, 2]) == [0, 2]  # each size stays in its own range
-    assert table.lower_bounds([0, 8]) == [0, 1]
+    assert decision.lower_bounds([8, 64, 1024]) == [0, 23, 256]
+    assert decision.lower_bounds([1, 2]) == [0, 2]  # each size stays in its own range
+    assert decision.lower_bounds([0, 8]) == [0, 1]
 
 
 def test_decide_picks_merges_and_covers_zero_to_infinity(library_run):
     document = decide.decide([library_run])
-    assert document["schema"] == table.SCHEMA and document["metric"] == "mean"
+    assert document["schema"] == decision.SCHEMA and document["metric"] == "mean"
     assert document["mpi_library"] == "MPICH Version: test" and document["dtype"] == "float32"
     assert spans(table_of(document, 2)) == [(0, None, "pairwise", "schedule=shift")]
     assert spans(table_of(document, 4)) == [
@@ -64,9 +65,9 @@ def test_decide_picks_merges_and_covers_zero_to_infinity(library_run):
     assert cell["speedup_vs_native"] == pytest.approx(50 / 20, rel=0.05)
     assert cell["margin"] == pytest.approx(50 / 20 - 1, rel=0.1)
     assert cell["candidates"][0]["algorithm"] == "bruck" and len(cell["candidates"]) == 5
-    assert table.lookup(document, 4, 300)[1]["algorithm"] == "pairwise"
-    assert table.lookup(document, 3, 300)[0]["nprocs"] == 2  # nearest measured count below
-    assert table.lookup(document, 1, 300) is None
+    assert decision.lookup(document, 4, 300)[1]["algorithm"] == "pairwise"
+    assert decision.lookup(document, 3, 300)[0]["nprocs"] == 2  # nearest measured count below
+    assert decision.lookup(document, 1, 300) is None
     assert "tie" not in decide.render(document).split("\n")[2]
 
 
@@ -129,7 +130,7 @@ def test_export_ompi_classic_rules(library_table):
 
 def test_export_ompi_without_throttled_is_version_1(tmp_path):
     path = tmp_path / "t.json"
-    table.write_decision(minimal_table(8, [(0, "bruck", "radix=2"), (100, "linear", "")]), path)
+    decision.write_decision(minimal_table(8, [(0, "bruck", "radix=2"), (100, "linear", "")]), path)
     text = export(path, "ompi").text
     assert "rule-file-version" not in text and text.splitlines()[-2:] == ["0 3 0 0", "800 1 0 0"]
 
@@ -232,7 +233,7 @@ def test_read_decision_rejects_gaps(tmp_path):
     path = tmp_path / "gap.json"
     path.write_text(json.dumps(document))
     with pytest.raises(BadInput, match="gap or overlap"):
-        table.read_decision(path)
+        decision.read_decision(path)
 
 
 def test_mixed_dtypes_need_a_choice(tmp_path):
@@ -308,8 +309,8 @@ def test_cells_the_library_ran_slower_go_back_to_native(library_run, tmp_path):
     assert spans(table_of(document, 4)) == [
         (0, 255, "bruck", "radix=2"), (256, 4095, "pairwise", "schedule=shift"), (4096, None, "native", "")]
     path = tmp_path / "verified.json"
-    table.write_decision(document, path)
-    assert table.read_decision(path)["tables"][1]["ranges"][2]["cells"][0]["reverted_from"] == "throttled:window=2"
+    decision.write_decision(document, path)
+    assert decision.read_decision(path)["tables"][1]["ranges"][2]["cells"][0]["reverted_from"] == "throttled:window=2"
 
 
 @pytest.mark.parametrize("column,other,message", [

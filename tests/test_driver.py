@@ -14,10 +14,10 @@ import pytest
 from support import ROOT, assert_refused_before_measuring, bench, launch_command, mpi_library, mpiexec, needs_mpich
 
 from a2a.errors import BadConfig
+from a2a.measure.grid import default_nprocs
 from a2a.mpi import clean_launcher_env
-from a2a.results import read_rows, read_samples
-from a2a.stats import Stats, bandwidths
-from a2a.sweep import default_nprocs
+from a2a.record.results import read_rows, read_samples
+from a2a.record.stats import Stats, bandwidths
 from a2a.units import parse_size
 from bench.options import parse_list
 

@@ -9,9 +9,9 @@ import pytest
 from decide_fixtures import record
 from support import mpi_library, mpiexec, python
 
-from a2a import decide
-from a2a.results import read_meta, read_rows, read_samples
-from a2a.table import read_decision, write_decision
+from a2a.analysis import decide
+from a2a.record.decision import read_decision, write_decision
+from a2a.record.results import read_meta, read_rows, read_samples
 
 SLEEPY = "tests/plugins/sleepy.py"
 WRONG = "tests/plugins/wrong.py"

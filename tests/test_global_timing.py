@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from support import mpiexec
 
-from a2a.clock import Bounds, ClockModel, GlobalClock, fit, synchronise
-from a2a.results import read_rows, read_samples
-from a2a.timing import time_global
+from a2a.measure.clock import Bounds, ClockModel, GlobalClock, fit, synchronise
+from a2a.measure.timing import time_global
+from a2a.record.results import read_rows, read_samples
 
 
 def test_offset_from_the_intersection_of_bounds():

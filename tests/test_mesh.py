@@ -9,8 +9,8 @@ from support import assert_collective_tests_pass, assert_refused_before_measurin
 
 import a2a
 from a2a.errors import BadOption
-from a2a.mesh import Layout, group_comm, layouts, parse_groups, parse_mesh
-from a2a.results import read_rows
+from a2a.measure.mesh import Layout, group_comm, layouts, parse_groups, parse_mesh
+from a2a.record.results import read_rows
 
 MEMBERS = {
     ("2x2x2", "x"): [[0, 4], [1, 5], [2, 6], [3, 7]],

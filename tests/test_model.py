@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from support import python
 
-from a2a import model
-from a2a.results import Recorder, Row, read_rows
-from a2a.table import lookup, parse_options, read_decision
+from a2a.analysis import model
+from a2a.record.decision import lookup, parse_options, read_decision
+from a2a.record.results import Recorder, Row, read_rows
 
 SIZES = [4 * 4**k for k in range(9)]  # 4 B .. 256 KiB per peer
 TRUTH = {"alpha": 20e-6, "alpha_msg": 2e-6, "beta": 1.5e-9, "gamma": 0.4e-9, "alpha_intra": 3e-6, "beta_intra": 0.3e-9,

@@ -7,7 +7,7 @@ import pytest
 from decide_fixtures import two_algorithm_run
 from support import mpi_library, mpiexec, python
 
-from a2a.results import Recorder, Row
+from a2a.record.results import Recorder, Row
 
 FIGURES = ["time_vs_size", "busbw_vs_size", "speedup_heatmap", "decision_map", "model_overlay",
            "samples_p2"]
@@ -53,8 +53,8 @@ def test_model_command_runs_on_the_real_run(real_run):
 
 def test_stalls_are_counted_and_marked(tmp_path):
     pytest.importorskip("matplotlib")
-    from a2a import plot
-    from a2a.results import load
+    from a2a.analysis import plot
+    from a2a.record.results import load
 
     two_algorithm_run(tmp_path)
     figures = plot.plot_all(load(tmp_path), tmp_path / "plots")

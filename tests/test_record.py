@@ -8,11 +8,12 @@ import mpi4py
 import pytest
 from support import bench, mpi_library
 
-from a2a.mesh import Layout
+from a2a.measure.driver import Context, _blank_row
+from a2a.measure.grid import Point, SweepConfig, Variant, points
+from a2a.measure.mesh import Layout
+from a2a.measure.session import set_thread_level
 from a2a.mpi import LOCAL_SIZE_VARIABLES
-from a2a.results import KILL_BEFORE_ROW, read_rows, read_samples
-from a2a.session import set_thread_level
-from a2a.sweep import Context, Point, SweepConfig, Variant, _blank_row, points
+from a2a.record.results import KILL_BEFORE_ROW, read_rows, read_samples
 
 
 def meta_of(out) -> dict:

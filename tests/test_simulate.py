@@ -9,9 +9,10 @@ import pytest
 from capture_check import ONE_SIDED
 
 import a2a
-from a2a import fabric, simgrid
-from a2a.capture import capture
+from a2a import fabric
 from a2a.errors import BadOption
+from a2a.simulate import simgrid
+from a2a.simulate.capture import capture
 from bench.cli import entry
 
 needs_simgrid = pytest.mark.skipif(simgrid.missing() is not None, reason=str(simgrid.missing()))

@@ -12,14 +12,14 @@ from slurm_cluster import Cluster, missing
 from support import ROOT, python
 
 from a2a.mpi import launcher_flags
-from a2a.results import COLUMNS, load, read_samples
+from a2a.record.results import COLUMNS, load, read_samples
 
 SCRIPT = ROOT / "bench" / "slurm" / "sweep.sbatch"
 HOSTFILE = ROOT / "hostfiles" / "from-slurm.sh"
 JOB = ("--nodes=1", "--ntasks=4", "--overcommit", "--time=5")  # 4 ranks on however few cores
 NAP = '''\
 import time
-from a2a.registry import register
+from a2a.algos.registry import register
 
 
 @register("nap")

@@ -4,9 +4,9 @@ from __future__ import annotations
 from support import python
 
 from a2a.netstat import stall_counters, tcp_ext
-from a2a.report import explained_table
-from a2a.results import Recorder, Row, read_rows
-from a2a.stalls import explain
+from a2a.record.report import explained_table
+from a2a.record.results import Recorder, Row, read_rows
+from a2a.record.stalls import explain
 
 
 def row(algorithm, size, stalls, timeouts, probes, options=""):

@@ -10,9 +10,9 @@ from decide_fixtures import two_algorithm_run
 from support import python
 
 import a2a
-from a2a import registry
+from a2a.algos import registry
 from a2a.errors import PluginError
-from a2a.results import Recorder, Row, short_label
+from a2a.record.results import Recorder, Row, short_label
 
 HALFWAY = '''
 import a2a
@@ -60,8 +60,8 @@ def test_a_failing_entry_point_raises_every_time(monkeypatch):
 
 def test_plots_leave_the_callers_rcparams_alone(tmp_path):
     matplotlib = pytest.importorskip("matplotlib")
-    from a2a import plot
-    from a2a.results import load
+    from a2a.analysis import plot
+    from a2a.record.results import load
 
     two_algorithm_run(tmp_path)
     with matplotlib.rc_context({"font.size": 13.0, "axes.grid": False}):

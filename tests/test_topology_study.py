@@ -7,9 +7,11 @@ from pathlib import Path
 import pytest
 from support import python
 
-from a2a import contention, fabric, topostudy
+from a2a import fabric
+from a2a.analysis import contention
+from a2a.analysis import study as topostudy
 from a2a.errors import BadConfig
-from a2a.results import Recorder, Row
+from a2a.record.results import Recorder, Row
 from a2a.units import human_bytes
 from bench.options import empty_output
 

@@ -18,11 +18,11 @@ import pytest
 from decide_fixtures import ALLTOALLV_TABLE, LIBRARY_TABLE, as_alltoallv, record
 from support import ROOT, needs_mpich
 
-from a2a import decide
+from a2a.analysis import decide
+from a2a.analysis.export import export
 from a2a.errors import BadInput
-from a2a.export import export
 from a2a.mpi import clean_launcher_env, mpi_tool
-from a2a.table import write_decision
+from a2a.record.decision import write_decision
 
 PROBE = str(Path(__file__).parent / "programs" / "alltoall_probe.py")
 OMPI_VENV = Path(os.environ.get("A2A_OMPI_VENV", Path.home() / ".cache" / "a2a" / "ompi-venv"))

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from decide_fixtures import record, row_for
 
+from a2a.analysis.validate import orderings, spearman, validate
 from a2a.errors import BadResults
-from a2a.results import Recorder, write_meta
-from a2a.validate import orderings, spearman, validate
+from a2a.record.results import Recorder, write_meta
 from bench.cli import entry
 
 MEASURED = {(4, 1024): {("native", ""): 100, ("pairwise", "schedule=shift"): 200, ("bruck", "radix=2"): 400},

@@ -7,11 +7,11 @@ import time
 import pytest
 from support import mpiexec
 
-from a2a.environment import by_machine, cores_of_this_rank, oversubscription
+from a2a.measure.driver import Context
+from a2a.measure.environment import by_machine, cores_of_this_rank, oversubscription
+from a2a.measure.timing import time_pipelined
 from a2a.mpi import LOCAL_SIZE_VARIABLES, ranks_on_this_node
-from a2a.results import read_rows, read_samples
-from a2a.sweep import Context
-from a2a.timing import time_pipelined
+from a2a.record.results import read_rows, read_samples
 
 CORES = len(cores_of_this_rank())
 

@@ -1,0 +1,98 @@
+"""Bine butterfly all-to-all (De Sensi et al., SC'25): log2 p steps, partners at negabinary distances."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from a2a.algos.builtin.pairwise import pairwise
+from a2a.algos.registry import Prepared, register
+from a2a.algos.schedule import Round, zero_copy_plan
+
+MASK = 0xAAAAAAAA  # negabinary <-> binary through the alternating-bit mask (32-bit words)
+
+
+def to_negabinary(x: int) -> int:
+    """The base -2 digits of x, as the bits of a non-negative int (x >= -0x55555555 * 2)."""
+    return ((MASK + x) ^ MASK) & 0xFFFFFFFF
+
+
+def from_negabinary(bits: int) -> int:
+    """The integer whose base -2 digits are `bits`."""
+    return (MASK ^ bits) - MASK
+
+
+def distance(step: int) -> int:
+    """rho_s: the step's signed partner distance, 1, -1, 3, -5, 11, ... (negabinary 1, 11, 111, ...)."""
+    return from_negabinary((1 << (step + 1)) - 1)
+
+
+def partner(rank: int, step: int, p: int) -> int:
+    """Even ranks add rho_s, odd ranks subtract it (mod p)."""
+    return (rank + distance(step) if rank % 2 == 0 else rank - distance(step)) % p
+
+
+def _negabinary_range(bits: int) -> tuple[int, int]:
+    """Smallest and largest integer that `bits` negabinary digits can write."""
+    return (-sum(2 << (2 * i) for i in range(bits) if 2 * i + 1 < bits),
+            sum(1 << (2 * i) for i in range(bits) if 2 * i < bits))
+
+
+def remap_rank(p: int, rank: int) -> int:
+    """The rank's position among the Bine tree's leaves (Open MPI's ompi_coll_bine_remap_rank)."""
+    if p == 1:
+        return 0
+    bits = (p - 1).bit_length()
+    low, high = _negabinary_range(bits)
+    candidates = (rank, rank - p) if rank % 2 else (-rank, p - rank)
+    found = [to_negabinary(x) for x in candidates if low <= x <= high]
+    nb = found[0] if len(found) == 1 or found[0] >> (bits - 1) & 1 else found[1]
+    gray = nb ^ (nb >> 1)
+    return int(f"{gray:0{bits}b}"[::-1], 2)  # the low `bits` bits reversed
+
+
+def rounds(p: int, rank: int) -> list[Round]:
+    """Every step's blocks for `rank`, p a power of two: each rank keeps the half whose destinations
+    lie in its own subtree and sends the partner's half (Open MPI's block ranges)."""
+    mine = []
+    for peer, source, dest in moves(p):
+        q = int(peer[rank])
+        mine.append(Round(q, list(zip(source[rank].tolist(), dest[rank].tolist())), q,
+                          list(zip(source[q].tolist(), dest[q].tolist()))))
+    return mine
+
+
+@functools.lru_cache(maxsize=2)  # the same for every rank: one simulation per process count (a capture runs p ranks)
+def moves(p: int) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
+    """Per step, simulated for all ranks: each rank's partner and the (source, destination) of the blocks it sends."""
+    steps = p.bit_length() - 1
+    kind = np.int32 if p < 1 << 31 else np.int64
+    leaf = np.array([remap_rank(p, q) for q in range(p)])
+    source = np.repeat(np.arange(p, dtype=kind), p).reshape(p, p)  # [holder, slot]: each block's source rank ...
+    dest = np.tile(np.arange(p, dtype=kind), (p, 1))                # ... and destination rank
+    span, first = p >> 1, ~((p >> 1) - 1)
+    out = []
+    for step in range(steps):
+        peer = np.array([partner(q, step, p) for q in range(p)])
+        low = leaf[peer] & first
+        moving = (leaf[dest] >= low[:, None]) & (leaf[dest] < low[:, None] + span)
+        half = p // 2
+        sent = source[moving].reshape(p, half), dest[moving].reshape(p, half)
+        kept = source[~moving].reshape(p, half), dest[~moving].reshape(p, half)
+        out.append((peer, *sent))
+        source = np.concatenate([kept[0], sent[0][peer]], axis=1)
+        dest = np.concatenate([kept[1], sent[1][peer]], axis=1)
+        span, first = span >> 1, first >> 1
+    return tuple(out)
+
+
+@register("bine", mirrors="Open MPI base alltoall_intra_bine (pairwise at non-powers of two); "
+          "source: De Sensi et al., Bine Trees, SC'25 (arXiv 2508.17311)")
+def bine(comm, sendbuf, recvbuf):
+    """log2 p Sendrecv steps with partner r +- rho_s, half of the blocks each; any other p: pairwise."""
+    p = comm.size
+    if p & (p - 1):
+        return Prepared(pairwise(comm, sendbuf, recvbuf),
+                        note=f"bine: {p} ranks is not a power of two; ran pairwise, as Open MPI does")
+    run, free = zero_copy_plan(comm, sendbuf, recvbuf, rounds(p, comm.rank))
+    return Prepared(run, free)

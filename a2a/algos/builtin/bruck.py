@@ -1,0 +1,85 @@
+"""Bruck's logarithmic all-to-all for any p and radix (Open MPI modified_bruck, MPICH brucks/k_brucks)."""
+import numpy as np
+
+from a2a.algos.prebuilt import copier, spec
+from a2a.algos.registry import blocks, register
+
+RADIX = {"radix": (lambda k: k >= 2, "an integer >= 2")}  # the limit of every Bruck variant's radix
+
+
+def bruck_rounds(p: int, radix: int) -> list[tuple[int, int, list[int]]]:
+    """(distance, digit, indices moved) per round of Bruck's schedule, rounds that move nothing left out.
+
+    Index i holds the block travelling i ranks forward; round (distance, digit) forwards, by
+    digit x distance ranks, every index whose base-radix digit at `distance` is `digit`.
+    """
+    rounds, distance = [], 1
+    while distance < p:
+        for digit in range(1, radix):
+            moved = [i for i in range(1, p) if (i // distance) % radix == digit]
+            if moved:
+                rounds.append((distance, digit, moved))
+        distance *= radix
+    return rounds
+
+
+@register("bruck", mirrors="Open MPI modified_bruck (3) at radix 2; MPICH brucks, k_brucks (radix k)",
+          limits=RADIX)
+def bruck(comm, sendbuf, recvbuf, *, radix: int = 2):
+    """Rotate, then per base-`radix` digit send the blocks with that digit to r + digit*k^d; unrotate."""
+    from mpi4py import MPI
+
+    p, r = comm.size, comm.rank
+    send, recv = blocks(sendbuf, p), blocks(recvbuf, p)
+    work = np.empty_like(send)  # work[i] holds the block that must travel i ranks forward
+    copies = [(work[: p - r], send[r:]), (work[p - r:], send[:r]),  # work[i] = send[(r + i) % p]
+              (recv[: r + 1], work[r::-1]), (recv[r + 1:], work[: r: -1])]  # recv[j] = work[(r - j) % p]
+    rotate_in, rotate_out = _nonempty(copies[:2]), _nonempty(copies[2:])
+    block = MPI.BYTE.Create_contiguous(send.shape[1]).Commit()
+    rounds = []
+    for distance, digit, moved in bruck_rounds(p, radix):
+        # MPI gathers the outgoing blocks through a datatype, as MPICH's brucks does
+        layout = block.Create_indexed_block(1, moved).Commit()
+        incoming = np.empty((len(moved), send.shape[1]), np.uint8)
+        rounds.append(((MPI.buffer(work), 1, layout), (r + digit * distance) % p, spec(incoming),
+                       (r - digit * distance) % p,
+                       [copier(*pair) for pair in _unpack(work, incoming, distance, digit, radix)]))
+    sendrecv = comm.Sendrecv
+    rotate_in, rotate_out = [copier(*pair) for pair in rotate_in], [copier(*pair) for pair in rotate_out]
+
+    def run():
+        for copy in rotate_in:
+            copy()
+        for outgoing, dst, incoming, src, unpack in rounds:
+            sendrecv(outgoing, dst, 0, incoming, src, 0)
+            for copy in unpack:
+                copy()
+        for copy in rotate_out:
+            copy()
+
+    def free():
+        for outgoing, *_ in rounds:
+            outgoing[2].Free()
+        block.Free()
+
+    return run, free
+
+
+def _unpack(work: np.ndarray, incoming: np.ndarray, distance: int, digit: int, radix: int) -> list:
+    """(view of work, view of incoming) pairs that put received blocks back in place.
+
+    The blocks with `digit` at `distance` form runs of `distance` rows every radix*distance
+    rows: one strided view covers all whole periods, one slice the partial last period.
+    """
+    p, width = work.shape
+    period = radix * distance
+    whole = p // period
+    start = whole * period + digit * distance
+    pairs = [(work[: whole * period].reshape(whole, radix, distance, width)[:, digit],
+              incoming[: whole * distance].reshape(whole, distance, width)),
+             (work[start: start + distance], incoming[whole * distance:])]
+    return _nonempty(pairs)
+
+
+def _nonempty(pairs: list) -> list:
+    return [(into, source) for into, source in pairs if into.shape[0]]

@@ -1,0 +1,31 @@
+"""Bruck's all-to-all without copies: derived datatypes replace the rotations and the per-round packing."""
+from __future__ import annotations
+
+from a2a.algos.builtin.bruck import RADIX, bruck_rounds
+from a2a.algos.registry import register
+from a2a.algos.schedule import Round, zero_copy_plan
+
+
+def rounds(p: int, rank: int, radix: int) -> list[Round]:
+    """Bruck's rounds for `rank`: round (d, v) moves every block whose distance i has base-radix digit d = v.
+
+    A block travelling i ranks forward (from s to s + i) has covered the digits below d before
+    round (d, v), so the one sent from `rank` came from rank - (i mod radix^d); the one received
+    has then covered i mod radix^(d+1). No rotation: blocks are named by source and destination.
+    """
+    mine = []
+    for span, digit, moved in bruck_rounds(p, radix):
+        sent = [((rank - i % span) % p, (rank - i % span + i) % p) for i in moved]
+        covered = [i % (span * radix) for i in moved]
+        received = [((rank - c) % p, (rank - c + i) % p) for c, i in zip(covered, moved)]
+        mine.append(Round((rank + digit * span) % p, sent, (rank - digit * span) % p, received))
+    return mine
+
+
+@register("bruck_zero_copy", mirrors="Bruck with MPI datatypes and double buffering instead of rotations and "
+          "packing; the messages of MPICH brucks (radix 2) / k_brucks (radix k); source: Traff, Rougier, Hunold, "
+          "Implementing a classic: zero-copy all-to-all communication with MPI datatypes (ICS 2014)",
+          limits=RADIX)
+def bruck_zero_copy(comm, sendbuf, recvbuf, *, radix: int = 2):
+    """Bruck's rounds (any p, base `radix`); each block is sent from and received into where it lies."""
+    return zero_copy_plan(comm, sendbuf, recvbuf, rounds(comm.size, comm.rank, radix))

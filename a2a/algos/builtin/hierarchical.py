@@ -1,0 +1,170 @@
+"""Two levels: gather on node leaders, one message per pair of nodes, scatter on the node."""
+import numpy as np
+
+from a2a.algos.buffers import packed
+from a2a.algos.nodes import NODE_LIMITS, my_node, node_groups
+from a2a.algos.prebuilt import copier
+from a2a.algos.registry import blocks, register
+
+
+@register("hierarchical", mirrors="leader-based two-level alltoall (as in MVAPICH/HAN-style designs)",
+          limits=NODE_LIMITS)
+def hierarchical(comm, sendbuf, recvbuf, *, ppn: int = 0, placement: str = "block"):
+    """Gather each node's buffers on its leader, leaders exchange (Alltoallv), leaders scatter."""
+    return through_leaders(comm, sendbuf, recvbuf, node_groups(comm, ppn, placement))
+
+
+def through_leaders(comm, sendbuf, recvbuf, nodes: list[list[int]]):
+    """The two-level exchange with the first rank of each group in `nodes` as its leader."""
+    from mpi4py import MPI
+
+    p = comm.size
+    width = sendbuf.nbytes // p
+    send, recv = blocks(sendbuf, p), blocks(recvbuf, p)
+    n, local, leaders = node_and_leader_comms(comm, nodes)
+    if leaders is None:
+        def run():
+            local.Gather(send, None, root=0)
+            local.Scatter(None, recv, root=0)
+        return run, local.Free
+
+    here = len(nodes[n])
+    gathered, outgoing, incoming, scattered = (np.empty((here * p, width), np.uint8) for _ in range(4))
+    pack, unpack = leader_permutations(nodes, n, p)
+    outbound = [len(members) * here * width for members in nodes]
+    layout = (outbound, packed(outbound).tolist())
+    into_outgoing, into_scattered = np.argsort(pack), np.argsort(unpack)  # gathers as scatters
+    exchange, outbox, inbox = leaders.Alltoallv, [outgoing, layout, MPI.BYTE], [incoming, layout, MPI.BYTE]
+
+    def run():
+        local.Gather(send, gathered, root=0)
+        outgoing[into_outgoing] = gathered
+        exchange(outbox, inbox)
+        scattered[into_scattered] = incoming
+        local.Scatter(scattered, recv, root=0)
+
+    return run, lambda: (local.Free(), leaders.Free())
+
+
+def node_and_leader_comms(comm, nodes: list[list[int]]) -> tuple[int, object, object | None]:
+    """(my node's index, a communicator of my node, one of the node leaders or None off the leaders).
+
+    A node's leader is its first rank; both splits are collective over `comm`.
+    """
+    from mpi4py import MPI
+
+    rank = comm.rank
+    n = my_node(nodes, rank)
+    local = comm.Split(n, key=rank)
+    leading = rank == nodes[n][0]
+    leaders = comm.Split(0 if leading else MPI.UNDEFINED, key=rank)
+    return n, local, leaders if leading else None
+
+
+def leader_permutations(nodes: list[list[int]], n: int, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row orders on leader n: gathered (local source, dest) -> outgoing, incoming -> (local dest, source).
+
+    Outgoing to node b holds, for each destination m on b, the blocks of every local source
+    in local order; so incoming from node c holds, for each local destination, c's sources.
+    """
+    here = len(nodes[n])
+    pack = [source * p + dest for members in nodes for dest in members for source in range(here)]
+    unpack = np.empty(here * p, dtype=np.intp)
+    offset = 0
+    for sources in nodes:
+        for dest in range(here):
+            for i, source in enumerate(sources):
+                unpack[dest * p + source] = offset + dest * len(sources) + i
+        offset += here * len(sources)
+    return np.array(pack, dtype=np.intp), unpack
+
+
+@register("hierarchical", collective="alltoallv", limits=NODE_LIMITS,
+          mirrors="leader-based two-level alltoallv: one message per pair of nodes")
+def hierarchical_v(comm, send, recv, *, ppn: int = 0, placement: str = "block"):
+    """Gatherv each node's blocks on its leader, leaders exchange one message per node pair (Alltoallv), Scatterv."""
+    from mpi4py import MPI
+
+    nodes = node_groups(comm, ppn, placement)
+    n, local, leaders = node_and_leader_comms(comm, nodes)
+    # this rank's blocks in peer order, as one datatype over its own buffers (no copy on this side)
+    mine = [_bytes_type(list(zip(side.offsets.tolist(), side.nbytes.tolist()))) for side in (send, recv)]
+    # a count of 0 where there is nothing: MPI skips it on both sides (a 1 of an empty type would be sent)
+    outgoing_mine, incoming_mine = ([side.array, _count(t), t] for side, t in zip((send, recv), mine))
+    sent, received = (np.array(local.gather(side.nbytes.tolist(), root=0) or [], np.int64) for side in (send, recv))
+    types = list(mine)
+    if leaders is None:
+        def run():
+            local.Gatherv(outgoing_mine, None, root=0)
+            local.Scatterv(None, incoming_mine, root=0)
+        return run, lambda: _free(types, local)
+
+    # gathered: local source s's blocks in destination order; scattered: local dest m's in source order
+    gathered, scattered = np.empty(int(sent.sum()), np.uint8), np.empty(int(received.sum()), np.uint8)
+    sent_at = _offsets(sent)  # [s, d]: where block (local source s -> rank d) sits in gathered
+    received_at = _offsets(received)  # [m, j]: where block (rank j -> local dest m) goes in scattered
+    here = range(len(nodes[n]))
+    # to node b: for each of its ranks d, every local source's block; from node c: for each local m, c's ranks'
+    pack = [[(sent_at[s, d], sent[s, d]) for d in members for s in here] for members in nodes]
+    unpack = [[(received_at[m, j], received[m, j]) for m in here for j in members] for members in nodes]
+    outgoing, out_layout, copy_out = _packed(gathered, pack, into=False)
+    incoming, in_layout, copy_in = _packed(scattered, unpack, into=True)
+    exchange = ([outgoing, out_layout, MPI.BYTE], [incoming, in_layout, MPI.BYTE])
+    gather_spec = [gathered, (sent.sum(axis=1).tolist(), _starts(sent)), MPI.BYTE]
+    scatter_spec = [scattered, (received.sum(axis=1).tolist(), _starts(received)), MPI.BYTE]
+    alltoallv = leaders.Alltoallv
+
+    def run():
+        local.Gatherv(outgoing_mine, gather_spec, root=0)
+        for copy in copy_out:
+            copy()
+        alltoallv(*exchange)
+        for copy in copy_in:
+            copy()
+        local.Scatterv(scatter_spec, incoming_mine, root=0)
+
+    return run, lambda: _free(types, local, leaders)
+
+
+def _packed(buffer: np.ndarray, groups: list[list[tuple[int, int]]], into: bool) -> tuple:
+    """A buffer holding `groups` of (offset, length) blocks of `buffer` end to end, its Alltoallv layout,
+    and the prebuilt copies that fill it from `buffer` (or, `into`, fill `buffer` from it).
+    """
+    sizes = [sum(int(n) for _, n in blocks) for blocks in groups]
+    joined = np.empty(sum(sizes), np.uint8)
+    copies, at = [], 0
+    for group in groups:
+        for offset, n in group:
+            if n:
+                pair = (joined[at: at + n], buffer[offset: offset + n])
+                copies.append(copier(*(pair[::-1] if into else pair)))
+                at += int(n)
+    return joined, (sizes, packed(sizes).tolist()), copies
+
+
+def _offsets(sizes: np.ndarray) -> np.ndarray:
+    """Start of each entry when the rows of `sizes` are laid end to end, row after row."""
+    return (np.cumsum(sizes.reshape(-1)) - sizes.reshape(-1)).reshape(sizes.shape)
+
+
+def _starts(sizes: np.ndarray) -> list[int]:
+    return _offsets(sizes)[:, 0].tolist() if sizes.size else []
+
+
+def _bytes_type(blocks: list[tuple[int, int]]) -> object:
+    """A byte datatype covering (offset, length) blocks in this order."""
+    from mpi4py import MPI
+
+    return MPI.BYTE.Create_hindexed([int(n) for _, n in blocks], [int(o) for o, _ in blocks]).Commit()
+
+
+def _count(datatype) -> int:
+    """1 for a datatype that holds bytes, 0 for an empty one."""
+    return 1 if datatype.Get_size() else 0
+
+
+def _free(types: list, *comms) -> None:
+    for datatype in types:
+        datatype.Free()
+    for c in comms:
+        c.Free()

@@ -1,0 +1,80 @@
+"""MPI one-sided (RMA): every rank puts its blocks into, or gets them from, the peers' windows."""
+from a2a.algos.prebuilt import copier, spec
+from a2a.algos.registry import blocks, register
+
+SYNCS = ("fence", "lock", "pscw")
+OPS = ("put", "get")
+
+
+@register("onesided",
+          mirrors="UCC tl/ucp alltoall onesided (put, or get as its auto picks at >= 8 ranks per node); "
+                  "MPI-3 RMA synchronisation",
+          limits={"sync": (lambda s: s in SYNCS, "fence, lock (lock_all + flush + barrier) or pscw"),
+                  "op": (lambda s: s in OPS, "put (into the peers' receive buffers) or get "
+                                             "(from their send buffers)")})
+def onesided(comm, sendbuf, recvbuf, *, sync: str = "fence", op: str = "put"):
+    """One window per plan; peers r+1, r+2, ... each get one Put (or Get) of m bytes inside one epoch."""
+    from mpi4py import MPI
+
+    p, r = comm.size, comm.rank
+    send, recv = blocks(sendbuf, p), blocks(recvbuf, p)
+    width = send.shape[1]
+    window = MPI.Win.Create(recv if op == "put" else send, disp_unit=1, comm=comm)
+    at = (r * width, width, MPI.BYTE)  # my block's place in every peer's window
+    peers = [(r + s) % p for s in range(1, p)]
+    move, local = (window.Put, send) if op == "put" else (window.Get, recv)
+    transfers = [(spec(local[q]), q) for q in peers]
+    own = copier(recv[r], send[r])
+
+    def transfer():
+        for origin, q in transfers:
+            move(origin, q, at)
+
+    if sync == "fence":
+        fence, first, last = window.Fence, MPI.MODE_NOPRECEDE, MPI.MODE_NOSUCCEED
+
+        def run():
+            own()  # before the epoch: a local store to my own window
+            fence(first)
+            transfer()
+            fence(last)
+
+        return run, window.Free
+
+    if sync == "lock":
+        window.Lock_all(MPI.MODE_NOCHECK)  # one passive-target epoch for the plan's life
+        barrier, flush, synchronise = comm.Barrier, window.Flush_all, window.Sync
+
+        def run():
+            own()
+            synchronise()  # my stores reach the window before peers access it
+            barrier()  # every target is inside the call: its buffers are ours
+            transfer()
+            flush()  # my puts landed at their targets (my gets landed here)
+            barrier()  # every rank's did: targets may read (and overwrite) their buffers
+            synchronise()
+
+        def free():
+            window.Unlock_all()
+            window.Free()
+
+        return run, free
+
+    everyone = comm.Get_group()
+    others = everyone.Excl([r])
+    everyone.Free()
+    post, begin, complete, finish = window.Post, window.Start, window.Complete, window.Wait
+
+    def run():
+        own()
+        post(others)  # exposure: peers may access my window
+        begin(others)  # access: I may access theirs
+        transfer()
+        complete()
+        finish()  # every peer's access to my window is done
+
+    def free():
+        others.Free()
+        window.Free()
+
+    return run, free

@@ -1,0 +1,355 @@
+"""Algorithm, Plan, register() and plug-in loading.
+
+An algorithm is a factory ``f(comm, sendbuf, recvbuf, *, option=default, ...)`` that does all
+preparation and returns ``run`` (one all-to-all), ``(run, free)``, or ``Prepared(run, free, note)``
+when the row should say something (a fallback schedule, say). Its keyword-only
+parameters are its options: their defaults give types for parsing strings from the command
+line, and ``limits`` give accepted values, so bad options fail before any communication.
+One name may serve both collectives: an alltoallv factory ``f(comm, send, recv, *, ...)``
+takes two checked `VBuffer`s and registers with ``collective="alltoallv"`` and the same options.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import pkgutil
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from a2a.algos.buffers import check_buffers, vbuffers
+from a2a.errors import BadInput, BadOption, PluginError, UnknownAlgorithm
+
+ENTRY_POINT_GROUP = "a2a.algorithms"
+BUILTIN_PACKAGE = "a2a.algos.builtin"  # loaded by name, as plug-ins are: no import cycle
+COLLECTIVES = ("alltoall", "alltoallv")
+Limit = tuple[Callable[[Any], bool], str]  # (predicate, what is accepted)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One keyword option of an algorithm: its default, and which values it accepts."""
+
+    name: str
+    default: Any
+    limit: Limit | None = None
+
+    def parse(self, value: Any, algorithm: str) -> Any:
+        """Convert a value (maybe text from the command line) to the default's type and check it."""
+        kind = type(self.default)
+        try:
+            if isinstance(value, str) and kind is bool:
+                if value.lower() not in ("1", "0", "true", "false", "yes", "no"):
+                    raise ValueError(value)
+                value = value.lower() in ("1", "true", "yes")
+            elif self.default is not None and not isinstance(value, kind):
+                if kind is int and isinstance(value, float) and not value.is_integer():
+                    raise ValueError(value)
+                value = kind(value)
+        except (TypeError, ValueError):
+            raise BadOption(
+                f"{algorithm}: option {self.name}={value!r} is not a {kind.__name__}"
+            ) from None
+        if self.limit and not self.limit[0](value):
+            raise BadOption(f"{algorithm}: option {self.name}={value!r}; accepted: {self.limit[1]}")
+        return value
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How an algorithm serves one collective: its factory, what it does, what it mirrors."""
+
+    factory: Callable[..., Any]
+    summary: str
+    mirrors: str = ""
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """A registered all-to-all algorithm: one set of options, a factory per collective it serves."""
+
+    name: str
+    options: dict[str, Option]
+    kinds: dict[str, Kind]
+
+    @property
+    def collectives(self) -> tuple[str, ...]:
+        """The collectives it serves, alltoall first."""
+        return tuple(c for c in COLLECTIVES if c in self.kinds)
+
+    @property
+    def summary(self) -> str:
+        """What it does (for alltoall when it serves both)."""
+        return self.kinds[self.collectives[0]].summary
+
+    @property
+    def mirrors(self) -> str:
+        """The library designs it mirrors (for alltoall when it serves both)."""
+        return self.kinds[self.collectives[0]].mirrors
+
+    def kind(self, collective: str) -> Kind:
+        """Its factory for `collective`; BadOption names the algorithms that serve it if it does not."""
+        if collective not in self.kinds:
+            raise BadOption(f"{self.name} serves {' and '.join(self.collectives)}, not {collective}; "
+                            f"algorithms serving {collective}: {', '.join(algorithms(collective))}")
+        return self.kinds[collective]
+
+    def resolve(self, options: dict[str, Any]) -> dict[str, Any]:
+        """Check option names and values; return every option with defaults filled in."""
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            accepted = ", ".join(self.options) or "none"
+            raise BadOption(f"{self.name}: unknown option {', '.join(unknown)}; accepted: {accepted}")
+        return {k: o.parse(options[k], self.name) if k in options else o.default
+                for k, o in self.options.items()}
+
+    def plan(self, comm: Any, sendbuf: np.ndarray, recvbuf: np.ndarray, **options: Any) -> "Plan":
+        """Check the input on every rank, then prepare everything one MPI_Alltoall-like call needs."""
+        factory = self.kind("alltoall").factory
+        resolved = self.resolve(options)
+        check_buffers(comm, sendbuf, recvbuf)
+        return self._prepare(comm, factory, resolved, sendbuf, recvbuf)
+
+    def plan_v(self, comm: Any, sendbuf: np.ndarray, sendcounts: Any, recvbuf: np.ndarray, recvcounts: Any,
+               sdispls: Any = None, rdispls: Any = None, **options: Any) -> "Plan":
+        """The same for MPI_Alltoallv: counts and displacements in elements (packed when None)."""
+        factory = self.kind("alltoallv").factory
+        resolved = self.resolve(options)
+        send, recv = vbuffers(comm, sendbuf, sendcounts, recvbuf, recvcounts, sdispls, rdispls)
+        return self._prepare(comm, factory, resolved, send, recv)
+
+    def _prepare(self, comm: Any, factory: Callable[..., Any], resolved: dict[str, Any], send: Any,
+                 recv: Any) -> "Plan":
+        private = comm.Dup()  # our point-to-point traffic cannot match the caller's
+        try:
+            made = factory(private, send, recv, **resolved)
+        except BaseException:
+            private.Free()
+            raise
+        if not isinstance(made, Prepared):
+            made = Prepared(*made) if isinstance(made, tuple) else Prepared(made, getattr(made, "free", None))
+        return Plan(self, resolved, made.run, made.free, private, made.note)
+
+    def describe_options(self) -> str:
+        """Options as `name=default (accepted)` text."""
+        return ", ".join(
+            f"{o.name}={o.default}" + (f" ({o.limit[1]})" if o.limit else "")
+            for o in self.options.values()
+        )
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a factory returns when it has more to say than `run` or `(run, free)`: a note for the row."""
+
+    run: Callable[[], Any]
+    free: Callable[[], Any] | None = None
+    note: str = ""  # e.g. a fallback to another schedule at this process count
+
+
+@dataclass
+class Plan:
+    """A prepared all-to-all: call it for one exchange; free it (or use `with`) when done."""
+
+    algorithm: Algorithm
+    options: dict[str, Any]
+    run: Callable[[], Any]
+    _free: Callable[[], Any] | None = field(default=None, repr=False)
+    _comm: Any = field(default=None, repr=False)
+    note: str = ""  # what the row should say about this plan (the factory's Prepared.note)
+
+    def __call__(self) -> None:
+        self.run()
+
+    def free(self) -> None:
+        """Release requests, buffers and communicators the plan holds."""
+        if self._free is not None:
+            self._free()
+        if self._comm is not None:
+            self._comm.Free()
+        self._free = self._comm = None
+        self.run = _freed
+
+    def __enter__(self) -> "Plan":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.free()
+
+
+def _freed() -> None:
+    raise BadInput("this plan has been freed; make a new one")
+
+
+def blocks(buf: np.ndarray, nblocks: int) -> np.ndarray:
+    """View a buffer as `nblocks` rows of raw bytes, one per peer."""
+    return buf.reshape(-1).view(np.uint8).reshape(nblocks, buf.nbytes // nblocks)
+
+
+class Registry:
+    """Name -> Algorithm: built-ins, entry points, and plug-ins loaded by the caller."""
+
+    def __init__(self) -> None:
+        self._algorithms: dict[str, Algorithm] = {}
+        self._discovered = False
+
+    def add(self, name: str, collective: str, kind: Kind, options: dict[str, Option]) -> None:
+        """Register a name's factory for a collective, once; both collectives' options must agree."""
+        known = self._algorithms.get(name)
+        if known is None:
+            self._algorithms[name] = Algorithm(name, options, {collective: kind})
+            return
+        if collective in known.kinds:
+            if known.kinds[collective].factory is not kind.factory:
+                raise PluginError(f"algorithm {name!r} is already registered for {collective}")
+            return
+        if {k: o.default for k, o in options.items()} != {k: o.default for k, o in known.options.items()}:
+            raise PluginError(f"{name}: its {collective} options ({_defaults(options)}) differ from its "
+                              f"{known.collectives[0]} options ({_defaults(known.options)}); "
+                              "one name has one set of options")
+        merged = {k: o if o.limit else options[k] for k, o in known.options.items()}
+        self._algorithms[name] = replace(known, options=merged, kinds={**known.kinds, collective: kind})
+
+    def all(self) -> dict[str, Algorithm]:
+        """Every algorithm, built-ins and entry points loaded on first use (a failing one raises every time)."""
+        if not self._discovered:
+            for module in builtin_modules():
+                importlib.import_module(module)
+            for ep in entry_points(group=ENTRY_POINT_GROUP):
+                with self.undone_on_error():
+                    try:
+                        ep.load()
+                    except Exception as exc:
+                        raise PluginError(f"entry point {ep.name} ({ep.value}): {exc}") from exc
+            self._discovered = True
+        return self._algorithms
+
+    @contextmanager
+    def undone_on_error(self) -> Iterator[None]:
+        """Forget what a failing import registered, so that importing it again fails again."""
+        before = dict(self._algorithms)
+        try:
+            yield
+        except BaseException:
+            self._algorithms.clear()
+            self._algorithms.update(before)
+            raise
+
+
+# The one process-wide table, as in mpi4py.bench: register() must reach it from any module.
+REGISTRY = Registry()
+
+
+def register(name: str, *, collective: str = "alltoall", mirrors: str = "",
+             limits: dict[str, Limit] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register a factory `f(comm, sendbuf, recvbuf, *, option=default...)` under `name` for `collective`."""
+    if collective not in COLLECTIVES:
+        raise PluginError(f"{name}: collective {collective!r}; accepted: {', '.join(COLLECTIVES)}")
+
+    def decorate(factory: Callable[..., Any]) -> Callable[..., Any]:
+        options = _options_of(factory, limits or {}, name)
+        summary = (inspect.getdoc(factory) or "").strip().splitlines()
+        REGISTRY.add(name, collective, Kind(factory, summary[0] if summary else "", mirrors), options)
+        return factory
+    return decorate
+
+
+def _defaults(options: dict[str, Option]) -> str:
+    return ", ".join(f"{k}={o.default}" for k, o in options.items()) or "none"
+
+
+def _options_of(factory: Callable[..., Any], limits: dict[str, Limit], name: str
+                ) -> dict[str, Option]:
+    params = list(inspect.signature(factory).parameters.values())
+    if len(params) < 3 or any(p.kind is p.VAR_KEYWORD for p in params):
+        raise PluginError(
+            f"{name}: a factory takes (comm, sendbuf, recvbuf, *, option=default, ...); "
+            "declare each option as a keyword-only parameter with a default"
+        )
+    options = {p.name: Option(p.name, p.default, limits.get(p.name))
+               for p in params[3:] if p.default is not p.empty}
+    stray = set(limits) - set(options)
+    if stray:
+        raise PluginError(f"{name}: limits for unknown options {', '.join(sorted(stray))}")
+    return options
+
+
+def builtin_modules() -> list[str]:
+    """The built-in algorithms' modules: every module in the folder a2a/algos/builtin."""
+    folder = Path(__file__).resolve().parent / "builtin"
+    return [f"{BUILTIN_PACKAGE}.{m.name}" for m in pkgutil.iter_modules([str(folder)])]
+
+
+def with_defaults(algorithm: str, options: dict[str, str]) -> dict[str, str]:
+    """`options` (text values) over the algorithm's registered defaults: a table, a record or a spec may
+    leave defaults out; an algorithm not registered here keeps what it was given."""
+    known = REGISTRY.all().get(algorithm)
+    return {**({k: str(o.default) for k, o in known.options.items()} if known else {}), **options}
+
+
+def algorithms(collective: str | None = None) -> list[str]:
+    """Names of the registered algorithms (those serving `collective` when given)."""
+    return sorted(n for n, a in REGISTRY.all().items() if collective is None or collective in a.kinds)
+
+
+def get(name: str) -> Algorithm:
+    """The algorithm called `name`; UnknownAlgorithm lists the valid names."""
+    table = REGISTRY.all()
+    if name not in table:
+        raise UnknownAlgorithm(name, sorted(table))
+    return table[name]
+
+
+def load_plugin(source: str | Path) -> list[str]:
+    """Import a plug-in from a .py file or a module name; return the names it registered."""
+    before = set(REGISTRY.all())
+    path = Path(source)
+    with REGISTRY.undone_on_error():
+        try:
+            if path.suffix == ".py" or path.exists():
+                _import_file(path, str(source))
+            else:
+                importlib.import_module(str(source))
+        except PluginError:
+            raise
+        except Exception as exc:
+            raise PluginError(f"cannot load plug-in {source}: {type(exc).__name__}: {exc}") from exc
+    return sorted(set(REGISTRY.all()) - before)
+
+
+def _import_file(path: Path, source: str) -> None:
+    """Import a plug-in file once; a failed import leaves no module behind, so a retry fails again."""
+    if not path.is_file():
+        raise PluginError(f"plug-in file {source} does not exist")
+    name = f"a2a_plugin_{path.stem}_{abs(hash(str(path.resolve())))}"
+    if name in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+
+
+def alltoall(comm: Any, sendbuf: np.ndarray, recvbuf: np.ndarray, algorithm: str = "native",
+             **options: Any) -> None:
+    """One all-to-all with the named algorithm (plans, runs once, frees)."""
+    with get(algorithm).plan(comm, sendbuf, recvbuf, **options) as plan:
+        plan()
+
+
+def alltoallv(comm: Any, sendbuf: np.ndarray, sendcounts: Any, recvbuf: np.ndarray, recvcounts: Any,
+              algorithm: str = "native", sdispls: Any = None, rdispls: Any = None, **options: Any) -> None:
+    """One MPI_Alltoallv-like exchange with the named algorithm (counts and displacements in elements)."""
+    with get(algorithm).plan_v(comm, sendbuf, sendcounts, recvbuf, recvcounts, sdispls, rdispls,
+                               **options) as plan:
+        plan()

@@ -1,0 +1,221 @@
+"""Decision tables: the best algorithm per process count and message size, read from results.
+
+The document's schema, reading and lookup live in a2a.record.decision. This module reads results files
+only; it never imports MPI.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tabulate import tabulate
+
+from a2a.errors import BadInput, BadResults
+from a2a.record.decision import CONTEXT_COLUMNS, SCHEMA, context_dict, decision_cell, ranges
+from a2a.record.results import Row, label, load, point_key
+from a2a.units import human_bytes
+
+METRICS = ("mean", "median", "p90", "p99", "max")
+ROW_COLUMN = {"mean": "t_mean_us", "median": "t_p50_us", "p90": "t_p90_us", "p99": "t_p99_us",
+              "max": "t_max_us"}
+# `auto` replays a table's own choices: measuring it is a check, not a candidate.
+EXCLUDED = ("auto",)
+# Ties go to the earliest name here; algorithms not listed (plug-ins) come after, by name.
+SIMPLICITY = ("native", "linear", "pairwise", "bruck", "throttled", "pairwise_inplace", "linear_sync", "bine",
+              "bruck_zero_copy", "dimensional", "parallel_split", "node_aware", "hierarchical", "multileader",
+              "locality_aware", "onesided", "padded_bruck", "two_phase_bruck", "tuna")
+
+
+@dataclass
+class Candidate:
+    """One measured point merged over every run that measured it."""
+
+    context: tuple
+    bytes_per_peer: int
+    algorithm: str
+    options: str
+    samples: list[float] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+
+    def value_us(self, metric: str) -> float:
+        """The metric in microseconds: from the samples, else from the best-sampled row."""
+        if self.samples:
+            return metric_of(np.asarray(self.samples), metric) * 1e6
+        row = max(self.rows, key=lambda r: r.iterations)
+        return float(getattr(row, ROW_COLUMN[metric]))
+
+
+def metric_of(seconds: np.ndarray, metric: str) -> float:
+    """mean, median, p90, p99 or max of samples."""
+    if metric == "mean":
+        return float(seconds.mean())
+    if metric == "max":
+        return float(seconds.max())
+    return float(np.percentile(seconds, {"median": 50, "p90": 90, "p99": 99}[metric]))
+
+
+def mann_whitney_p(x: Iterable[float], y: Iterable[float]) -> float:
+    """Two-sided p-value of the Mann-Whitney U test (normal approximation, tie and continuity corrected)."""
+    x, y = np.asarray(list(x), float), np.asarray(list(y), float)
+    n1, n2 = x.size, y.size
+    if n1 == 0 or n2 == 0:
+        return 1.0
+    pooled = np.concatenate([x, y])
+    _, inverse, counts = np.unique(pooled, return_inverse=True, return_counts=True)
+    average_rank = np.cumsum(counts) - (counts - 1) / 2.0
+    u = average_rank[inverse][:n1].sum() - n1 * (n1 + 1) / 2.0
+    n = n1 + n2
+    ties = float((counts.astype(float) ** 3 - counts).sum())
+    variance = n1 * n2 / 12.0 * ((n + 1) - ties / (n * (n - 1)))
+    if variance <= 0:
+        return 1.0
+    z = max(abs(u - n1 * n2 / 2.0) - 0.5, 0.0) / math.sqrt(variance)
+    return math.erfc(z / math.sqrt(2.0))
+
+
+def preference(algorithm: str, options: str) -> tuple:
+    """Sort key of the stable tie-break: native first, then simpler algorithms, then options."""
+    rank = SIMPLICITY.index(algorithm) if algorithm in SIMPLICITY else len(SIMPLICITY)
+    natural = [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", options)]
+    return rank, algorithm, [(isinstance(t, int), t) for t in natural]
+
+
+# --- reading results -------------------------------------------------------------------
+
+def gather(directories: list[Path], dtype: str | None = None) -> tuple[dict[tuple, Candidate], list[dict], str]:
+    """Valid points of every run, merged by key; the runs' descriptions; the dtype."""
+    if not directories:
+        raise BadInput("give at least one results directory")
+    points: dict[tuple, Candidate] = {}
+    wrong: set[tuple] = set()
+    sources = []
+    for directory in directories:
+        run = load(Path(directory))
+        sources.append(source(run))
+        for row in run.rows:
+            key = point_key(row)
+            if "WRONG RESULT" in row.note:
+                wrong.add(key)
+            if not row.measured or row.algorithm in EXCLUDED:
+                continue
+            if key not in points:
+                points[key] = Candidate(tuple(getattr(row, c) for c in CONTEXT_COLUMNS), row.bytes_per_peer,
+                                        row.algorithm, row.options)
+            point = points[key]
+            point.rows.append(row)
+            point.samples += run.samples.get(key, [])
+    points = {k: p for k, p in points.items() if k not in wrong}
+    names = ", ".join(str(d) for d in directories)
+    for column, option in (("timing", "--timing"), ("cache", "--cache")):
+        modes = sorted({getattr(p.rows[0], column) for p in points.values()})
+        if len(modes) > 1:
+            raise BadResults(f"{names} mix {column} modes ({', '.join(modes)}); a decision compares points "
+                             f"measured the same way: decide the runs of one {option} at a time")
+    if not points:
+        raise BadResults(f"no valid points in {names}: every point was skipped, refused or wrong")
+    return _one_dtype(points, dtype, names), sources, _chosen_dtype(points, dtype)
+
+
+def _one_dtype(points: dict[tuple, Candidate], dtype: str | None, names: str) -> dict[tuple, Candidate]:
+    found = sorted({p.rows[0].dtype for p in points.values()})
+    if dtype is None:
+        if len(found) > 1:
+            raise BadResults(f"{names} mix points of dtypes {', '.join(found)}; a table is for one "
+                             "dtype: choose with --dtype")
+        return points
+    chosen = {k: p for k, p in points.items() if p.rows[0].dtype == dtype}
+    if not chosen:
+        raise BadResults(f"no valid points of dtype {dtype} in {names}; found {', '.join(found)}")
+    return chosen
+
+
+def _chosen_dtype(points: dict[tuple, Candidate], dtype: str | None) -> str:
+    return dtype or next(iter(points.values())).rows[0].dtype
+
+
+def source(run: Any) -> dict[str, Any]:
+    """Where a table's data came from: directory, status, library, commit."""
+    meta = run.meta
+    return {"directory": str(Path(run.directory).resolve()), "status": meta.get("status"),
+            "start": meta.get("start"), "mpi_library": meta.get("mpi_library"),
+            "git_commit": meta.get("git_commit"), "points": len(run.rows)}
+
+
+# --- deciding --------------------------------------------------------------------------
+
+def decide_cell(points: list[Candidate], metric: str, alpha: float) -> dict[str, Any]:
+    """Choose among a cell's points: the fastest, or a preferred one not significantly slower."""
+    ranked = sorted(points, key=lambda p: (p.value_us(metric), preference(p.algorithm, p.options)))
+    best = ranked[0]
+    tied = [p for p in ranked if p is best or _tied(best, p, alpha)]
+    choice = min(tied, key=lambda p: preference(p.algorithm, p.options))
+    return decision_cell(choice.bytes_per_peer, [(p.algorithm, p.options, p.value_us(metric)) for p in ranked],
+                         ranked.index(choice), len(choice.samples),
+                         [label(p.algorithm, p.options) for p in tied if p is not choice])
+
+
+def _tied(best: Candidate, other: Candidate, alpha: float) -> bool:
+    if not best.samples or not other.samples:
+        return False  # no samples, no test: the metric alone decides
+    return mann_whitney_p(best.samples, other.samples) >= alpha
+
+
+def decide(directories: list[Path], metric: str = "mean", alpha: float = 0.05,
+           dtype: str | None = None) -> dict[str, Any]:
+    """Build the decision document from one or more results directories."""
+    if metric not in METRICS:
+        raise BadInput(f"unknown metric {metric!r}; accepted: {', '.join(METRICS)}")
+    if not 0 < alpha < 1:
+        raise BadInput(f"alpha {alpha} must lie strictly between 0 and 1")
+    points, sources, chosen_dtype = gather(directories, dtype)
+    by_cell: dict[tuple, list[Candidate]] = {}
+    for point in points.values():
+        by_cell.setdefault((point.context, point.bytes_per_peer), []).append(point)
+    tables = []
+    for context in sorted({c for c, _ in by_cell}):
+        sizes = sorted(size for c, size in by_cell if c == context)
+        cells = [decide_cell(by_cell[context, size], metric, alpha) for size in sizes]
+        tables.append({**context_dict(context), "ranges": ranges(cells)})
+    libraries = sorted({s["mpi_library"] for s in sources if s["mpi_library"]})
+    return {
+        "schema": SCHEMA, "metric": metric, "alpha": alpha, "dtype": chosen_dtype,
+        "context_columns": list(CONTEXT_COLUMNS),
+        "mpi_library": libraries[0] if len(libraries) == 1 else libraries or None,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "sources": sources, "tables": tables,
+    }
+
+
+# --- printing --------------------------------------------------------------------------
+
+def render(document: dict[str, Any]) -> str:
+    """The table as text: one line per measured size, merged ranges marked."""
+    columns = document.get("context_columns", ["nprocs"])
+    body = []
+    for table in document["tables"]:
+        for row in table["ranges"]:
+            high = "inf" if row["bytes_max"] is None else human_bytes(row["bytes_max"])
+            span = f"{human_bytes(row['bytes_min'])}..{high}"
+            for i, cell in enumerate(row["cells"]):
+                body.append([*(table[c] if i == 0 else "" for c in columns), span if i == 0 else "",
+                             human_bytes(cell["bytes_per_peer"]), label(cell["algorithm"], cell["options"]),
+                             f"{cell['value_us']:,.1f}", cell["runner_up"] or "-",
+                             _percent(cell["margin"]), _times(cell["speedup_vs_native"]),
+                             "tie" if cell["tie"] else ""])
+    headers = [*columns, "range (B/peer)", "measured", "algorithm", f"{document['metric']} us",
+               "runner-up", "by", "vs native", ""]
+    return tabulate(body, headers=headers, disable_numparse=True)
+
+
+def _percent(margin: float | None) -> str:
+    return "-" if margin is None else f"{margin * 100:+.1f}%"
+
+
+def _times(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.2f}x"

@@ -1,0 +1,83 @@
+"""Open MPI's classic coll_tuned dynamic rules file (alltoall is collective 3, alltoallv 4).
+
+Facts from Open MPI's coll_tuned_dynamic_file.c: numbers are read with %li (so never
+zero-padded: a leading 0 means octal); `#` starts a comment; each comm size's first rule
+starts at message size 0; the message size of alltoall is the whole send buffer (bytes per
+peer x communicator size); the optional fifth field (max requests, used by linear_sync)
+needs the `rule-file-version-2` header, which Open MPI reads from 5.0.7 on. Open MPI 5.0.x
+applies the entry of the largest comm size <= the communicator's and none below the first.
+For alltoallv it looks up message size 0 (coll_tuned_decision_dynamic.c: no rank knows the
+total; ompi issue 7672), so only the communicator size selects, among linear (1) and pairwise (2).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from a2a.analysis.export import Exported, collective_of, translate, translate_by_comm_size
+
+ALLTOALL_ID, ALLTOALLV_ID = 3, 4
+ALGORITHM_IDS = {"native": 0, "linear": 1, "pairwise": 2, "bruck": 3, "bruck_zero_copy": 3, "linear_sync": 4}
+ALLTOALLV_IDS = {"native": 0, "linear": 1, "pairwise": 2}
+
+
+def counterpart(algorithm: str, options: dict[str, str], nprocs: int) -> tuple[int, int] | None:
+    """(coll_tuned alltoall algorithm, max requests), or None where Open MPI has no such schedule.
+
+    linear_sync is Open MPI's own sliding window (max requests = window). Our throttled waits
+    for each batch of `window` peers before the next, which is MPICH's scattered, not
+    linear_sync: only a single batch (window >= p-1) has an Open MPI twin, basic linear. Open
+    MPI 5.0 has no Bine alltoall (`ompi_info --all` lists ignore, linear, pairwise,
+    modified_bruck, linear_sync, two_proc).
+    """
+    if algorithm in ("bruck", "bruck_zero_copy") and options["radix"] != "2":
+        return None  # Open MPI 5's modified_bruck is radix 2 only
+    if algorithm == "throttled":
+        return (ALGORITHM_IDS["linear"], 0) if int(options["window"]) >= nprocs - 1 else None
+    if algorithm not in ALGORITHM_IDS:
+        return None
+    window = int(options["window"]) if algorithm == "linear_sync" else 0
+    return ALGORITHM_IDS[algorithm], window
+
+
+def counterpart_v(algorithm: str, options: dict[str, str], nprocs: int) -> tuple[int, int] | None:
+    """(coll_tuned alltoallv algorithm, 0), or None; throttled in one batch is linear."""
+    if algorithm == "throttled" and int(options["window"]) >= nprocs - 1:
+        algorithm = "linear"
+    return (ALLTOALLV_IDS[algorithm], 0) if algorithm in ALLTOALLV_IDS else None
+
+
+def export(document: dict[str, Any]) -> Exported:
+    """The rules file for every process count of the table."""
+    if collective_of(document, "Open MPI", ("alltoall", "alltoallv")) == "alltoallv":
+        return export_v(document)
+    tables, warnings = translate(document, counterpart, "Open MPI")
+    needs_requests = any(s.target[1] for _, segments in tables for s in segments)
+    lines = ["rule-file-version-2"] if needs_requests else []
+    comment = (f"# alltoall decision from a2a ({document['metric']}, alpha {document['alpha']}); "
+               "message size = bytes per peer x comm size")
+    lines += [comment, "1", str(ALLTOALL_ID), str(len(tables))]
+    for nprocs, segments in tables:
+        lines += [f"{nprocs}", f"{len(segments)}"]
+        for segment in segments:
+            algorithm, requests = segment.target
+            fields = [segment.low * nprocs, algorithm, 0, 0] + ([requests] if needs_requests else [])
+            lines.append(" ".join(str(f) for f in fields))
+    return Exported("\n".join(lines) + "\n", environment, warnings, NOTE)
+
+
+def export_v(document: dict[str, Any]) -> Exported:
+    """Alltoallv rules: one rule per comm size, at message size 0, the only size Open MPI looks up."""
+    chosen, warnings = translate_by_comm_size(document, counterpart_v, "Open MPI")
+    lines = [f"# alltoallv decision from a2a ({document['metric']}, workload {document['tables'][0].get('workload')});"
+             " Open MPI selects alltoallv by comm size only", "1", str(ALLTOALLV_ID), str(len(chosen))]
+    for nprocs, (algorithm, _) in chosen:
+        lines += [f"{nprocs}", "1", f"0 {algorithm} 0 0"]
+    return Exported("\n".join(lines) + "\n", environment, warnings, NOTE)
+
+
+NOTE = "(or: mpirun --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename {path} ...)"
+
+
+def environment(path: str) -> dict[str, str]:
+    """The MCA variables that load the file."""
+    return {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_dynamic_rules_filename": path}

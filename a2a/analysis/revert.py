@@ -1,0 +1,38 @@
+"""Give cells of a decision table back to `native` where the tuned library measured slower."""
+from __future__ import annotations
+
+from typing import Any
+
+from a2a.record.decision import context_of, ranges, rounded, where
+from a2a.record.results import label
+
+
+def revert_slower(document: dict[str, Any], rows: list[dict[str, Any]], alpha: float) -> list[str]:
+    """Give back to `native` every cell where the tuned library measured significantly slower.
+
+    The testbed's own implementation of an algorithm can outrun the library's (MPICH's
+    scattered against our throttled, say), so a table is verified on the library itself.
+    Changes `document` in place; returns what was reverted.
+    """
+    slower = {(context_of(row), row["bytes_per_peer"]): row["ratio"] for row in rows
+              if row["p"] is not None and row["p"] < alpha and row["ratio"] > 1}
+    reverted = []
+    for table in document["tables"]:
+        context = context_of(table)
+        cells = [cell for row in table["ranges"] for cell in row["cells"]]
+        for cell in cells:
+            ratio = slower.get((context, cell["bytes_per_peer"]))
+            if ratio is None or cell["algorithm"] == "native":
+                continue
+            native = next((c for c in cell["candidates"] if c["algorithm"] == "native"), None)
+            reverted.append(f"{where(table)}, {cell['bytes_per_peer']} B/peer: "
+                            f"{label(cell['algorithm'], cell['options'])} ran {ratio:.2f}x slower in the library; "
+                            "back to native")
+            value = native["value_us"] if native else cell["value_us"]
+            cell.update(reverted_from=label(cell["algorithm"], cell["options"]), library_ratio=rounded(ratio),
+                        runner_up=label(cell["algorithm"], cell["options"]), runner_up_us=cell["value_us"],
+                        margin=rounded(cell["value_us"] / value - 1) if value else None,
+                        algorithm="native", options="", value_us=value, speedup_vs_native=1.0, tie=False,
+                        tied_with=[])
+        table["ranges"] = ranges(cells)
+    return reverted

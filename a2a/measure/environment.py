@@ -1,0 +1,127 @@
+"""Facts about the run for meta.json: library, versions, hosts, commit, job."""
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from a2a.measure.cache import last_level_cache
+from a2a.mpi import TOPOLOGY_ENV
+
+
+def describe_run(comm: Any, config: Any, plugins: list[str]) -> dict[str, Any]:
+    """Everything a reader needs to trust or reproduce the run (collective over comm)."""
+    import mpi4py
+    from mpi4py import MPI
+
+    hosts = Counter(comm.allgather(MPI.Get_processor_name()))
+    return {
+        "command": " ".join(sys.argv),
+        "argv": sys.argv,
+        "config": config.as_dict(),
+        "plugins": plugins,
+        "world_size": comm.size,
+        "hosts": dict(hosts),
+        "nodes": len(hosts),
+        "ranks_per_node": max(hosts.values()),
+        "mpi_library": MPI.Get_library_version().strip(),
+        "mpi_version": "%d.%d" % MPI.Get_version(),
+        "mpi_thread_level": ["single", "funneled", "serialized", "multiple"][MPI.Query_thread()],
+        "mpi4py": mpi4py.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "a2a": _version(),
+        "git_commit": git_commit(),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "topology": emulated_topology() or None,
+        "last_level_cache": last_level_cache(),
+        "start": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def emulated_topology() -> str:
+    """The topology of the emulated cluster this rank runs on ('' anywhere else)."""
+    return os.environ.get(TOPOLOGY_ENV, "")
+
+
+def _version() -> str:
+    from a2a import __version__
+
+    return __version__
+
+
+def git_commit() -> str | None:
+    """The project's commit (with '+dirty' for local changes), when it is a git checkout."""
+    here = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (commit + ("+dirty" if dirty else "")) or None
+
+
+def node_memory_share(comm: Any) -> int:
+    """Half of this node's available memory divided among its ranks (collective)."""
+    from mpi4py import MPI
+
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    ranks_here = local.size
+    local.Free()
+    try:
+        fields = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+        available = int(fields["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    return comm.allreduce(available // 2 // ranks_here, op=MPI.MIN)
+
+
+def cores_of_this_rank() -> frozenset[int]:
+    """CPUs this process may run on (its affinity mask)."""
+    try:
+        return frozenset(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return frozenset(range(os.cpu_count() or 1))
+
+
+def machine_of_this_rank() -> str:
+    """The kernel this rank runs on: its boot id, the same in every network namespace of a machine."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return platform.node()
+
+
+def by_machine(placements: list[tuple[str, str, frozenset[int]]]) -> list[tuple[str, frozenset[int]]]:
+    """(machine, host name, cores) per rank -> (host names of that machine, cores): emulated nodes
+    in namespaces of one kernel share its cores, so they count as one machine."""
+    names: dict[str, set[str]] = {}
+    for machine, host, _ in placements:
+        names.setdefault(machine, set()).add(host)
+    return [(",".join(sorted(names[machine])), cores) for machine, _, cores in placements]
+
+
+def oversubscription(placements: list[tuple[str, frozenset[int]]]) -> dict[str, dict[str, int]]:
+    """Hosts whose ranks outnumber the cores they may use: {host: {"ranks": n, "cores": c}}."""
+    ranks: Counter = Counter()
+    cores: dict[str, set[int]] = {}
+    for host, mask in placements:
+        ranks[host] += 1
+        cores.setdefault(host, set()).update(mask)
+    return {host: {"ranks": ranks[host], "cores": len(cores[host])}
+            for host in sorted(ranks) if ranks[host] > len(cores[host])}
+
+
+def describe_oversubscription(crowded: dict[str, dict[str, int]]) -> str:
+    """'oversubscribed: 4 ranks on 2 cores (vm)' or ''."""
+    return "; ".join(f"oversubscribed: {v['ranks']} ranks on {v['cores']} cores ({host})"
+                     for host, v in crowded.items())

@@ -1,0 +1,105 @@
+"""Result rows as text: the seed mail's table (avg, std, min, max, `!` on stalls), the TPU benchmark's, CSV, JSON."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import asdict
+from typing import Iterable
+
+import numpy as np
+from tabulate import tabulate
+
+from a2a.record.results import COLUMNS, Defaults, Row, short_label
+from a2a.record.stalls import explain
+from a2a.units import human_bytes
+
+
+def _us(value: float) -> str:
+    return "" if math.isnan(value) else f"{value:,.1f}" if value < 1e5 else f"{value:,.0f}"
+
+
+def flag(row: Row) -> str:
+    """'!' for a point that stalled, 'INVALID' for a wrong result, 'skipped'/'refused' as noted."""
+    if row.note.startswith(("skipped", "refused")):
+        return row.note.split(":")[0]
+    if not row.valid:
+        return "INVALID"
+    return "!" if row.stalls else ""
+
+
+def table(rows: Iterable[Row], defaults: Defaults | None = None, fmt: str = "simple") -> str:
+    """One process count's (or any) rows as a text table, sizes ascending, algorithms by name."""
+    rows = sorted(rows, key=lambda r: (r.nprocs, r.bytes_per_peer, r.algorithm, r.options))
+    show_timeouts = any(r.tcp_timeouts is not None for r in rows)
+    body = []
+    for r in rows:
+        line = [r.nprocs, human_bytes(r.bytes_per_peer), short_label(r, defaults), _us(r.t_mean_us),
+                _us(r.t_std_us), _us(r.t_min_us), _us(r.t_max_us), _us(r.t_p50_us), _us(r.t_p99_us),
+                "" if math.isnan(r.busbw_GBps) else f"{r.busbw_GBps:.3f}", r.stalls]
+        if show_timeouts:
+            line += ["" if count is None else count for count in (r.tcp_timeouts, r.tcp_loss_probes)]
+        body.append(line + [flag(r)])
+    tcp = ["tcp timeouts", "loss probes"] if show_timeouts else []
+    headers = ["nprocs", "bytes/peer", "algorithm", "avg us", "std us", "min us", "max us",
+               "p50 us", "p99 us", "busbw GB/s", "stalls"] + tcp + [""]
+    return tabulate(body, headers=headers, tablefmt=fmt, disable_numparse=True,
+                    colalign=("right", "right", "left") + ("right",) * (len(headers) - 3))
+
+
+def explained_table(rows: list[Row], defaults: Defaults | None = None) -> str:
+    """The table, then what the stalls in it say (nothing more when no point stalled)."""
+    return "\n".join([table(rows, defaults), *explain(rows, defaults)])
+
+
+def oversubscription_warning(crowded: dict[str, dict[str, int]]) -> str:
+    """Why oversubscribed timings mislead, with the numbers."""
+    where = ", ".join(f"{v['ranks']} ranks on {v['cores']} cores of {host}" for host, v in crowded.items())
+    return (f"oversubscribed: {where}. Timings then measure the OS scheduler as much as the algorithm; "
+            "compare algorithms only side by side in this run (--allow-oversubscribed hides this warning).")
+
+
+TPU_PERCENTILES = [("p50", "t_p50_us"), ("p90", "t_p90_us"), ("p95", "t_p95_us"), ("p99", "t_p99_us"),
+                   ("avg", "t_mean_us"), ("max", "t_max_us"), ("min", "t_min_us")]
+
+
+def tpu_table(rows: Iterable[Row], defaults: Defaults | None = None) -> str:
+    """Rows in the TPU all-to-all benchmark's columns (tab-separated, like its CSV).
+
+    transferred_data is what leaves each rank: (group_size - 1) x bytes_per_peer; achieved_bw
+    at a percentile is transferred_data over the step time at that percentile.
+    """
+    headers = ["iteration", "op_type", "rank", "mesh_shape", "op_dimension", "sharding_strategy",
+               "transferred_data (GB)", "dtype_bytes", "algorithm"]
+    headers += [f"step_time_ms_{name}" for name, _ in TPU_PERCENTILES] + ["step_time_ms_num_runs"]
+    headers += [f"achieved_bw (GB/s)_{name}" for name, _ in TPU_PERCENTILES]
+    lines = ["\t".join(headers)]
+    for r in sorted(rows, key=lambda r: (r.mesh, r.groups, r.algorithm, r.options, r.bytes_per_peer)):
+        group = r.group_size or r.nprocs
+        transferred = (group - 1) * r.bytes_per_peer / 1e9
+        times_ms = [getattr(r, column) / 1e3 for _, column in TPU_PERCENTILES]
+        axes = sum(1 for size in r.groups.split("x") if size != "1") if r.groups else 1
+        cells = [r.count, "A2A", group, r.mesh or r.nprocs, axes, r.groups or r.nprocs, f"{transferred:.3g}",
+                 np.dtype(r.dtype).itemsize, short_label(r, defaults)]
+        cells += [f"{t:.6g}" for t in times_ms] + [r.iterations]
+        cells += [f"{transferred / (t / 1e3):.6g}" if t > 0 else "" for t in times_ms]
+        lines.append("\t".join(map(str, cells)))
+    return "\n".join(lines)
+
+
+def as_csv(rows: Iterable[Row]) -> str:
+    """Rows as results.csv text."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=COLUMNS)
+    writer.writeheader()
+    for row in rows:
+        writer.writerow(row.as_csv())
+    return out.getvalue()
+
+
+def as_json(rows: Iterable[Row]) -> str:
+    """Rows as a JSON list (NaN as null)."""
+    clean = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(r).items()}
+             for r in rows]
+    return json.dumps(clean, indent=1)

@@ -1,0 +1,299 @@
+"""The record of a run: results.csv (one row per point), samples.csv (every sample), meta.json."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import signal
+import tempfile
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterable
+
+from a2a.errors import BadResults
+
+RESULTS_CSV = "results.csv"
+SAMPLES_CSV = "samples.csv"
+META_JSON = "meta.json"
+
+
+@dataclass
+class Row:
+    """One measured (or skipped) point: a line of results.csv."""
+
+    nprocs: int
+    nnodes: int
+    ppn: int
+    algorithm: str
+    options: str
+    dtype: str
+    count: int
+    bytes_per_peer: int
+    iterations: int = 0
+    warmup: int = 0
+    t_min_us: float = math.nan
+    t_p50_us: float = math.nan
+    t_p90_us: float = math.nan
+    t_p95_us: float = math.nan
+    t_p99_us: float = math.nan
+    t_mean_us: float = math.nan
+    t_max_us: float = math.nan
+    t_std_us: float = math.nan
+    stalls: int = 0
+    outliers: int = 0
+    algbw_GBps: float = math.nan
+    busbw_GBps: float = math.nan
+    valid: bool = False
+    note: str = ""
+    tcp_timeouts: int | None = None
+    mesh: str = ""
+    groups: str = ""
+    group_size: int | None = None
+    ngroups: int | None = None
+    timing: str = "sync"
+    platform: str = ""  # the simulated topology (bench simulate); empty for measured rows
+    topology: str = ""  # the emulated cluster's topology spec ('' on a real machine)
+    collective: str = "alltoall"
+    workload: str = "uniform"
+    imbalance: float = math.nan  # the workload's largest block over its mean block
+    cache: str = "warm"
+    tcp_loss_probes: int | None = None
+
+    @property
+    def key(self) -> tuple:
+        """Identify the point: what was measured, not what came out."""
+        return point_key(self)
+
+    @property
+    def measured(self) -> bool:
+        """A valid point with at least one timed call: what decisions and comparisons may use."""
+        return self.valid and self.iterations > 0
+
+    @property
+    def label(self) -> str:
+        """The series it belongs to: algorithm and options, e.g. bruck:radix=4."""
+        return label(self.algorithm, self.options)
+
+    def as_csv(self) -> dict[str, str]:
+        """Render every field as CSV text (empty for NaN)."""
+        return {k: _format(v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_csv(cls, record: dict[str, str]) -> "Row":
+        """Parse one CSV record; missing trailing columns take their defaults."""
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in record or record[f.name] is None:
+                continue
+            values[f.name] = _parse(record[f.name], f.type)
+        return cls(**values)
+
+
+COLUMNS: list[str] = [f.name for f in fields(Row)]
+KEY_COLUMNS: list[str] = ["nprocs", "algorithm", "options", "dtype", "bytes_per_peer", "timing", "mesh", "groups",
+                          "collective", "workload", "cache"]
+# key columns added since samples.csv had its first columns go after them, so older files still read
+SAMPLE_COLUMNS: list[str] = KEY_COLUMNS[:8] + ["iteration", "seconds"] + KEY_COLUMNS[8:]
+
+
+KEY_DEFAULTS = {"timing": "sync", "mesh": "", "groups": "", "collective": "alltoall", "workload": "uniform",
+                "cache": "warm"}
+
+
+def point_key(row: Any) -> tuple:
+    """Key of a point given a Row, a dict (a CSV record) or any object with the key columns."""
+    if isinstance(row, dict):
+        return tuple(str(row.get(k, KEY_DEFAULTS.get(k, ""))) for k in KEY_COLUMNS)
+    return tuple(str(getattr(row, k)) for k in KEY_COLUMNS)
+
+
+def label(algorithm: str, options: str) -> str:
+    """An algorithm with its results-style options as one name: ('bruck', 'radix=4') -> 'bruck:radix=4'."""
+    return ":".join([algorithm, *(o for o in options.split(";") if o)])
+
+
+Defaults = dict[str, dict[str, str]]  # algorithm -> option -> default, as the run's meta.json records them
+
+
+def short_label(row: Row, defaults: Defaults | None) -> str:
+    """The row's series as tables and their notes name it: its label without options at their defaults.
+
+    An algorithm missing from `defaults` (a record without them) keeps every option.
+    """
+    own = (defaults or {}).get(row.algorithm, {})
+    changed = [kv for kv in row.options.split(";") if kv.partition("=")[::2] not in own.items()]
+    return label(row.algorithm, ";".join(changed))
+
+
+def _format(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return "" if math.isnan(value) else f"{value:.6g}"
+    return str(value)
+
+
+def _parse(text: str, kind: Any) -> Any:
+    kind = kind if isinstance(kind, str) else kind.__name__
+    if kind.endswith("| None"):
+        return _parse(text, kind[: -len("| None")].strip()) if text.strip() else None
+    if kind == "bool":
+        return text.strip().lower() in ("true", "1", "yes")
+    if kind == "int":
+        return int(text) if text.strip() else 0
+    if kind == "float":
+        return float(text) if text.strip() else math.nan
+    return text
+
+
+# Tests set it to N to kill this process after the Nth point's samples reach the disk, before its row
+KILL_BEFORE_ROW = "A2A_TEST_KILL_BEFORE_ROW"
+
+
+class Recorder:
+    """Append rows and samples to a results directory, flushing after every point.
+
+    A point's samples reach the disk before its row, so a kill in between leaves samples
+    without a row; opening the directory again drops them (the point is measured anew).
+    """
+
+    def __init__(self, directory: Path):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.dropped = drop_orphan_samples(self.directory)
+        self._results = _open_csv(self.directory / RESULTS_CSV, COLUMNS)
+        self._samples = _open_csv(self.directory / SAMPLES_CSV, SAMPLE_COLUMNS)
+        self._added = 0
+
+    def add(self, row: Row, samples: Iterable[float] = ()) -> None:
+        """Write one point's samples, then its row, each flushed to disk."""
+        key = dict(zip(KEY_COLUMNS, point_key(row)))
+        for i, seconds in enumerate(samples):
+            self._samples[1].writerow({**key, "iteration": i, "seconds": repr(float(seconds))})
+        _sync(self._samples[0])
+        self._added += 1
+        if os.environ.get(KILL_BEFORE_ROW) == str(self._added):
+            os.kill(os.getpid(), signal.SIGKILL)
+        self._results[1].writerow(row.as_csv())
+        _sync(self._results[0])
+
+    def close(self) -> None:
+        """Close both files."""
+        for handle, _ in (self._results, self._samples):
+            handle.close()
+
+
+def _sync(handle: Any) -> None:
+    handle.flush()
+    os.fsync(handle.fileno())
+
+
+def drop_orphan_samples(directory: Path) -> int:
+    """Remove samples (and torn lines) of points that have no row in results.csv; return how many."""
+    path = Path(directory) / SAMPLES_CSV
+    if not path.is_file() or path.stat().st_size == 0:
+        return 0
+    header = check_header(path, SAMPLE_COLUMNS)
+    results = Path(directory) / RESULTS_CSV
+    done = {row.key for row in read_rows(directory)} if results.is_file() else set()
+    with open(path, newline="") as handle:
+        records = list(csv.reader(handle))[1:]
+    kept = [r for r in records if len(r) == len(header) and point_key(dict(zip(header, r))) in done]
+    if len(kept) < len(records):
+        text = io.StringIO()
+        csv.writer(text).writerows([header, *kept])
+        write_atomic(path, text.getvalue())
+    return len(records) - len(kept)
+
+
+def _open_csv(path: Path, columns: list[str]) -> tuple[Any, csv.DictWriter]:
+    fresh = not path.exists() or path.stat().st_size == 0
+    if not fresh:
+        check_header(path, columns)
+    handle = open(path, "a", newline="")
+    writer = csv.DictWriter(handle, fieldnames=columns)
+    if fresh:
+        writer.writeheader()
+    return handle, writer
+
+
+def check_header(path: Path, columns: list[str]) -> list[str]:
+    """Return the header of a CSV file, or raise BadResults if it is not ours."""
+    with open(path, newline="") as handle:
+        header = next(csv.reader(handle), [])
+    if header[: len(columns)] != columns[: len(header)] or not header:
+        raise BadResults(
+            f"{path}: unexpected CSV header {','.join(header[:6])}...; "
+            f"expected {','.join(columns[:6])}... (a results file written by `bench run`)"
+        )
+    return header
+
+
+def read_rows(directory: Path) -> list[Row]:
+    """Read results.csv of a results directory."""
+    path = Path(directory) / RESULTS_CSV
+    if not path.is_file():
+        raise BadResults(f"{directory}: not a results directory (no {RESULTS_CSV})")
+    check_header(path, COLUMNS)
+    with open(path, newline="") as handle:
+        return [Row.from_csv(record) for record in csv.DictReader(handle)]
+
+
+def read_samples(directory: Path) -> dict[tuple, list[float]]:
+    """Read samples.csv into {point key: [seconds in iteration order]}."""
+    path = Path(directory) / SAMPLES_CSV
+    samples: dict[tuple, list[float]] = {}
+    if not path.is_file():
+        return samples
+    check_header(path, SAMPLE_COLUMNS)
+    with open(path, newline="") as handle:
+        for record in csv.DictReader(handle):
+            samples.setdefault(point_key(record), []).append(float(record["seconds"]))
+    return samples
+
+
+def read_meta(directory: Path) -> dict[str, Any]:
+    """Read meta.json of a results directory ({} if absent)."""
+    path = Path(directory) / META_JSON
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise BadResults(f"{path}: not valid JSON ({exc})") from exc
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a file so that readers see either the old or the new content, never a part."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def write_meta(directory: Path, meta: dict[str, Any]) -> None:
+    """Write meta.json atomically."""
+    write_atomic(Path(directory) / META_JSON, json.dumps(meta, indent=2, default=str) + "\n")
+
+
+@dataclass
+class Run:
+    """A results directory read back: rows, samples by point key, and metadata."""
+
+    directory: Path
+    rows: list[Row] = field(default_factory=list)
+    samples: dict[tuple, list[float]] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def load(directory: Path) -> Run:
+    """Read a whole results directory."""
+    directory = Path(directory)
+    return Run(directory, read_rows(directory), read_samples(directory), read_meta(directory))

@@ -1,0 +1,406 @@
+"""Replay captured schedules on SimGrid's SMPI: platform files, time-independent traces, smpirun.
+
+We write SMPI time-independent traces (one file per rank) and replay them with
+`smpirun -replay ... smpireplaymain`, rather than drive SimGrid's Python bindings: the
+replay runs SMPI's own MPI model (eager and rendezvous protocols, its calibrated network
+factors, and its MPI_Alltoall implementations and selectors for `native`) in C++, from any
+Python (the bindings serve only Debian's system Python and have no MPI layer).
+
+The replay knows collectives only on MPI_COMM_WORLD, so collectives on sub-communicators
+are lowered here to linear point-to-point exchanges (isend/irecv to every member, then a
+wait), and messages to oneself to local copies. Local copies cost time at a measured
+memory bandwidth: `compute` events on hosts of speed 1 Gflop/s.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from a2a.errors import BadOption, CaptureError
+from a2a.simulate.capture import Event, Schedule
+
+HOST_SPEED = 1e9  # flop/s of every simulated host; a copy of B bytes is B / bandwidth * HOST_SPEED flops
+# SMPI prints the simulated time in whole microseconds. Every latency times TIME_SCALE and
+# every rate over it (copies too) stretch the simulation exactly TIME_SCALE-fold (the model
+# is linear in both, and its factors depend on message sizes only), so the printed time
+# divided by TIME_SCALE has nanosecond resolution.
+TIME_SCALE = 1000
+SELECTORS = ("mpich", "ompi", "default")
+# SMPI's named MPI_Alltoall algorithms (smpi_coll.cpp; each is in SimGrid 3.32 and 4.1)
+SMPI_ALLTOALL = ("2dmesh", "3dmesh", "basic_linear", "bruck", "pair", "pair_rma", "pair_light_barrier",
+                 "pair_mpi_barrier", "pair_one_barrier", "ring", "ring_light_barrier", "ring_mpi_barrier",
+                 "ring_one_barrier", "mvapich2", "mvapich2_scatter_dest", "ompi", "mpich", "impi")
+FAST_SINCE = (3, 34)  # before 3.34 every finished eager send is removed from one list of all of them
+
+
+def smpirun() -> str | None:
+    """The smpirun program first on PATH, or None."""
+    return shutil.which("smpirun")
+
+
+def replayer() -> str | None:
+    """SMPI's trace replayer (smpireplaymain) of the SimGrid that smpirun belongs to, or None."""
+    runner = smpirun()
+    if not runner:
+        return None
+    prefix = Path(runner).resolve().parent.parent  # Debian puts it under lib/<multiarch>/simgrid
+    found = [*(prefix / "lib" / "simgrid").glob("smpireplaymain"), *prefix.glob("lib/*/simgrid/smpireplaymain")]
+    return str(found[0]) if found else shutil.which("smpireplaymain")
+
+
+def missing() -> str | None:
+    """What is missing for simulation, with how to get it; None when SimGrid is ready."""
+    if smpirun() and replayer():
+        return None
+    return (f"SimGrid's SMPI is not installed (no {'smpirun' if not smpirun() else 'smpireplaymain'}); "
+            "`bench simulate` needs it: `make simgrid` builds SimGrid 4.1 into /usr/local (about 12 minutes; "
+            "`bash mk/simgrid.sh PREFIX` elsewhere, then PREFIX/bin first on PATH), or on Debian "
+            "`apt-get install libsimgrid-dev` (3.32: slow past 256 ranks)")
+
+
+def slow_version(text: str) -> bool:
+    """Whether SimGrid `text` (3.32, 4.1) predates the fix that makes many eager sends in flight cheap."""
+    numbers = tuple(int(n) for n in re.findall(r"\d+", text)[:2])
+    return len(numbers) == 2 and numbers < FAST_SINCE
+
+
+def version() -> str:
+    """SimGrid's version as smpirun reports it."""
+    done = subprocess.run([smpirun() or "smpirun", "--version"], capture_output=True, text=True, timeout=30)
+    match = re.search(r"SimGrid version (\S+)", done.stdout + done.stderr)
+    return match.group(1) if match else "unknown"
+
+
+# --- links and platforms -------------------------------------------------------------------------
+
+RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKMGT]?)(bps|Bps)\s*$")
+DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|ms|us|ns)\s*$")
+
+
+@dataclass(frozen=True)
+class Link:
+    """One link's rate (bytes/s) and latency (s), as `100Gbps,1us` spells them."""
+
+    bytes_per_second: float
+    latency: float
+    text: str
+
+    @classmethod
+    def parse(cls, text: str) -> "Link":
+        rate, _, delay = str(text).partition(",")
+        r, d = RATE.match(rate), DELAY.match(delay)
+        if not r or not d:
+            raise BadOption(f"--link {text!r}; accepted: RATE,LATENCY such as 100Gbps,1us or 125MBps,50us "
+                            "(rates in bps or Bps with k, M, G, T; latencies in s, ms, us, ns)")
+        scale = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}[r.group(2)]
+        per_second = float(r.group(1)) * scale / (8 if r.group(3) == "bps" else 1)
+        seconds = float(d.group(1)) * {"s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}[d.group(2)]
+        if per_second <= 0:
+            raise BadOption(f"--link {text!r}: the rate must be above 0")
+        return cls(per_second, seconds, f"{rate.strip()},{delay.strip()}")
+
+
+def platform_xml(fabric: Any, link: Link, copy_bandwidth: float) -> str:
+    """A SimGrid platform of `fabric` (a2a.fabric), every link `link`, full duplex; hosts n0..n{N-1}."""
+    rate, delay = link.bytes_per_second / TIME_SCALE, link.latency * TIME_SCALE
+    attributes = {"id": "a2a", "prefix": "n", "suffix": "", "radical": f"0-{fabric.nodes - 1}",
+                  "speed": f"{HOST_SPEED:.0f}f", "bw": f"{rate:.9g}Bps", "lat": f"{delay * 1e6:.9g}us",
+                  "sharing_policy": "SPLITDUPLEX", "loopback_bw": f"{copy_bandwidth / TIME_SCALE:.9g}Bps",
+                  "loopback_lat": f"{0.1 * TIME_SCALE:.9g}us"}
+    kind = fabric.kind
+    if kind == "switch":  # a non-blocking switch: a backbone as fast as all node links together
+        attributes.update(bb_bw=f"{rate * fabric.nodes:.9g}Bps", bb_lat="0us",
+                          bb_sharing_policy="SHARED")
+    elif kind in ("ring", "torus"):
+        attributes.update(topology="TORUS", topo_parameters=",".join(map(str, fabric.dims)))
+    elif kind == "fattree":
+        uplinks = max(1, round(fabric.per_leaf / fabric.oversub))
+        attributes.update(topology="FAT_TREE", topo_parameters=f"2;{fabric.per_leaf},{fabric.leaves};1,1;1,{uplinks}")
+    elif kind == "dragonfly":
+        g, c, r, n = routable(fabric).shape
+        attributes.update(topology="DRAGONFLY", topo_parameters=f"{g},1;{c},1;{r},1;{n}")
+    else:
+        raise BadOption(f"the simulator has no platform for topology {fabric.spec!r}")
+    cluster = " ".join(f'{k}="{v}"' for k, v in attributes.items())
+    return ("<?xml version='1.0'?>\n"
+            '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n'
+            '<platform version="4.1">\n'
+            # in a zone of its own: SimGrid 4.1 crashes on a torus or fat tree cluster at the top level
+            '  <zone id="world" routing="Full">\n'
+            f"    <cluster {cluster}/>\n"
+            "  </zone>\n"
+            "</platform>\n")
+
+
+def routable(fabric: Any) -> Any:
+    """`fabric`, if SimGrid can route it: its dragonfly links group g to router g of a chassis."""
+    if fabric.kind == "dragonfly" and fabric.shape[2] < fabric.shape[0]:
+        g, _, r, _ = fabric.shape
+        raise BadOption(f"--platform {fabric.spec}: SimGrid's dragonfly reaches group g through router g of each "
+                        f"chassis, so ROUTERS ({r}) must be at least GROUPS ({g})")
+    return fabric
+
+
+def hosts_of(nprocs: int, nodes: int) -> list[int]:
+    """Block placement: rank r on node r // ppn, ppn = ceil(nprocs / nodes)."""
+    return [r // ppn_of(nprocs, nodes) for r in range(nprocs)]
+
+
+# --- traces --------------------------------------------------------------------------------------
+
+def trace_lines(events: list[Event], rank: int, nprocs: int, copy_bandwidth: float) -> Iterator[str]:
+    """One rank's events as SMPI time-independent trace lines (bytes as MPI_BYTE counts)."""
+    sent: Counter = Counter()  # messages to each peer so far: the tag pairs them with the receives
+    received: Counter = Counter()
+    pending: dict[Any, tuple[int, int, int]] = {}
+    posts: list[tuple[str, int, str]] = []  # non-blocking posts since the last line that takes time
+    copy = 0
+
+    def flush() -> Iterator[str]:
+        nonlocal copy
+        # The posts start at one simulated instant, so their order changes no time. Receives
+        # first and each kind by peer is the order in which SMPI finds every match at the head
+        # of a mailbox; in a rotated order (r+1, r+2, ...) it scans, O(p^3) for linear.
+        posts.sort(key=lambda post: post[:2])
+        yield from (line for *_, line in posts)
+        posts.clear()
+        if copy:
+            yield f"{rank} compute {copy / copy_bandwidth * HOST_SPEED * TIME_SCALE:.0f}"
+            copy = 0
+
+    yield f"{rank} init"
+    for e in _lowered(events, rank, nprocs):
+        kind = e[0]
+        if kind == "copy":
+            copy += e[1]
+            continue
+        if kind not in ("isend", "irecv") or copy:
+            yield from flush()
+        if kind in ("isend", "send", "irecv", "recv"):
+            outgoing = kind.endswith("send")
+            peer, nbytes = e[1], e[2]
+            counter = sent if outgoing else received
+            tag = counter[peer]
+            counter[peer] += 1
+            line = f"{rank} {kind} {peer} {tag} {_count(nbytes)}"
+            if kind[0] == "i":
+                posts.append((kind, peer, line))
+                pending[e[3]] = (rank, peer, tag) if outgoing else (peer, rank, tag)
+            else:
+                yield line
+        elif kind == "wait":  # one wait per request: SMPI 3.32's waitall is a waitany per request, O(n^2)
+            yield from (f"{rank} wait {src} {dst} {tag}" for src, dst, tag in
+                        (pending.pop(i) for i in e[1] if i in pending))
+        elif kind == "alltoall":  # SMPI's algorithms send up to p/2 blocks in one message
+            doubles = e[1] * nprocs >= INT_LIMIT and e[1] % 8 == 0
+            count = f"{e[1] // 8} " * 2 + "0 0" if doubles else f"{e[1]} {e[1]}"
+            yield f"{rank} alltoall {count}"
+    yield from flush()
+    yield f"{rank} finalize"
+
+
+INT_LIMIT = 1 << 31  # SMPI passes a trace's counts to its MPI calls as int
+
+
+def _count(nbytes: int) -> str:
+    """A message's size as a trace count: MPI_BYTEs, or from 2 GiB on MPI_DOUBLEs (datatype 0 in SMPI's traces)."""
+    if nbytes < INT_LIMIT:
+        return str(nbytes)
+    if nbytes % 8 or nbytes // 8 >= INT_LIMIT:
+        raise CaptureError(f"a message of {nbytes} bytes: SMPI's counts are int, and it is no whole count of "
+                           "8-byte items below 2^31")
+    return f"{nbytes // 8} 0"
+
+
+def _lowered(events: list[Event], rank: int, nprocs: int) -> Iterator[Event]:
+    """Self messages become copies; sub-communicator collectives become linear point-to-point."""
+    selfish: set[Any] = set()
+    fresh = iter(range(-1, -(1 << 62), -1))  # request ids of our own, below the capture's
+    for e in events:
+        kind = e[0]
+        if kind in ("isend", "send", "irecv", "recv") and e[1] == rank:
+            if kind.endswith("send"):
+                yield ("copy", e[2])
+            if len(e) > 3:
+                selfish.add(e[3])
+        elif kind == "wait":
+            yield ("wait", tuple(i for i in e[1] if i not in selfish))
+        elif kind == "coll":
+            yield from _collective(e, rank, nprocs, fresh)
+        else:
+            yield e
+
+
+def _collective(e: Event, rank: int, nprocs: int, fresh: Iterator[int]) -> Iterator[Event]:
+    _, name, members, root, sends, recvs = e
+    if name == "alltoall" and members == tuple(range(nprocs)) and len(set(sends)) == 1:
+        yield ("alltoall", sends[0])  # the whole job: SMPI's own MPI_Alltoall
+        return
+    me = members.index(rank)
+    if name == "barrier":  # everyone tells member 0, member 0 releases everyone
+        sends = tuple(1 if (me != 0 and i == 0) or (me == 0 and i != 0) else 0 for i in range(len(members)))
+        recvs = sends
+    ids = []
+    for i, peer in enumerate(members):
+        if i != me and recvs[i]:
+            ids.append(next(fresh))
+            yield ("irecv", peer, recvs[i], ids[-1])
+    for i, peer in enumerate(members):
+        if i != me and sends[i]:
+            ids.append(next(fresh))
+            yield ("isend", peer, sends[i], ids[-1])
+    if sends[me]:
+        yield ("copy", sends[me])
+    if ids:
+        yield ("wait", tuple(ids))
+
+
+def write_traces(schedule: Schedule, directory: Path, copy_bandwidth: float) -> Path:
+    """One trace file per rank and the list of them; returns the list's path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    listing = directory / "traces.txt"
+    with open(listing, "w") as names:
+        for rank, events in enumerate(schedule.events):
+            path = directory / f"rank{rank}.txt"
+            with open(path, "w") as out:
+                out.write("\n".join(trace_lines(events, rank, schedule.nprocs, copy_bandwidth)) + "\n")
+            names.write(f"{path}\n")
+    return listing
+
+
+# --- replay --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Replay:
+    """One simulated call: its time, the replay's wall time until collected, and its CPU time."""
+
+    seconds: float
+    wall_seconds: float
+    cpu_seconds: float
+
+
+class ReplayJob:
+    """A schedule's platform, hostfile and traces on disk; its replay runs in the background once started.
+
+    The simulator is a process of its own, so the next schedule can be captured meanwhile.
+    """
+
+    def __init__(self, schedule: Schedule, fabric: Any, link: Link, copy_bandwidth: float,
+                 keep: Path | None = None):
+        self._scratch = None if keep else tempfile.TemporaryDirectory(prefix="a2a-smpi-")
+        self.where = Path(keep or self._scratch.name)
+        self.where.mkdir(parents=True, exist_ok=True)
+        self.platform, self.hostfile = self.where / "platform.xml", self.where / "hostfile"
+        self.platform.write_text(platform_xml(fabric, link, copy_bandwidth))
+        self.hostfile.write_text("".join(f"n{h}\n" for h in hosts_of(schedule.nprocs, fabric.nodes)))
+        self.listing = write_traces(schedule, self.where / "traces", copy_bandwidth)
+        self.nprocs = schedule.nprocs
+        self.running: subprocess.Popen | None = None
+
+    def start(self, config: list[str], timeout: float = 3600) -> "ReplayJob":
+        """Run smpirun -replay on the traces (output to a file: a full pipe would stall it)."""
+        command = [smpirun(), "-np", str(self.nprocs), "-platform", str(self.platform), "-hostfile",
+                   str(self.hostfile), "-replay", str(self.listing), replayer(),
+                   f"--cfg=smpi/host-speed:{HOST_SPEED:.0f}f", "--log=root.thres:warning",
+                   "--log=smpi_replay.thres:info", *config]
+        self.began, self.timeout, self.expired = time.monotonic(), timeout, False
+        with open(self.where / "smpirun.log", "w") as log:
+            # a session of its own: smpirun is a script, and a stopped replay must not leave its simulator running
+            self.running = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                            env={**os.environ, "LC_ALL": "C"}, start_new_session=True)
+        # the limit holds while this process captures the next point, not only once it waits
+        self._limit = threading.Timer(timeout, self._expire)
+        self._limit.daemon = True
+        self._limit.start()
+        return self
+
+    def _expire(self) -> None:
+        if self.running.poll() is None:
+            self.expired = True
+            self._kill()
+
+    def result(self) -> Replay:
+        """Wait for the replay; the simulated time of the call. The files go unless kept."""
+        reaped = _children_cpu()
+        try:
+            self.running.wait()
+            wall, cpu = time.monotonic() - self.began, _children_cpu() - reaped
+            output = (self.where / "smpirun.log").read_text(errors="replace")
+        finally:
+            self.stop()
+        if self.expired:
+            raise CaptureError(f"the replay took more than {self.timeout:g} s of wall time; stopped")
+        match = re.search(r"Simulation time ([0-9.eE+-]+)", output)
+        if self.running.returncode or not match:
+            tail = "\n".join(output.strip().splitlines()[-8:])
+            raise CaptureError(f"smpirun failed (exit {self.running.returncode}) on {self.listing.parent}:\n{tail}")
+        return Replay(float(match.group(1)) / TIME_SCALE, wall, cpu)
+
+    def stop(self) -> None:
+        """End the replay if it still runs, and remove its files unless kept."""
+        if self.running:
+            self._limit.cancel()
+            if self.running.poll() is None:
+                self._kill()
+        if self._scratch:
+            self._scratch.cleanup()
+
+    def _kill(self) -> None:
+        try:
+            os.killpg(self.running.pid, signal.SIGKILL)
+        except ProcessLookupError:  # it ended meanwhile
+            pass
+        self.running.wait()
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished children (smpirun and its simulator, once waited for)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def copy_bandwidth(nbytes: int = 8 << 20, repeats: int = 20) -> float:
+    """This machine's memory copy rate (bytes/s): the best of `repeats` np.copyto of `nbytes`."""
+    source, target = np.ones(nbytes, np.uint8), np.empty(nbytes, np.uint8)
+    np.copyto(target, source)
+    rates = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        np.copyto(target, source)
+        rates.append(nbytes / (time.perf_counter() - began))
+    return float(max(rates))  # the least disturbed copy: the machine is shared
+
+
+# SMPI's network model by default scales each message's latency and bandwidth by factors that
+# depend on its size (calibrated on a real cluster: latency x11.6 from 64 KiB up, for one);
+# It also loads the reverse path of every flow with 5 % for TCP acknowledgements. `ideal` sets
+# the factors to 1 and drops the acks: a message costs latency x hops + bytes / rate, links
+# shared max-min.
+NETWORKS = {"calibrated": [], "ideal": ["--cfg=smpi/bw-factor:0:1", "--cfg=smpi/lat-factor:0:1",
+                                        "--cfg=network/crosstraffic:0"]}
+
+
+def native_config(selector: str, algorithm: str) -> list[str]:
+    """SMPI options that make MPI_Alltoall use a selector or one named algorithm."""
+    if algorithm:
+        return [f"--cfg=smpi/alltoall:{algorithm}"]
+    return [] if selector == "default" else [f"--cfg=smpi/coll-selector:{selector}"]
+
+
+def ppn_of(nprocs: int, nodes: int) -> int:
+    """Ranks per node of the block placement."""
+    return math.ceil(nprocs / nodes)
