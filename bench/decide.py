@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from a2a.algos.registry import NATIVE
 from a2a.analysis import decide as decision
 from a2a.analysis.compare import compare as compare_runs
 from a2a.analysis.compare import render_comparison
@@ -72,7 +73,7 @@ def export(table: str, fmt: str, output: str | None, libmpi: str | None, env_onl
 @main.command("compare")
 @click.option("--baseline", multiple=True, required=True, help="Results directory of the default run (repeatable).")
 @click.option("--tuned", multiple=True, required=True, help="Results directory of the tuned run (repeatable).")
-@click.option("--algorithm", default="native", show_default=True, help="The algorithm to compare.")
+@click.option("--algorithm", default=NATIVE, show_default=True, help="The algorithm to compare.")
 @click.option("--metric", type=click.Choice(decision.METRICS), default="median", show_default=True)
 @click.option("--alpha", type=float, default=0.05, show_default=True,
               help="Mann-Whitney level below which a difference counts as real.")

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 from tabulate import tabulate
 
+from a2a.algos.cost import GENERIC
 from a2a.analysis import decide, model
 from a2a.errors import BadConfig
 from a2a.record.decision import write_decision
@@ -80,7 +81,7 @@ def bytes_text(size: float) -> str:
 
 def formula_table(fits: list[model.Fit]) -> str:
     """The formula each series was fitted with (p ranks, m bytes per peer, N nodes, q per node)."""
-    body = sorted({(f.algorithm, f.formula.name, f.formula.text) for f in fits})
+    body = sorted({(f.algorithm, "generic" if f.formula is GENERIC else f.algorithm, f.formula.text) for f in fits})
     return tabulate(body, headers=["algorithm", "model", "time (p ranks, m B/peer, N nodes, q ranks/node)"])
 
 

@@ -1,7 +1,7 @@
 """`bench overhead`: our Python algorithms against the MPI library's C twins, forced to the same schedule.
 
-The twin of each of our variants is the one the exporters name (a2a.analysis.export's `counterpart`),
-so what is measured here is what an exported table would run. MPICH is forced through its
+The twin of each of our variants is the one its file names and the exporters write, so what is
+measured here is what an exported table would run. MPICH is forced through its
 CVARs, Open MPI through coll_tuned's MCA variables.
 """
 from __future__ import annotations
@@ -14,8 +14,9 @@ from pathlib import Path
 import click
 from tabulate import tabulate
 
-from a2a.algos.registry import with_defaults
-from a2a.analysis.export import mpich, ompi, ompi_json
+from a2a.algos.registry import NATIVE
+from a2a.algos.registry import twin as registry_twin
+from a2a.analysis.export import ompi
 from a2a.errors import HarnessError
 from a2a.measure.grid import parse_variant
 from a2a.mpi import launcher_flags, launcher_library, mpi_tool, run_job
@@ -36,20 +37,20 @@ OURS = {
 
 
 def twin(library: str, ours: str, nprocs: int) -> tuple[str, dict[str, str]]:
-    """The library's algorithm for our variant (as its exporter maps it) and the variables that force it."""
+    """The library's algorithm for our variant (the twin its file names) and the variables that force it."""
     name, given = parse_variant(ours)
-    options = with_defaults(name, given)
+    target = registry_twin(name, "alltoall", library, given, nprocs)
     if library == "MPICH":
-        target = mpich.counterpart(name, options, nprocs)
         variables = {"MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM": target[0]}
         if target[0] == "k_brucks":
             variables["MPIR_CVAR_ALLTOALL_BRUCKS_KVAL"] = str(target[1])
         if target[0] == "scattered":
             variables["MPIR_CVAR_ALLTOALL_THROTTLE"] = str(target[1])
         return f"MPICH {target[0]}" + (f":k={target[1]}" if target[0] == "k_brucks" else ""), variables
-    algorithm, requests = ompi.counterpart(name, options, nprocs)
-    return (f"Open MPI {ompi_json.ALGORITHM_NAMES[algorithm]}" + (f":reqs={requests}" if requests else ""),
-            {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_alltoall_algorithm": str(algorithm),
+    algorithm, requests = target
+    return (f"Open MPI {algorithm}" + (f":reqs={requests}" if requests else ""),
+            {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+             "OMPI_MCA_coll_tuned_alltoall_algorithm": str(ompi.ALGORITHM_IDS[algorithm]),
              "OMPI_MCA_coll_tuned_alltoall_algorithm_max_requests": str(requests)})
 
 
@@ -105,5 +106,5 @@ def _launch(launcher: str, library: str, n: int, ours: str, variables: dict[str,
 
 def _ratios(out: Path) -> dict[int, float]:
     rows = read_rows(out)
-    native = {r.bytes_per_peer: r.t_p50_us for r in rows if r.algorithm == "native"}
-    return {r.bytes_per_peer: r.t_p50_us / native[r.bytes_per_peer] for r in rows if r.algorithm != "native"}
+    native = {r.bytes_per_peer: r.t_p50_us for r in rows if r.algorithm == NATIVE}
+    return {r.bytes_per_peer: r.t_p50_us / native[r.bytes_per_peer] for r in rows if r.algorithm != NATIVE}

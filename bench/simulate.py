@@ -14,6 +14,7 @@ import numpy as np
 
 import a2a
 from a2a import fabric
+from a2a.algos.registry import NATIVE, candidates
 from a2a.errors import A2AError, BadConfig, BadOption, CaptureError
 from a2a.measure.environment import git_commit
 from a2a.measure.grid import Point, SweepConfig, Variant, parse_variant, points, variants
@@ -157,14 +158,14 @@ def simulated_variants(text: str, assignments: list[str], ppn: int) -> list[Vari
     """Our algorithms as `bench run` resolves them; native's options pick SMPI's MPI_Alltoall."""
     specs = [s.strip() for s in text.split(",") if s.strip()]
     if specs == ["all"]:
-        specs = [n for n in a2a.algorithms("alltoall") if n != "auto"]
-    natives = [s for s in specs if parse_variant(s)[0] == "native"]
+        specs = candidates("alltoall")
+    natives = [s for s in specs if parse_variant(s)[0] == NATIVE]
     ours = [s for s in specs if s not in natives]
     options = parse_assignments(assignments, "--option")
-    chosen = variants(",".join(ours), {k: v for k, v in options.items() if k != "native"}, ppn) if ours else []
+    chosen = variants(",".join(ours), {k: v for k, v in options.items() if k != NATIVE}, ppn) if ours else []
     for spec in natives:
-        given = {**options.get("native", {}), **parse_variant(spec)[1]}
-        chosen += [Variant("native", o) for o in native_options(given)]
+        given = {**options.get(NATIVE, {}), **parse_variant(spec)[1]}
+        chosen += [Variant(NATIVE, o) for o in native_options(given)]
     if not chosen:
         raise BadConfig("no algorithms to simulate; name some with --algorithms (see `bench list`)")
     return chosen
@@ -292,8 +293,8 @@ class Simulation:
     def _started(self, row: Row, job: simgrid.ReplayJob, point: Point) -> simgrid.ReplayJob:
         config = (simgrid.native_config(point.variant.options.get("selector", "default"),
                                         point.variant.options.get("algorithm", ""))
-                  if point.variant.name == "native" else [])
-        if point.variant.name == "native" and point.layout:
+                  if point.variant.name == NATIVE else [])
+        if point.variant.name == NATIVE and point.layout:
             row.note = "native in groups runs a linear point-to-point lowering, not SMPI's MPI_Alltoall"
         return job.start(config + simgrid.NETWORKS[self.machine.network], self.replay_timeout)
 
@@ -316,7 +317,7 @@ class Simulation:
     def _capture(self, point: Point, ppn: int) -> Schedule | str:
         """The schedule at unit size (scaled per size), or the refusal note."""
         nodes = [list(range(start, min(start + ppn, point.nprocs))) for start in range(0, point.nprocs, ppn)]
-        options = {} if point.variant.name == "native" else point.variant.options
+        options = {} if point.variant.name == NATIVE else point.variant.options
         group = (lambda world, layout=point.layout: group_comm(world, layout)) if point.layout else None
         try:
             return capture_unit(point.variant.name, options, point.nprocs, point.dtype, nodes=nodes, group=group)

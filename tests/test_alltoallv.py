@@ -282,7 +282,7 @@ def test_decide_splits_tables_by_collective_and_workload(tmp_path):
 
 
 def test_schedule_costs_show_padding_waste_and_two_phase_rounds():
-    from a2a.analysis.vmodel import terms
+    from a2a.analysis.model import matrix_terms as terms
 
     uniform = parse_workload("uniform").counts(8, 1024, 1)
     padded, two_phase = terms("padded_bruck", uniform, 1), terms("two_phase_bruck", uniform, 1)

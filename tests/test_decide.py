@@ -9,8 +9,9 @@ from decide_fixtures import LIBRARY_TABLE, minimal_table, record, row_for, sampl
 from support import needs_mpich, python
 
 import a2a
+from a2a.algos.registry import twin
 from a2a.analysis import decide
-from a2a.analysis.export import export, formats, intel, mpich, ompi, translate
+from a2a.analysis.export import counterpart, export, formats, mpich, translate
 from a2a.analysis.revert import revert_slower
 from a2a.errors import BadInput, BadResults
 from a2a.record import decision
@@ -180,40 +181,50 @@ def test_export_mpich_splices_alltoall_into_the_libraries_own_tree(library_table
                                               "MPIR_CVAR_ALLTOALL_THROTTLE": "2"}
 
 
-def test_counterparts():
-    assert ompi.counterpart("bruck", {"radix": "4"}, 8) is None
-    assert ompi.counterpart("throttled", {"window": "4"}, 8) is None  # batches are not a sliding window
-    assert ompi.counterpart("throttled", {"window": "7"}, 8) == ompi.counterpart("linear", {}, 8) == (1, 0)
-    assert ompi.counterpart("linear_sync", {"window": "4"}, 8) == (4, 4)
-    assert ompi.counterpart("linear_sync", {"window": "0"}, 8) == (4, 0)
-    assert ompi.counterpart("bruck_zero_copy", {"radix": "2"}, 8) == (3, 0)
-    assert ompi.counterpart("bruck_zero_copy", {"radix": "3"}, 8) is None
-    assert all(m.counterpart("bine", {}, 8) is None for m in (ompi, mpich, intel))  # no library has it
-    assert mpich.counterpart("bruck_zero_copy", {"radix": "3"}, 8) == ("k_brucks", 3)
-    assert mpich.counterpart("linear_sync", {"window": "0"}, 8) == ("scattered", 0)
-    assert mpich.counterpart("linear_sync", {"window": "3"}, 8) is None
-    assert intel.counterpart("linear_sync", {"window": "9"}, 8) == intel.counterpart("linear", {}, 8) == 2
-    assert intel.counterpart("bruck_zero_copy", {"radix": "2"}, 8) == 1
-    assert mpich.counterpart("bruck", {"radix": "4"}, 8) == ("k_brucks", 4)
-    assert mpich.counterpart("linear", {}, 8) == mpich.counterpart("throttled", {"window": "7"}, 8) == ("scattered", 0)
-    assert all(m.counterpart("hierarchical", {}, 8) is None for m in (ompi, mpich))
-    assert mpich.counterpart("pairwise_inplace", {}, 8) is None  # MPICH's asserts MPI_IN_PLACE
+def test_twins_each_algorithm_names():
+    def ompi(name, options):
+        return twin(name, "alltoall", "Open MPI", options, 8)
+
+    def mpich(name, options):
+        return twin(name, "alltoall", "MPICH", options, 8)
+
+    def intel(name, options):
+        return twin(name, "alltoall", "Intel MPI", options, 8)
+
+    assert ompi("bruck", {"radix": "4"}) is None
+    assert ompi("throttled", {"window": "4"}) is None  # batches are not a sliding window
+    assert ompi("throttled", {"window": "7"}) == ompi("linear", {}) == ("linear", 0)
+    assert ompi("linear_sync", {"window": "4"}) == ("linear_sync", 4)
+    assert ompi("linear_sync", {"window": "0"}) == ("linear_sync", 0)
+    assert ompi("bruck_zero_copy", {"radix": "2"}) == ("modified_bruck", 0)
+    assert ompi("bruck_zero_copy", {"radix": "3"}) is None
+    assert all(library("bine", {}) is None for library in (ompi, mpich, intel))  # no library has it
+    assert mpich("bruck_zero_copy", {"radix": "3"}) == ("k_brucks", 3)
+    assert mpich("linear_sync", {"window": "0"}) == ("scattered", 0)
+    assert mpich("linear_sync", {"window": "3"}) is None
+    assert intel("linear_sync", {"window": "9"}) == intel("linear", {}) == "isend_irecv"
+    assert intel("bruck_zero_copy", {"radix": "2"}) == "bruck"
+    assert mpich("bruck", {"radix": "4"}) == ("k_brucks", 4)
+    assert mpich("linear", {}) == mpich("throttled", {"window": "7"}) == ("scattered", 0)
+    assert all(library("hierarchical", {}) is None for library in (ompi, mpich))
+    assert mpich("pairwise_inplace", {}) is None  # MPICH's asserts MPI_IN_PLACE
+    assert twin("not-registered", "alltoall", "MPICH", {}, 8) is None
 
 
 def test_options_a_table_leaves_out_are_the_algorithms_defaults():
     by_hand = minimal_table(16, [(0, "throttled", ""), (1024, "bruck", "")])  # throttled's window is 8
-    tables, _ = translate(by_hand, mpich.counterpart, "MPICH")
+    tables, _ = translate(by_hand, counterpart("MPICH"), "MPICH")
     assert [s.target for s in tables[0][1]] == [("scattered", 8), ("brucks",)]
-    tables, _ = translate(by_hand, intel.counterpart, "Intel MPI")
-    assert tables[0][1][-1].target == intel.ALGORITHM_IDS["bruck"]
+    tables, _ = translate(by_hand, counterpart("Intel MPI"), "Intel MPI")
+    assert tables[0][1][-1].target == "bruck"
 
 
 def test_substitution_names_cell_and_cost(tmp_path):
     run = record(tmp_path / "run", {(4, 32768): {("node_aware", "placement=block;ppn=0"): 300,
                                                  ("pairwise", "schedule=shift"): 400, ("native", ""): 500}})
     document = decide.decide([run])
-    tables, warnings = translate(document, ompi.counterpart, "Open MPI")
-    assert tables[0][1][0].target == (2, 0)
+    tables, warnings = translate(document, counterpart("Open MPI"), "Open MPI")
+    assert tables[0][1][0].target == ("pairwise", 0)
     assert len(warnings) == 1 and re.match(
         r"4 ranks, 32768 B/peer: node_aware:placement=block:ppn=0 has no Open MPI counterpart; "
         r"using pairwise:schedule=shift instead, \+3\d\.\d% \(\d+\.\d us vs \d+\.\d us\)", warnings[0])
@@ -329,6 +340,10 @@ def test_decide_refuses_to_mix_measuring_modes(tmp_path, column, other, message)
         decide.decide([plain, tmp_path / other])
 
 
-def test_every_builtin_has_a_place_in_the_tie_break():
-    missing = sorted(set(a2a.algorithms()) - set(decide.SIMPLICITY) - set(decide.EXCLUDED))
-    assert not missing, f"add {missing} to decide.SIMPLICITY so ties among them do not fall back to name order"
+def test_every_builtin_candidate_has_a_place_of_its_own_in_the_tie_break():
+    from a2a.algos.registry import PLUGIN_SIMPLICITY
+
+    places = {name: a2a.get(name).simplicity for name in a2a.algorithms() if a2a.get(name).candidate}
+    assert places["native"] == 0
+    assert all(place < PLUGIN_SIMPLICITY for place in places.values()), places
+    assert len(set(places.values())) == len(places), "two built-ins share a place: their ties fall to name order"

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from support import python
 
+from a2a.algos.builtin.bruck import schedule_size
 from a2a.analysis import model
 from a2a.record.decision import lookup, parse_options, read_decision
 from a2a.record.results import Recorder, Row, read_rows
@@ -89,7 +90,7 @@ def test_terms_one_process_count_cannot_separate_are_folded():
     [fit] = model.fit(rows)
     assert fit.status == {"alpha": "fitted", "beta": "fitted", "gamma": "folded"}
     assert fit.params["gamma"] == 0
-    _, blocks = model.bruck_schedule(8, 2)
+    _, blocks = schedule_size(8, 2)
     folded_beta = TRUTH["beta"] + TRUTH["gamma"] * (2 * 8 + 2 * blocks) / blocks
     assert fit.params["beta"] == pytest.approx(folded_beta, rel=1e-9)
     assert fit.error < 1e-9  # still exact where it was measured
@@ -114,49 +115,53 @@ def test_unmeasured_link_class_takes_the_measured_one():
 
 
 def test_virtual_nodes_come_from_the_ppn_option():
-    terms = model.node_aware_terms(model.Placement(12, 1), 100, {"ppn": "4"})
+    terms = model.formula_for("node_aware").terms(model.Placement(12, 1), 100, {"ppn": "4"})
     assert terms == {"alpha_intra": 1, "beta_intra": 300, "alpha_inter": 2, "beta_inter": 800}
-    terms = model.hierarchical_terms(model.Placement(12, 1), 100, {"ppn": "4"})
+    terms = model.formula_for("hierarchical").terms(model.Placement(12, 1), 100, {"ppn": "4"})
     assert terms == {"alpha_intra": 2, "beta_intra": 2 * 3 * 12 * 100, "alpha_inter": 2,
                      "beta_inter": 2 * 16 * 100, "gamma": 2 * 4 * 12 * 100}
 
 
+def terms_of(name: str, nprocs: int, nnodes: int, options: str) -> dict[str, float]:
+    """The registered formula's terms at 100 bytes per peer, the series' options over the defaults."""
+    return model.formula_for(name).terms(model.Placement(nprocs, nnodes), 100, model.series_options(name, options))
+
+
 def test_node_splitting_schedules_by_hand():
     # 12 ranks as 3 virtual nodes of 4: multileader with 2 leaders of c=2 ranks each
-    terms = model.multileader_terms(model.Placement(12, 1), 100, {"ppn": "4", "leaders": "2"})
+    terms = terms_of("multileader", 12, 1, "ppn=4;leaders=2")
     assert terms == {"alpha_intra": 3, "beta_intra": (2 * 1 * 12 + 1 * 4) * 100, "alpha_inter": 4,
                      "beta_inter": 2 * 2 * 4 * 100, "gamma": 2 * 2 * 12 * 100}
-    hierarchical = model.hierarchical_terms(model.Placement(12, 3), 100, model.series_options("hierarchical", ""))
-    assert model.multileader_terms(model.Placement(12, 3), 100, model.series_options("multileader", "leaders=1")) \
-        == hierarchical
+    assert terms_of("multileader", 12, 3, "leaders=1") == terms_of("hierarchical", 12, 3, "")
     # locality_aware, one group of 4 per node: 2 inter partners of 4 blocks, 3 members of 3 blocks
-    terms = model.locality_aware_terms(model.Placement(12, 3), 100, model.series_options("locality_aware", ""))
+    terms = terms_of("locality_aware", 12, 3, "")
     assert terms == {"alpha_intra": 3, "beta_intra": 900, "alpha_inter": 2, "beta_inter": 800, "gamma": 2400}
     # more groups than ranks per node: capped, as the algorithm caps them
     capped = model.series_options("locality_aware", "groups=8")
     assert capped == {"groups": "8", "ppn": "0", "placement": "block"}  # the record's defaults filled in
-    assert model.locality_aware_terms(model.Placement(4, 2), 1, capped)["alpha_inter"] == 2
+    assert model.formula_for("locality_aware").terms(model.Placement(4, 2), 1, capped)["alpha_inter"] == 2
 
 
 def test_parallel_split_and_onesided_schedules_by_hand():
     # p=8, f=2: 3 aggregated messages of 2 blocks, then one Sendrecv of 4 blocks
-    assert model.parallel_split_terms(model.Placement(8), 10, {"factor": "2"}) == \
+    assert model.formula_for("parallel_split").terms(model.Placement(8), 10, {"factor": "2"}) == \
         {"alpha": 2, "alpha_msg": 3, "beta": 100, "gamma": 40}
     # p=6 lowers f=4 to 2 (6 mod 4 = 2), as acoll does
-    assert model.parallel_split_terms(model.Placement(6), 1, {"factor": "4"}) == \
-        model.parallel_split_terms(model.Placement(6), 1, {"factor": "2"})
+    assert model.formula_for("parallel_split").terms(model.Placement(6), 1, {"factor": "4"}) == \
+        model.formula_for("parallel_split").terms(model.Placement(6), 1, {"factor": "2"})
     # p=5, f=4 (5 mod 4 = 1): one group of 4 (3 Sendrecv), the last rank through a leader of 4
-    assert model.parallel_split_terms(model.Placement(5), 1, {"factor": "4"}) == \
+    assert model.formula_for("parallel_split").terms(model.Placement(5), 1, {"factor": "4"}) == \
         {"alpha": 4 + 8, "alpha_msg": 0, "beta": 3 + 14, "gamma": 3}
-    assert model.onesided_terms(model.Placement(8), 1, {"sync": "lock"}) == {"alpha": 6, "alpha_msg": 7, "beta": 7}
-    assert model.onesided_terms(model.Placement(8), 1, {"sync": "pscw"}) == {"alpha": 2, "alpha_msg": 21, "beta": 7}
+    onesided = model.formula_for("onesided").terms
+    assert onesided(model.Placement(8), 1, {"sync": "lock"}) == {"alpha": 6, "alpha_msg": 7, "beta": 7}
+    assert onesided(model.Placement(8), 1, {"sync": "pscw"}) == {"alpha": 2, "alpha_msg": 21, "beta": 7}
 
 
-def test_bruck_schedule_by_hand():
-    assert model.bruck_schedule(8, 2) == (3, 12)  # lg 8 rounds of p/2 blocks
-    assert model.bruck_schedule(5, 2) == (3, 5)  # {1,3}, {2,3}, {4}
-    assert model.bruck_schedule(9, 3) == (4, 12)  # digits 1 and 2 at distances 1 and 3, 3 blocks each
-    assert model.bruck_schedule(4, 4) == (3, 3)  # radix >= p: one round per peer
+def test_bruck_schedule_size_by_hand():
+    assert schedule_size(8, 2) == (3, 12)  # lg 8 rounds of p/2 blocks
+    assert schedule_size(5, 2) == (3, 5)  # {1,3}, {2,3}, {4}
+    assert schedule_size(9, 3) == (4, 12)  # digits 1 and 2 at distances 1 and 3, 3 blocks each
+    assert schedule_size(4, 4) == (3, 3)  # radix >= p: one round per peer
 
 
 def test_crossover_hand_example():

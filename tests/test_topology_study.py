@@ -8,6 +8,7 @@ import pytest
 from support import python
 
 from a2a import fabric
+from a2a.algos.builtin.bruck import steps as bruck_steps
 from a2a.analysis import contention
 from a2a.analysis import study as topostudy
 from a2a.errors import BadConfig
@@ -52,9 +53,9 @@ def test_rounds_follow_the_algorithms_schedules():
 
 
 def test_bruck_steps_follow_the_digits():
-    assert contention.bruck_steps(8, 2) == [(1, 4), (2, 4), (4, 4)]
-    assert contention.bruck_steps(5, 2) == [(1, 2), (2, 2), (4, 1)]
-    assert contention.bruck_steps(9, 3) == [(1, 3), (2, 3), (3, 3), (6, 3)]
+    assert bruck_steps(8, 2) == [(1, 4), (2, 4), (4, 4)]
+    assert bruck_steps(5, 2) == [(1, 2), (2, 2), (4, 1)]
+    assert bruck_steps(9, 3) == [(1, 3), (2, 3), (3, 3), (6, 3)]
 
 
 def modelled_rows(topology: str, algorithms: tuple[str, ...] = ("pairwise", "linear")) -> list[Row]:

@@ -7,6 +7,11 @@ parameters are its options: their defaults give types for parsing strings from t
 line, and ``limits`` give accepted values, so bad options fail before any communication.
 One name may serve both collectives: an alltoallv factory ``f(comm, send, recv, *, ...)``
 takes two checked `VBuffer`s and registers with ``collective="alltoallv"`` and the same options.
+
+What the rest of the testbed knows of an algorithm it reads here, from what register() was
+given: its cost for the model (`cost`), its rounds of link traffic for the contention model
+(`traffic`), its twins in the MPI libraries for the exporters (`twins`), and its place in the
+tie-break of decisions (`simplicity`). docs/adding-an-algorithm.md walks through one.
 """
 from __future__ import annotations
 
@@ -19,17 +24,23 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Hashable, Iterator
 
 import numpy as np
 
 from a2a.algos.buffers import check_buffers, vbuffers
+from a2a.algos.cost import GENERIC, Formula, MatrixCost, Traffic, everything
 from a2a.errors import BadInput, BadOption, PluginError, UnknownAlgorithm
+from a2a.record.results import NATIVE
 
 ENTRY_POINT_GROUP = "a2a.algorithms"
+LIBRARIES = ("Open MPI", "MPICH", "Intel MPI")  # whose algorithms an algorithm may name as its twins
+PLUGIN_SIMPLICITY = 100  # where plug-ins that do not say come in the tie-break: after the built-ins
 BUILTIN_PACKAGE = "a2a.algos.builtin"  # loaded by name, as plug-ins are: no import cycle
 COLLECTIVES = ("alltoall", "alltoallv")
 Limit = tuple[Callable[[Any], bool], str]  # (predicate, what is accepted)
+# (options as text with every default filled in, process count) -> the library's own choice, or None
+Twin = Callable[[dict[str, str], int], Hashable | None]
 
 
 @dataclass(frozen=True)
@@ -63,11 +74,19 @@ class Option:
 
 @dataclass(frozen=True)
 class Kind:
-    """How an algorithm serves one collective: its factory, what it does, what it mirrors."""
+    """How an algorithm serves one collective: its factory, what it does and mirrors, and what it costs.
+
+    `cost`: a Formula for alltoall, a MatrixCost for alltoallv; `traffic`: alltoall's rounds of
+    messages on the links; `twins`: per library (LIBRARIES), the library's algorithm that sends
+    the same messages.
+    """
 
     factory: Callable[..., Any]
     summary: str
     mirrors: str = ""
+    cost: Formula | MatrixCost | None = None
+    traffic: Traffic | None = None
+    twins: dict[str, Twin] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -77,6 +96,8 @@ class Algorithm:
     name: str
     options: dict[str, Option]
     kinds: dict[str, Kind]
+    simplicity: int = PLUGIN_SIMPLICITY  # decisions give a tie to the lowest: 0 is native, the simplest
+    candidate: bool = True  # False: measured to check others' choices, never chosen itself (auto)
 
     @property
     def collectives(self) -> tuple[str, ...]:
@@ -199,12 +220,17 @@ class Registry:
         self._algorithms: dict[str, Algorithm] = {}
         self._discovered = False
 
-    def add(self, name: str, collective: str, kind: Kind, options: dict[str, Option]) -> None:
+    def add(self, name: str, collective: str, kind: Kind, options: dict[str, Option], simplicity: int | None,
+            candidate: bool) -> None:
         """Register a name's factory for a collective, once; both collectives' options must agree."""
         known = self._algorithms.get(name)
         if known is None:
-            self._algorithms[name] = Algorithm(name, options, {collective: kind})
+            self._algorithms[name] = Algorithm(name, options, {collective: kind},
+                                               PLUGIN_SIMPLICITY if simplicity is None else simplicity, candidate)
             return
+        if (simplicity is not None and simplicity != known.simplicity) or candidate != known.candidate:
+            raise PluginError(f"{name}: its {collective} registration gives another simplicity or candidacy "
+                              f"than its {known.collectives[0]} one; give them once, alike")
         if collective in known.kinds:
             if known.kinds[collective].factory is not kind.factory:
                 raise PluginError(f"algorithm {name!r} is already registered for {collective}")
@@ -244,18 +270,29 @@ class Registry:
 
 # The one process-wide table, as in mpi4py.bench: register() must reach it from any module.
 REGISTRY = Registry()
+_NOTHING = Algorithm("", {}, {})  # what an unknown name serves: nothing
 
 
-def register(name: str, *, collective: str = "alltoall", mirrors: str = "",
-             limits: dict[str, Limit] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register a factory `f(comm, sendbuf, recvbuf, *, option=default...)` under `name` for `collective`."""
+def register(name: str, *, collective: str = "alltoall", mirrors: str = "", limits: dict[str, Limit] | None = None,
+             cost: Formula | MatrixCost | None = None, traffic: Traffic | None = None,
+             twins: dict[str, Twin] | None = None, simplicity: int | None = None,
+             candidate: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register a factory `f(comm, sendbuf, recvbuf, *, option=default...)` under `name` for `collective`,
+    with what the model, the contention study, the exporters and the tie-break know of it (see Kind)."""
     if collective not in COLLECTIVES:
         raise PluginError(f"{name}: collective {collective!r}; accepted: {', '.join(COLLECTIVES)}")
+    expected = Formula if collective == "alltoall" else MatrixCost
+    if cost is not None and not isinstance(cost, expected):
+        raise PluginError(f"{name}: the cost of an {collective} is a {expected.__name__}, not {type(cost).__name__}")
+    stray = sorted(set(twins or {}) - set(LIBRARIES))
+    if stray:
+        raise PluginError(f"{name}: twins in {', '.join(stray)}; accepted libraries: {', '.join(LIBRARIES)}")
 
     def decorate(factory: Callable[..., Any]) -> Callable[..., Any]:
         options = _options_of(factory, limits or {}, name)
         summary = (inspect.getdoc(factory) or "").strip().splitlines()
-        REGISTRY.add(name, collective, Kind(factory, summary[0] if summary else "", mirrors), options)
+        kind = Kind(factory, summary[0] if summary else "", mirrors, cost, traffic, dict(twins or {}))
+        REGISTRY.add(name, collective, kind, options, simplicity, candidate)
         return factory
     return decorate
 
@@ -293,9 +330,50 @@ def with_defaults(algorithm: str, options: dict[str, str]) -> dict[str, str]:
     return {**({k: str(o.default) for k, o in known.options.items()} if known else {}), **options}
 
 
+def known(name: str) -> Algorithm | None:
+    """The algorithm called `name`, or None (a record may name a plug-in that is not loaded here)."""
+    return REGISTRY.all().get(name)
+
+
+def formula(name: str) -> Formula:
+    """The alltoall cost formula of `name`: its own, else the generic one (native, plug-ins without one)."""
+    kind = (known(name) or _NOTHING).kinds.get("alltoall")
+    return kind.cost if kind and kind.cost else GENERIC
+
+
+def traffic(name: str) -> Traffic:
+    """The rounds of messages of `name`'s alltoall: its own, else one round of everything at once."""
+    kind = (known(name) or _NOTHING).kinds.get("alltoall")
+    return kind.traffic if kind and kind.traffic else everything
+
+
+def matrix_cost(name: str) -> MatrixCost | None:
+    """The alltoallv cost of `name` on a count matrix, if it registered one."""
+    kind = (known(name) or _NOTHING).kinds.get("alltoallv")
+    return kind.cost if kind else None
+
+
+def twin(name: str, collective: str, library: str, options: dict[str, str], nprocs: int) -> Hashable | None:
+    """`library`'s own algorithm for `name` with `options` (text; defaults filled in here) at `nprocs`, or None."""
+    kind = (known(name) or _NOTHING).kinds.get(collective)
+    found = kind.twins.get(library) if kind else None
+    return found(with_defaults(name, options), nprocs) if found else None
+
+
+def simplicity(name: str) -> int:
+    """The tie-break rank of `name`: lower wins a tie; unknown names come after every registered one."""
+    found = known(name)
+    return found.simplicity if found else PLUGIN_SIMPLICITY
+
+
 def algorithms(collective: str | None = None) -> list[str]:
     """Names of the registered algorithms (those serving `collective` when given)."""
     return sorted(n for n, a in REGISTRY.all().items() if collective is None or collective in a.kinds)
+
+
+def candidates(collective: str) -> list[str]:
+    """Names that serve `collective` and may be chosen: what `--algorithms all` sweeps."""
+    return [n for n in algorithms(collective) if REGISTRY.all()[n].candidate]
 
 
 def get(name: str) -> Algorithm:
@@ -340,7 +418,7 @@ def _import_file(path: Path, source: str) -> None:
         raise
 
 
-def alltoall(comm: Any, sendbuf: np.ndarray, recvbuf: np.ndarray, algorithm: str = "native",
+def alltoall(comm: Any, sendbuf: np.ndarray, recvbuf: np.ndarray, algorithm: str = NATIVE,
              **options: Any) -> None:
     """One all-to-all with the named algorithm (plans, runs once, frees)."""
     with get(algorithm).plan(comm, sendbuf, recvbuf, **options) as plan:
@@ -348,7 +426,7 @@ def alltoall(comm: Any, sendbuf: np.ndarray, recvbuf: np.ndarray, algorithm: str
 
 
 def alltoallv(comm: Any, sendbuf: np.ndarray, sendcounts: Any, recvbuf: np.ndarray, recvcounts: Any,
-              algorithm: str = "native", sdispls: Any = None, rdispls: Any = None, **options: Any) -> None:
+              algorithm: str = NATIVE, sdispls: Any = None, rdispls: Any = None, **options: Any) -> None:
     """One MPI_Alltoallv-like exchange with the named algorithm (counts and displacements in elements)."""
     with get(algorithm).plan_v(comm, sendbuf, sendcounts, recvbuf, recvcounts, sdispls, rdispls,
                                **options) as plan:

@@ -8,13 +8,14 @@ from typing import Any
 import numpy as np
 from tabulate import tabulate
 
+from a2a.algos.registry import NATIVE
 from a2a.analysis.decide import Candidate, gather, mann_whitney_p
 from a2a.errors import BadResults
 from a2a.record.decision import CONTEXT_COLUMNS, context_dict
 from a2a.units import human_bytes
 
 
-def compare(baseline: list[Path], tuned: list[Path], algorithm: str = "native",
+def compare(baseline: list[Path], tuned: list[Path], algorithm: str = NATIVE,
             metric: str = "median") -> list[dict[str, Any]]:
     """Per process count and size, one algorithm's metric in two sets of runs, their ratio and a p-value.
 

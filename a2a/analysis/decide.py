@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from tabulate import tabulate
 
+from a2a.algos.registry import known, simplicity
 from a2a.errors import BadInput, BadResults
 from a2a.record.decision import CONTEXT_COLUMNS, SCHEMA, context_dict, decision_cell, ranges
 from a2a.record.results import Row, label, load, point_key
@@ -24,12 +25,6 @@ from a2a.units import human_bytes
 METRICS = ("mean", "median", "p90", "p99", "max")
 ROW_COLUMN = {"mean": "t_mean_us", "median": "t_p50_us", "p90": "t_p90_us", "p99": "t_p99_us",
               "max": "t_max_us"}
-# `auto` replays a table's own choices: measuring it is a check, not a candidate.
-EXCLUDED = ("auto",)
-# Ties go to the earliest name here; algorithms not listed (plug-ins) come after, by name.
-SIMPLICITY = ("native", "linear", "pairwise", "bruck", "throttled", "pairwise_inplace", "linear_sync", "bine",
-              "bruck_zero_copy", "dimensional", "parallel_split", "node_aware", "hierarchical", "multileader",
-              "locality_aware", "onesided", "padded_bruck", "two_phase_bruck", "tuna")
 
 
 @dataclass
@@ -80,10 +75,16 @@ def mann_whitney_p(x: Iterable[float], y: Iterable[float]) -> float:
 
 
 def preference(algorithm: str, options: str) -> tuple:
-    """Sort key of the stable tie-break: native first, then simpler algorithms, then options."""
-    rank = SIMPLICITY.index(algorithm) if algorithm in SIMPLICITY else len(SIMPLICITY)
+    """Sort key of the stable tie-break: the algorithm's registered simplicity (native first), name, options."""
+    rank = simplicity(algorithm)
     natural = [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", options)]
     return rank, algorithm, [(isinstance(t, int), t) for t in natural]
+
+
+def candidate(algorithm: str) -> bool:
+    """Whether a decision may choose it: not one that only replays a table's choices (auto)."""
+    found = known(algorithm)
+    return found is None or found.candidate
 
 
 # --- reading results -------------------------------------------------------------------
@@ -102,7 +103,7 @@ def gather(directories: list[Path], dtype: str | None = None) -> tuple[dict[tupl
             key = point_key(row)
             if "WRONG RESULT" in row.note:
                 wrong.add(key)
-            if not row.measured or row.algorithm in EXCLUDED:
+            if not row.measured or not candidate(row.algorithm):
                 continue
             if key not in points:
                 points[key] = Candidate(tuple(getattr(row, c) for c in CONTEXT_COLUMNS), row.bytes_per_peer,

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from a2a.algos.registry import NATIVE
 from a2a.analysis import model
 from a2a.errors import BadResults, MissingMatplotlib
 from a2a.record.results import Row, Run, point_key
@@ -268,10 +269,10 @@ def speedup_heatmaps(data: Data, directory: Path) -> list[Figure]:
     """native median / series median per (size, nprocs): > 1 means faster than native."""
     from matplotlib.colors import LogNorm
 
-    others = [n for n in data.labels if n != "native"]
-    if "native" not in data.labels or not others:
+    others = [n for n in data.labels if n != NATIVE]
+    if NATIVE not in data.labels or not others:
         return []
-    native = median_grid(data, "native")
+    native = median_grid(data, NATIVE)
     ratios = {name: native / median_grid(data, name) for name in others}
     finite = np.concatenate([r[np.isfinite(r)] for r in ratios.values()])
     span = max(2.0, float(np.max(np.abs(np.log2(finite))))) if finite.size else 2.0
@@ -338,8 +339,8 @@ def decision_map(data: Data, directory: Path) -> list[Figure]:
                         max(3.0, 0.45 * len(data.panels) + 2.2))
     ax.imshow(cells, cmap=ListedColormap([data.colors[n] for n in winners]), vmin=-0.5,
               vmax=len(winners) - 0.5, aspect="auto", origin="lower")
-    if "native" in grids:
-        annotate(ax, np.ma.masked_invalid(grids["native"] / fastest),
+    if NATIVE in grids:
+        annotate(ax, np.ma.masked_invalid(grids[NATIVE] / fastest),
                  lambda v: f"{v:.1f}x", lambda i, j, v: data.colors[winners[cells[i, j]]])
     cell_axes(ax, data.sizes, [panel_title(p, "") for p in data.panels], "processes")
     ax.set_title("Fastest by median (text: speed-up over native)")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from a2a.algos.registry import NATIVE
 from a2a.record.decision import context_of, ranges, rounded, where
 from a2a.record.results import label
 
@@ -22,9 +23,9 @@ def revert_slower(document: dict[str, Any], rows: list[dict[str, Any]], alpha: f
         cells = [cell for row in table["ranges"] for cell in row["cells"]]
         for cell in cells:
             ratio = slower.get((context, cell["bytes_per_peer"]))
-            if ratio is None or cell["algorithm"] == "native":
+            if ratio is None or cell["algorithm"] == NATIVE:
                 continue
-            native = next((c for c in cell["candidates"] if c["algorithm"] == "native"), None)
+            native = next((c for c in cell["candidates"] if c["algorithm"] == NATIVE), None)
             reverted.append(f"{where(table)}, {cell['bytes_per_peer']} B/peer: "
                             f"{label(cell['algorithm'], cell['options'])} ran {ratio:.2f}x slower in the library; "
                             "back to native")
@@ -32,7 +33,7 @@ def revert_slower(document: dict[str, Any], rows: list[dict[str, Any]], alpha: f
             cell.update(reverted_from=label(cell["algorithm"], cell["options"]), library_ratio=rounded(ratio),
                         runner_up=label(cell["algorithm"], cell["options"]), runner_up_us=cell["value_us"],
                         margin=rounded(cell["value_us"] / value - 1) if value else None,
-                        algorithm="native", options="", value_us=value, speedup_vs_native=1.0, tie=False,
+                        algorithm=NATIVE, options="", value_us=value, speedup_vs_native=1.0, tie=False,
                         tied_with=[])
         table["ranges"] = ranges(cells)
     return reverted

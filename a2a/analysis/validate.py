@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 from tabulate import tabulate
 
+from a2a.algos.registry import NATIVE
 from a2a.errors import BadResults
 from a2a.record.results import Row, load, short_label
 from a2a.units import human_bytes
@@ -35,7 +36,7 @@ def validate(measured: Path, simulated: Path) -> list[dict[str, Any]]:
     simulated_at = {(_series(r), r.algorithm, r.options): r for r in model.rows if r.measured}
     rows = []
     for row in (r for r in truth.rows if r.measured):
-        options = native if row.algorithm == "native" else row.options
+        options = native if row.algorithm == NATIVE else row.options
         twin = simulated_at.get((_series(row), row.algorithm, options))
         if twin is None:
             continue

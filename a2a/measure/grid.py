@@ -5,7 +5,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from a2a.algos.registry import algorithms, get
+from a2a.algos.registry import candidates, get
 from a2a.errors import BadConfig, BadOption
 from a2a.measure.mesh import Layout
 from a2a.record.results import label, point_key
@@ -152,7 +152,7 @@ def variants(text: str, options: dict[str, dict[str, str]], ppn: int, collective
     """Algorithm specs -> variants with resolved options (unknown names, options and collectives fail here)."""
     specs = [s.strip() for s in text.split(",") if s.strip()]
     if specs == ["all"]:
-        specs = [name for name in algorithms(collective) if name != "auto"]
+        specs = candidates(collective)
     known = {parse_variant(s)[0] for s in specs}
     stray = sorted(set(options) - known)
     if stray:
@@ -166,7 +166,7 @@ def variants(text: str, options: dict[str, dict[str, str]], ppn: int, collective
         wanted = {**options.get(name, {}), **own}
         if ppn and "ppn" in algorithm.options and "ppn" not in wanted:
             wanted["ppn"] = ppn
-        if name == "auto" and collective == "alltoallv":  # decide for the workload swept
+        if "workload" in algorithm.options and collective == "alltoallv":  # e.g. auto decides for the workload swept
             wanted.setdefault("workload", workload)
         variant = Variant(name, algorithm.resolve(wanted))
         if variant not in chosen:

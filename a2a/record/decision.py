@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from a2a.errors import BadInput
-from a2a.record.results import KEY_COLUMNS, KEY_DEFAULTS, label, write_atomic
+from a2a.record.results import KEY_COLUMNS, KEY_DEFAULTS, NATIVE, label, write_atomic
 
 SCHEMA = "a2a-decision/1"
 # Key columns that split the table: every key column but what a cell chooses and the dtype
@@ -46,7 +46,7 @@ def decision_cell(bytes_per_peer: int, ranked: list[tuple[str, str, float]], cho
     algorithm, options, value = ranked[chosen]
     others = [c for i, c in enumerate(ranked) if i != chosen]
     runner = others[0] if others else None
-    native = next((us for a, o, us in ranked if a == "native" and not o), None)
+    native = next((us for a, o, us in ranked if a == NATIVE and not o), None)
     return {
         "bytes_per_peer": bytes_per_peer, "algorithm": algorithm, "options": options, "value_us": rounded(value),
         "samples": samples, "tie": chosen != 0, "tied_with": tied_with or [],

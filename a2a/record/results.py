@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 from a2a.errors import BadResults
 
+NATIVE = "native"  # the algorithm name of the MPI library's own MPI_Alltoall(v): every comparison's baseline
 RESULTS_CSV = "results.csv"
 SAMPLES_CSV = "samples.csv"
 META_JSON = "meta.json"

@@ -1,9 +1,13 @@
-"""The decision table's choice: per plan, the algorithm a `bench decide` table names."""
+"""The decision table's choice: per plan, the algorithm a `bench decide` table names.
+
+Measuring it checks a table; it is never a candidate itself (not in `--algorithms all`, not
+in decisions).
+"""
 from __future__ import annotations
 
 from typing import Any
 
-from a2a.algos.registry import get, register
+from a2a.algos.registry import NATIVE, get, register
 from a2a.errors import A2AError, BadOption
 from a2a.record.decision import lookup, parse_options, read_decision
 
@@ -11,7 +15,7 @@ MIRRORS = "a tuned MPI library: the table that `bench export` writes for it"
 LIMITS = {"table": (lambda path: bool(path), "the path of a decision.json from `bench decide`")}
 
 
-@register("auto", mirrors=MIRRORS, limits=LIMITS)
+@register("auto", mirrors=MIRRORS, limits=LIMITS, candidate=False)
 def auto(comm, sendbuf, recvbuf, *, table: str = "", workload: str = ""):
     """Run the table's algorithm for this size (nearest measured process count at or below; native below all)."""
     if workload not in ("", "uniform"):
@@ -20,7 +24,7 @@ def auto(comm, sendbuf, recvbuf, *, table: str = "", workload: str = ""):
     return chosen(comm, sendbuf, recvbuf)
 
 
-@register("auto", collective="alltoallv", mirrors=MIRRORS, limits=LIMITS)
+@register("auto", collective="alltoallv", mirrors=MIRRORS, limits=LIMITS, candidate=False)
 def auto_v(comm, send, recv, *, table: str = "", workload: str = ""):
     """The table's algorithm for this workload and mean block size (its only alltoallv workload if not named)."""
     from mpi4py import MPI
@@ -42,7 +46,7 @@ def choose(comm: Any, table: str, bytes_per_peer: int, collective: str, workload
                             "name one with workload=SPEC")
         workload = found[0]
     found = lookup(document, comm.size, bytes_per_peer, collective=collective, workload=workload)
-    name, options = ("native", {}) if found is None else (found[1]["algorithm"], parse_options(found[1]["options"]))
+    name, options = (NATIVE, {}) if found is None else (found[1]["algorithm"], parse_options(found[1]["options"]))
     if name == "auto":
         raise BadOption(f"auto: table {table} names auto itself; make the table from the other algorithms")
     algorithm = get(name)

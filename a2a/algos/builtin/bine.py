@@ -1,4 +1,11 @@
-"""Bine butterfly all-to-all (De Sensi et al., SC'25): log2 p steps, partners at negabinary distances."""
+"""Bine butterfly all-to-all (De Sensi et al., SC'25): log2 p steps, partners at negabinary distances.
+
+Cost: at a power of two, lg p Sendrecv steps of p/2 blocks each (the datatypes' gathering and
+scattering of those blocks is proportional to the same bytes, so it folds into beta); at any
+other p it runs pairwise.   T = lg p (alpha + (p/2) m beta), else (p-1) (alpha + m beta)
+Open MPI 5 has no Bine alltoall (`ompi_info --all` lists ignore, linear, pairwise,
+modified_bruck, linear_sync, two_proc), so it has no twin.
+"""
 from __future__ import annotations
 
 import functools
@@ -6,6 +13,8 @@ import functools
 import numpy as np
 
 from a2a.algos.builtin.pairwise import pairwise
+from a2a.algos.builtin.pairwise import terms as pairwise_terms
+from a2a.algos.cost import Formula, Placement
 from a2a.algos.registry import Prepared, register
 from a2a.algos.schedule import Round, zero_copy_plan
 
@@ -86,8 +95,20 @@ def moves(p: int) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
     return tuple(out)
 
 
+def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
+    """lg p (alpha + (p/2) m beta) at a power of two, else pairwise's."""
+    p = s.nprocs
+    if p & (p - 1):
+        return pairwise_terms(s, m, options)
+    steps = p.bit_length() - 1
+    return {"alpha": steps, "beta": steps * p / 2 * m}
+
+
 @register("bine", mirrors="Open MPI base alltoall_intra_bine (pairwise at non-powers of two); "
-          "source: De Sensi et al., Bine Trees, SC'25 (arXiv 2508.17311)")
+          "source: De Sensi et al., Bine Trees, SC'25 (arXiv 2508.17311)",
+          cost=Formula("lg p (alpha + p/2 m beta) at powers of two, else pairwise's (p-1) (alpha + m beta)",
+                       ("alpha", "beta"), terms),
+          simplicity=7)
 def bine(comm, sendbuf, recvbuf):
     """log2 p Sendrecv steps with partner r +- rho_s, half of the blocks each; any other p: pairwise."""
     p = comm.size

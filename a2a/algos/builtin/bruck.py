@@ -1,6 +1,13 @@
-"""Bruck's logarithmic all-to-all for any p and radix (Open MPI modified_bruck, MPICH brucks/k_brucks)."""
+"""Bruck's logarithmic all-to-all for any p and radix (Open MPI modified_bruck, MPICH brucks/k_brucks).
+
+Cost at radix k: R rounds (about (k-1) log_k p), B blocks of m bytes sent in all (about
+p/k (k-1) log_k p; at k=2: ceil(lg p) rounds of p/2 blocks). Locally it rotates the buffer
+(p m), gathers and scatters the moved blocks around each round (2 B m) and unrotates (p m).
+  T = R alpha + B m beta + (2p + 2B) m gamma
+"""
 import numpy as np
 
+from a2a.algos.cost import Formula, Placement, Round, option
 from a2a.algos.prebuilt import copier, spec
 from a2a.algos.registry import blocks, register
 
@@ -23,8 +30,38 @@ def bruck_rounds(p: int, radix: int) -> list[tuple[int, int, list[int]]]:
     return rounds
 
 
+def steps(p: int, radix: int) -> list[tuple[int, int]]:
+    """Bruck's rounds as (offset, blocks): round (d, v) sends the blocks whose digit d is v to r + v k^d."""
+    return [(digit * distance, len(moved)) for distance, digit, moved in bruck_rounds(p, radix)]
+
+
+def schedule_size(p: int, radix: int) -> tuple[int, int]:
+    """Rounds and blocks sent in all."""
+    done = steps(p, radix)
+    return len(done), sum(count for _, count in done)
+
+
+def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
+    """R alpha + B m beta + (2p + 2B) m gamma."""
+    rounds, sent = schedule_size(s.nprocs, option(options, "radix"))
+    return {"alpha": rounds, "beta": sent * m, "gamma": (2 * s.nprocs + 2 * sent) * m}
+
+
+def traffic(p: int, m: float, options: dict) -> list[Round]:
+    """Every rank r sends `blocks` x m bytes to r + offset, one round per Bruck step."""
+    return [[(r, (r + offset) % p, count * m) for r in range(p)]
+            for offset, count in steps(p, option(options, "radix"))]
+
+
+# the same messages as ours, with or without our copies (bruck_zero_copy has these twins too)
+TWINS = {"Open MPI": lambda o, p: ("modified_bruck", 0) if option(o, "radix") == 2 else None,  # radix 2 only
+         "MPICH": lambda o, p: ("brucks",) if option(o, "radix") == 2 else ("k_brucks", option(o, "radix")),
+         "Intel MPI": lambda o, p: "bruck" if option(o, "radix") == 2 else None}
+COST = Formula("R alpha + B m beta + (2p + 2B) m gamma  (R rounds, B blocks sent)", ("alpha", "beta", "gamma"), terms)
+
+
 @register("bruck", mirrors="Open MPI modified_bruck (3) at radix 2; MPICH brucks, k_brucks (radix k)",
-          limits=RADIX)
+          limits=RADIX, cost=COST, traffic=traffic, twins=TWINS, simplicity=3)
 def bruck(comm, sendbuf, recvbuf, *, radix: int = 2):
     """Rotate, then per base-`radix` digit send the blocks with that digit to r + digit*k^d; unrotate."""
     from mpi4py import MPI

@@ -1,9 +1,22 @@
-"""Bruck's all-to-all without copies: derived datatypes replace the rotations and the per-round packing."""
+"""Bruck's all-to-all without copies: derived datatypes replace the rotations and the per-round packing.
+
+Cost at radix k: Bruck's R rounds and B blocks, with no rotation and no packing by us: MPI
+gathers each round's blocks through a datatype, bytes proportional to B, folded into beta.
+  T = R alpha + B m beta
+Its messages are MPICH's brucks / k_brucks and Open MPI's modified_bruck: Bruck's twins.
+"""
 from __future__ import annotations
 
-from a2a.algos.builtin.bruck import RADIX, bruck_rounds
+from a2a.algos.builtin.bruck import RADIX, TWINS, bruck_rounds, schedule_size
+from a2a.algos.cost import Formula, Placement, option
 from a2a.algos.registry import register
 from a2a.algos.schedule import Round, zero_copy_plan
+
+
+def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
+    """R alpha + B m beta."""
+    rounds, sent = schedule_size(s.nprocs, option(options, "radix"))
+    return {"alpha": rounds, "beta": sent * m}
 
 
 def rounds(p: int, rank: int, radix: int) -> list[Round]:
@@ -25,7 +38,9 @@ def rounds(p: int, rank: int, radix: int) -> list[Round]:
 @register("bruck_zero_copy", mirrors="Bruck with MPI datatypes and double buffering instead of rotations and "
           "packing; the messages of MPICH brucks (radix 2) / k_brucks (radix k); source: Traff, Rougier, Hunold, "
           "Implementing a classic: zero-copy all-to-all communication with MPI datatypes (ICS 2014)",
-          limits=RADIX)
+          limits=RADIX, cost=Formula("R alpha + B m beta  (Bruck's R rounds, B blocks sent; no copies)",
+                                     ("alpha", "beta"), terms),
+          twins=TWINS, simplicity=8)
 def bruck_zero_copy(comm, sendbuf, recvbuf, *, radix: int = 2):
     """Bruck's rounds (any p, base `radix`); each block is sent from and received into where it lies."""
     return zero_copy_plan(comm, sendbuf, recvbuf, rounds(comm.size, comm.rank, radix))

@@ -17,6 +17,7 @@ import re
 
 import numpy as np
 
+from a2a.algos.cost import Formula, Placement
 from a2a.algos.registry import blocks, register
 from a2a.errors import BadOption
 
@@ -42,10 +43,27 @@ def balanced(p: int) -> list[int]:
     return [p // small, small] if small > 1 else [p]
 
 
+def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
+    """sum_k [(n_k - 1) alpha + (n_k - 1) (p/n_k) m beta] + 2 d p m gamma.
+
+    Phase k is an MPI_Alltoall among the n_k ranks of a line, p/n_k blocks per peer, taken as a
+    direct exchange (n_k - 1 messages); the subarray datatypes read and write the whole buffer
+    once per phase (MPI packs and unpacks them). A grid of another size predicts auto's.
+    """
+    p, dims = s.nprocs, options["dims"]
+    fixed = dims != "auto" and math.prod(int(n) for n in dims.split("x")) == p
+    extents = factors(dims, p) if fixed else balanced(p)
+    return {"alpha": sum(n - 1 for n in extents), "beta": sum((n - 1) * p / n for n in extents) * m,
+            "gamma": 2 * len(extents) * p * m}
+
+
 @register("dimensional", mirrors="Traff's dimension-wise all-to-all on a Cartesian grid (one MPI_Alltoall "
           "per dimension, reordering by derived datatypes); source: Traff et al., arXiv 1910.13373",
           limits={"dims": (lambda s: bool(DIMS.fullmatch(s)), "auto, or extents such as 4x2 or 2x2x2 "
-                           "whose product is the process count")})
+                           "whose product is the process count")},
+          cost=Formula("sum_k (n_k-1) (alpha + p/n_k m beta) + 2 d p m gamma  (grid n_1 x .. x n_d)",
+                       ("alpha", "beta", "gamma"), terms),
+          simplicity=9)
 def dimensional(comm, sendbuf, recvbuf, *, dims: str = "auto"):
     """One Alltoall per grid dimension (Cartesian sub-communicators); subarray datatypes reorder."""
     from mpi4py import MPI

@@ -1,14 +1,35 @@
-"""Two levels: gather on node leaders, one message per pair of nodes, scatter on the node."""
+"""Two levels: gather on node leaders, one message per pair of nodes, scatter on the node.
+
+Cost: gather p m bytes from each of the q-1 other ranks on the node leader, leader packs (q p m
+copied), exchanges q*q*m bytes with each of the N-1 other leaders (Alltoallv), unpacks (q p m)
+and scatters p m to each of the q-1 others. The leader is the critical path:
+  T = 2 alpha_intra + 2 (q-1) p m beta_intra + (N-1) (alpha_inter + q^2 m beta_inter) + 2 q p m gamma
+"""
 import numpy as np
 
 from a2a.algos.buffers import packed
+from a2a.algos.cost import Formula, Placement, node_placement
 from a2a.algos.nodes import NODE_LIMITS, my_node, node_groups
 from a2a.algos.prebuilt import copier
 from a2a.algos.registry import blocks, register
 
 
+def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
+    """See the module's docstring."""
+    n = node_placement(s, options)
+    p, q, others = n.nprocs, n.ppn, n.nnodes - 1
+    return {"alpha_intra": 2, "beta_intra": 2 * (q - 1) * p * m, "alpha_inter": others,
+            "beta_inter": others * q * q * m, "gamma": 2 * q * p * m}
+
+
+LINK_PARAMS = ("alpha_inter", "beta_inter", "alpha_intra", "beta_intra", "gamma")
+
+
 @register("hierarchical", mirrors="leader-based two-level alltoall (as in MVAPICH/HAN-style designs)",
-          limits=NODE_LIMITS)
+          limits=NODE_LIMITS,
+          cost=Formula("2 alpha_intra + 2 (q-1) p m beta_intra + (N-1) (alpha_inter + q^2 m beta_inter)"
+                       " + 2 q p m gamma", LINK_PARAMS, terms),
+          simplicity=12)
 def hierarchical(comm, sendbuf, recvbuf, *, ppn: int = 0, placement: str = "block"):
     """Gather each node's buffers on its leader, leaders exchange (Alltoallv), leaders scatter."""
     return through_leaders(comm, sendbuf, recvbuf, node_groups(comm, ppn, placement))

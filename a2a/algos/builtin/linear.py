@@ -1,16 +1,28 @@
-"""Post every receive and send at once, then wait for all (Open MPI basic linear)."""
+"""Post every receive and send at once, then wait for all (Open MPI basic linear).
+
+Cost: throttled's with one batch of all p-1 peers: T = alpha + (p-1) (alpha_msg + m beta).
+"""
+from a2a.algos.builtin.throttled import batch_terms
+from a2a.algos.cost import DIRECT, Formula, everything
 from a2a.algos.prebuilt import copier
 from a2a.algos.registry import blocks, register
 
+TWINS = {"Open MPI": lambda o, p: ("linear", 0), "MPICH": lambda o, p: ("scattered", 0),
+         "Intel MPI": lambda o, p: "isend_irecv"}
+COST = Formula("alpha + (p-1) (alpha_msg + m beta)", ("alpha_msg", "beta", "alpha"),
+               lambda s, m, options: batch_terms(s, m, max(s.nprocs - 1, 1)))
 
-@register("linear", mirrors="Open MPI basic linear (coll_tuned_alltoall_algorithm 1)")
+
+@register("linear", mirrors="Open MPI basic linear (coll_tuned_alltoall_algorithm 1)", cost=COST, traffic=everything,
+          twins=TWINS, simplicity=1)
 def linear(comm, sendbuf, recvbuf):
     """Post all p-1 receives and sends at once, then Waitall."""
     return spread_out(comm, blocks(sendbuf, comm.size), blocks(recvbuf, comm.size))
 
 
 @register("linear", collective="alltoallv",
-          mirrors="Open MPI alltoallv basic linear (coll_tuned_alltoallv_algorithm 1)")
+          mirrors="Open MPI alltoallv basic linear (coll_tuned_alltoallv_algorithm 1)", cost=DIRECT,
+          twins={"Open MPI": TWINS["Open MPI"], "MPICH": TWINS["MPICH"]})
 def linear_v(comm, send, recv):
     """Post all p-1 receives and sends (per-peer counts) at once, then Waitall."""
     return spread_out(comm, send.blocks(), recv.blocks())

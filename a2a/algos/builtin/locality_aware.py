@@ -1,16 +1,37 @@
-"""Aggregate across nodes first, then redistribute inside the node (mpi-advance locality-aware)."""
+"""Aggregate across nodes first, then redistribute inside the node (mpi-advance locality-aware).
+
+Cost with G groups per node of c = q/G ranks each: phase 1 sends c m bytes to the rank of the
+same index in each of the G-1 other groups of the node and the G (N-1) groups elsewhere;
+phase 2 (Alltoallv in the group) sends (p/c) m to each of c-1 members; repack and reorder copy p m.
+  T = (N-1) G (alpha_inter + c m beta_inter) + (G-1) (alpha_intra + c m beta_intra)
+      + (c-1) (alpha_intra + (p/c) m beta_intra) + 2 p m gamma
+"""
 import numpy as np
 
 from a2a.algos.buffers import packed
+from a2a.algos.builtin.hierarchical import LINK_PARAMS
+from a2a.algos.cost import Formula, Placement, leader_split
 from a2a.algos.nodes import NODE_LIMITS, my_node, node_groups, split_nodes
 from a2a.algos.prebuilt import copier
 from a2a.algos.registry import blocks, register
 
 
+def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
+    """See the module's docstring."""
+    n, groups, c = leader_split(s, options, "groups")
+    p, others = n.nprocs, n.nnodes - 1
+    return {"alpha_intra": groups - 1 + c - 1, "beta_intra": ((groups - 1) * c + (c - 1) * p / c) * m,
+            "alpha_inter": others * groups, "beta_inter": others * groups * c * m, "gamma": 2 * p * m}
+
+
 @register("locality_aware",
           mirrors="mpi-advance locality_aware alltoall_locality_aware_nonblocking (Bienz group; "
                   "Kinkead et al., arXiv 2601.17606)",
-          limits={**NODE_LIMITS, "groups": (lambda k: k >= 1, "an integer >= 1 (groups per node)")})
+          limits={**NODE_LIMITS, "groups": (lambda k: k >= 1, "an integer >= 1 (groups per node)")},
+          cost=Formula("(N-1) G (alpha_inter + c m beta_inter) + (G-1) (alpha_intra + c m beta_intra)"
+                       " + (c-1) (alpha_intra + (p/c) m beta_intra) + 2 p m gamma  (G groups per node, c = q/G)",
+                       LINK_PARAMS, terms),
+          simplicity=14)
 def locality_aware(comm, sendbuf, recvbuf, *, groups: int = 1, ppn: int = 0, placement: str = "block"):
     """Rank i of each group sends a whole group's blocks to rank i of every other group; groups redistribute."""
     from mpi4py import MPI

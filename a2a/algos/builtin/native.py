@@ -1,8 +1,17 @@
-"""The MPI library's own MPI_Alltoall and MPI_Alltoallv."""
+"""The MPI library's own MPI_Alltoall and MPI_Alltoallv: the baseline every other algorithm is set against.
+
+Its twin in each library is the library's own decision (Open MPI's rule 0, MPICH's built-in
+subtree, Intel's default), so a tuning file leaves such ranges to the library.
+"""
+from a2a.algos.cost import DIRECT, GENERIC
 from a2a.algos.registry import register
 
+TWINS = {"Open MPI": lambda options, p: ("ignore", 0), "MPICH": lambda options, p: ("native",),
+         "Intel MPI": lambda options, p: "native"}
 
-@register("native", mirrors="MPI_Alltoall as the library chooses (Open MPI tuned, MPICH's selection)")
+
+@register("native", mirrors="MPI_Alltoall as the library chooses (Open MPI tuned, MPICH's selection)",
+          cost=GENERIC, twins=TWINS, simplicity=0)
 def native(comm, sendbuf, recvbuf):
     """Call the MPI library's MPI_Alltoall on message specs built once, not parsed again per call."""
     from mpi4py import MPI
@@ -15,7 +24,8 @@ def native(comm, sendbuf, recvbuf):
     return lambda: alltoall(send, recv)
 
 
-@register("native", collective="alltoallv", mirrors="MPI_Alltoallv as the library chooses")
+@register("native", collective="alltoallv", mirrors="MPI_Alltoallv as the library chooses", cost=DIRECT,
+          twins={"Open MPI": TWINS["Open MPI"], "MPICH": TWINS["MPICH"]})
 def native_v(comm, send, recv):
     """Call the MPI library's MPI_Alltoallv on message specs built once."""
     outgoing, incoming, alltoallv = send.spec(), recv.spec(), comm.Alltoallv

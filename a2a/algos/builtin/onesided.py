@@ -1,4 +1,7 @@
 """MPI one-sided (RMA): every rank puts its blocks into, or gets them from, the peers' windows."""
+import math
+
+from a2a.algos.cost import Formula, Placement
 from a2a.algos.prebuilt import copier, spec
 from a2a.algos.registry import blocks, register
 
@@ -6,12 +9,25 @@ SYNCS = ("fence", "lock", "pscw")
 OPS = ("put", "get")
 
 
+def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
+    """p-1 puts (or gets) of m bytes issued back to back inside one epoch, opened and closed by two
+    collective synchronisations (fence: two fences; lock: two barriers around the flush), each
+    ceil(lg p) rounds; pscw instead sends a post and a completion notice to each peer."""
+    p = s.nprocs
+    if options.get("sync") == "pscw":
+        return {"alpha": 2 if p > 1 else 0, "alpha_msg": 3 * (p - 1), "beta": (p - 1) * m}
+    return {"alpha": 2 * math.ceil(math.log2(p)) if p > 1 else 0, "alpha_msg": p - 1, "beta": (p - 1) * m}
+
+
 @register("onesided",
           mirrors="UCC tl/ucp alltoall onesided (put, or get as its auto picks at >= 8 ranks per node); "
                   "MPI-3 RMA synchronisation",
           limits={"sync": (lambda s: s in SYNCS, "fence, lock (lock_all + flush + barrier) or pscw"),
                   "op": (lambda s: s in OPS, "put (into the peers' receive buffers) or get "
-                                             "(from their send buffers)")})
+                                             "(from their send buffers)")},
+          cost=Formula("2 ceil(lg p) alpha + (p-1) (alpha_msg + m beta)  (pscw: 2 alpha + 3 (p-1) alpha_msg"
+                       " + (p-1) m beta)", ("alpha_msg", "beta", "alpha"), terms),
+          simplicity=15)
 def onesided(comm, sendbuf, recvbuf, *, sync: str = "fence", op: str = "put"):
     """One window per plan; peers r+1, r+2, ... each get one Put (or Get) of m bytes inside one epoch."""
     from mpi4py import MPI

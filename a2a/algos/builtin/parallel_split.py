@@ -1,8 +1,17 @@
-"""Open MPI coll/acoll's parallel split: exchange f-block aggregates across groups, then finish inside them."""
+"""Open MPI coll/acoll's parallel split: exchange f-block aggregates across groups, then finish inside them.
+
+Cost with f as acoll lowers it and g = floor(p/f) groups: phase 1 posts g-1 messages of f m at
+once; phase 2 is f-1 Sendrecv of g m, each then copied into place. An odd p's last rank goes
+through a leader of s = min(8, p-1) ranks, which receives s m, relays s-1 blocks each way and
+sends s m back, after its own phases.
+  T = (f + [p odd] 2s) alpha + (g-1) alpha_msg + ((g-1) f + (f-1) g + [p odd] (4s-2)) m beta
+      + (f-1) g m gamma
+"""
 from functools import partial
 
 import numpy as np
 
+from a2a.algos.cost import Formula, Placement, option
 from a2a.algos.prebuilt import copier, spec
 from a2a.algos.registry import blocks, register
 
@@ -18,10 +27,27 @@ def split_factor(p: int, factor: int) -> int:
     return factor
 
 
+def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
+    """See the module's docstring."""
+    p = s.nprocs
+    f = split_factor(p, option(options, "factor"))
+    g = p // f
+    relay = min(SUBGROUP, p - 1) if p % f else 0
+    lanes = max(g - 1, 0)
+    return {"alpha": (f if g else 0) + 2 * relay, "alpha_msg": lanes,
+            "beta": (lanes * f + (f - 1) * g + max(4 * relay - 2, 0)) * m, "gamma": (f - 1) * g * m}
+
+
+COST = Formula("(f + 2s[p odd]) alpha + (g-1) alpha_msg + ((g-1) f + (f-1) g + (4s-2)[p odd]) m beta"
+               " + (f-1) g m gamma  (f as acoll lowers it, g = p div f, s = min(8, p-1))",
+               ("alpha", "beta", "alpha_msg", "gamma"), terms)
+
+
 @register("parallel_split",
           mirrors="Open MPI coll/acoll alltoall (parallel split, split_factor 2/4/8; odd p: the last rank "
                   "through subgroup leaders)",
-          limits={"factor": (lambda f: f in FACTORS, "2, 4 or 8 (halved as acoll does while p mod f > 1)")})
+          limits={"factor": (lambda f: f in FACTORS, "2, 4 or 8 (halved as acoll does while p mod f > 1)")},
+          cost=COST, simplicity=10)
 def parallel_split(comm, sendbuf, recvbuf, *, factor: int = 2):
     """Ranks equal mod f swap f-block aggregates (Isend/Irecv); then f consecutive ranks do f-1 Sendrecv."""
 

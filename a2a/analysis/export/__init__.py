@@ -1,8 +1,8 @@
 """Turn a decision table into the tuning files that Open MPI, MPICH and Intel MPI read.
 
-Each exporter maps the testbed's algorithms to the library's own (its `counterpart`); a cell
-whose algorithm has none gets the best measured algorithm that has one, with a warning that
-names the cell and its cost. Cells then merge into byte ranges again.
+Each algorithm names its twins in the libraries in its own file (register's `twins`); a cell
+whose algorithm has none in a library gets the best measured algorithm that has one, with a
+warning that names the cell and its cost. Cells then merge into byte ranges again.
 """
 from __future__ import annotations
 
@@ -13,12 +13,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from a2a.algos.registry import with_defaults
+from a2a.algos.registry import NATIVE, twin, with_defaults
 from a2a.errors import BadInput
 from a2a.record.decision import lower_bounds, parse_options, read_decision
 from a2a.record.results import KEY_DEFAULTS, label, write_atomic
 
-Counterpart = Callable[[str, dict[str, str], int], Hashable | None]
+Counterpart = Callable[[str, dict[str, str], int], Hashable | None]  # (algorithm, options, nprocs) -> target
+
+
+def counterpart(library: str, collective: str = "alltoall") -> Counterpart:
+    """The library's own algorithm for one of ours: the twin its file names (None: it has none)."""
+    return lambda algorithm, options, nprocs: twin(algorithm, collective, library, options, nprocs)
 
 
 @dataclass
@@ -115,7 +120,7 @@ def _target(cell: dict[str, Any], nprocs: int, counterpart: Counterpart, library
             return found
     warnings.append(f"{where}: no measured algorithm has a {library} counterpart; "
                     f"leaving it to {library}'s default")
-    return counterpart("native", {}, nprocs)
+    return counterpart(NATIVE, {}, nprocs)
 
 
 def _segments(targets: list[tuple[int, Hashable]]) -> list[Segment]:

@@ -25,52 +25,25 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from a2a.analysis.export import Exported, Segment, collective_of, translate, translate_by_comm_size
+from a2a.algos.registry import NATIVE
+from a2a.analysis.export import Exported, Segment, collective_of, counterpart, translate, translate_by_comm_size
 from a2a.errors import BadInput
 
 TREE_START = re.compile(rb'\{"collective=')
 INT_MAX = 2147483647
 PREFIX = "algorithm=MPIR_{}_intra_"
-
-
-def counterpart(algorithm: str, options: dict[str, str], nprocs: int) -> tuple | None:
-    """("native",), ("brucks",), ("k_brucks", k), ("pairwise",), ("scattered", throttle), or None.
-
-    Scattered posts `throttle` sends and receives at a time (0: all), so it is both throttled
-    and, unthrottled, linear.
-    """
-    if algorithm == "native":
-        return ("native",)
-    if algorithm in ("bruck", "bruck_zero_copy"):  # the same messages, with or without our copies
-        radix = int(options["radix"])
-        return ("brucks",) if radix == 2 else ("k_brucks", radix)
-    if algorithm == "pairwise":
-        return ("pairwise",)  # MPICH orders its steps by xor at powers of two, by shift otherwise
-    if algorithm == "linear":
-        return ("scattered", 0)  # throttle 0: all peers at once
-    if algorithm == "throttled":
-        window = int(options["window"])
-        return ("scattered", 0 if window >= nprocs - 1 else window)
-    if algorithm == "linear_sync":  # a sliding window is not scattered's batches; all at once is
-        window = int(options["window"])
-        return ("scattered", 0) if window <= 0 or window >= nprocs - 1 else None
-    return None
-
-
-def counterpart_v(algorithm: str, options: dict[str, str], nprocs: int) -> tuple | None:
-    """("native",) or ("scattered", throttle) for alltoallv, or None."""
-    return counterpart(algorithm, options, nprocs) if algorithm in ("native", "linear", "throttled") else None
+LIBRARY = "MPICH"
 
 
 def export(document: dict[str, Any], libmpi: str | Path | None = None) -> Exported:
     """MPICH's built-in tree with the table's alltoall (or alltoallv) subtree spliced in."""
-    collective = collective_of(document, "MPICH", ("alltoall", "alltoallv"))
+    collective = collective_of(document, LIBRARY, ("alltoall", "alltoallv"))
     tree, source = builtin_tree(libmpi)
     if collective == "alltoallv":
-        chosen, warnings = translate_by_comm_size(document, counterpart_v, "MPICH")
+        chosen, warnings = translate_by_comm_size(document, counterpart(LIBRARY, "alltoallv"), LIBRARY)
         tables = [(nprocs, [Segment(0, None, target)]) for nprocs, target in chosen]
     else:
-        tables, warnings = translate(document, counterpart, "MPICH")
+        tables, warnings = translate(document, counterpart(LIBRARY), LIBRARY)
     throttle = _throttle(tables, warnings)
     original = tree.get(f"collective={collective}")
     if not isinstance(original, dict):
@@ -102,7 +75,7 @@ def _size_key(segment: Any) -> str:
 
 def _leaf(target: tuple, native: dict[str, Any], collective: str) -> dict[str, Any]:
     name, prefix = target[0], PREFIX.format(collective.capitalize())
-    if name == "native":
+    if name == NATIVE:
         return copy.deepcopy(native)
     if name == "k_brucks":
         return {prefix + "k_brucks": {f"k={target[1]}": {}}}

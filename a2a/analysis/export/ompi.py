@@ -13,44 +13,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from a2a.analysis.export import Exported, collective_of, translate, translate_by_comm_size
+from a2a.analysis.export import Exported, collective_of, counterpart, translate, translate_by_comm_size
 
 ALLTOALL_ID, ALLTOALLV_ID = 3, 4
-ALGORITHM_IDS = {"native": 0, "linear": 1, "pairwise": 2, "bruck": 3, "bruck_zero_copy": 3, "linear_sync": 4}
-ALLTOALLV_IDS = {"native": 0, "linear": 1, "pairwise": 2}
-
-
-def counterpart(algorithm: str, options: dict[str, str], nprocs: int) -> tuple[int, int] | None:
-    """(coll_tuned alltoall algorithm, max requests), or None where Open MPI has no such schedule.
-
-    linear_sync is Open MPI's own sliding window (max requests = window). Our throttled waits
-    for each batch of `window` peers before the next, which is MPICH's scattered, not
-    linear_sync: only a single batch (window >= p-1) has an Open MPI twin, basic linear. Open
-    MPI 5.0 has no Bine alltoall (`ompi_info --all` lists ignore, linear, pairwise,
-    modified_bruck, linear_sync, two_proc).
-    """
-    if algorithm in ("bruck", "bruck_zero_copy") and options["radix"] != "2":
-        return None  # Open MPI 5's modified_bruck is radix 2 only
-    if algorithm == "throttled":
-        return (ALGORITHM_IDS["linear"], 0) if int(options["window"]) >= nprocs - 1 else None
-    if algorithm not in ALGORITHM_IDS:
-        return None
-    window = int(options["window"]) if algorithm == "linear_sync" else 0
-    return ALGORITHM_IDS[algorithm], window
-
-
-def counterpart_v(algorithm: str, options: dict[str, str], nprocs: int) -> tuple[int, int] | None:
-    """(coll_tuned alltoallv algorithm, 0), or None; throttled in one batch is linear."""
-    if algorithm == "throttled" and int(options["window"]) >= nprocs - 1:
-        algorithm = "linear"
-    return (ALLTOALLV_IDS[algorithm], 0) if algorithm in ALLTOALLV_IDS else None
+LIBRARY = "Open MPI"
+# coll_tuned's alltoall algorithms by the names our algorithms' twins use (0: its fixed decision)
+ALGORITHM_IDS = {"ignore": 0, "linear": 1, "pairwise": 2, "modified_bruck": 3, "linear_sync": 4}
+ALLTOALLV_IDS = {"ignore": 0, "linear": 1, "pairwise": 2}
 
 
 def export(document: dict[str, Any]) -> Exported:
     """The rules file for every process count of the table."""
     if collective_of(document, "Open MPI", ("alltoall", "alltoallv")) == "alltoallv":
         return export_v(document)
-    tables, warnings = translate(document, counterpart, "Open MPI")
+    tables, warnings = translate(document, counterpart(LIBRARY), LIBRARY)
     needs_requests = any(s.target[1] for _, segments in tables for s in segments)
     lines = ["rule-file-version-2"] if needs_requests else []
     comment = (f"# alltoall decision from a2a ({document['metric']}, alpha {document['alpha']}); "
@@ -60,18 +36,18 @@ def export(document: dict[str, Any]) -> Exported:
         lines += [f"{nprocs}", f"{len(segments)}"]
         for segment in segments:
             algorithm, requests = segment.target
-            fields = [segment.low * nprocs, algorithm, 0, 0] + ([requests] if needs_requests else [])
+            fields = [segment.low * nprocs, ALGORITHM_IDS[algorithm], 0, 0] + ([requests] if needs_requests else [])
             lines.append(" ".join(str(f) for f in fields))
     return Exported("\n".join(lines) + "\n", environment, warnings, NOTE)
 
 
 def export_v(document: dict[str, Any]) -> Exported:
     """Alltoallv rules: one rule per comm size, at message size 0, the only size Open MPI looks up."""
-    chosen, warnings = translate_by_comm_size(document, counterpart_v, "Open MPI")
+    chosen, warnings = translate_by_comm_size(document, counterpart(LIBRARY, "alltoallv"), LIBRARY)
     lines = [f"# alltoallv decision from a2a ({document['metric']}, workload {document['tables'][0].get('workload')});"
              " Open MPI selects alltoallv by comm size only", "1", str(ALLTOALLV_ID), str(len(chosen))]
     for nprocs, (algorithm, _) in chosen:
-        lines += [f"{nprocs}", "1", f"0 {algorithm} 0 0"]
+        lines += [f"{nprocs}", "1", f"0 {ALLTOALLV_IDS[algorithm]} 0 0"]
     return Exported("\n".join(lines) + "\n", environment, warnings, NOTE)
 
 

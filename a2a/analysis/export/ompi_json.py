@@ -8,16 +8,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from a2a.analysis.export import Exported, collective_of, translate
-from a2a.analysis.export.ompi import NOTE, counterpart, environment
-
-ALGORITHM_NAMES = {0: "ignore", 1: "linear", 2: "pairwise", 3: "modified_bruck", 4: "linear_sync"}
+from a2a.analysis.export import Exported, collective_of, counterpart, translate
+from a2a.analysis.export.ompi import LIBRARY, NOTE, environment
 
 
 def export(document: dict[str, Any]) -> Exported:
     """The JSON rules for every process count of the table."""
     collective_of(document, "Open MPI JSON", ("alltoall",))
-    tables, warnings = translate(document, counterpart, "Open MPI")
+    tables, warnings = translate(document, counterpart(LIBRARY), LIBRARY)
     entries = []
     for i, (nprocs, segments) in enumerate(tables):
         entry: dict[str, Any] = {"comm_size_min": nprocs}
@@ -33,7 +31,7 @@ def _rule(segment: Any, nprocs: int) -> dict[str, Any]:
     algorithm, requests = segment.target
     high = "inf" if segment.high is None else (segment.high + 1) * nprocs - 1
     rule: dict[str, Any] = {"msg_size_min": segment.low * nprocs, "msg_size_max": high,
-                            "alg": ALGORITHM_NAMES[algorithm]}
+                            "alg": algorithm}
     if requests:
         rule["reqs"] = requests
     return rule

@@ -1,56 +1,44 @@
-"""Bruck for uneven blocks: padded and two-phase (Fan et al., HPDC'22), TuNA's radix (arXiv 2411.02581).
+"""Two-phase Bruck for uneven blocks (Fan et al., HPDC'22): each round sends its blocks' sizes, then the blocks.
 
 Index i of rank r holds the block that travels i ranks forward (from r to r + i); round
 (distance, digit) forwards every index whose base-radix digit at `distance` is `digit` by
-digit x distance ranks. A block is home once its digits so far add up to i.
+digit x distance ranks. A block is home once its digits so far add up to i. TuNA (tuna.py)
+runs the same rounds at any radix.
+
+Cost on a count matrix: Bruck's rounds replayed on the real sizes: each round costs two
+latencies (sizes, then data) and the largest bytes any rank forwards in it.
 """
 import numpy as np
 
-from a2a.algos.builtin.bruck import RADIX, bruck, bruck_rounds
+from a2a.algos.builtin.bruck import bruck_rounds
+from a2a.algos.builtin.padded_bruck import global_max
+from a2a.algos.cost import MatrixCost
 from a2a.algos.prebuilt import copier
 from a2a.algos.registry import register
 
 
-def global_max(comm, send) -> int:
-    """The largest block any rank sends, in bytes (agreed once per plan: a plan's counts are fixed)."""
-    from mpi4py import MPI
-
-    return comm.allreduce(int(send.nbytes.max(initial=0)), op=MPI.MAX)
-
-
-@register("padded_bruck", collective="alltoallv", limits=RADIX,
-          mirrors="padded Bruck (Fan et al., HPDC'22, harp-lab/bruck-alltoallv)")
-def padded_bruck(comm, send, recv, *, radix: int = 2):
-    """Pad every block to the largest block of any rank, run uniform Bruck, cut the padding off."""
-    p, width = comm.size, global_max(comm, send)
-    padded_send, padded_recv = np.zeros((p, width), np.uint8), np.zeros((p, width), np.uint8)
-    run_bruck, free = bruck(comm, padded_send, padded_recv, radix=radix)
-    pad = [copier(padded_send[j, : len(b)], b) for j, b in enumerate(send.blocks())]
-    cut = [copier(b, padded_recv[j, : len(b)]) for j, b in enumerate(recv.blocks())]
-
-    def run():
-        for copy in pad:
-            copy()
-        run_bruck()
-        for copy in cut:
-            copy()
-
-    return run, free
+def forwarded(counts: np.ndarray, itemsize: int, radix: int, direct: bool) -> dict[str, float]:
+    """Replay the uneven Bruck rounds: held[r][i] is the size rank r holds at index i."""
+    sizes = counts * itemsize
+    p = len(sizes)
+    held = np.array([[sizes[r, (r + i) % p] for i in range(p)] for r in range(p)], dtype=float)
+    rounds = total = 0.0
+    for distance, digit, moved in bruck_rounds(p, radix):
+        step = digit * distance
+        total += held[:, moved].sum(axis=1).max()
+        rounds += 1 if direct and len(moved) == 1 else 2  # sizes first, then data
+        held[:, moved] = np.roll(held[:, moved], step, axis=0)  # rank r now holds what r - step held
+    return {"rounds": rounds, "bytes": total}
 
 
 @register("two_phase_bruck", collective="alltoallv",
-          mirrors="two-phase Bruck (Fan et al., HPDC'22, harp-lab/bruck-alltoallv)")
+          mirrors="two-phase Bruck (Fan et al., HPDC'22, harp-lab/bruck-alltoallv)",
+          cost=MatrixCost("radix-2 Bruck rounds on the real sizes, two latencies each",
+                          lambda counts, itemsize, options: forwarded(counts, itemsize, 2, direct=False)),
+          simplicity=17)
 def two_phase_bruck(comm, send, recv):
     """Radix-2 Bruck; each round first exchanges the sizes of the blocks it moves, then the blocks."""
     return uneven_bruck(comm, send, recv, 2, direct=False)
-
-
-@register("tuna", collective="alltoallv",
-          limits={"radix": (RADIX["radix"][0], "an integer >= 2 (at most p - 1 is used, as TuNA does)")},
-          mirrors="TuNA, tunable-radix non-uniform Bruck (Fan et al., arXiv 2411.02581)")
-def tuna(comm, send, recv, *, radix: int = 2):
-    """Radix-k two-phase Bruck; a round that moves one block sends it straight home (radix p-1: spread-out)."""
-    return uneven_bruck(comm, send, recv, max(2, min(radix, comm.size - 1)), direct=True)
 
 
 def uneven_bruck(comm, send, recv, radix: int, direct: bool):
