@@ -247,7 +247,7 @@ def test_replay_over_its_time_is_stopped_and_recorded(tmp_path, capsys):
                     "--algorithms", "linear,pairwise", "--replay-timeout", "0.001")[0] == 0
     record = rows(tmp_path / "sim")
     assert [r["algorithm"] for r in record] == ["linear", "pairwise"]
-    assert all("not simulated: the replay took more than 0.001 s" in r["note"] for r in record)
+    assert all("not simulated: the replay took more than 0.001 s" in r["note"] for r in record), record
 
 
 class LoggedReplay:
