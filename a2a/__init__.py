@@ -1,8 +1,9 @@
 """a2a: pluggable MPI all-to-all algorithms; importing it starts no MPI work."""
 from a2a.algos.registry import Algorithm, Plan, Prepared, algorithms, alltoall, alltoallv, get, load_plugin, register
 from a2a.errors import A2AError, BadInput, BadOption, BadResults, PluginError, UnknownAlgorithm
+from a2a.record.meta import version
 
-__version__ = "0.1.0"
+__version__ = version()
 __all__ = [
     "A2AError", "Algorithm", "BadInput", "BadOption", "BadResults", "Plan", "PluginError", "Prepared",
     "UnknownAlgorithm", "algorithms", "alltoall", "alltoallv", "get", "load_plugin", "register",

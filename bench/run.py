@@ -13,10 +13,11 @@ import a2a
 from a2a.algos.registry import COLLECTIVES
 from a2a.errors import BadConfig
 from a2a.measure.cache import CACHES
+from a2a.measure.driver import measure_sweep, resume_measured, set_thread_level
 from a2a.measure.environment import node_memory_share
 from a2a.measure.grid import TIMINGS, SweepConfig, default_nprocs, variants
 from a2a.measure.mesh import mesh_layouts
-from a2a.measure.session import Session, StopRequest, SweepState, resume, set_thread_level
+from a2a.measure.session import FORMATS, Output, StopRequest, SweepState
 from a2a.measure.workload import parse_workload
 from a2a.mpi import world
 from a2a.units import parse_size
@@ -75,7 +76,7 @@ SWEEP_OPTIONS = ("config", "sizes", "dtype", "algorithms", "plugin", "option", "
 @click.option("--groups", multiple=True, help="Axes forming each replica group: z, y,z or 1x1x8 (repeatable).")
 @click.option("--allow-oversubscribed", is_flag=True, help="No warning when ranks outnumber cores (still recorded).")
 @click.option("--quiet", is_flag=True, help="No progress bar or tables (errors and warnings still show).")
-@click.option("--format", "fmt", type=click.Choice(["table", "tpu", "csv", "json"]), default="table",
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
               help="stdout: tables per process count (seed mail's or TPU benchmark's columns), or rows at the end.")
 @click.pass_context
 def run(ctx: click.Context, **given: Any) -> None:
@@ -89,9 +90,8 @@ def run(ctx: click.Context, **given: Any) -> None:
     if given["decision_table"]:
         explicit["option"] = (*explicit.get("option", ()), f"auto.table={given['decision_table']}")
     directory, sweep = prepare(comm, explicit)
-    session = Session(comm, directory, sweep.config, sweep.plugins, given["quiet"], given["fmt"],
-                      float(given["timeout"] or sweep.config.timeout), given["allow_oversubscribed"], stop, sweep.meta)
-    sys.exit(session.sweep(sweep.done))
+    output = Output(given["quiet"], given["fmt"], given["allow_oversubscribed"])
+    sys.exit(measure_sweep(comm, directory, sweep, output, stop, float(given["timeout"] or sweep.config.timeout)))
 
 
 def prepare(comm: Any, explicit: dict[str, Any]) -> tuple[Path, SweepState]:
@@ -110,7 +110,7 @@ def prepare(comm: Any, explicit: dict[str, Any]) -> tuple[Path, SweepState]:
     directory = Path(values.get("output") or f"results/{stamp}")
     if (directory / "results.csv").exists():
         raise BadConfig(f"{directory} already holds results; use --resume {directory} or another --output")
-    return directory, SweepState(config, plugins, set(), {})
+    return directory, SweepState(config, plugins)
 
 
 def resume_options(comm: Any, directory: Path, explicit: dict[str, Any]) -> tuple[Path, SweepState]:
@@ -120,7 +120,7 @@ def resume_options(comm: Any, directory: Path, explicit: dict[str, Any]) -> tupl
         raise BadConfig(f"--resume takes the sweep from {directory}/meta.json; drop --"
                         + ", --".join(k.replace("_", "-") for k in clashing))
     dtype = parse_dtype(explicit["dtype"]) if explicit.get("dtype") else None
-    resumed = resume(comm, directory, dtype, bool(explicit.get("force_resume")))
+    resumed = resume_measured(comm, directory, dtype, bool(explicit.get("force_resume")))
     _check_sizes(resumed.config.sizes, resumed.config.dtype)
     return directory, resumed
 

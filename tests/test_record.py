@@ -8,10 +8,9 @@ import mpi4py
 import pytest
 from support import bench, mpi_library
 
-from a2a.measure.driver import Context, _blank_row
+from a2a.measure.driver import Context, set_thread_level
 from a2a.measure.grid import Point, SweepConfig, Variant, points
 from a2a.measure.mesh import Layout
-from a2a.measure.session import set_thread_level
 from a2a.mpi import LOCAL_SIZE_VARIABLES
 from a2a.record.results import KILL_BEFORE_ROW, read_rows, read_samples
 
@@ -132,4 +131,4 @@ def test_a_point_and_its_row_have_one_key():
     made = points(config, 8)
     assert len(made) == 4 and all(isinstance(p, Point) for p in made)
     for point in made:
-        assert point.key == _blank_row(point, config, context).key
+        assert point.key == point.row(context.nnodes, context.ppn).key

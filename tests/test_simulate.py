@@ -277,7 +277,7 @@ class LoggedReplay:
 
 @pytest.mark.parametrize("interrupt", ["", "pairwise"])
 def test_each_replay_runs_while_the_next_variant_is_captured(tmp_path, capsys, monkeypatch, interrupt):
-    import bench.simulate as command
+    from a2a.simulate import sweep as command
 
     log: list[str] = []
     real = command.capture_unit

@@ -1,33 +1,117 @@
 """The MPI driver: every point of the grid planned, timed and checked on sub-communicators of the world."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
+from functools import partial
 from math import nan
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from a2a.algos.nodes import node_groups
 from a2a.algos.registry import get
-from a2a.errors import A2AError
+from a2a.errors import A2AError, BadConfig
 from a2a.measure.cache import buffer_sets, cycling, evict
 from a2a.measure.clock import GlobalClock, synchronise
 from a2a.measure.environment import (
     by_machine,
     cores_of_this_rank,
     describe_oversubscription,
+    describe_run,
     emulated_topology,
     machine_of_this_rank,
     oversubscription,
 )
 from a2a.measure.grid import Point, SweepConfig, points
 from a2a.measure.mesh import Layout, group_comm
+from a2a.measure.session import (
+    EXIT_TERMINATED,
+    Backend,
+    Observer,
+    Output,
+    Session,
+    StopRequest,
+    SweepState,
+    resume_state,
+)
 from a2a.measure.timing import harness_cost, time_global, time_pipelined, time_sync
 from a2a.measure.traffic import traffic_of
-from a2a.mpi import idle_barrier
+from a2a.mpi import abort_job, abort_on_error, idle_barrier, ranks_on_this_node
 from a2a.netstat import stall_counters
 from a2a.record.results import Row
 from a2a.record.stats import Stats
+
+
+def set_thread_level() -> None:
+    """Ask for MPI_THREAD_SERIALIZED when every rank has a core, unless the user chose a level.
+
+    At mpi4py's default MULTIPLE, MPICH takes a lock on every call: about 0.5 us more at 8 B
+    per peer than C benchmarks (OSU, IMB) measure (docs/harness.md). But when ranks outnumber
+    cores, that lock's yielding keeps spinning ranks off the CPU (docs/harness.md has the
+    numbers), so crowded nodes keep MULTIPLE. SERIALIZED, not FUNNELED, because the watchdog
+    calls MPI_Abort from its timer thread.
+    """
+    import mpi4py
+
+    if "MPI4PY_RC_THREAD_LEVEL" in os.environ:
+        return
+    if ranks_on_this_node() <= len(cores_of_this_rank()):
+        mpi4py.rc.thread_level = "serialized"
+
+
+def resume_measured(comm: Any, directory: Path, dtype: str | None = None, force: bool = False) -> SweepState:
+    """The sweep of DIR/meta.json, refused under another MPI library or dtype unless forced."""
+    from mpi4py import MPI
+
+    state = resume_state(directory, "mpi")
+    config = state.config
+    if max(config.nprocs) > comm.size:
+        raise BadConfig(f"{directory} sweeps up to {max(config.nprocs)} ranks; this job has {comm.size}")
+    library, recorded = MPI.Get_library_version().strip(), state.meta.get("mpi_library") or ""
+    if recorded and library != recorded and not force:
+        raise BadConfig(f"{directory} was measured with {_first_line(recorded)}, but this job runs "
+                        f"{_first_line(library)}; resume under the same library, or give --force-resume "
+                        "to add this library's points to the record (meta.json lists each launch's library)")
+    if dtype and dtype != config.dtype:
+        if not force:
+            raise BadConfig(f"{directory} was measured in {config.dtype}, not {dtype}; drop --dtype, or give "
+                            f"--force-resume to add {dtype} points to the record")
+        state.config = replace(config, dtype=dtype)
+    return state
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else "an unknown MPI library"
+
+
+def measure_sweep(comm: Any, directory: Path, state: SweepState, output: Output, stop: StopRequest,
+                  timeout: float) -> int:
+    """Measure every point of the sweep not yet recorded; rank 0 keeps the record. The exit code.
+
+    A failure on any rank, rank 0's files included, ends the whole job with its message.
+    """
+    with abort_on_error(comm):
+        facts = describe_run(comm)
+        if comm.rank == 0:
+            backend = Backend("mpi", facts, table_details(state.config), timeout=timeout,
+                              abort=partial(abort_job, comm, prefix_rank=False))
+            observer: Observer = Session(directory, state, backend, output)
+        else:
+            observer = Observer()
+        finished = run_sweep(comm, state.config, state.done, observer, stop)
+        if comm.rank == 0:
+            observer.finish("complete" if finished else f"terminated by {stop.name}")
+    return 0 if finished else EXIT_TERMINATED
+
+
+def table_details(config: SweepConfig) -> str:
+    """What a measured table's title says in parentheses: collective, timing, caches, units, stalls."""
+    what = f"{config.collective}, workload {config.workload}; " if config.collective != "alltoall" else ""
+    cold = ", cold caches" if config.cache == "cold" else ""
+    return (f"{what}{config.timing} timing{cold}; times in microseconds; "
+            f"! = stalled, a sample >= fastest + {config.stall_threshold:g} s")
 
 
 @dataclass(frozen=True)
@@ -53,21 +137,12 @@ class Context:
         return cls(len(nodes), max(map(len, nodes)), any(h[0] == comm.rank for h in hosts), crowded,
                    harness_cost(comm), synchronise(comm) if timing == "global" else None)
 
-
-class Observer:
-    """What rank 0 hears during a sweep; the default hears nothing."""
-
-    def start_nprocs(self, nprocs: int, context: Context, layouts: list[Layout]) -> None:
-        """A process count begins."""
-
-    def start_point(self, point: Point) -> None:
-        """A point is about to be measured."""
-
-    def end_point(self, row: Row, samples: np.ndarray) -> None:
-        """A point is measured (or skipped): its row and samples."""
-
-    def end_nprocs(self, nprocs: int, rows: list[Row]) -> None:
-        """Every point of a process count is done."""
+    def facts(self, layouts: list[Layout]) -> dict[str, Any]:
+        """What meta.json's by_nprocs keeps of it, with the replica groups of the process count's layouts."""
+        return {"nnodes": self.nnodes, "ppn": self.ppn, "oversubscribed": self.crowded, "harness": self.harness,
+                **({"clock": self.clock.report} if self.clock else {}),
+                "replica_groups": [{"mesh": m.mesh_text, "groups": m.strategy, "members": m.groups()}
+                                   for m in layouts]}
 
 
 def run_sweep(world: Any, config: SweepConfig, done: set[tuple], observer: Observer,
@@ -95,7 +170,7 @@ def _measure_all(sub: Any, config: SweepConfig, todo: list[Point], observer: Obs
                  stop_requested: Callable[[], bool]) -> tuple[bool, list[Row]]:
     context = Context.of(sub, config.ppn, config.timing)
     if sub.rank == 0:
-        observer.start_nprocs(sub.size, context, [m for m in config.layouts if m.nprocs == sub.size])
+        observer.start_nprocs(sub.size, context.facts([m for m in config.layouts if m.nprocs == sub.size]))
     rows = []
     for point in todo:
         if sub.rank == 0:
@@ -117,7 +192,8 @@ def measure(comm: Any, point: Point, config: SweepConfig, context: Context,
     With a mesh layout the algorithm runs in every replica group at once; timing and checks
     still span all of `comm`, so a sample is the max over every rank of every group.
     """
-    row = _blank_row(point, config, context)
+    row = point.row(context.nnodes, context.ppn, warmup=config.warmup, note=describe_oversubscription(context.crowded),
+                    topology=emulated_topology(), imbalance=1.0 if point.bytes_per_peer else nan)
     group = group_comm(comm, point.layout) if point.layout else comm
     try:
         return _time_and_check(comm, group, point, config, context, row, stop_requested)
@@ -183,16 +259,6 @@ def _samples(comm: Any, run: Callable[[], Any], point: Point, config: SweepConfi
                             stop_requested, context.clock)
         return timed.samples, timed.stopped, timed.note
     return (*time_sync(comm, run, config.warmup, config.iterations, config.max_time_per_point, stop_requested), "")
-
-
-def _blank_row(point: Point, config: SweepConfig, context: Context) -> Row:
-    layout = point.layout
-    return Row(point.nprocs, context.nnodes, context.ppn, point.algorithm, point.options, point.dtype,
-               point.bytes_per_peer // np.dtype(point.dtype).itemsize, point.bytes_per_peer, warmup=config.warmup,
-               timing=point.timing, note=describe_oversubscription(context.crowded), topology=emulated_topology(),
-               collective=point.collective, workload=point.workload, imbalance=1.0 if point.bytes_per_peer else nan,
-               cache=point.cache, mesh=point.mesh, groups=point.groups,
-               group_size=layout.group_size if layout else None, ngroups=layout.ngroups if layout else None)
 
 
 def _noted(row: Row, note: str) -> tuple[Row, np.ndarray]:

@@ -3,30 +3,21 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
-import sys
 from collections import Counter
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from a2a.measure.cache import last_level_cache
 from a2a.mpi import TOPOLOGY_ENV
 
 
-def describe_run(comm: Any, config: Any, plugins: list[str]) -> dict[str, Any]:
-    """Everything a reader needs to trust or reproduce the run (collective over comm)."""
+def describe_run(comm: Any) -> dict[str, Any]:
+    """What a reader needs to trust or reproduce a measured run: library, versions, hosts (collective)."""
     import mpi4py
     from mpi4py import MPI
 
     hosts = Counter(comm.allgather(MPI.Get_processor_name()))
     return {
-        "command": " ".join(sys.argv),
-        "argv": sys.argv,
-        "config": config.as_dict(),
-        "plugins": plugins,
         "world_size": comm.size,
         "hosts": dict(hosts),
         "nodes": len(hosts),
@@ -35,39 +26,15 @@ def describe_run(comm: Any, config: Any, plugins: list[str]) -> dict[str, Any]:
         "mpi_version": "%d.%d" % MPI.Get_version(),
         "mpi_thread_level": ["single", "funneled", "serialized", "multiple"][MPI.Query_thread()],
         "mpi4py": mpi4py.__version__,
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-        "a2a": _version(),
-        "git_commit": git_commit(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "topology": emulated_topology() or None,
         "last_level_cache": last_level_cache(),
-        "start": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
 
 
 def emulated_topology() -> str:
     """The topology of the emulated cluster this rank runs on ('' anywhere else)."""
     return os.environ.get(TOPOLOGY_ENV, "")
-
-
-def _version() -> str:
-    from a2a import __version__
-
-    return __version__
-
-
-def git_commit() -> str | None:
-    """The project's commit (with '+dirty' for local changes), when it is a git checkout."""
-    here = Path(__file__).resolve().parent.parent
-    try:
-        commit = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True,
-                                text=True, timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return (commit + ("+dirty" if dirty else "")) or None
 
 
 def node_memory_share(comm: Any) -> int:

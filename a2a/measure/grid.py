@@ -5,10 +5,12 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 from a2a.algos.registry import candidates, get
 from a2a.errors import BadConfig, BadOption
 from a2a.measure.mesh import Layout
-from a2a.record.results import label, point_key
+from a2a.record.results import KEY_DEFAULTS, Row, label, point_key
 
 
 @dataclass(frozen=True)
@@ -59,11 +61,11 @@ class SweepConfig:
     max_memory: int = 1 << 30
     ppn: int = 0
     seed: int = 0
-    timing: str = "sync"
+    timing: str = KEY_DEFAULTS["timing"]
     layouts: list[Layout] = field(default_factory=list)
-    collective: str = "alltoall"
-    workload: str = "uniform"
-    cache: str = "warm"
+    collective: str = KEY_DEFAULTS["collective"]
+    workload: str = KEY_DEFAULTS["workload"]
+    cache: str = KEY_DEFAULTS["cache"]
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -80,42 +82,46 @@ class SweepConfig:
 
 @dataclass(frozen=True)
 class Point:
-    """One measurement: a variant at a size on the first `nprocs` ranks (maybe in mesh groups)."""
+    """One measurement: a variant at a size on the first `nprocs` ranks (maybe in mesh groups) of a sweep.
 
+    Its identity is its row's key columns (results.KEY_COLUMNS): its own nprocs, size, variant and
+    layout, and the sweep's dtype, timing, collective, workload and cache.
+    """
+
+    config: SweepConfig = field(repr=False, compare=False)
     nprocs: int
     bytes_per_peer: int
     variant: Variant
-    dtype: str
-    timing: str = "sync"
     layout: Layout | None = None
-    collective: str = "alltoall"
-    workload: str = "uniform"
-    cache: str = "warm"
 
-    @property
-    def algorithm(self) -> str:
-        return self.variant.name
-
-    @property
-    def options(self) -> str:
-        return self.variant.options_text
-
-    @property
-    def mesh(self) -> str:
-        return self.layout.mesh_text if self.layout else ""
-
-    @property
-    def groups(self) -> str:
-        return self.layout.strategy if self.layout else ""
+    algorithm = property(lambda self: self.variant.name)
+    options = property(lambda self: self.variant.options_text)
+    dtype = property(lambda self: self.config.dtype)
+    timing = property(lambda self: self.config.timing)
+    collective = property(lambda self: self.config.collective)
+    workload = property(lambda self: self.config.workload)
+    cache = property(lambda self: self.config.cache)
+    mesh = property(lambda self: self.layout.mesh_text if self.layout else "")
+    groups = property(lambda self: self.layout.strategy if self.layout else "")
 
     @property
     def key(self) -> tuple:
-        """The results key of this point: its row's key columns (results.KEY_COLUMNS), by name."""
+        """The results key of this point: its row's key columns, by name."""
         return point_key(self)
+
+    def row(self, nnodes: int, ppn: int, **columns: Any) -> Row:
+        """A row of this point, not yet measured: its key and layout columns filled in, and `columns`."""
+        layout = self.layout
+        return Row(self.nprocs, nnodes, ppn, self.algorithm, self.options, self.dtype,
+                   self.bytes_per_peer // np.dtype(self.dtype).itemsize, self.bytes_per_peer,
+                   timing=self.timing, collective=self.collective, workload=self.workload, cache=self.cache,
+                   mesh=self.mesh, groups=self.groups, group_size=layout.group_size if layout else None,
+                   ngroups=layout.ngroups if layout else None, **columns)
 
     def __str__(self) -> str:
         where = f" in groups {self.layout.strategy} of mesh {self.layout.mesh_text}" if self.layout else ""
-        what = f" ({self.collective}, {self.workload})" if self.collective != "alltoall" else ""
+        plain = (KEY_DEFAULTS["collective"], KEY_DEFAULTS["workload"])
+        what = f" ({self.collective}, {self.workload})" if (self.collective, self.workload) != plain else ""
         return f"{self.variant.label} at {self.bytes_per_peer} B per peer on {self.nprocs} ranks{where}{what}"
 
 
@@ -130,8 +136,7 @@ def points(config: SweepConfig, nprocs: int) -> list[Point]:
         for size in config.sizes:
             variants = list(config.variants)
             random.Random(f"{config.seed}:{nprocs}:{size}").shuffle(variants)
-            order += [Point(nprocs, size, v, config.dtype, config.timing, layout, config.collective, config.workload,
-                            config.cache) for v in variants]
+            order += [Point(config, nprocs, size, v, layout) for v in variants]
     return order
 
 

@@ -1,46 +1,33 @@
-"""One launch of a sweep: the record on disk, stop signals, the watchdog, progress and tables."""
+"""One launch of a sweep, measured or simulated: the record on disk, progress, the tables, resuming.
+
+A backend walks the grid's points and hands each point's row and samples to the Session (on
+rank 0 when measuring); the session owns everything else: results.csv, samples.csv and
+meta.json (a2a.record.meta's schema), the progress line, the per-process-count tables, the
+closing output and the hint to resume. `bench run` drives it through the MPI driver
+(a2a.measure.driver), `bench simulate` through the simulator (a2a.simulate.sweep).
+"""
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from a2a.algos.registry import get, load_plugin
 from a2a.errors import BadConfig
-from a2a.measure.driver import Context, Observer, run_sweep
-from a2a.measure.environment import cores_of_this_rank, describe_run
 from a2a.measure.grid import Point, SweepConfig, points
-from a2a.measure.mesh import Layout
-from a2a.mpi import abort_job, abort_on_error, ranks_on_this_node
 from a2a.record import report
+from a2a.record.meta import BACKENDS, backend_of, launch_meta, now
 from a2a.record.results import Recorder, Row, read_meta, read_rows, write_meta
 from a2a.units import human_bytes
 
 EXIT_TERMINATED = 143
 EXIT_TIMEOUT = 124
-
-
-def set_thread_level() -> None:
-    """Ask for MPI_THREAD_SERIALIZED when every rank has a core, unless the user chose a level.
-
-    At mpi4py's default MULTIPLE, MPICH takes a lock on every call: about 0.5 us more at 8 B
-    per peer than C benchmarks (OSU, IMB) measure (docs/harness.md). But when ranks outnumber
-    cores, that lock's yielding keeps spinning ranks off the CPU: 128 ranks on 2 cores took
-    2 min 17 s at MULTIPLE against 8 min 17 s at FUNNELED here. So crowded nodes keep MULTIPLE.
-    SERIALIZED, not FUNNELED, because the watchdog calls MPI_Abort from its timer thread.
-    """
-    import mpi4py
-
-    if "MPI4PY_RC_THREAD_LEVEL" in os.environ:
-        return
-    if ranks_on_this_node() <= len(cores_of_this_rank()):
-        mpi4py.rc.thread_level = "serialized"
+FORMATS = ("table", "tpu", "csv", "json")
+PROGRESS_EVERY = 15.0  # seconds between progress lines when stderr is not a terminal
 
 
 @dataclass
@@ -49,38 +36,33 @@ class SweepState:
 
     config: SweepConfig
     plugins: list[str]
-    done: set[tuple]
-    meta: dict[str, Any]
+    done: set[tuple] = field(default_factory=set)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def todo(self) -> list[Point]:
+        """Every point not yet recorded, in the grid's order."""
+        return [p for n in self.config.nprocs for p in points(self.config, n) if p.key not in self.done]
 
 
-def resume(comm: Any, directory: Path, dtype: str | None = None, force: bool = False) -> SweepState:
-    """The sweep of DIR/meta.json, refused under another MPI library or dtype unless forced."""
-    from mpi4py import MPI
-
+def resume_state(directory: Path, backend: str) -> SweepState:
+    """The sweep recorded in DIR/meta.json (its plug-ins loaded), refused if another backend made it."""
     meta = read_meta(directory)
     if "config" not in meta:
         raise BadConfig(f"{directory} has no meta.json with a sweep config; it is not a run to resume")
+    made_by = backend_of(meta)
+    if made_by != backend:
+        raise BadConfig(f"{directory} was made by `{BACKENDS[made_by]}`, not `{BACKENDS[backend]}`; "
+                        f"resume it with python -m {BACKENDS[made_by]} --resume {directory}")
     for plugin in meta.get("plugins", []):
         load_plugin(plugin)
-    config = SweepConfig.from_dict(meta["config"])
-    if max(config.nprocs) > comm.size:
-        raise BadConfig(f"{directory} sweeps up to {max(config.nprocs)} ranks; this job has {comm.size}")
-    library, recorded = MPI.Get_library_version().strip(), meta.get("mpi_library") or ""
-    if recorded and library != recorded and not force:
-        raise BadConfig(f"{directory} was measured with {_first_line(recorded)}, but this job runs "
-                        f"{_first_line(library)}; resume under the same library, or give --force-resume "
-                        "to add this library's points to the record (meta.json lists each launch's library)")
-    if dtype and dtype != config.dtype:
-        if not force:
-            raise BadConfig(f"{directory} was measured in {config.dtype}, not {dtype}; drop --dtype, or give "
-                            f"--force-resume to add {dtype} points to the record")
-        config = replace(config, dtype=dtype)
     done = {row.key for row in read_rows(directory)} if (directory / "results.csv").exists() else set()
-    return SweepState(config, meta.get("plugins", []), done, meta)
+    return SweepState(SweepConfig.from_dict(meta["config"]), meta.get("plugins", []), done, meta)
 
 
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else "an unknown MPI library"
+def option_defaults(config: SweepConfig) -> dict[str, dict[str, str]]:
+    """Each swept algorithm's option defaults, so that tables of the record need no registry to read."""
+    return {v.name: {k: str(o.default) for k, o in get(v.name).options.items()} for v in config.variants}
 
 
 # SIGUSR1 too: Open MPI's mpirun and srun kill on SIGTERM instead of passing it on, while all
@@ -90,7 +72,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 
 @dataclass
 class StopRequest:
-    """Set by a stop signal; the sweep reads it at every synchronisation, so all ranks agree."""
+    """Set by a stop signal; a sweep reads it at every synchronisation, so all ranks agree."""
 
     event: threading.Event = field(default_factory=threading.Event)
     name: str = "a signal on another rank"
@@ -108,175 +90,162 @@ class StopRequest:
         self.event.set()
 
 
-@dataclass
-class Session:
-    """One launch of the sweep: the record on disk, signals, the watchdog and the output."""
+@dataclass(frozen=True)
+class Output:
+    """How a session speaks: quiet or not, the stdout format, whether to warn about oversubscription."""
 
-    comm: Any
-    directory: Path
-    config: SweepConfig
-    plugins: list[str]
-    quiet: bool
-    fmt: str
-    timeout: float
-    allow_oversubscribed: bool
-    stop: StopRequest
-    earlier: dict[str, Any] = field(default_factory=dict)  # meta.json of the launches before this one
-
-    def sweep(self, done: set[tuple]) -> int:
-        """Run every missing point; return the exit code."""
-        with abort_on_error(self.comm):  # a failure on any rank, rank 0's files included, ends the job
-            launch = {**describe_run(self.comm, self.config, self.plugins),
-                      "option_defaults": option_defaults(self.config)}
-            observer = Output(self, launch, len(done)) if self.comm.rank == 0 else Observer()
-            finished = run_sweep(self.comm, self.config, done, observer, self.stop)
-            if self.comm.rank == 0:
-                observer.finish("complete" if finished else f"terminated by {self.stop.name}")
-        return 0 if finished else EXIT_TERMINATED
+    quiet: bool = False
+    fmt: str = "table"
+    allow_oversubscribed: bool = False
 
 
-def option_defaults(config: SweepConfig) -> dict[str, dict[str, str]]:
-    """Each swept algorithm's option defaults, so that tables of the record need no registry to read."""
-    return {v.name: {k: str(o.default) for k, o in get(v.name).options.items()} for v in config.variants}
+@dataclass(frozen=True)
+class Backend:
+    """What a session needs to know of the backend that feeds it.
+
+    `name`: `mpi` or `simgrid` (a2a.record.meta.BACKENDS); `facts`: its part of meta.json;
+    `where`: what a table's title says after "N ranks" (", simulated on torus:4x4x4");
+    `details`: what the title's parentheses say (timing, units); `abort(message, code)` ends
+    the job when a point overruns `timeout` seconds (None: no watchdog).
+    """
+
+    name: str
+    facts: dict[str, Any]
+    details: str
+    where: Callable[[list[Row]], str] = lambda rows: ""
+    timeout: float | None = None
+    abort: Callable[[str, int], None] | None = None
+
+
+class Observer:
+    """What a backend tells the session as it walks the grid; the default hears nothing (other ranks)."""
+
+    def start_nprocs(self, nprocs: int, facts: dict[str, Any]) -> None:
+        """A process count begins; `facts` go to meta.json's by_nprocs."""
+
+    def start_point(self, point: Point) -> None:
+        """A point is about to be measured."""
+
+    def end_point(self, row: Row, samples: Any) -> None:
+        """A point is measured (or skipped): its row and samples."""
+
+    def end_nprocs(self, nprocs: int, rows: list[Row]) -> None:
+        """Every point of a process count is done."""
+
+
+class Session(Observer):
+    """One launch's record owner: rows and samples on disk, meta.json, progress, tables, the watchdog."""
+
+    def __init__(self, directory: Path, state: SweepState, backend: Backend, output: Output):
+        self.directory, self.config, self.backend, self.output = Path(directory), state.config, backend, output
+        self.recorder = Recorder(self.directory)
+        self.total, self.rows, self.began = len(state.todo), [], time.monotonic()
+        self.last_progress, self.watchdog, self.crowded = 0.0, None, {}
+        self.meta, self.launch = launch_meta(state.meta, backend.name, state.config.as_dict(), state.plugins,
+                                             option_defaults(state.config), backend.facts, len(state.done),
+                                             self.recorder.dropped)
+        self.write()
+        self.say(f"a2a {'sweep' if backend.name == 'mpi' else 'simulation'}: {self.total} points -> {directory}")
+
+    def write(self) -> None:
+        """meta.json as it stands."""
+        write_meta(self.directory, self.meta)
+
+    def say(self, text: str) -> None:
+        """A line on stderr, unless quiet."""
+        if not self.output.quiet:
+            _say(text)
+
+    def start_nprocs(self, nprocs: int, facts: dict[str, Any]) -> None:
+        self.meta["by_nprocs"][str(nprocs)] = self.launch["by_nprocs"][str(nprocs)] = facts
+        self.crowded = facts.get("oversubscribed") or {}
+        self.meta["oversubscribed"] = self.meta["oversubscribed"] or bool(self.crowded)
+        self.write()
+
+    def start_point(self, point: Point) -> None:
+        if self.backend.timeout is not None:
+            self.watchdog = threading.Timer(self.backend.timeout, self._timed_out, (point,))
+            self.watchdog.daemon = True
+            self.watchdog.start()
+
+    def end_point(self, row: Row, samples: Any) -> None:
+        if self.watchdog:
+            self.watchdog.cancel()
+        self.recorder.add(row, samples)
+        self.rows.append(row)
+        self.launch["points"] = len(self.rows)
+        if not row.valid and "WRONG RESULT" in row.note:
+            _say(f"WARNING: {row.algorithm} gave a WRONG RESULT at {row.bytes_per_peer} B per peer "
+                 f"on {row.nprocs} ranks ({row.note}); the point is marked invalid")
+        self._progress(row)
+
+    def end_nprocs(self, nprocs: int, rows: list[Row]) -> None:
+        tables = self.output.fmt in ("table", "tpu") and not self.output.quiet and rows
+        if self.crowded and not self.output.allow_oversubscribed:
+            _say(f"\nWARNING: {nprocs} ranks, {report.oversubscription_warning(self.crowded)}", err=not tables)
+        if tables:
+            title = f"\n{nprocs} ranks{self.backend.where(rows)}"
+            defaults = self.meta["option_defaults"]
+            if self.output.fmt == "tpu":
+                _say(f"{title}\n" + report.tpu_table(rows, defaults), err=False)
+            else:
+                _say(f"{title} ({self.backend.details})\n" + report.explained_table(rows, defaults), err=False)
+        self.crowded = {}
+
+    def add(self, key: str, amount: float) -> None:
+        """Add to a running total of meta.json (the replays' seconds, say)."""
+        self.meta[key] = self.meta.get(key, 0.0) + amount
+
+    def finish(self, status: str) -> int:
+        """Close the record, stamp meta.json, print what the format asks; the exit code."""
+        self.recorder.close()
+        self._stamp(status)
+        self.write()
+        if self.output.fmt == "csv":
+            _say(report.as_csv(self.rows), err=False, nl=False)
+        elif self.output.fmt == "json":
+            _say(report.as_json(self.rows), err=False)
+        if status != "complete":
+            what = "sweep" if self.backend.name == "mpi" else "simulation"
+            _say(f"{what} {status} after {len(self.rows)} of {self.total} points; the record is in "
+                 f"{self.directory}; finish it with: {self.resume_command}")
+        else:
+            self.say(f"results: {self.directory}")
+        return 0 if status == "complete" else EXIT_TERMINATED
+
+    @property
+    def resume_command(self) -> str:
+        return f"python -m {BACKENDS[self.backend.name]} --resume {self.directory}"
+
+    def _progress(self, row: Row) -> None:
+        if self.output.quiet:
+            return
+        now_ = time.monotonic()
+        tty = sys.stderr.isatty()
+        if not tty and now_ - self.last_progress < PROGRESS_EVERY and len(self.rows) < self.total:
+            return
+        self.last_progress = now_
+        text = progress_text(len(self.rows), self.total, now_ - self.began,
+                             f"{row.nprocs} ranks {human_bytes(row.bytes_per_peer)} {row.label}")
+        _say(("\r" + text.ljust(100)) if tty else text, nl=not tty or len(self.rows) == self.total)
+
+    def _stamp(self, status: str) -> None:
+        end = now()
+        self.meta.update(status=status, end=end)
+        self.launch.update(status=status, end=end)
+
+    def _timed_out(self, point: Point) -> None:
+        message = (f"error: {point} did not finish within --timeout {self.backend.timeout:g} s; "
+                   f"{len(self.rows)} points are in {self.directory}; resume with {self.resume_command}")
+        self._stamp(f"timeout at {point}")
+        self.write()
+        self.backend.abort(message, EXIT_TIMEOUT)
 
 
 def _say(text: str, err: bool = True, nl: bool = True) -> None:
     stream = sys.stderr if err else sys.stdout
     stream.write(text + ("\n" if nl else ""))
     stream.flush()
-
-
-class Output(Observer):
-    """Rank 0's side of a sweep: record, meta.json, progress, tables, and the per-point watchdog."""
-
-    def __init__(self, session: Session, launch: dict[str, Any], already: int):
-        self.session = session
-        self.recorder = Recorder(session.directory)
-        self.total = sum(len(points(session.config, n)) for n in session.config.nprocs) - already
-        self.measured, self.rows, self.began = 0, [], time.monotonic()
-        self.last_progress, self.watchdog, self.crowded = 0.0, None, {}
-        self.meta, self.launch = record_launch(session.earlier, launch, already, self.recorder.dropped)
-        write_meta(session.directory, self.meta)
-        if not session.quiet:
-            _say(f"a2a sweep: {self.total} points -> {session.directory}")
-
-    def start_nprocs(self, nprocs: int, context: Context, layouts: list[Layout]) -> None:
-        facts = {
-            "nnodes": context.nnodes, "ppn": context.ppn, "oversubscribed": context.crowded,
-            "harness": context.harness,
-            **({"clock": context.clock.report} if context.clock else {}),
-            "replica_groups": [{"mesh": m.mesh_text, "groups": m.strategy, "members": m.groups()} for m in layouts],
-        }
-        self.meta["by_nprocs"][str(nprocs)] = self.launch["by_nprocs"][str(nprocs)] = facts
-        self.meta["oversubscribed"] = self.meta["oversubscribed"] or bool(context.crowded)
-        write_meta(self.session.directory, self.meta)
-        self.crowded = context.crowded
-
-    def start_point(self, point: Point) -> None:
-        self.watchdog = threading.Timer(self.session.timeout, self._timed_out, (point,))
-        self.watchdog.daemon = True
-        self.watchdog.start()
-
-    def end_point(self, row: Row, samples: Any) -> None:
-        self.watchdog.cancel()
-        self.recorder.add(row, samples)
-        self.rows.append(row)
-        self.measured += 1
-        self.launch["points"] = self.measured
-        if not row.valid and not row.note.startswith(("skipped", "refused")):
-            _say(f"WARNING: {row.algorithm} gave a WRONG RESULT at {row.bytes_per_peer} B per peer "
-                 f"on {row.nprocs} ranks ({row.note}); the point is marked invalid")
-        self._progress(row)
-
-    def end_nprocs(self, nprocs: int, rows: list[Row]) -> None:
-        tables = self.session.fmt in ("table", "tpu") and not self.session.quiet and rows
-        if self.crowded and not self.session.allow_oversubscribed:
-            _say(f"\nWARNING: {nprocs} ranks, {report.oversubscription_warning(self.crowded)}", err=not tables)
-        if tables and self.session.fmt == "tpu":
-            _say(f"\n{nprocs} ranks\n" + report.tpu_table(rows, self.meta["option_defaults"]), err=False)
-        elif tables:
-            config = self.session.config
-            what = f"{config.collective}, workload {config.workload}; " if config.collective != "alltoall" else ""
-            cold = ", cold caches" if config.cache == "cold" else ""
-            _say(f"\n{nprocs} ranks ({what}{config.timing} timing{cold}; times in microseconds; "
-                 f"! = stalled, a sample >= fastest + {config.stall_threshold:g} s)", err=False)
-            _say(report.explained_table(rows, self.meta["option_defaults"]), err=False)
-        self.crowded = {}
-
-    def finish(self, status: str) -> None:
-        """Close the record, stamp meta.json, print machine-readable output if asked."""
-        self.recorder.close()
-        self._stamp(status)
-        write_meta(self.session.directory, self.meta)
-        if self.session.fmt == "csv":
-            _say(report.as_csv(self.rows), err=False, nl=False)
-        elif self.session.fmt == "json":
-            _say(report.as_json(self.rows), err=False)
-        if status != "complete":
-            _say(f"sweep {status} after {self.measured} of {self.total} points; the record is in "
-                 f"{self.session.directory}; finish it with: "
-                 f"python -m bench run --resume {self.session.directory}")
-        elif not self.session.quiet:
-            _say(f"results: {self.session.directory}")
-
-    def _progress(self, row: Row) -> None:
-        if self.session.quiet:
-            return
-        now = time.monotonic()
-        tty = sys.stderr.isatty()
-        if not tty and now - self.last_progress < 15 and self.measured < self.total:
-            return
-        self.last_progress = now
-        text = progress_text(self.measured, self.total, now - self.began,
-                             f"{row.nprocs} ranks {human_bytes(row.bytes_per_peer)} {row.algorithm}")
-        _say(("\r" + text.ljust(100)) if tty else text, nl=not tty or self.measured == self.total)
-
-    def _stamp(self, status: str) -> None:
-        end = _now()
-        self.meta.update(status=status, end=end)
-        self.launch.update(status=status, end=end)
-
-    def _timed_out(self, point: Point) -> None:
-        message = (f"error: {point} did not finish within --timeout {self.session.timeout:g} s; "
-                   f"{self.measured} points are in {self.session.directory}; resume with "
-                   f"python -m bench run --resume {self.session.directory}")
-        self._stamp(f"timeout at {point}")
-        write_meta(self.session.directory, self.meta)
-        abort_job(self.session.comm, message, EXIT_TIMEOUT, prefix_rank=False)
-
-
-# What each launch records of itself in meta.json's `launches`, besides its status and points
-LAUNCH_FACTS = ("command", "start", "git_commit", "mpi_library", "mpi_thread_level", "world_size", "hosts",
-                "slurm_job_id")
-
-
-def record_launch(earlier: dict[str, Any], launch: dict[str, Any], already: int, dropped: int
-                  ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """meta.json for this launch after the earlier ones, and this launch's entry in its `launches`.
-
-    The top level describes the latest launch (its library, hosts, config) but keeps the first
-    start; `by_nprocs` merges every launch's, the latest winning for a process count measured twice.
-    """
-    entry = {**{k: launch.get(k) for k in LAUNCH_FACTS}, "dtype": launch["config"]["dtype"], "status": "running",
-             "end": None, "points_before": already, "orphan_samples_dropped": dropped, "points": 0, "by_nprocs": {}}
-    launches = earlier.get("launches") or ([_legacy_launch(earlier)] if earlier else [])
-    if launches and launches[-1]["status"] == "running":  # killed: what it measured is what is recorded now
-        launches[-1].update(status="ended without closing the record (killed?)",
-                            points=already - launches[-1].get("points_before", 0))
-    meta = {**launch, "start": earlier.get("start", launch["start"]), "status": "running",
-            "oversubscribed": bool(earlier.get("oversubscribed")), "by_nprocs": dict(earlier.get("by_nprocs", {})),
-            "launches": [*launches, entry]}
-    return meta, entry
-
-
-def _legacy_launch(meta: dict[str, Any]) -> dict[str, Any]:
-    """A launch entry for a record written before meta.json kept `launches`."""
-    return {**{k: meta.get(k) for k in LAUNCH_FACTS}, "dtype": meta.get("config", {}).get("dtype"),
-            "status": meta.get("status"), "end": meta.get("end"), "by_nprocs": meta.get("by_nprocs", {})}
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def progress_text(done: int, total: int, elapsed: float, what: str, width: int = 30) -> str:

@@ -8,7 +8,7 @@ import math
 import os
 import signal
 import tempfile
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -99,8 +99,8 @@ KEY_COLUMNS: list[str] = ["nprocs", "algorithm", "options", "dtype", "bytes_per_
 SAMPLE_COLUMNS: list[str] = KEY_COLUMNS[:8] + ["iteration", "seconds"] + KEY_COLUMNS[8:]
 
 
-KEY_DEFAULTS = {"timing": "sync", "mesh": "", "groups": "", "collective": "alltoall", "workload": "uniform",
-                "cache": "warm"}
+# The key columns' defaults, as Row declares them: a record may lack columns added since it was written
+KEY_DEFAULTS = {f.name: f.default for f in fields(Row) if f.name in KEY_COLUMNS and f.default is not MISSING}
 
 
 def point_key(row: Any) -> tuple:

@@ -1,0 +1,226 @@
+"""The simulator as a backend of the session: every point's schedule replayed on SimGrid SMPI.
+
+Each variant is captured once per process count and layout (a2a.simulate.capture) and its
+schedule scaled to every size; each replay runs in the background while the next point is
+captured and written. The session (a2a.measure.session) keeps the record, as for a measured
+sweep; meta.json holds the machine below, so `--resume` simulates on the same one.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from a2a import fabric
+from a2a.algos.registry import NATIVE, candidates
+from a2a.errors import A2AError, BadConfig, BadOption, CaptureError
+from a2a.measure.grid import Point, SweepConfig, Variant, parse_variant, variants
+from a2a.measure.mesh import group_comm
+from a2a.measure.session import Backend, Output, Session, SweepState, resume_state
+from a2a.record.results import Row
+from a2a.record.stats import bandwidths
+from a2a.simulate import simgrid
+from a2a.simulate.capture import Schedule, capture_unit
+
+TIMING = "simulated"
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the simulated calls run on: the topology, its links, the memory copy rate, ranks per node."""
+
+    platform: str
+    link: simgrid.Link
+    copy_bandwidth: float
+    ppn: int
+    network: str = "calibrated"
+
+    def placement(self, nprocs: int) -> tuple[Any, int]:
+        """The fabric for `nprocs` ranks and the ranks per node (block placement)."""
+        ppn = self.ppn or 1
+        kind = self.platform.split(":")[0].strip().lower()
+        if kind in ("switch", "ring"):
+            return fabric.parse(self.platform, nodes=math.ceil(nprocs / ppn)), ppn
+        shape = simgrid.routable(fabric.parse(self.platform))
+        ppn = self.ppn or math.ceil(nprocs / shape.nodes)
+        if math.ceil(nprocs / ppn) > shape.nodes:
+            raise BadConfig(f"{nprocs} ranks at --ppn {ppn} need {math.ceil(nprocs / ppn)} nodes; "
+                            f"{shape.spec} has {shape.nodes} (raise --ppn or leave it out)")
+        return shape, ppn
+
+    def facts(self) -> dict[str, Any]:
+        """What meta.json keeps of the machine and the simulator."""
+        return {"platform": self.platform, "link": self.link.text, "copy_bandwidth": self.copy_bandwidth,
+                "ppn_option": self.ppn, "network": self.network, "simgrid": simgrid.version(),
+                "smpirun": simgrid.smpirun(), "replayer": simgrid.replayer()}
+
+    @classmethod
+    def of(cls, meta: dict[str, Any]) -> "Machine":
+        """The machine a simulated record's meta.json describes."""
+        return cls(meta["platform"], simgrid.Link.parse(meta["link"]), meta["copy_bandwidth"], meta["ppn_option"],
+                   meta.get("network", "calibrated"))
+
+
+def simulated_variants(text: str, assignments: dict[str, dict[str, str]], ppn: int) -> list[Variant]:
+    """Our algorithms as `bench run` resolves them; native's options pick SMPI's MPI_Alltoall."""
+    specs = [s.strip() for s in text.split(",") if s.strip()]
+    if specs == ["all"]:
+        specs = candidates("alltoall")
+    natives = [s for s in specs if parse_variant(s)[0] == NATIVE]
+    ours = [s for s in specs if s not in natives]
+    chosen = variants(",".join(ours), {k: v for k, v in assignments.items() if k != NATIVE}, ppn) if ours else []
+    for spec in natives:
+        given = {**assignments.get(NATIVE, {}), **parse_variant(spec)[1]}
+        chosen += [Variant(NATIVE, o) for o in native_options(given)]
+    if not chosen:
+        raise BadConfig("no algorithms to simulate; name some with --algorithms (see `bench list`)")
+    return chosen
+
+
+def native_options(given: dict[str, str]) -> list[dict[str, str]]:
+    """native -> the mpich and ompi selectors; selector=S, algorithm=NAME or algorithm=all as asked."""
+    unknown = sorted(set(given) - {"selector", "algorithm"})
+    if unknown:
+        raise BadOption(f"native: unknown option {', '.join(unknown)} in the simulator; accepted: "
+                        f"selector ({', '.join(simgrid.SELECTORS)}) or algorithm (SMPI's alltoall names, or all)")
+    if "algorithm" in given:
+        names = simgrid.SMPI_ALLTOALL if given["algorithm"] == "all" else [given["algorithm"]]
+        bad = [n for n in names if n not in simgrid.SMPI_ALLTOALL]
+        if bad:
+            raise BadOption(f"native: algorithm={bad[0]!r}; accepted: {', '.join(simgrid.SMPI_ALLTOALL)} or all")
+        return [{"algorithm": n} for n in names]
+    selectors = [given["selector"]] if "selector" in given else ["mpich", "ompi"]
+    bad = [s for s in selectors if s not in simgrid.SELECTORS]
+    if bad:
+        raise BadOption(f"native: selector={bad[0]!r}; accepted: {', '.join(simgrid.SELECTORS)}")
+    return [{"selector": s} for s in selectors]
+
+
+def resume_simulation(directory: Path) -> tuple[SweepState, Machine]:
+    """The simulation recorded in DIR and the machine it runs on."""
+    state = resume_state(directory, "simgrid")
+    return state, Machine.of(state.meta)
+
+
+def simulate_sweep(directory: Path, state: SweepState, machine: Machine, output: Output,
+                   keep: Path | None = None, replay_timeout: float = 3600) -> int:
+    """Simulate every point not yet recorded; 0 when complete, 143 when interrupted (the record is kept)."""
+    backend = Backend("simgrid", machine.facts(), f"{machine.link.text}; times in microseconds",
+                      where=lambda rows: f", simulated on {rows[0].platform}")
+    session = Session(directory, state, backend, output)
+    if simgrid.slow_version(session.meta["simgrid"]):
+        session.say(f"note: SimGrid {session.meta['simgrid']} replays many small messages in flight slowly "
+                    "(linear: O(p^4), hours at 1024 ranks); `make simgrid` builds SimGrid 4.1")
+    replays = Replays(session, machine, keep, replay_timeout)
+    try:
+        replays.run(sorted(state.todo, key=lambda p: (p.nprocs, str(p.layout), p.variant.label)))
+        status = "complete"
+    except KeyboardInterrupt:
+        status = "terminated by SIGINT"
+    finally:
+        replays.stop()
+    return session.finish(status)
+
+
+class Replays:
+    """The points' replays, one at a time in the background, each started once the next point is ready."""
+
+    def __init__(self, session: Session, machine: Machine, keep: Path | None, replay_timeout: float):
+        self.session, self.machine, self.keep, self.replay_timeout = session, machine, keep, replay_timeout
+        self.schedules: dict[tuple, Schedule | str] = {}
+        self.running: tuple[Row, simgrid.ReplayJob | None] | None = None
+        self.nprocs: int | None = None
+
+    def run(self, todo: list[Point]) -> None:
+        """Replay each point; a variant's sizes come together (one capture serves them), process counts in order."""
+        for point in todo:
+            row, job = self._ready(point)
+            self._finish()
+            if point.nprocs != self.nprocs:
+                self._end_nprocs()
+                self.nprocs = point.nprocs
+                self.session.start_nprocs(point.nprocs, {"nnodes": row.nnodes, "ppn": row.ppn,
+                                                         "platform": row.platform})
+            self.running = row, self._started(row, job, point) if job else None
+        self._finish()
+        self._end_nprocs()
+
+    def stop(self) -> None:
+        """Stop the replay still running (after an interrupt)."""
+        if self.running and self.running[1]:
+            self.running[1].stop()
+
+    def _finish(self) -> None:
+        """Record the point whose replay is running, once it is done."""
+        if self.running:
+            row, job = self.running
+            seconds = self._simulated(row, job) if job else None
+            self.session.end_point(row, [seconds] if seconds is not None else [])
+            self.running = None
+
+    def _end_nprocs(self) -> None:
+        if self.nprocs is not None:
+            self.session.end_nprocs(self.nprocs, [r for r in self.session.rows if r.nprocs == self.nprocs])
+
+    def _ready(self, point: Point) -> tuple[Row, simgrid.ReplayJob | None]:
+        """A point's row, and its replay's files (None with a note when it cannot be simulated)."""
+        shape, ppn = self.machine.placement(point.nprocs)
+        row = point.row(math.ceil(point.nprocs / ppn), ppn, iterations=1, warmup=0, platform=shape.spec)
+        key = (point.nprocs, point.variant.label, point.layout)
+        if key not in self.schedules:
+            self.schedules.clear()  # the points of a variant come together: the last one's capture is done with
+            self.schedules[key] = self._capture(point, ppn)
+        schedule = self.schedules[key]
+        if isinstance(schedule, str):
+            row.note = schedule
+            return row, None
+        scaled = schedule.scaled(row.count) if row.count != schedule.count else schedule
+        keep = self.keep / f"{point.nprocs}-{point.variant.label}-{point.bytes_per_peer}" if self.keep else None
+        try:
+            return row, simgrid.ReplayJob(scaled, shape, self.machine.link, self.machine.copy_bandwidth, keep)
+        except CaptureError as failed:
+            row.note = f"not simulated: {failed}"
+            return row, None
+
+    def _started(self, row: Row, job: simgrid.ReplayJob, point: Point) -> simgrid.ReplayJob:
+        native = point.variant.name == NATIVE
+        config = (simgrid.native_config(point.variant.options.get("selector", "default"),
+                                        point.variant.options.get("algorithm", "")) if native else [])
+        if native and point.layout:
+            row.note = "native in groups runs a linear point-to-point lowering, not SMPI's MPI_Alltoall"
+        return job.start(config + simgrid.NETWORKS[self.machine.network], self.replay_timeout)
+
+    def _simulated(self, row: Row, job: simgrid.ReplayJob) -> float | None:
+        """Fill the row from a finished replay; its simulated seconds, or None with the note why not."""
+        try:
+            result = job.result()
+        except CaptureError as failed:
+            row.note = f"not simulated: {failed}"
+            return None
+        us = result.seconds * 1e6
+        row.t_min_us = row.t_p50_us = row.t_p90_us = row.t_p95_us = row.t_p99_us = row.t_mean_us = row.t_max_us = us
+        row.t_std_us = 0.0
+        row.algbw_GBps, row.busbw_GBps = bandwidths(row.bytes_per_peer, row.group_size or row.nprocs, result.seconds)
+        row.valid = True
+        self.session.add("replay_wall_seconds", result.wall_seconds)
+        self.session.add("replay_cpu_seconds", result.cpu_seconds)
+        return result.seconds
+
+    def _capture(self, point: Point, ppn: int) -> Schedule | str:
+        """The schedule at unit size (scaled per size), or the refusal note."""
+        nodes = [list(range(start, min(start + ppn, point.nprocs))) for start in range(0, point.nprocs, ppn)]
+        options = {} if point.variant.name == NATIVE else point.variant.options
+        group = (lambda world, layout=point.layout: group_comm(world, layout)) if point.layout else None
+        try:
+            return capture_unit(point.variant.name, options, point.nprocs, point.dtype, nodes=nodes, group=group)
+        except A2AError as refused:
+            return f"refused: {refused}"
+
+
+def simulation_config(sizes: list[int], dtype: str, nprocs: list[int], ppn: int, chosen: list[Variant],
+                      layouts: list) -> SweepConfig:
+    """The grid of a simulation: one replay per point, no warm-up, no check (the capture checks)."""
+    return SweepConfig(sizes=sizes, dtype=dtype, nprocs=nprocs, ppn=ppn, iterations=1, warmup=0, variants=chosen,
+                       timing=TIMING, layouts=layouts, check=False)
+
