@@ -21,19 +21,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import a2a  # noqa: E402
 from a2a.algos.nodes import node_groups  # noqa: E402
 from a2a.errors import A2AError  # noqa: E402
-from a2a.simulate.capture import capture, collectives, standin_mpi, traffic  # noqa: E402
+from a2a.simulate.capture import capture  # noqa: E402
+from a2a.simulate.events import Collective, Send, collectives, traffic  # noqa: E402
+from a2a.simulate.standin import standin_mpi  # noqa: E402
 
 
 class Tally:
     """The events one rank logs while recording."""
 
     def __init__(self) -> None:
-        self.events: list[tuple] = []
+        self.events: list[Any] = []
         self.recording = False
 
-    def add(self, *event: Any) -> None:
+    def add(self, event: Any) -> None:
         if self.recording:
-            self.events.append(tuple(event))
+            self.events.append(event)
 
 
 def real_nbytes(spec: Any) -> int:
@@ -49,12 +51,12 @@ def real_nbytes(spec: Any) -> int:
 class CountedRequest:
     """A real request that logs its message when started."""
 
-    def __init__(self, real: Any, tally: Tally, event: tuple | None):
+    def __init__(self, real: Any, tally: Tally, event: Any):
         self.real, self.tally, self.event = real, tally, event
 
     def Start(self) -> None:
         if self.event:
-            self.tally.add(*self.event)
+            self.tally.add(self.event)
         self.real.Start()
 
     def __getattr__(self, name: str) -> Any:
@@ -71,7 +73,7 @@ def counting_module(real_mpi: Any) -> types.ModuleType:
         def Startall(requests: list[CountedRequest]) -> None:
             for q in requests:
                 if q.event:
-                    q.tally.add(*q.event)
+                    q.tally.add(q.event)
             real_mpi.Prequest.Startall([q.real for q in requests])
 
     class CountingRequests:
@@ -102,7 +104,7 @@ class CountingComm:
         attribute = getattr(self.real, name)
         if name in COLLECTIVES:
             def collective(*args: Any, **kwargs: Any) -> Any:
-                self.tally.add("coll", name.lower(), self.members)
+                self.tally.add(Collective(name.lower(), self.members, None, (), ()))
                 return attribute(*args, **kwargs)
             return collective
         return attribute
@@ -126,7 +128,7 @@ class CountingComm:
         return self._wrap(self.real.Sub(*args, **kwargs))
 
     def _send(self, buf: Any, dest: int) -> None:
-        self.tally.add("send", self.members[dest], real_nbytes(buf))
+        self.tally.add(Send(self.members[dest], real_nbytes(buf)))
 
     def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
         self._send(buf, dest)
@@ -138,7 +140,7 @@ class CountingComm:
 
     def Send_init(self, buf: Any, dest: int, tag: int = 0) -> CountedRequest:
         return CountedRequest(self.real.Send_init(buf, dest, tag), self.tally,
-                              ("send", self.members[dest], real_nbytes(buf)))
+                              Send(self.members[dest], real_nbytes(buf)))
 
     def Recv_init(self, buf: Any, source: int, tag: int = 0) -> CountedRequest:
         return CountedRequest(self.real.Recv_init(buf, source, tag), self.tally, None)
@@ -159,7 +161,7 @@ def uneven(p: int, count: int) -> np.ndarray:
     return np.array([[(3 * i + j) % 4 * count for j in range(p)] for i in range(p)])
 
 
-def real_record(comm: Any, name: str, options: dict[str, Any], count: int, collective: str) -> list[tuple]:
+def real_record(comm: Any, name: str, options: dict[str, Any], count: int, collective: str) -> list[Any]:
     """This rank's sends and collectives during one call of the plan under MPI."""
     from mpi4py import MPI
 

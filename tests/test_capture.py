@@ -9,7 +9,8 @@ from support import ROOT, mpiexec
 import a2a
 from a2a.algos.registry import REGISTRY, register
 from a2a.errors import CaptureError
-from a2a.simulate.capture import capture, capture_scaled, collectives, copied, traffic
+from a2a.simulate.capture import capture, capture_scaled
+from a2a.simulate.events import collectives, copied, traffic
 
 
 @pytest.mark.mpi
@@ -32,14 +33,14 @@ def test_capture_matches_mpi_at_five_ranks():
 def test_linear_schedule_by_hand():
     s = capture("linear", {}, 4, 3, "float32")
     assert traffic(s.events[1]) == {2: (1, 12), 3: (1, 12), 0: (1, 12)}
-    kinds = [e[0] for e in s.events[1]]
+    kinds = [e.kind for e in s.events[1]]
     assert kinds == ["irecv"] * 3 + ["isend"] * 3 + ["copy", "wait"]  # posted, own block copied, one Waitall
-    assert len(s.events[1][-1][1]) == 6
+    assert len(s.events[1][-1].requests) == 6
 
 
 def test_pairwise_waits_each_step_and_copies_one_block():
     s = capture("pairwise", {}, 4, 2, "float64")
-    assert [e[0] for e in s.events[0]] == ["copy"] + ["isend", "irecv", "wait"] * 3
+    assert [e.kind for e in s.events[0]] == ["copy"] + ["isend", "irecv", "wait"] * 3
     assert copied(s.events[0]) == 16
 
 

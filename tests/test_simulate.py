@@ -13,6 +13,7 @@ from a2a import fabric
 from a2a.errors import BadOption
 from a2a.simulate import simgrid
 from a2a.simulate.capture import capture
+from a2a.simulate.events import Collective, Copy, Irecv, Isend, Recv, Send, Wait
 from bench.cli import entry
 
 needs_simgrid = pytest.mark.skipif(simgrid.missing() is not None, reason=str(simgrid.missing()))
@@ -52,12 +53,21 @@ def test_every_send_meets_its_receive(name):
         assert not pending, name
 
 
+KINDS = {"isend": Isend, "irecv": Irecv, "send": Send, "recv": Recv, "wait": Wait, "copy": Copy, "coll": Collective,
+         "alltoall": simgrid.WholeAlltoall}
+
+
+def typed(events: list[tuple]) -> list:
+    """Events written as (kind, fields...) tuples, as the capture's typed events."""
+    return [KINDS[kind](*fields) for kind, *fields in events]
+
+
 def test_lowering_by_hand():
     """Self messages become copies; sub-communicator gathers become point-to-point; native whole-job Alltoall stays."""
     events = [("irecv", 1, 8, 0), ("irecv", 0, 8, 1), ("isend", 1, 8, 2), ("isend", 0, 8, 3), ("wait", (0, 1, 2, 3)),
               ("copy", 100), ("coll", "gather", (0, 2), 2, (0, 8), (0, 0)), ("coll", "alltoall", (0, 1, 2), None,
                                                                            (4, 4, 4), (4, 4, 4))]
-    lines = list(simgrid.trace_lines(events, 0, 3, 2e9))
+    lines = list(simgrid.trace_lines(typed(events), 0, 3, 2e9))
     scale = simgrid.TIME_SCALE
     assert lines == ["0 init", "0 irecv 1 0 8", "0 isend 1 0 8", f"0 compute {8 / 2e9 * 1e9 * scale:.0f}",
                      "0 wait 1 0 0", "0 wait 0 1 0", f"0 compute {100 / 2e9 * 1e9 * scale:.0f}", "0 isend 2 0 8",
@@ -67,18 +77,18 @@ def test_lowering_by_hand():
 def test_every_wait_names_its_request():
     """A wait for all (SMPI 3.32's waitall is a waitany per request, O(n^2)) is one wait per request, in order."""
     events = [("isend", 1, 8, 0), ("isend", 2, 8, 1), ("irecv", 1, 8, 2), ("wait", (0,)), ("wait", (1, 2))]
-    assert list(simgrid.trace_lines(events, 0, 3, 1e9))[4:7] == ["0 wait 0 1 0", "0 wait 0 2 0", "0 wait 1 0 0"]
+    assert list(simgrid.trace_lines(typed(events), 0, 3, 1e9))[4:7] == ["0 wait 0 1 0", "0 wait 0 2 0", "0 wait 1 0 0"]
 
 
 def test_messages_from_2_gib_count_in_doubles():
     """SMPI passes trace counts as int: 4 GiB go as 2^29 MPI_DOUBLEs (datatype 0), smaller sizes as bytes."""
     events = [("isend", 1, 4 << 30, 0), ("irecv", 1, 8, 1), ("wait", (0, 1)), ("coll", "alltoall", (0, 1), None,
                                                                            (4 << 20, 4 << 20), (4 << 20, 4 << 20))]
-    lines = list(simgrid.trace_lines(events, 0, 1024, 1e9))
+    lines = list(simgrid.trace_lines(typed(events), 0, 1024, 1e9))
     assert lines[1:3] == ["0 irecv 1 0 8", f"0 isend 1 0 {1 << 29} 0"]
-    lines = list(simgrid.trace_lines(events[3:], 0, 2, 1e9))  # the whole job of 2: SMPI's own alltoall
+    lines = list(simgrid.trace_lines(typed(events[3:]), 0, 2, 1e9))  # the whole job of 2: SMPI's own alltoall
     assert lines[1] == f"0 alltoall {4 << 20} {4 << 20}"
-    lines = list(simgrid.trace_lines([("alltoall", 4 << 20)], 0, 1024, 1e9))
+    lines = list(simgrid.trace_lines(typed([("alltoall", 4 << 20)]), 0, 1024, 1e9))
     assert lines[1] == f"0 alltoall {1 << 19} {1 << 19} 0 0"
 
 
@@ -87,7 +97,7 @@ def test_posts_of_one_instant_go_receives_first_by_peer():
     events = [("irecv", 2, 8, 0), ("isend", 2, 8, 1), ("isend", 1, 8, 2), ("isend", 2, 16, 3), ("irecv", 1, 8, 4),
               ("copy", 8), ("isend", 3, 8, 5), ("irecv", 3, 8, 6), ("wait", (0, 1, 2, 3, 4, 5, 6)),
               ("isend", 1, 8, 7), ("irecv", 1, 8, 8), ("wait", (7, 8))]
-    lines = list(simgrid.trace_lines(events, 0, 4, 1e9))
+    lines = list(simgrid.trace_lines(typed(events), 0, 4, 1e9))
     assert lines[1:7] == ["0 irecv 1 0 8", "0 irecv 2 0 8", "0 isend 1 0 8", "0 isend 2 0 8", "0 isend 2 1 16",
                           "0 compute 8000"]
     assert lines[7:9] == ["0 irecv 3 0 8", "0 isend 3 0 8"]

@@ -31,7 +31,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from a2a.errors import BadOption, CaptureError
-from a2a.simulate.capture import Event, Schedule
+from a2a.simulate.events import Collective, Copy, Event, Irecv, Isend, Recv, Schedule, Send, Wait
 
 HOST_SPEED = 1e9  # flop/s of every simulated host; a copy of B bytes is B / bandwidth * HOST_SPEED flops
 # SMPI prints the simulated time in whole microseconds. Every latency times TIME_SCALE and
@@ -184,33 +184,38 @@ def trace_lines(events: list[Event], rank: int, nprocs: int, copy_bandwidth: flo
 
     yield f"{rank} init"
     for e in _lowered(events, rank, nprocs):
-        kind = e[0]
-        if kind == "copy":
-            copy += e[1]
+        if isinstance(e, Copy):
+            copy += e.nbytes
             continue
-        if kind not in ("isend", "irecv") or copy:
+        if not isinstance(e, (Isend, Irecv)) or copy:
             yield from flush()
-        if kind in ("isend", "send", "irecv", "recv"):
-            outgoing = kind.endswith("send")
-            peer, nbytes = e[1], e[2]
+        if isinstance(e, (Isend, Irecv, Send, Recv)):
+            outgoing = isinstance(e, (Isend, Send))
             counter = sent if outgoing else received
-            tag = counter[peer]
-            counter[peer] += 1
-            line = f"{rank} {kind} {peer} {tag} {_count(nbytes)}"
-            if kind[0] == "i":
-                posts.append((kind, peer, line))
-                pending[e[3]] = (rank, peer, tag) if outgoing else (peer, rank, tag)
+            tag = counter[e.peer]
+            counter[e.peer] += 1
+            line = f"{rank} {e.kind} {e.peer} {tag} {_count(e.nbytes)}"
+            if isinstance(e, (Isend, Irecv)):
+                posts.append((e.kind, e.peer, line))
+                pending[e.request] = (rank, e.peer, tag) if outgoing else (e.peer, rank, tag)
             else:
                 yield line
-        elif kind == "wait":  # one wait per request: SMPI 3.32's waitall is a waitany per request, O(n^2)
+        elif isinstance(e, Wait):  # one wait per request: SMPI 3.32's waitall is a waitany per request, O(n^2)
             yield from (f"{rank} wait {src} {dst} {tag}" for src, dst, tag in
-                        (pending.pop(i) for i in e[1] if i in pending))
-        elif kind == "alltoall":  # SMPI's algorithms send up to p/2 blocks in one message
-            doubles = e[1] * nprocs >= INT_LIMIT and e[1] % 8 == 0
-            count = f"{e[1] // 8} " * 2 + "0 0" if doubles else f"{e[1]} {e[1]}"
+                        (pending.pop(i) for i in e.requests if i in pending))
+        elif isinstance(e, WholeAlltoall):  # SMPI's algorithms send up to p/2 blocks in one message
+            doubles = e.nbytes * nprocs >= INT_LIMIT and e.nbytes % 8 == 0
+            count = f"{e.nbytes // 8} " * 2 + "0 0" if doubles else f"{e.nbytes} {e.nbytes}"
             yield f"{rank} alltoall {count}"
     yield from flush()
     yield f"{rank} finalize"
+
+
+@dataclass(slots=True)
+class WholeAlltoall:
+    """A lowered event: an MPI_Alltoall of the whole job, `nbytes` per peer, left to SMPI's own algorithms."""
+
+    nbytes: int
 
 
 INT_LIMIT = 1 << 31  # SMPI passes a trace's counts to its MPI calls as int
@@ -226,47 +231,46 @@ def _count(nbytes: int) -> str:
     return f"{nbytes // 8} 0"
 
 
-def _lowered(events: list[Event], rank: int, nprocs: int) -> Iterator[Event]:
+def _lowered(events: list[Event], rank: int, nprocs: int) -> Iterator[Event | WholeAlltoall]:
     """Self messages become copies; sub-communicator collectives become linear point-to-point."""
     selfish: set[Any] = set()
     fresh = iter(range(-1, -(1 << 62), -1))  # request ids of our own, below the capture's
     for e in events:
-        kind = e[0]
-        if kind in ("isend", "send", "irecv", "recv") and e[1] == rank:
-            if kind.endswith("send"):
-                yield ("copy", e[2])
-            if len(e) > 3:
-                selfish.add(e[3])
-        elif kind == "wait":
-            yield ("wait", tuple(i for i in e[1] if i not in selfish))
-        elif kind == "coll":
+        if isinstance(e, (Isend, Irecv, Send, Recv)) and e.peer == rank:
+            if isinstance(e, (Isend, Send)):
+                yield Copy(e.nbytes)
+            if isinstance(e, (Isend, Irecv)):
+                selfish.add(e.request)
+        elif isinstance(e, Wait):
+            yield Wait(tuple(i for i in e.requests if i not in selfish))
+        elif isinstance(e, Collective):
             yield from _collective(e, rank, nprocs, fresh)
         else:
             yield e
 
 
-def _collective(e: Event, rank: int, nprocs: int, fresh: Iterator[int]) -> Iterator[Event]:
-    _, name, members, root, sends, recvs = e
-    if name == "alltoall" and members == tuple(range(nprocs)) and len(set(sends)) == 1:
-        yield ("alltoall", sends[0])  # the whole job: SMPI's own MPI_Alltoall
+def _collective(e: Collective, rank: int, nprocs: int, fresh: Iterator[int]) -> Iterator[Event | WholeAlltoall]:
+    members, sends, recvs = e.members, e.sends, e.recvs
+    if e.name == "alltoall" and members == tuple(range(nprocs)) and len(set(sends)) == 1:
+        yield WholeAlltoall(sends[0])  # the whole job: SMPI's own MPI_Alltoall
         return
     me = members.index(rank)
-    if name == "barrier":  # everyone tells member 0, member 0 releases everyone
+    if e.name == "barrier":  # everyone tells member 0, member 0 releases everyone
         sends = tuple(1 if (me != 0 and i == 0) or (me == 0 and i != 0) else 0 for i in range(len(members)))
         recvs = sends
     ids = []
     for i, peer in enumerate(members):
         if i != me and recvs[i]:
             ids.append(next(fresh))
-            yield ("irecv", peer, recvs[i], ids[-1])
+            yield Irecv(peer, recvs[i], ids[-1])
     for i, peer in enumerate(members):
         if i != me and sends[i]:
             ids.append(next(fresh))
-            yield ("isend", peer, sends[i], ids[-1])
+            yield Isend(peer, sends[i], ids[-1])
     if sends[me]:
-        yield ("copy", sends[me])
+        yield Copy(sends[me])
     if ids:
-        yield ("wait", tuple(ids))
+        yield Wait(tuple(ids))
 
 
 def write_traces(schedule: Schedule, directory: Path, copy_bandwidth: float) -> Path:

@@ -21,7 +21,8 @@ from a2a.measure.session import Backend, Output, Session, SweepState, resume_sta
 from a2a.record.results import Row
 from a2a.record.stats import bandwidths
 from a2a.simulate import simgrid
-from a2a.simulate.capture import Schedule, capture_unit
+from a2a.simulate.capture import capture_unit
+from a2a.simulate.events import Schedule
 
 TIMING = "simulated"
 

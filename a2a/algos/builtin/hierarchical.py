@@ -10,7 +10,7 @@ import numpy as np
 from a2a.algos.buffers import packed
 from a2a.algos.cost import Formula, Placement, node_placement
 from a2a.algos.nodes import NODE_LIMITS, my_node, node_groups
-from a2a.algos.prebuilt import copier
+from a2a.algos.prebuilt import copier, take_function
 from a2a.algos.registry import blocks, register
 
 
@@ -54,14 +54,14 @@ def through_leaders(comm, sendbuf, recvbuf, nodes: list[list[int]]):
     pack, unpack = leader_permutations(nodes, n, p)
     outbound = [len(members) * here * width for members in nodes]
     layout = (outbound, packed(outbound).tolist())
-    into_outgoing, into_scattered = np.argsort(pack), np.argsort(unpack)  # gathers as scatters
+    take = take_function()
     exchange, outbox, inbox = leaders.Alltoallv, [outgoing, layout, MPI.BYTE], [incoming, layout, MPI.BYTE]
 
     def run():
         local.Gather(send, gathered, root=0)
-        outgoing[into_outgoing] = gathered
+        take(gathered, pack, outgoing)
         exchange(outbox, inbox)
-        scattered[into_scattered] = incoming
+        take(incoming, unpack, scattered)
         local.Scatter(scattered, recv, root=0)
 
     return run, lambda: (local.Free(), leaders.Free())

@@ -12,7 +12,7 @@ from a2a.algos.buffers import packed
 from a2a.algos.builtin.hierarchical import LINK_PARAMS
 from a2a.algos.cost import Formula, Placement, leader_split
 from a2a.algos.nodes import NODE_LIMITS, my_node, node_groups, split_nodes
-from a2a.algos.prebuilt import copier
+from a2a.algos.prebuilt import copier, copy_function, take_function
 from a2a.algos.registry import blocks, register
 
 
@@ -60,19 +60,20 @@ def locality_aware(comm, sendbuf, recvbuf, *, groups: int = 1, ppn: int = 0, pla
     came = [len(h) * width for h in holdings]
     layouts = ((sent, packed(sent).tolist()), (came, packed(came).tolist()))
     sources = np.array([q for h in holdings for q in h], dtype=np.intp)  # incoming row k came from sources[k]
-    start, wait, copy, take = MPI.Prequest.Startall, MPI.Request.Waitall, np.copyto, np.take
+    by_source = np.argsort(sources)  # recv[j] = incoming[by_source[j]]
+    start, wait, copy, take = MPI.Prequest.Startall, MPI.Request.Waitall, copy_function(), take_function()
     exchange, outbox, inbox = local.Alltoallv, [outgoing, layouts[0], MPI.BYTE], [incoming, layouts[1], MPI.BYTE]
     by_destination = gathered.transpose(1, 0, 2)
 
     def run():
         if by_group is not send:
-            take(send, order, axis=0, out=by_group)
+            take(send, order, by_group)
         start(requests)
         own()
         wait(requests)
         copy(outgoing, by_destination)  # repack by destination inside the group
         exchange(outbox, inbox)
-        recv[sources] = incoming  # reorder by source
+        take(incoming, by_source, recv)  # reorder by source
 
     return run, lambda: ([q.Free() for q in requests], local.Free())
 

@@ -13,7 +13,7 @@ import numpy as np
 from a2a.algos.builtin.bruck import bruck_rounds
 from a2a.algos.builtin.padded_bruck import global_max
 from a2a.algos.cost import MatrixCost
-from a2a.algos.prebuilt import copier
+from a2a.algos.prebuilt import copier, copy_function
 from a2a.algos.registry import register
 
 
@@ -56,7 +56,7 @@ def uneven_bruck(comm, send, recv, radix: int, direct: bool):
     sizes_out, sizes_in = np.empty(most, np.int64), np.empty(most, np.int64)
     # TuNA waits for a digit's point-to-point rounds when the digit is done
     digit_done = [k + 1 == len(rounds) or rounds[k + 1][0] != d for k, (d, _, _) in enumerate(rounds)]
-    sendrecv, copy, own = comm.Sendrecv, np.copyto, copier(home[r], mine[0])
+    sendrecv, copy, own = comm.Sendrecv, copy_function(), copier(home[r], mine[0])
     start, waitall = MPI.Prequest.Startall, MPI.Request.Waitall
     # a direct round's one block is still at its source and goes home: two persistent requests
     posted = [[comm.Recv_init(home[(r - moved[0]) % p], (r - digit * distance) % p, 1),

@@ -1,0 +1,161 @@
+"""What a captured call did, one event per step of each rank, in program order: the schedule.
+
+Bytes are per the captured count of elements; peers, members and roots are ranks of the whole
+captured job (its "world"). A Schedule scales to any size: every byte count grows with the
+count of elements per peer (capture_unit checks that it does).
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import ClassVar
+
+
+@dataclass(slots=True)
+class Isend:
+    """A non-blocking send posted (request `request`, waited for by a Wait naming it)."""
+
+    peer: int
+    nbytes: int
+    request: int
+    kind: ClassVar[str] = "isend"
+
+    def scaled(self, factor: int) -> "Isend":
+        return Isend(self.peer, self.nbytes * factor, self.request)
+
+
+@dataclass(slots=True)
+class Irecv:
+    """A non-blocking receive posted."""
+
+    peer: int
+    nbytes: int
+    request: int
+    kind: ClassVar[str] = "irecv"
+
+    def scaled(self, factor: int) -> "Irecv":
+        return Irecv(self.peer, self.nbytes * factor, self.request)
+
+
+@dataclass(slots=True)
+class Send:
+    """A blocking send."""
+
+    peer: int
+    nbytes: int
+    kind: ClassVar[str] = "send"
+
+    def scaled(self, factor: int) -> "Send":
+        return Send(self.peer, self.nbytes * factor)
+
+
+@dataclass(slots=True)
+class Recv:
+    """A blocking receive."""
+
+    peer: int
+    nbytes: int
+    kind: ClassVar[str] = "recv"
+
+    def scaled(self, factor: int) -> "Recv":
+        return Recv(self.peer, self.nbytes * factor)
+
+
+@dataclass(slots=True)
+class Wait:
+    """A wait for these requests (Wait, Waitall, or the one Waitany returned)."""
+
+    requests: tuple[int, ...]
+    kind: ClassVar[str] = "wait"
+
+    def scaled(self, factor: int) -> "Wait":
+        return self
+
+
+@dataclass(slots=True)
+class Copy:
+    """A local copy of `nbytes` bytes."""
+
+    nbytes: int
+    kind: ClassVar[str] = "copy"
+
+    def scaled(self, factor: int) -> "Copy":
+        return Copy(self.nbytes * factor)
+
+
+@dataclass(slots=True)
+class Collective:
+    """A collective on a communicator of `members`: its root (or None) and each member's bytes sent and received."""
+
+    name: str
+    members: tuple[int, ...]
+    root: int | None
+    sends: tuple[int, ...]
+    recvs: tuple[int, ...]
+    kind: ClassVar[str] = "coll"
+
+    def scaled(self, factor: int) -> "Collective":
+        return Collective(self.name, self.members, self.root, tuple(b * factor for b in self.sends),
+                          tuple(b * factor for b in self.recvs))
+
+
+Event = Isend | Irecv | Send | Recv | Wait | Copy | Collective
+MESSAGES = (Isend, Irecv, Send, Recv)
+
+
+@dataclass
+class Schedule:
+    """Every rank's events for one call of a plan, captured at `count` elements per peer."""
+
+    nprocs: int
+    count: int
+    itemsize: int
+    events: list[list[Event]]
+
+    @property
+    def bytes_per_peer(self) -> int:
+        """Bytes per peer of the captured call."""
+        return self.count * self.itemsize
+
+    def scaled(self, factor: int) -> "Schedule":
+        """The same schedule with every byte count multiplied by `factor` (count x factor)."""
+        return Schedule(self.nprocs, self.count * factor, self.itemsize,
+                        [[e.scaled(factor) for e in rank] for rank in self.events])
+
+
+def traffic(events: list[Event]) -> dict[int, tuple[int, int]]:
+    """Messages and bytes this rank sends to each peer (point-to-point only)."""
+    sent: dict[int, list[int]] = {}
+    for e in events:
+        if isinstance(e, (Isend, Send)):
+            totals = sent.setdefault(e.peer, [0, 0])
+            totals[0] += 1
+            totals[1] += e.nbytes
+    return {peer: (n, b) for peer, (n, b) in sent.items()}
+
+
+def collectives(events: list[Event]) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, member ranks) of each collective this rank called, in order."""
+    return [(e.name, e.members) for e in events if isinstance(e, Collective)]
+
+
+def copied(events: list[Event]) -> int:
+    """Bytes this rank copied locally."""
+    return sum(e.nbytes for e in events if isinstance(e, Copy))
+
+
+class RankLog:
+    """One rank's events as its call runs (only the recorded call logs); the copy watcher of its plan."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.recording = False
+        self.requests = itertools.count()
+
+    def add(self, event: Event) -> None:
+        if self.recording:
+            self.events.append(event)
+
+    def copied(self, nbytes: int) -> None:
+        if self.recording and nbytes:
+            self.events.append(Copy(int(nbytes)))

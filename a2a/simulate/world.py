@@ -1,0 +1,141 @@
+"""The stand-in ranks' world: greenlets that run one at a time, their messages in flight, their meetings.
+
+Each rank is a greenlet and one runs at a time: a rank that must wait (for a message, or for
+the other members of a collective) goes back to the scheduler, which runs the next ready rank.
+There is no lock and no polling, and a deadlock is exact: ranks wait and none is ready.
+"""
+from __future__ import annotations
+
+from collections import deque
+from contextvars import Context
+from typing import Any, Callable
+
+import greenlet
+import numpy as np
+
+from a2a.errors import CaptureError
+
+
+class Aborted(Exception):
+    """Another rank failed; this one stops waiting."""
+
+
+class Meeting:
+    def __init__(self, size: int):
+        self.values: list[Any] = [None] * size
+        self.arrived = 0
+        self.waiting: list[int] = []
+        self.result: Any = None
+
+
+class World:
+    """What the stand-in ranks share: the layout, the messages in flight and the meetings of collectives.
+
+    Each rank is a greenlet and one runs at a time: a rank that must wait (for a message,
+    or for the other members of a collective) goes back to the scheduler, which runs the
+    next ready rank. There is no lock and no polling, and a deadlock is exact: ranks wait
+    and none is ready.
+    """
+
+    def __init__(self, nprocs: int, nodes: list[list[int]]):
+        self.nprocs, self.nodes, self.failed = nprocs, nodes, False
+        self.node_of = {rank: i for i, members in enumerate(nodes) for rank in members}
+        if sorted(self.node_of) != list(range(nprocs)):
+            raise CaptureError(f"the node layout must place each of the {nprocs} ranks exactly once")
+        self.meetings: dict[tuple, Meeting] = {}
+        self.boxes: dict[tuple, deque] = {}  # (communicator, source, destination, tag) -> payloads
+        self.receivers: dict[tuple, int] = {}  # box -> the rank waiting for a message in it
+        self.listening: dict[int, list[tuple]] = {}  # rank -> the boxes it waits on
+        self.ready: deque[int] = deque()
+        self.waiting: dict[int, Any] = {}  # rank -> what it waits for (text, or a function that makes it)
+        self.current, self.deadlocked = -1, None  # what the rank told of a deadlock waits for
+        self.scheduler: Any = None
+
+    def run(self, rank_main: Callable[[int], None], contexts: list[Context]) -> None:
+        """Run rank_main(rank) for every rank in its own context, each until it waits, until all have returned."""
+        self.scheduler = greenlet.getcurrent()
+        ranks = [greenlet.greenlet(rank_main) for _ in range(self.nprocs)]
+        for rank, (runner, context) in enumerate(zip(ranks, contexts)):
+            runner.gr_context = context
+            self.ready.append(rank)
+        while self.ready or self.waiting:
+            if self.failed:
+                for rank in sorted(self.waiting):  # each waiting rank runs once more, to stop
+                    self._wake(rank)
+            elif not self.ready:  # every live rank waits and nothing can arrive: the first of them says so
+                rank = min(self.waiting)
+                self.deadlocked = self.waiting[rank]
+                self._wake(rank)
+            self.current = self.ready.popleft()
+            ranks[self.current].switch(self.current)
+        self.current = -1
+
+    def deposit(self, key: tuple, payload: np.ndarray) -> None:
+        """A sent message waits in its box until received (sends never block: infinite buffering)."""
+        box = self.boxes.get(key)
+        if box is None:
+            box = self.boxes[key] = deque()
+        box.append(payload)
+        receiver = self.receivers.get(key)
+        if receiver is not None:
+            self._wake(receiver)
+
+    def collect(self, key: tuple, what: Any) -> np.ndarray:
+        """The oldest message in a box, waiting for it (MPI's non-overtaking order); `what` names it (text or a
+        function that makes the text), for a deadlock."""
+        box = self.boxes.get(key)
+        while not box:
+            self._listen([key])
+            self._block(what)
+            box = self.boxes.get(key)
+        return box.popleft()
+
+    def has(self, key: tuple) -> bool:
+        """Whether a message waits in this box."""
+        return bool(self.boxes.get(key))
+
+    def wait_any(self, keys: list[tuple], what: str) -> None:
+        """Until a message arrives in one of these boxes."""
+        if any(self.boxes.get(k) for k in keys):
+            return
+        self._listen(keys)
+        self._block(what)
+
+    def meet(self, key: tuple, size: int, index: int, value: Any, combine: Callable[[list[Any]], Any]) -> Any:
+        """Every member brings a value; all get combine(values in member order)."""
+        meeting = self.meetings.get(key)
+        if meeting is None:
+            meeting = self.meetings[key] = Meeting(size)
+        meeting.values[index] = value
+        meeting.arrived += 1
+        if meeting.arrived == size:
+            del self.meetings[key]
+            meeting.result = combine(meeting.values)
+            for rank in meeting.waiting:
+                self._wake(rank)
+        else:
+            meeting.waiting.append(self.current)
+            self._block(f"the other members of a collective call ({key[-1]})")
+        return meeting.result
+
+    def _listen(self, keys: list[tuple]) -> None:
+        self.listening[self.current] = keys
+        for k in keys:
+            self.receivers[k] = self.current
+
+    def _wake(self, rank: int) -> None:
+        """A waiting rank becomes ready (it runs when the running rank waits or ends)."""
+        if self.waiting.pop(rank, None) is not None:
+            for k in self.listening.pop(rank, ()):
+                del self.receivers[k]
+            self.ready.append(rank)
+
+    def _block(self, what: Any) -> None:
+        """The running rank waits for `what`; the scheduler runs other ranks meanwhile."""
+        self.waiting[self.current] = what
+        self.scheduler.switch()
+        if self.failed:
+            raise Aborted()
+        if self.deadlocked:
+            what, self.deadlocked = self.deadlocked, None
+            raise CaptureError(f"deadlock: every rank waits; this one for {what() if callable(what) else what}")
