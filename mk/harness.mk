@@ -1,4 +1,4 @@
-# The C reference (bench/c/alltoall_ref.c), built with the MPI library's own mpicc, and
+# The C reference (a2a/measure/c/alltoall_ref.c), built with the MPI library's own mpicc, and
 # `make bench-harness`: C and `python -m bench run --algorithms native` side by side at 2 ranks.
 HARNESS_REFERENCE := build/alltoall_ref
 HARNESS_SIZES ?= 8,1K,64K,1M
@@ -8,7 +8,7 @@ HARNESS_REPEATS ?= 5
 
 harness-reference: $(HARNESS_REFERENCE)
 
-$(HARNESS_REFERENCE): bench/c/alltoall_ref.c | $(BIN)/.installed
+$(HARNESS_REFERENCE): a2a/measure/c/alltoall_ref.c | $(BIN)/.installed
 	@mkdir -p $(dir $@)
 	$(BIN)/mpicc -O2 -o $@ $<
 

@@ -9,9 +9,7 @@ from click.testing import CliRunner
 from support import launch_command, python
 
 from a2a.errors import HarnessError
-from a2a.mpi import clean_launcher_env, mpi_tool
-from bench.cli import main
-from bench.harness import (
+from a2a.measure.harness import (
     Comparison,
     build_reference,
     figures,
@@ -20,6 +18,8 @@ from bench.harness import (
     table_rows,
     verdict,
 )
+from a2a.mpi import clean_launcher_env, mpi_tool
+from bench.cli import main
 
 
 def mpicc_or_skip() -> str:

@@ -4,20 +4,20 @@ from __future__ import annotations
 import pytest
 
 from a2a.errors import HarnessError
-from bench.overhead import OURS, library_of, twin
+from a2a.measure.overhead import OURS, forced_twin, library_of
 
 
 def test_mpich_twins_are_forced_through_its_cvars():
-    assert twin("MPICH", "bruck_zero_copy:radix=3", 2) == (
+    assert forced_twin("MPICH", "bruck_zero_copy:radix=3", 2) == (
         "MPICH k_brucks:k=3", {"MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM": "k_brucks", "MPIR_CVAR_ALLTOALL_BRUCKS_KVAL": "3"})
-    assert twin("MPICH", "bruck_zero_copy:radix=2", 2) == (
+    assert forced_twin("MPICH", "bruck_zero_copy:radix=2", 2) == (
         "MPICH brucks", {"MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM": "brucks"})
-    assert twin("MPICH", "throttled:window=8", 16) == (
+    assert forced_twin("MPICH", "throttled:window=8", 16) == (
         "MPICH scattered", {"MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM": "scattered", "MPIR_CVAR_ALLTOALL_THROTTLE": "8"})
 
 
 def test_open_mpi_linear_sync_is_coll_tuned_4_with_the_window_as_max_requests():
-    assert twin("Open MPI", "linear_sync:window=2", 4) == ("Open MPI linear_sync:reqs=2", {
+    assert forced_twin("Open MPI", "linear_sync:window=2", 4) == ("Open MPI linear_sync:reqs=2", {
         "OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_alltoall_algorithm": "4",
         "OMPI_MCA_coll_tuned_alltoall_algorithm_max_requests": "2"})
 
@@ -25,7 +25,7 @@ def test_open_mpi_linear_sync_is_coll_tuned_4_with_the_window_as_max_requests():
 def test_every_listed_variant_is_raced_against_a_forced_algorithm_not_the_default():
     for library, variants in OURS.items():
         for ours in variants:
-            name, variables = twin(library, ours, 4)
+            name, variables = forced_twin(library, ours, 4)
             forced = variables.get("MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM") or \
                 variables["OMPI_MCA_coll_tuned_alltoall_algorithm"]
             assert name.startswith(library) and forced not in ("native", "auto", "0"), (library, ours, name)

@@ -96,6 +96,16 @@ def _throttle(tables: list[tuple[int, list[Any]]], warnings: list[str]) -> int |
     return chosen
 
 
+def forcing(target: tuple) -> tuple[str, dict[str, str]]:
+    """A twin's name (`MPICH k_brucks:k=4`) and the CVARs that make MPICH run it for every MPI_Alltoall."""
+    variables = {"MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM": target[0]}
+    if target[0] == "k_brucks":
+        variables["MPIR_CVAR_ALLTOALL_BRUCKS_KVAL"] = str(target[1])
+    if target[0] == "scattered":
+        variables["MPIR_CVAR_ALLTOALL_THROTTLE"] = str(target[1])
+    return f"MPICH {target[0]}" + (f":k={target[1]}" if target[0] == "k_brucks" else ""), variables
+
+
 def _environment(path: str, throttle: int | None) -> dict[str, str]:
     variables = {"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": path}
     if throttle is not None:

@@ -54,6 +54,15 @@ def export_v(document: dict[str, Any]) -> Exported:
 NOTE = "(or: mpirun --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename {path} ...)"
 
 
+def forcing(target: tuple) -> tuple[str, dict[str, str]]:
+    """A twin's name (`Open MPI linear_sync:reqs=2`) and the MCA variables that make coll_tuned run it."""
+    algorithm, requests = target
+    return (f"Open MPI {algorithm}" + (f":reqs={requests}" if requests else ""),
+            {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+             "OMPI_MCA_coll_tuned_alltoall_algorithm": str(ALGORITHM_IDS[algorithm]),
+             "OMPI_MCA_coll_tuned_alltoall_algorithm_max_requests": str(requests)})
+
+
 def environment(path: str) -> dict[str, str]:
     """The MCA variables that load the file."""
     return {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_dynamic_rules_filename": path}

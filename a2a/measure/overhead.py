@@ -1,0 +1,86 @@
+"""Our Python algorithms against the MPI library's C twins, forced to the same schedule (`bench overhead`).
+
+The twin of each of our variants is the one its file names and the exporters write, so what is
+measured here is what an exported table would run. MPICH is forced through its CVARs, Open
+MPI through coll_tuned's MCA variables. Each launch runs native (forced) beside ours; the
+ratio of their medians is this launch's figure.
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from a2a.algos.registry import NATIVE, twin
+from a2a.analysis.export import mpich, ompi
+from a2a.errors import HarnessError
+from a2a.measure.grid import parse_variant
+from a2a.mpi import launcher_flags, launcher_library, run_job
+from a2a.record.results import read_meta, read_rows
+from a2a.units import human_bytes
+
+POINT_SECONDS = 20  # --max-time-per-point of each launch
+FORCING = {"MPICH": mpich.forcing, "Open MPI": ompi.forcing}
+
+# per library, our variants whose C twin it can be forced to run
+OURS = {
+    "MPICH": ["pairwise", "bruck:radix=2", "throttled:window=8", "bruck_zero_copy:radix=2",
+              "bruck_zero_copy:radix=3", "bruck_zero_copy:radix=4"],
+    "Open MPI": ["linear_sync:window=2"],
+}
+HEADERS = ["nprocs", "bytes/peer", "ours", "native forced to", "median ratio", "per launch"]
+
+
+def forced_twin(library: str, ours: str, nprocs: int) -> tuple[str, dict[str, str]]:
+    """The library's algorithm for our variant (the twin its file names) and the variables that force it."""
+    name, given = parse_variant(ours)
+    return FORCING[library](twin(name, "alltoall", library, given, nprocs))
+
+
+def library_of(launcher: str) -> str:
+    """MPICH or Open MPI, from the tools installed beside the launcher."""
+    library = launcher_library(launcher)
+    if not library:
+        raise HarnessError(f"bench overhead forces MPICH's or Open MPI's own algorithms; found neither "
+                           f"mpichversion nor ompi_info beside {launcher}")
+    return library
+
+
+def overhead_rows(launcher: str, counts: list[int], sizes: list[int], iterations: int, repeats: int
+                  ) -> list[list[str]]:
+    """Per process count, variant and size: ours, its forced twin, the median ratio and each launch's."""
+    library, table = library_of(launcher), []
+    with tempfile.TemporaryDirectory(prefix="a2a-overhead-") as scratch:
+        for n in counts:
+            for ours in OURS[library]:
+                theirs, variables = forced_twin(library, ours, n)
+                ratios: dict[int, list[float]] = {}
+                for repeat in range(repeats):
+                    out = Path(scratch) / f"{n}-{ours}-{repeat}".replace(":", "-")
+                    _launch(launcher, library, n, ours, variables, sizes, iterations, out)
+                    for size, ratio in _ratios(out).items():
+                        ratios.setdefault(size, []).append(ratio)
+                for size, values in sorted(ratios.items()):
+                    table.append([str(n), human_bytes(size), ours, theirs, f"{statistics.median(values):.4g}",
+                                  " ".join(f"{v:.3g}" for v in values)])
+    return table
+
+
+def _launch(launcher: str, library: str, n: int, ours: str, variables: dict[str, str], sizes: list[int],
+            iterations: int, out: Path) -> None:
+    command = [launcher, *launcher_flags(launcher), "-n", str(n), sys.executable, "-m", "bench", "run",
+               "--algorithms", f"{NATIVE},{ours}", "--sizes", ",".join(map(str, sizes)), "--nprocs", str(n),
+               "--iterations", str(iterations), "--warmup", "10", "--max-time-per-point", str(POINT_SECONDS),
+               "--output", str(out), "--quiet"]
+    timeout = 120 + 2 * POINT_SECONDS * len(sizes)  # two algorithms per size, and start-up
+    run_job(command, f"{ours} against {library}'s twin on {n} ranks", timeout, variables)
+    if library not in (read_meta(out).get("mpi_library") or ""):
+        raise HarnessError(f"bench overhead forced {library}'s algorithms, but the run reports "
+                           f"{read_meta(out).get('mpi_library')!r}")
+
+
+def _ratios(out: Path) -> dict[int, float]:
+    rows = read_rows(out)
+    native = {r.bytes_per_peer: r.t_p50_us for r in rows if r.algorithm == NATIVE}
+    return {r.bytes_per_peer: r.t_p50_us / native[r.bytes_per_peer] for r in rows if r.algorithm != NATIVE}
