@@ -16,25 +16,24 @@ from a2a.algos.builtin.locality_aware import collected
 from a2a.algos.builtin.pairwise_inplace import one_factor
 from a2a.algos.builtin.parallel_split import split_factor
 from a2a.algos.nodes import split_nodes
+from a2a.algos.registry import candidates
 from a2a.algos.schedule import slots
 from a2a.record.results import read_rows
 
-VARIANTS = [
-    ("native", {}), ("linear", {}), ("pairwise", {}), ("throttled", {}), ("throttled", {"window": 2}),
-    ("bruck", {}), ("bruck", {"radix": 3}), ("bruck", {"radix": 4}), ("node_aware", {}),
-    ("node_aware", {"ppn": 3}), ("node_aware", {"ppn": 2, "placement": "cyclic"}), ("hierarchical", {}),
+# every algorithm that may be chosen, at its defaults (a new built-in is checked with no line here), and
+# the options that change a schedule
+VARIANTS = [(name, {}) for name in candidates("alltoall")] + [
+    ("throttled", {"window": 2}), ("bruck", {"radix": 3}), ("bruck", {"radix": 4}),
+    ("node_aware", {"ppn": 3}), ("node_aware", {"ppn": 2, "placement": "cyclic"}),
     ("hierarchical", {"ppn": 3}), ("hierarchical", {"ppn": 3, "placement": "cyclic"}),
-    ("pairwise_inplace", {}),
-    ("linear_sync", {}), ("linear_sync", {"window": 1}), ("linear_sync", {"window": 3}), ("bine", {}),
-    ("dimensional", {}), ("dimensional", {"dims": "2x2"}), ("dimensional", {"dims": "4x2"}),
-    ("dimensional", {"dims": "2x2x2"}), ("bruck_zero_copy", {}), ("bruck_zero_copy", {"radix": 3}),
-    ("bruck_zero_copy", {"radix": 4}),
-    ("multileader", {}), ("multileader", {"leaders": 1, "ppn": 3}),
-    ("multileader", {"leaders": 2, "ppn": 3, "placement": "cyclic"}),
-    ("locality_aware", {}), ("locality_aware", {"groups": 2}), ("locality_aware", {"ppn": 3}),
+    ("linear_sync", {"window": 1}), ("linear_sync", {"window": 3}),
+    ("dimensional", {"dims": "2x2"}), ("dimensional", {"dims": "4x2"}), ("dimensional", {"dims": "2x2x2"}),
+    ("bruck_zero_copy", {"radix": 3}), ("bruck_zero_copy", {"radix": 4}),
+    ("multileader", {"leaders": 1, "ppn": 3}), ("multileader", {"leaders": 2, "ppn": 3, "placement": "cyclic"}),
+    ("locality_aware", {"groups": 2}), ("locality_aware", {"ppn": 3}),
     ("locality_aware", {"groups": 2, "ppn": 3, "placement": "cyclic"}),
     *[("onesided", {"sync": sync, "op": op}) for sync in ("fence", "lock", "pscw") for op in ("put", "get")],
-    ("parallel_split", {}), ("parallel_split", {"factor": 4}),
+    ("parallel_split", {"factor": 4}),
 ]
 
 
@@ -274,7 +273,7 @@ def test_bruck_zero_copy_delivers_every_block(p, radix):
 
 def test_slots_refuse_a_block_the_rank_does_not_hold():
     with pytest.raises(RuntimeError, match=r"sends block \(1, 2\) that rank 0 does not hold"):
-        slots([bruck_zero_copy.Round(1, [(1, 2)], 1, [])], 0, 3)
+        slots([bruck_zero_copy.Step(1, [(1, 2)], 1, [])], 0, 3)
 
 
 def test_dimension_factors():

@@ -45,7 +45,7 @@ def test_a_stray_import_fails_lint(tmp_path: Path, module: str, stray: str, cont
     done = lint_imports(tree)
     assert done.returncode != 0, done.stdout
     broken = [line for line in done.stdout.splitlines() if line.endswith("BROKEN")]
-    assert len(broken) == 1 and contract in broken[0], done.stdout
+    assert any(contract in line for line in broken), done.stdout  # a stray import may break more than one
 
 
 def test_the_project_keeps_its_contracts(tmp_path: Path):

@@ -1,6 +1,6 @@
 """Run a schedule of block moves with MPI derived datatypes on absolute addresses: no packing copies.
 
-A schedule is a list of rounds; in each, this rank sends some blocks to one peer and receives
+A schedule is a list of steps; in each, this rank sends some blocks to one peer and receives
 some from another. A block is named by its (source, destination) ranks. It starts in the
 send buffer, ends in the receive buffer (received there directly in its last round), and in
 between waits in a temporary buffer; a slot is reused only after the round that sent its
@@ -20,7 +20,7 @@ from a2a.algos.registry import blocks
 Block = tuple[int, int]  # (source rank, destination rank)
 
 
-class Round(NamedTuple):
+class Step(NamedTuple):
     """Send `sent` (in this order) to `dest`, receive `received` (in the sender's order) from `source`."""
 
     dest: int
@@ -29,7 +29,7 @@ class Round(NamedTuple):
     received: list[Block]
 
 
-def slots(rounds: list[Round], rank: int, size: int) -> tuple[list[tuple[list, list]], int]:
+def slots(steps: list[Step], rank: int, size: int) -> tuple[list[tuple[list, list]], int]:
     """Per round, the (buffer, row) of each block sent and received; and the temporary rows needed.
 
     Buffers: "send" rows are destinations, "recv" rows are sources, "temp" rows are allocated.
@@ -38,15 +38,15 @@ def slots(rounds: list[Round], rank: int, size: int) -> tuple[list[tuple[list, l
     free: list[int] = []
     used = 0
     placed = []
-    for round_ in rounds:
+    for step in steps:
         sent = []
-        for block in round_.sent:
+        for block in step.sent:
             location = where.pop(block, None)
             if location is None:
                 raise RuntimeError(f"schedule sends block {block} that rank {rank} does not hold")
             sent.append(location)
         received = []
-        for block in round_.received:
+        for block in step.received:
             if block[1] == rank:
                 received.append(("recv", block[0]))
                 continue
@@ -60,28 +60,28 @@ def slots(rounds: list[Round], rank: int, size: int) -> tuple[list[tuple[list, l
     return placed, used
 
 
-def zero_copy_plan(comm: Any, sendbuf: np.ndarray, recvbuf: np.ndarray, rounds: list[Round]):
+def zero_copy_plan(comm: Any, sendbuf: np.ndarray, recvbuf: np.ndarray, steps: list[Step]):
     """(run, free) that copies the own block, then runs each round as one Sendrecv of datatypes."""
     from mpi4py import MPI
 
     p, r = comm.size, comm.rank
     send, recv = blocks(sendbuf, p), blocks(recvbuf, p)
     width = send.shape[1]
-    placed, rows = slots(rounds, r, p)
+    placed, rows = slots(steps, r, p)
     temp = np.empty((rows, width), np.uint8)
     base = {name: MPI.Get_address(buf) for name, buf in (("send", send), ("recv", recv), ("temp", temp))}
 
     def datatype(locations: list[tuple[str, int]]) -> Any:
         return MPI.BYTE.Create_hindexed_block(width, [base[b] + row * width for b, row in locations]).Commit()
 
-    steps = [((MPI.BOTTOM, 1, datatype(sent)), round_.dest, (MPI.BOTTOM, 1, datatype(received)), round_.source)
-             for round_, (sent, received) in zip(rounds, placed)]
+    calls = [((MPI.BOTTOM, 1, datatype(sent)), step.dest, (MPI.BOTTOM, 1, datatype(received)), step.source)
+             for step, (sent, received) in zip(steps, placed)]
 
     def free():
-        for outgoing, _, incoming, _ in steps:
+        for outgoing, _, incoming, _ in calls:
             outgoing[2].Free()
             incoming[2].Free()
         held.clear()
 
     held = [temp]  # the datatypes hold the temporary buffer's address: keep it alive until free
-    return sendrecv_steps(comm, copier(recv[r], send[r]), steps), free
+    return sendrecv_steps(comm, copier(recv[r], send[r]), calls), free

@@ -16,7 +16,7 @@ from a2a.algos.builtin.pairwise import pairwise
 from a2a.algos.builtin.pairwise import terms as pairwise_terms
 from a2a.algos.cost import Formula, Placement
 from a2a.algos.registry import Prepared, register
-from a2a.algos.schedule import Round, zero_copy_plan
+from a2a.algos.schedule import Step, zero_copy_plan
 
 MASK = 0xAAAAAAAA  # negabinary <-> binary through the alternating-bit mask (32-bit words)
 
@@ -60,13 +60,13 @@ def remap_rank(p: int, rank: int) -> int:
     return int(f"{gray:0{bits}b}"[::-1], 2)  # the low `bits` bits reversed
 
 
-def rounds(p: int, rank: int) -> list[Round]:
+def rounds(p: int, rank: int) -> list[Step]:
     """Every step's blocks for `rank`, p a power of two: each rank keeps the half whose destinations
     lie in its own subtree and sends the partner's half (Open MPI's block ranges)."""
     mine = []
     for peer, source, dest in moves(p):
         q = int(peer[rank])
-        mine.append(Round(q, list(zip(source[rank].tolist(), dest[rank].tolist())), q,
+        mine.append(Step(q, list(zip(source[rank].tolist(), dest[rank].tolist())), q,
                           list(zip(source[q].tolist(), dest[q].tolist()))))
     return mine
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from a2a.algos.builtin.bruck import RADIX, TWINS, bruck_rounds, schedule_size
 from a2a.algos.cost import Formula, Placement, option
 from a2a.algos.registry import register
-from a2a.algos.schedule import Round, zero_copy_plan
+from a2a.algos.schedule import Step, zero_copy_plan
 
 
 def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
@@ -19,7 +19,7 @@ def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     return {"alpha": rounds, "beta": sent * m}
 
 
-def rounds(p: int, rank: int, radix: int) -> list[Round]:
+def rounds(p: int, rank: int, radix: int) -> list[Step]:
     """Bruck's rounds for `rank`: round (d, v) moves every block whose distance i has base-radix digit d = v.
 
     A block travelling i ranks forward (from s to s + i) has covered the digits below d before
@@ -31,7 +31,7 @@ def rounds(p: int, rank: int, radix: int) -> list[Round]:
         sent = [((rank - i % span) % p, (rank - i % span + i) % p) for i in moved]
         covered = [i % (span * radix) for i in moved]
         received = [((rank - c) % p, (rank - c + i) % p) for c, i in zip(covered, moved)]
-        mine.append(Round((rank + digit * span) % p, sent, (rank - digit * span) % p, received))
+        mine.append(Step((rank + digit * span) % p, sent, (rank - digit * span) % p, received))
     return mine
 
 

@@ -1,0 +1,43 @@
+"""Ring all-to-all: p-1 steps, each rank forwarding to its right neighbour every block not yet home.
+
+Only neighbour links carry traffic, so on a ring (or along a torus line) no message crosses a
+link it does not need and no two messages share one; the price is bytes: a block that
+travels d hops is sent d times, p(p-1)/2 blocks per rank in all where a direct exchange sends
+p-1. At step s (1 .. p-1) rank r sends to r+1 the p-s blocks that came from r-s+1 and go to
+r+1 .. r+p-s, and receives from r-1 the p-s blocks of r-s, for r .. r+p-s-1: the first is
+home, the others travel on. Each step is one Sendrecv whose datatypes read and write the
+blocks where they lie (a2a.algos.schedule), so nothing is packed.
+
+Cost: p-1 latencies in series, and the bytes one rank sends, (p-1) + (p-2) + ... + 1 blocks:
+  T = (p-1) alpha + p(p-1)/2 m beta
+No MPI library has it (no twin).
+"""
+from a2a.algos.cost import Formula, Placement, Round
+from a2a.algos.registry import register
+from a2a.algos.schedule import Step, zero_copy_plan
+
+
+def steps(p: int, r: int) -> list[Step]:
+    """Rank r's steps: blocks named (source, destination), sent right, received from the left."""
+    return [Step((r + 1) % p, [((r - s + 1) % p, (r + d) % p) for d in range(1, p - s + 1)],
+                 (r - 1) % p, [((r - s) % p, (r + d) % p) for d in range(p - s)])
+            for s in range(1, p)]
+
+
+def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
+    """(p-1) alpha + p(p-1)/2 m beta."""
+    p = s.nprocs
+    return {"alpha": p - 1, "beta": p * (p - 1) / 2 * m}
+
+
+def traffic(p: int, m: float, options: dict) -> list[Round]:
+    """Step s: every rank sends (p-s) m bytes to its right neighbour."""
+    return [[(r, (r + 1) % p, (p - s) * m) for r in range(p)] for s in range(1, p)]
+
+
+@register("ring", mirrors="store-and-forward ring all-to-all (neighbour links only; no MPI library twin)",
+          cost=Formula("(p-1) alpha + p(p-1)/2 m beta", ("alpha", "beta"), terms), traffic=traffic,
+          simplicity=19)
+def ring(comm, sendbuf, recvbuf):
+    """p-1 steps to the right neighbour, each forwarding every block not yet home (zero-copy datatypes)."""
+    return zero_copy_plan(comm, sendbuf, recvbuf, steps(comm.size, comm.rank))
