@@ -16,10 +16,14 @@ from .options import parse_count, parse_list
 @click.option("--sizes", default="8,1K,64K,1M", show_default=True, help="Bytes per peer.")
 @click.option("--iterations", default=200, show_default=True, help="Timed calls per point.")
 @click.option("--repeats", default=3, show_default=True, help="Launches per twin and count; ratios are medians.")
+@click.option("--algorithms", help="Our variants, NAME or NAME:KEY=VALUE, comma-separated (bruck_zero_copy:radix=3). "
+                                   "[default: every algorithm with a twin in the library, at its defaults]")
 @click.option("--mpiexec", "launcher", default=None, help="mpiexec to use [default: the one beside this Python].")
-def overhead(nprocs: str, sizes: str, iterations: int, repeats: int, launcher: str | None) -> None:
+def overhead(nprocs: str, sizes: str, iterations: int, repeats: int, algorithms: str | None,
+             launcher: str | None) -> None:
     """Print ours/native median ratios with the library forced to the same algorithm (MPICH, Open MPI)."""
+    chosen = [spec.strip() for spec in algorithms.split(",") if spec.strip()] if algorithms else None
     table = overhead_rows(launcher or mpi_tool("mpiexec"), parse_list(nprocs, "process count", parse_count),
-                          parse_list(sizes, "size"), iterations, repeats)
+                          parse_list(sizes, "size"), iterations, repeats, chosen)
     click.echo(tabulate(table, headers=HEADERS, disable_numparse=True))
     click.echo("ratio = our p50 / native p50 in the same launch (< 1: ours is faster)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from a2a.errors import HarnessError
-from a2a.measure.overhead import OURS, forced_twin, library_of
+from a2a.measure.overhead import forced_twin, library_of, with_twins
 
 
 def test_mpich_twins_are_forced_through_its_cvars():
@@ -22,13 +22,19 @@ def test_open_mpi_linear_sync_is_coll_tuned_4_with_the_window_as_max_requests():
         "OMPI_MCA_coll_tuned_alltoall_algorithm_max_requests": "2"})
 
 
-def test_every_listed_variant_is_raced_against_a_forced_algorithm_not_the_default():
-    for library, variants in OURS.items():
-        for ours in variants:
+def test_every_default_variant_is_raced_against_a_forced_algorithm_not_the_default():
+    for library in ("MPICH", "Open MPI"):
+        raced = with_twins(library, 4)
+        assert "pairwise" in raced and "native" not in raced and "bine" not in raced  # bine: no library has it
+        for ours in raced:
             name, variables = forced_twin(library, ours, 4)
             forced = variables.get("MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM") or \
                 variables["OMPI_MCA_coll_tuned_alltoall_algorithm"]
             assert name.startswith(library) and forced not in ("native", "auto", "0"), (library, ours, name)
+
+
+def test_a_variant_without_a_twin_at_this_count_is_none():
+    assert forced_twin("Open MPI", "throttled:window=2", 8) is None  # batches are not linear_sync
 
 
 def test_the_library_is_told_by_its_tools(tmp_path):

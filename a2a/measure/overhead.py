@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from a2a.algos.registry import NATIVE, twin
+from a2a.algos.registry import NATIVE, candidates, twin
 from a2a.analysis.export import mpich, ompi
 from a2a.errors import HarnessError
 from a2a.measure.grid import parse_variant
@@ -23,19 +23,20 @@ from a2a.units import human_bytes
 POINT_SECONDS = 20  # --max-time-per-point of each launch
 FORCING = {"MPICH": mpich.forcing, "Open MPI": ompi.forcing}
 
-# per library, our variants whose C twin it can be forced to run
-OURS = {
-    "MPICH": ["pairwise", "bruck:radix=2", "throttled:window=8", "bruck_zero_copy:radix=2",
-              "bruck_zero_copy:radix=3", "bruck_zero_copy:radix=4"],
-    "Open MPI": ["linear_sync:window=2"],
-}
 HEADERS = ["nprocs", "bytes/peer", "ours", "native forced to", "median ratio", "per launch"]
 
 
-def forced_twin(library: str, ours: str, nprocs: int) -> tuple[str, dict[str, str]]:
-    """The library's algorithm for our variant (the twin its file names) and the variables that force it."""
+def forced_twin(library: str, ours: str, nprocs: int) -> tuple[str, dict[str, str]] | None:
+    """The library's algorithm for our variant (the twin its file names) and the variables that force it;
+    None when the variant has no twin there at this process count."""
     name, given = parse_variant(ours)
-    return FORCING[library](twin(name, "alltoall", library, given, nprocs))
+    found = twin(name, "alltoall", library, given, nprocs)
+    return None if found is None or name == NATIVE else FORCING[library](found)
+
+
+def with_twins(library: str, nprocs: int) -> list[str]:
+    """Every algorithm that may be chosen and has a twin in `library` at its defaults: what is raced by default."""
+    return [name for name in candidates("alltoall") if forced_twin(library, name, nprocs)]
 
 
 def library_of(launcher: str) -> str:
@@ -47,14 +48,22 @@ def library_of(launcher: str) -> str:
     return library
 
 
-def overhead_rows(launcher: str, counts: list[int], sizes: list[int], iterations: int, repeats: int
-                  ) -> list[list[str]]:
-    """Per process count, variant and size: ours, its forced twin, the median ratio and each launch's."""
+def overhead_rows(launcher: str, counts: list[int], sizes: list[int], iterations: int, repeats: int,
+                  variants: list[str] | None = None) -> list[list[str]]:
+    """Per process count, variant and size: ours, its forced twin, the median ratio and each launch's.
+
+    `variants` (NAME or NAME:KEY=VALUE) default to every algorithm with a twin in the library;
+    one without a twin at a process count gets a row that says so.
+    """
     library, table = library_of(launcher), []
     with tempfile.TemporaryDirectory(prefix="a2a-overhead-") as scratch:
         for n in counts:
-            for ours in OURS[library]:
-                theirs, variables = forced_twin(library, ours, n)
+            for ours in variants or with_twins(library, n):
+                forced = forced_twin(library, ours, n)
+                if forced is None:
+                    table.append([str(n), "-", ours, f"no {library} twin at {n} ranks", "-", "-"])
+                    continue
+                theirs, variables = forced
                 ratios: dict[int, list[float]] = {}
                 for repeat in range(repeats):
                     out = Path(scratch) / f"{n}-{ours}-{repeat}".replace(":", "-")
