@@ -5,8 +5,7 @@ from pathlib import Path
 
 import click
 
-from a2a.analysis import plot, topoplot
-from a2a.analysis import study as topostudy
+from a2a.analysis import plot, study
 from a2a.record.results import load
 
 from .group import echo, main
@@ -20,8 +19,8 @@ def plot_command(results: str, output: str | None) -> None:
     """Draw the run's figures, or a topology study's (needs the plot extra: pip install 'a2a-testbed[plot]')."""
     plot.pyplot()  # fail first, and clearly, when matplotlib is missing
     directory = Path(output) if output else Path(results) / "plots"
-    if (Path(results) / topostudy.STUDY_MANIFEST).is_file():  # a topology study: its own figures
-        figures = topoplot.plot_study(topostudy.study_runs(Path(results)), directory)
+    if (Path(results) / study.STUDY_MANIFEST).is_file():  # a topology study: its own figures
+        figures = study.plot_study(study.study_runs(Path(results)), directory)
     else:
         figures = plot.plot_all(load(Path(results)), directory)
     for figure in figures:

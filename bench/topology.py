@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from a2a.algos import registry
-from a2a.analysis import study as topostudy
+from a2a.analysis import study
 from a2a.analysis.study import STUDY_MANIFEST, study_entries, study_runs
 from a2a.emulate import cluster
 from a2a.errors import BadConfig, ClusterError
@@ -122,4 +122,4 @@ def study_report(directory: Path) -> str:
     if not runs:
         return "\n".join(head)
     base = next(iter(runs))
-    return "\n".join(head) + "\n\n" + topostudy.report(runs, base)
+    return "\n".join(head) + "\n\n" + study.report(runs, base)

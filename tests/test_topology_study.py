@@ -10,7 +10,7 @@ from support import python
 from a2a import fabric
 from a2a.algos.builtin.bruck import steps as bruck_steps
 from a2a.analysis import contention
-from a2a.analysis import study as topostudy
+from a2a.analysis import study as topology_study
 from a2a.errors import BadConfig
 from a2a.record.results import Recorder, Row
 from a2a.units import human_bytes
@@ -73,7 +73,7 @@ def modelled_rows(topology: str, algorithms: tuple[str, ...] = ("pairwise", "lin
 
 def test_model_fitted_on_the_switch_predicts_the_ring_through_its_links():
     runs = {t: modelled_rows(t) for t in ("switch", "ring")}
-    errors = topostudy.model_errors(runs, "switch")
+    errors = topology_study.model_errors(runs, "switch")
     # pairwise: rounds fixed, only the bandwidth term moves with the topology, and the model knows it
     for size in SIZES:
         assert errors["switch"][size, "pairwise"] == pytest.approx(0, abs=0.02)
@@ -84,7 +84,7 @@ def test_model_fitted_on_the_switch_predicts_the_ring_through_its_links():
 
 def test_study_report_prints_every_table(tmp_path: Path):
     runs = {"switch": modelled_rows("switch"), "torus:2x4": modelled_rows("torus:2x4")}
-    text = topostudy.report(runs, "switch")
+    text = topology_study.report(runs, "switch")
     assert "switch: p50 per call, us" in text and "torus:2x4: p50 per call, us" in text
     speedups = text.split("speedup torus:2x4 over switch")[1].split("\n\n")[0]
     big = next(line for line in speedups.splitlines() if line.strip().startswith("1M"))
@@ -109,7 +109,7 @@ def test_a_study_writes_into_a_new_or_empty_directory_only(tmp_path: Path):
 
 def test_floor_exits_find_the_first_size_past_twice_the_floor():
     table = {(8, "a"): 10.0, (64, "a"): 15.0, (512, "a"): 25.0, (4096, "a"): 90.0, (8, "b"): 5.0, (64, "b"): 6.0}
-    assert topostudy.floor_exits(table) == {"a": (10.0, 512), "b": (5.0, None)}
+    assert topology_study.floor_exits(table) == {"a": (10.0, 512), "b": (5.0, None)}
 
 
 @pytest.fixture
@@ -118,7 +118,7 @@ def study(tmp_path: Path) -> Path:
     manifest = [{"name": "switch", "topology": "switch", "title": "8 nodes x 1 slot"},
                 {"name": "ring", "topology": "ring", "title": "8 nodes x 1 slot on ring"},
                 {"name": "torus-2x4", "topology": "torus:2x4", "title": "never ran"}]
-    (tmp_path / topostudy.STUDY_MANIFEST).write_text(json.dumps({"runs": manifest}))
+    (tmp_path / topology_study.STUDY_MANIFEST).write_text(json.dumps({"runs": manifest}))
     for entry in manifest[:2]:
         recorder = Recorder(tmp_path / entry["name"])
         for row in modelled_rows(entry["topology"]):
