@@ -60,3 +60,18 @@ def test_each_builtin_file_registers_the_algorithm_it_is_named_after():
     for name, algorithm in registered.items():
         for kind in algorithm.kinds.values():
             assert kind.factory.__module__ == f"{BUILTIN_PACKAGE}.{name}", (name, kind.factory.__module__)
+
+
+def test_the_console_script_is_python_m_bench(tmp_path: Path):
+    """a2a-bench goes through the same entry: a bad option is one line on one rank, exit 2 on every rank."""
+    from support import launch_command
+
+    from a2a.mpi import clean_launcher_env
+
+    script = Path(sys.executable).parent / "a2a-bench"
+    if not script.exists():
+        pytest.skip("the package is not installed with its console script (pip install -e .)")
+    done = subprocess.run(launch_command(2, str(script), "run", "--sizes", "7Q", "--output", str(tmp_path / "out")),
+                          capture_output=True, text=True, timeout=120, env=clean_launcher_env())
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("size '7Q' is not a byte count") == 1, done.stderr
