@@ -154,7 +154,7 @@ def build_config(comm: Any, values: dict[str, Any]) -> SweepConfig:
         sizes=sizes, dtype=dtype, nprocs=nprocs, ppn=ppn, collective=collective, workload=workload,
         variants=variants(_as_text(get("algorithms", "all")), options, ppn, collective, workload),
         warmup=parse_count(str(get("warmup", 1)), "--warmup"),
-        iterations=max(1, parse_count(str(get("iterations", 25)), "--iterations")),
+        iterations=_at_least_one(get("iterations", 25), "--iterations"),
         max_time_per_point=_seconds(get("max_time_per_point", 10), "--max-time-per-point"),
         stall_threshold=_seconds(get("stall_threshold", 0.1), "--stall-threshold"),
         check=bool(get("check", True)),
@@ -172,6 +172,13 @@ def _check_sizes(sizes: list[int], dtype: str) -> None:
     odd = [s for s in sizes if s % itemsize]
     if odd:
         raise BadConfig(f"sizes {odd} are not multiples of {dtype}'s {itemsize} bytes")
+
+
+def _at_least_one(value: Any, what: str) -> int:
+    count = parse_count(str(value), what)
+    if count < 1:
+        raise BadConfig(f"{what} {count}; accepted: 1 or more")
+    return count
 
 
 def _choice(value: Any, accepted: tuple[str, ...], what: str) -> str:

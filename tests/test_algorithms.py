@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from support import assert_collective_tests_pass, bench, runs_alike, self_comm, subcommunicators
 
 import a2a
-from a2a.algos.buffers import _buffer_problem
+from a2a.algos.buffers import alltoall_call
 from a2a.algos.builtin import bine, bruck_zero_copy
 from a2a.algos.builtin.dimensional import balanced, factors
 from a2a.algos.builtin.hierarchical import leader_permutations
@@ -119,7 +120,7 @@ def test_ranks_with_different_dtypes_are_refused(comm):
         pytest.skip("needs two ranks")
     dtype = np.float32 if comm.rank else np.float64
     send, recv = np.zeros(comm.size * 2, dtype), np.zeros(comm.size * 2, dtype)
-    with pytest.raises(a2a.BadInput, match="every rank must pass the same dtype and size"):
+    with pytest.raises(a2a.BadInput, match="every rank must give the same algorithm, options, dtype and count"):
         a2a.alltoall(comm, send, recv, "linear")
 
 
@@ -132,7 +133,8 @@ def test_every_algorithm_on_one_to_eight_ranks():
     (np.zeros(4, np.float32), np.zeros(4, np.float64), "sendbuf is float32 but recvbuf is float64"),
     (np.zeros(4, np.float32), np.zeros(6, np.float32), "sendbuf has 4 elements but recvbuf 6"),
     (np.zeros(8, np.float32)[::2], np.zeros(4, np.float32), "sendbuf must be C-contiguous"),
-    ([0.0] * 4, np.zeros(4), "sendbuf must be a NumPy array, not list"),
+    ([0.0] * 4, np.zeros(4), r"a message spec is \[buf, datatype\] or \[buf, count, datatype\]"),
+    ({"a": 1}, np.zeros(4), "sendbuf is a dict; accepted: a NumPy array"),
 ])
 def test_bad_buffers_are_refused(send, recv, message):
     with pytest.raises(a2a.BadInput, match=message):
@@ -146,7 +148,8 @@ def test_same_array_for_both_is_refused():
 
 
 def test_size_not_divisible_by_comm_size():
-    assert "not divisible by the communicator size 3" in _buffer_problem(3, np.zeros(4), np.zeros(4))
+    with pytest.raises(a2a.BadInput, match="not divisible by the 3 ranks"):
+        alltoall_call(SimpleNamespace(size=3), np.zeros(4), np.zeros(4))
 
 
 def test_read_only_recvbuf_is_refused():

@@ -1,47 +1,187 @@
-"""The buffer rules of MPI_Alltoall and MPI_Alltoallv, checked on every rank before any algorithm runs.
+"""What an all-to-all may be given, and the ranks' agreement on it, checked on every rank before any message moves.
 
-An alltoallv side is a `VBuffer`: the array, and per peer a count and a displacement in elements."""
+Buffers are NumPy arrays, or what mpi4py also takes: `[buf, datatype]` and `[buf, count,
+datatype]` specs with a predefined datatype, `array.array`, `bytearray`, `memoryview`, `bytes`
+(to send), host DLPack tensors, and `MPI.IN_PLACE` as the send buffer. Refused, with the reason:
+GPU arrays, object dtypes, non-contiguous arrays, derived datatypes. Every dtype of a fixed size
+travels: numbers as MPI's own types, anything else (strings, records) as bytes.
+
+Each rank checks its own call, then one allgather at plan time (over both groups of an
+intercommunicator) brings every rank's problem and the signature of its call (algorithm,
+options, dtype, count, in place) to every rank: any problem, or a signature that differs, is
+one BadInput on every rank, never a hang. An alltoallv's counts are then checked against the
+peers' (one alltoall of the counts).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Hashable, Sequence
 
 import numpy as np
 
-from a2a.errors import BadInput
+from a2a.errors import A2AError, BadInput, BadOption
+
+GPU = "a GPU array ({kind}); the a2a algorithms move host memory. Accepted: NumPy arrays or other host buffers " \
+      "(copy it to the host first, e.g. cupy.asnumpy); a CUDA-aware MPI takes it directly in comm.Alltoall"
 
 
-def check_buffers(comm: Any, sendbuf: Any, recvbuf: Any) -> None:
-    """Raise BadInput on every rank if any rank's buffers break MPI_Alltoall's rules."""
-    problem = _buffer_problem(comm.size, sendbuf, recvbuf)
-    shape = None if problem else (sendbuf.dtype.str, sendbuf.size)
-    verdicts = comm.allgather((problem, shape))
-    for rank, (problem, _) in enumerate(verdicts):
-        if problem:
-            raise BadInput(f"rank {rank}: {problem}")
-    shapes = {s for _, s in verdicts}
-    if len(shapes) > 1:
-        found = ", ".join(f"{np.dtype(d).name} x {n}" for d, n in sorted(shapes))
-        raise BadInput(f"ranks pass different buffers ({found}); every rank must pass the same dtype and size")
+def is_in_place(buf: Any) -> bool:
+    """Whether `buf` is MPI.IN_PLACE."""
+    if buf is None or isinstance(buf, np.ndarray):
+        return False
+    from mpi4py import MPI
+
+    return buf is MPI.IN_PLACE
 
 
-def _buffer_problem(size: int, sendbuf: Any, recvbuf: Any) -> str | None:
-    for name, buf in (("sendbuf", sendbuf), ("recvbuf", recvbuf)):
-        if not isinstance(buf, np.ndarray):
-            return f"{name} must be a NumPy array, not {type(buf).__name__}"
-        if not buf.flags.c_contiguous:
-            return f"{name} must be C-contiguous (use np.ascontiguousarray)"
-    if sendbuf.dtype != recvbuf.dtype:
-        return f"sendbuf is {sendbuf.dtype} but recvbuf is {recvbuf.dtype}; they must match"
-    if sendbuf.size != recvbuf.size:
-        return f"sendbuf has {sendbuf.size} elements but recvbuf {recvbuf.size}; they must match"
-    if sendbuf.size % size:
-        return f"buffer size {sendbuf.size} is not divisible by the communicator size {size}"
-    if sendbuf.size and np.shares_memory(sendbuf, recvbuf):
-        return "sendbuf and recvbuf overlap; pass two separate arrays"
-    if not recvbuf.flags.writeable:
-        return "recvbuf is read-only"
-    return None
+def peers(comm: Any) -> int:
+    """The ranks a call exchanges with: the communicator's, or the remote group's of an intercommunicator."""
+    return comm.Get_remote_size() if is_inter(comm) else comm.size
+
+
+def is_inter(comm: Any) -> bool:
+    """Whether `comm` is an intercommunicator (a communicator that cannot say is not one)."""
+    test = getattr(comm, "Is_inter", None)
+    return bool(test()) if test else False
+
+
+def host_array(buf: Any, name: str, count_unit: int = 0) -> np.ndarray:
+    """`buf` as a NumPy array in host memory; BadInput names what it was and what is accepted.
+
+    For a [buf, count, datatype] spec, `count_unit` is how many counts the exchange moves in all
+    (the peers, for an alltoall's count per peer); 0 refuses a spec with a count.
+    """
+    if isinstance(buf, np.ndarray):
+        array = buf
+    elif hasattr(buf, "__cuda_array_interface__"):
+        raise BadInput(f"{name} is " + GPU.format(kind=type(buf).__name__))
+    elif hasattr(buf, "__dlpack_device__") and buf.__dlpack_device__()[0] != 1:  # kDLCPU is 1
+        raise BadInput(f"{name} is " + GPU.format(kind=f"{type(buf).__name__} on DLPack device "
+                                                  f"{buf.__dlpack_device__()[0]}"))
+    elif isinstance(buf, (list, tuple)):
+        array = _spec_array(buf, name, count_unit)
+    elif hasattr(buf, "__dlpack__"):
+        array = np.from_dlpack(buf)
+    else:
+        try:
+            view = memoryview(buf)
+            array = np.frombuffer(view, dtype=view.format if view.format not in ("c", "") else "B")
+        except (TypeError, ValueError):
+            raise BadInput(f"{name} is a {type(buf).__name__}; accepted: a NumPy array, a [buf, count, datatype] "
+                           "spec, or any host buffer (array.array, bytearray, memoryview)") from None
+    if array.dtype.hasobject:
+        raise BadInput(f"{name} has dtype {array.dtype}, references to Python objects rather than their data; "
+                       "accepted: dtypes of a fixed size (numbers, bool, bytes 'S', str 'U', records)")
+    if not array.flags.c_contiguous:
+        raise BadInput(f"{name} must be C-contiguous, as MPI reads it (use np.ascontiguousarray)")
+    return array
+
+
+def _spec_array(spec: Sequence[Any], name: str, count_unit: int) -> np.ndarray:
+    """The elements a [buf, datatype] or [buf, count, datatype] spec covers."""
+    from mpi4py import MPI
+
+    if len(spec) not in (2, 3) or not isinstance(spec[-1], MPI.Datatype):
+        raise BadInput(f"{name}: a message spec is [buf, datatype] or [buf, count, datatype]; got {len(spec)} items")
+    try:
+        dtype = np.dtype(spec[-1].tocode())
+    except ValueError:
+        raise BadInput(f"{name}: a derived datatype; accepted: a predefined datatype (MPI.INT, MPI.DOUBLE, ...), "
+                       "or a NumPy array of the record dtype") from None
+    raw = host_array(spec[0], name)
+    if raw.nbytes % dtype.itemsize:
+        raise BadInput(f"{name}: {raw.nbytes} bytes are no whole number of {dtype} items")
+    array = raw.reshape(-1).view(np.uint8).view(dtype)
+    if len(spec) == 2:
+        return array
+    if not count_unit or not isinstance(spec[1], (int, np.integer)):
+        raise BadInput(f"{name}: a spec with counts; for alltoallv give them as sendcounts and recvcounts")
+    used = int(spec[1]) * count_unit
+    if not 0 <= used <= array.size:
+        raise BadInput(f"{name}: the spec's count {spec[1]} x {count_unit} peers is {used} items; "
+                       f"its buffer holds {array.size}")
+    return array[:used]
+
+
+def mpi_type(dtype: np.dtype) -> tuple[Any, int]:
+    """The MPI datatype that carries `dtype`'s items, and how many of it one item is: numbers travel as MPI's
+    own types, anything else of a fixed size (strings, records, non-native byte order) as bytes."""
+    from mpi4py import MPI
+
+    if dtype.kind in "biufc" and dtype.isnative:
+        try:
+            datatype = MPI.Datatype.fromcode(dtype.char)
+        except (KeyError, ValueError):
+            datatype = None
+        if datatype is not None and datatype.Get_size() == dtype.itemsize:
+            return datatype, 1
+    return MPI.BYTE, dtype.itemsize
+
+
+def alltoall_call(comm: Any, sendbuf: Any, recvbuf: Any) -> tuple[np.ndarray | None, np.ndarray, tuple]:
+    """This rank's (sendbuf or None when in place, recvbuf, signature) of an MPI_Alltoall; BadInput if they break
+    its rules here (every rank raises later if any does: see agree)."""
+    n = peers(comm)
+    in_place = is_in_place(sendbuf)
+    recv = host_array(recvbuf, "recvbuf", n)
+    send = None if in_place else host_array(sendbuf, "sendbuf", n)
+    if in_place and is_inter(comm):
+        raise BadInput("MPI.IN_PLACE on an intercommunicator; MPI allows it on intracommunicators only")
+    if send is not None:
+        if send.dtype != recv.dtype:
+            raise BadInput(f"sendbuf is {send.dtype} but recvbuf is {recv.dtype}; they must match")
+        if send.size != recv.size:
+            raise BadInput(f"sendbuf has {send.size} elements but recvbuf {recv.size}; they must match")
+        if send.size and np.shares_memory(send, recv):
+            raise BadInput("sendbuf and recvbuf overlap; pass two separate arrays, or MPI.IN_PLACE as sendbuf")
+    if recv.size % max(n, 1):
+        raise BadInput(f"buffer size {recv.size} is not divisible by the {n} ranks it is exchanged with")
+    if not recv.flags.writeable:
+        raise BadInput("recvbuf is read-only")
+    return send, recv, (recv.dtype.str, recv.size // max(n, 1), in_place)
+
+
+def agree(comm: Any, problem: BadInput | A2AError | None, signature: Hashable) -> None:
+    """Raise, on every rank alike, the first rank's problem, or that the ranks' calls differ (naming how).
+
+    One allgather, over both groups of an intercommunicator (merged for it, then freed). A bad option
+    is a BadOption on every rank, any other problem a BadInput.
+    """
+    mine = (type(problem) is BadOption, str(problem)) if problem else None
+    everyone = comm.Merge() if is_inter(comm) else comm
+    try:
+        verdicts = everyone.allgather((mine, None if problem else signature))
+    finally:
+        if everyone is not comm:
+            everyone.Free()
+    first = next(((rank, p) for rank, (p, _) in enumerate(verdicts) if p), None)
+    if first:
+        rank, (bad_option, text) = first
+        raise (BadOption if bad_option else BadInput)(f"rank {rank}: {text}")
+    if len({s for _, s in verdicts}) > 1:
+        by_call: dict[Hashable, list[int]] = {}
+        for rank, (_, s) in enumerate(verdicts):
+            by_call.setdefault(s, []).append(rank)
+        calls = "; ".join(f"{_ranks(ranks)}: {describe(s)}" for s, ranks in by_call.items())
+        raise BadInput(f"the ranks make different calls ({calls}); every rank must give the same algorithm, "
+                       "options, dtype and count (and MPI.IN_PLACE on all or none)")
+
+
+def describe(signature: Hashable) -> str:
+    """A call's signature as text: 'bruck radix=4, float32 x 8 per peer'."""
+    name, options, dtype, count, in_place = signature
+    text = ",".join(f"{k}={v}" for k, v in options)
+    return (f"{name}{' ' + text if text else ''}, {np.dtype(dtype).name} x {count}"
+            f"{' per peer' if isinstance(count, int) else ''}{', in place' if in_place else ''}")
+
+
+def _ranks(ranks: list[int]) -> str:
+    """'rank 3', 'ranks 0,1,2' or 'ranks 0..63 (40 of them)'."""
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    listed = ",".join(map(str, ranks)) if len(ranks) < 6 else f"{ranks[0]}..{ranks[-1]} ({len(ranks)} of them)"
+    return f"ranks {listed}"
+
 
 @dataclass(frozen=True)
 class VBuffer:
@@ -70,8 +210,8 @@ class VBuffer:
         """The (buffer, (counts, displs), datatype) message spec mpi4py's Alltoallv takes."""
         from mpi4py import MPI
 
-        return (MPI.buffer(self.array), (self.counts.tolist(), self.displs.tolist()),
-                MPI.Datatype.fromcode(self.array.dtype.char))
+        datatype, scale = mpi_type(self.array.dtype)
+        return (MPI.buffer(self.array), ((self.counts * scale).tolist(), (self.displs * scale).tolist()), datatype)
 
 
 def packed(counts: Sequence[int]) -> np.ndarray:
@@ -80,56 +220,57 @@ def packed(counts: Sequence[int]) -> np.ndarray:
     return np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64) if len(counts) else counts
 
 
-def vbuffers(comm: Any, sendbuf: Any, sendcounts: Any, recvbuf: Any, recvcounts: Any,
-             sdispls: Any = None, rdispls: Any = None) -> tuple[VBuffer, VBuffer]:
-    """Check MPI_Alltoallv's rules on every rank; raise BadInput on all of them if any rank breaks one.
+def alltoallv_call(comm: Any, sendbuf: Any, sendcounts: Any, recvbuf: Any, recvcounts: Any, sdispls: Any = None,
+                   rdispls: Any = None) -> tuple[VBuffer | None, VBuffer, tuple]:
+    """This rank's (send side or None when in place, receive side, signature) of an MPI_Alltoallv; BadInput if
+    they break its rules here.
 
-    Checked: arrays, dtypes alike everywhere, counts and displacements (p non-negative
-    integers each), blocks inside their buffer, receive blocks not overlapping (MPI lets
-    send blocks overlap: they are only read), and that what each rank sends to a peer is
-    what that peer expects to receive (the counts are exchanged once, here).
+    Checked: the buffers, counts and displacements (one non-negative integer per peer each),
+    blocks inside their buffer, receive blocks not overlapping (MPI lets send blocks overlap:
+    they are only read). Whether what each rank sends is what its peer expects is `matched_counts`'.
     """
-    p = comm.size
-    problem, sides = None, None
-    try:
-        sides = (_side("send", sendbuf, sendcounts, sdispls, p), _side("recv", recvbuf, recvcounts, rdispls, p))
-        problem = _pair_problem(*sides)
-    except BadInput as bad:
-        problem = str(bad)
-    dtype = None if problem else sendbuf.dtype.str
-    verdicts = comm.allgather((problem, dtype))
-    _raise_first(verdicts)
-    if len({d for _, d in verdicts}) > 1:
-        found = ", ".join(sorted({np.dtype(d).name for _, d in verdicts}))
-        raise BadInput(f"ranks pass different dtypes ({found}); every rank must pass the same dtype")
-    send, recv = sides
-    incoming = comm.alltoall(send.counts.tolist())  # incoming[j]: what rank j will send here
+    n, in_place = peers(comm), is_in_place(sendbuf)
+    if in_place and is_inter(comm):
+        raise BadInput("MPI.IN_PLACE on an intercommunicator; MPI allows it on intracommunicators only")
+    send = None if in_place else _side("send", sendbuf, sendcounts, sdispls, n)
+    recv = _side("recv", recvbuf, recvcounts, rdispls, n)
+    if send is not None:
+        if send.array.dtype != recv.array.dtype:
+            raise BadInput(f"sendbuf is {send.array.dtype} but recvbuf is {recv.array.dtype}; they must match")
+        if send.array.size and recv.array.size and np.shares_memory(send.array, recv.array):
+            raise BadInput("sendbuf and recvbuf overlap; pass two separate arrays, or MPI.IN_PLACE as sendbuf")
+    if not recv.array.flags.writeable:
+        raise BadInput("recvbuf is read-only")
+    clash = overlap(recv.counts, recv.displs)
+    if clash:
+        raise BadInput(f"receive blocks {clash[0]} and {clash[1]} overlap (rdispls and recvcounts); "
+                       "MPI writes no element twice")
+    return send, recv, (recv.array.dtype.str, "per-peer counts", in_place)
+
+
+def matched_counts(comm: Any, send: VBuffer | None, recv: VBuffer) -> None:
+    """Raise on every rank unless what each rank sends each peer is what that peer expects (collective).
+
+    In place, a rank sends each peer the block it receives from it: its recvcounts.
+    """
+    outgoing = (send or recv).counts.tolist()
+    incoming = comm.alltoall(outgoing)  # incoming[j]: what rank j will send here
     mismatched = [(j, int(n), int(m)) for j, (n, m) in enumerate(zip(incoming, recv.counts)) if n != m]
     text = "; ".join(f"rank {j} sends {n} but recvcounts[{j}] = {m}" for j, n, m in mismatched[:4])
-    _raise_first(comm.allgather((f"{text}; sendcounts must match the peers' recvcounts" if text else None, None)))
-    return send, recv
-
-
-def _raise_first(verdicts: list[tuple[str | None, Any]]) -> None:
-    for rank, (problem, _) in enumerate(verdicts):
-        if problem:
-            raise BadInput(f"rank {rank}: {problem}")
+    agree(comm, BadInput(f"{text}; sendcounts must match the peers' recvcounts") if text else None, None)
 
 
 def _side(side: str, buf: Any, counts: Any, displs: Any, p: int) -> VBuffer:
     name = f"{side}buf"
-    if not isinstance(buf, np.ndarray):
-        raise BadInput(f"{name} must be a NumPy array, not {type(buf).__name__}")
-    if not buf.flags.c_contiguous:
-        raise BadInput(f"{name} must be C-contiguous (use np.ascontiguousarray)")
+    array = host_array(buf, name)
     counts = _integers(f"{side}counts", counts, p)
     displs = packed(counts) if displs is None else _integers(f"{side[0]}displs", displs, p)
     ends = counts + displs
-    if p and ends.max() > buf.size:
+    if p and ends.max() > array.size:
         j = int(np.argmax(ends))
-        raise BadInput(f"{name} has {buf.size} elements, but block {j} ends at element {int(ends[j])} "
+        raise BadInput(f"{name} has {array.size} elements, but block {j} ends at element {int(ends[j])} "
                        f"({side}counts[{j}] = {int(counts[j])} from displacement {int(displs[j])})")
-    return VBuffer(buf, counts, displs)
+    return VBuffer(array, counts, displs)
 
 
 def _integers(name: str, values: Any, p: int) -> np.ndarray:
@@ -140,25 +281,11 @@ def _integers(name: str, values: Any, p: int) -> np.ndarray:
     except (TypeError, ValueError):
         ok = False
     if not ok or len(array) != p:
-        raise BadInput(f"{name} must be {p} integers (one per rank of the communicator), got {values!r}")
+        raise BadInput(f"{name} must be {p} integers (one per rank exchanged with), got {values!r}")
     if (array < 0).any():
         j = int(np.argmax(array < 0))
         raise BadInput(f"{name}[{j}] = {int(array[j])}; counts and displacements must be >= 0")
     return array.astype(np.int64)
-
-
-def _pair_problem(send: VBuffer, recv: VBuffer) -> str | None:
-    if send.array.dtype != recv.array.dtype:
-        return f"sendbuf is {send.array.dtype} but recvbuf is {recv.array.dtype}; they must match"
-    if not recv.array.flags.writeable:
-        return "recvbuf is read-only"
-    if send.array.size and recv.array.size and np.shares_memory(send.array, recv.array):
-        return "sendbuf and recvbuf overlap; pass two separate arrays"
-    clash = overlap(recv.counts, recv.displs)
-    if clash:
-        return (f"receive blocks {clash[0]} and {clash[1]} overlap (rdispls and recvcounts); "
-                "MPI writes no element twice")
-    return None
 
 
 def overlap(counts: Sequence[int], displs: Sequence[int]) -> tuple[int, int] | None:

@@ -28,9 +28,10 @@ from typing import Any, Callable, Hashable, Iterator
 
 import numpy as np
 
-from a2a.algos.buffers import check_buffers, vbuffers
+from a2a.algos.buffers import VBuffer, agree, alltoall_call, alltoallv_call, is_inter, matched_counts
 from a2a.algos.cost import GENERIC, Formula, MatrixCost, Traffic, everything
-from a2a.errors import BadInput, BadOption, PluginError, UnknownAlgorithm
+from a2a.algos.prebuilt import copier
+from a2a.errors import A2AError, BadInput, BadOption, PluginError, UnknownAlgorithm
 from a2a.record.results import NATIVE
 
 ENTRY_POINT_GROUP = "a2a.algorithms"
@@ -87,6 +88,8 @@ class Kind:
     cost: Formula | MatrixCost | None = None
     traffic: Traffic | None = None
     twins: dict[str, Twin] = field(default_factory=dict)
+    intercomm: bool = False  # serves intercommunicators (else refused, naming the algorithm)
+    in_place: bool = False  # takes MPI.IN_PLACE itself (else the plan stages the data: one copy per call)
 
 
 @dataclass(frozen=True)
@@ -130,32 +133,33 @@ class Algorithm:
         return {k: o.parse(options[k], self.name) if k in options else o.default
                 for k, o in self.options.items()}
 
-    def plan(self, comm: Any, sendbuf: np.ndarray, recvbuf: np.ndarray, **options: Any) -> "Plan":
-        """Check the input on every rank, then prepare everything one MPI_Alltoall-like call needs."""
-        factory = self.kind("alltoall").factory
-        resolved = self.resolve(options)
-        check_buffers(comm, sendbuf, recvbuf)
-        return self._prepare(comm, factory, resolved, sendbuf, recvbuf)
+    def plan(self, comm: Any, sendbuf: Any, recvbuf: Any, **options: Any) -> "Plan":
+        """Check the call and the ranks' agreement on every rank, then prepare what one MPI_Alltoall-like call needs.
 
-    def plan_v(self, comm: Any, sendbuf: np.ndarray, sendcounts: Any, recvbuf: np.ndarray, recvcounts: Any,
+        sendbuf may be MPI.IN_PLACE (the data is taken from recvbuf); docs/library.md lists the buffers taken.
+        """
+        return planned(comm, self, "alltoall", options, lambda: alltoall_call(comm, sendbuf, recvbuf))
+
+    def plan_v(self, comm: Any, sendbuf: Any, sendcounts: Any, recvbuf: Any, recvcounts: Any,
                sdispls: Any = None, rdispls: Any = None, **options: Any) -> "Plan":
         """The same for MPI_Alltoallv: counts and displacements in elements (packed when None)."""
-        factory = self.kind("alltoallv").factory
-        resolved = self.resolve(options)
-        send, recv = vbuffers(comm, sendbuf, sendcounts, recvbuf, recvcounts, sdispls, rdispls)
-        return self._prepare(comm, factory, resolved, send, recv)
+        return planned(comm, self, "alltoallv", options,
+                       lambda: alltoallv_call(comm, sendbuf, sendcounts, recvbuf, recvcounts, sdispls, rdispls))
 
-    def _prepare(self, comm: Any, factory: Callable[..., Any], resolved: dict[str, Any], send: Any,
-                 recv: Any) -> "Plan":
+    def _prepare(self, comm: Any, kind: Kind, resolved: dict[str, Any], send: Any, recv: Any) -> "Plan":
         private = comm.Dup()  # our point-to-point traffic cannot match the caller's
+        staging = None
+        if send is None and not kind.in_place:  # in place: the schedule reads a copy of recvbuf
+            send, staging = _staged(recv)
         try:
-            made = factory(private, send, recv, **resolved)
+            made = kind.factory(private, send, recv, **resolved)
         except BaseException:
             private.Free()
             raise
         if not isinstance(made, Prepared):
             made = Prepared(*made) if isinstance(made, tuple) else Prepared(made, getattr(made, "free", None))
-        return Plan(self, resolved, made.run, made.free, private, made.note)
+        run = made.run if staging is None else _after(staging, made.run)
+        return Plan(self, resolved, run, made.free, private, made.note)
 
     def describe_options(self) -> str:
         """Options as `name=default (accepted)` text."""
@@ -275,8 +279,8 @@ _NOTHING = Algorithm("", {}, {})  # what an unknown name serves: nothing
 
 def register(name: str, *, collective: str = "alltoall", mirrors: str = "", limits: dict[str, Limit] | None = None,
              cost: Formula | MatrixCost | None = None, traffic: Traffic | None = None,
-             twins: dict[str, Twin] | None = None, simplicity: int | None = None,
-             candidate: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+             twins: dict[str, Twin] | None = None, simplicity: int | None = None, candidate: bool = True,
+             intercomm: bool = False, in_place: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register a factory `f(comm, sendbuf, recvbuf, *, option=default...)` under `name` for `collective`,
     with what the model, the contention study, the exporters and the tie-break know of it (see Kind)."""
     if collective not in COLLECTIVES:
@@ -291,7 +295,8 @@ def register(name: str, *, collective: str = "alltoall", mirrors: str = "", limi
     def decorate(factory: Callable[..., Any]) -> Callable[..., Any]:
         options = _options_of(factory, limits or {}, name)
         summary = (inspect.getdoc(factory) or "").strip().splitlines()
-        kind = Kind(factory, summary[0] if summary else "", mirrors, cost, traffic, dict(twins or {}))
+        kind = Kind(factory, summary[0] if summary else "", mirrors, cost, traffic, dict(twins or {}), intercomm,
+                    in_place)
         REGISTRY.add(name, collective, kind, options, simplicity, candidate)
         return factory
     return decorate
@@ -418,16 +423,54 @@ def _import_file(path: Path, source: str) -> None:
         raise
 
 
-def alltoall(comm: Any, sendbuf: np.ndarray, recvbuf: np.ndarray, algorithm: str = NATIVE,
-             **options: Any) -> None:
-    """One all-to-all with the named algorithm (plans, runs once, frees)."""
-    with get(algorithm).plan(comm, sendbuf, recvbuf, **options) as plan:
+def alltoall(comm: Any, sendbuf: Any, recvbuf: Any, algorithm: str = NATIVE, **options: Any) -> None:
+    """One all-to-all with the named algorithm (plans, runs once, frees); a name unknown on some rank is an
+    error on every rank."""
+    with planned(comm, algorithm, "alltoall", options, lambda: alltoall_call(comm, sendbuf, recvbuf)) as plan:
         plan()
 
 
-def alltoallv(comm: Any, sendbuf: np.ndarray, sendcounts: Any, recvbuf: np.ndarray, recvcounts: Any,
-              algorithm: str = NATIVE, sdispls: Any = None, rdispls: Any = None, **options: Any) -> None:
+def alltoallv(comm: Any, sendbuf: Any, sendcounts: Any, recvbuf: Any, recvcounts: Any, algorithm: str = NATIVE,
+              sdispls: Any = None, rdispls: Any = None, **options: Any) -> None:
     """One MPI_Alltoallv-like exchange with the named algorithm (counts and displacements in elements)."""
-    with get(algorithm).plan_v(comm, sendbuf, sendcounts, recvbuf, recvcounts, sdispls, rdispls,
-                               **options) as plan:
+    call = lambda: alltoallv_call(comm, sendbuf, sendcounts, recvbuf, recvcounts, sdispls, rdispls)  # noqa: E731
+    with planned(comm, algorithm, "alltoallv", options, call) as plan:
         plan()
+
+
+def planned(comm: Any, algorithm: Algorithm | str, collective: str, options: dict[str, Any],
+            call: Callable[[], tuple[Any, Any, tuple]]) -> Plan:
+    """A plan, once every rank has checked its call (`call` returns send, recv and their signature) and the ranks
+    agree: whatever is wrong on any rank, an unknown name or option included, is one BadInput on every rank."""
+    problem, signature = None, None
+    try:
+        found = get(algorithm) if isinstance(algorithm, str) else algorithm
+        kind = found.kind(collective)
+        resolved = found.resolve(options)
+        if is_inter(comm) and not kind.intercomm:
+            raise BadInput(f"{found.name} does not serve intercommunicators; accepted: an intracommunicator, "
+                           f"or {NATIVE} (the library's own {collective} between the two groups)")
+        send, recv, shape = call()
+        signature = (found.name, tuple(sorted((k, str(v)) for k, v in resolved.items())), *shape)
+    except A2AError as error:
+        problem = error
+    agree(comm, problem, signature)
+    if collective == "alltoallv":
+        matched_counts(comm, send, recv)
+    return found._prepare(comm, kind, resolved, send, recv)
+
+
+def _staged(recv: Any) -> tuple[Any, Callable[[], Any]]:
+    """For a call in place: a send side that is a copy of recvbuf, and the prebuilt copy that fills it."""
+    if isinstance(recv, VBuffer):
+        array = np.empty_like(recv.array)
+        return VBuffer(array, recv.counts, recv.displs), copier(array, recv.array)
+    array = np.empty_like(recv)
+    return array, copier(array, recv)
+
+
+def _after(first: Callable[[], Any], run: Callable[[], Any]) -> Callable[[], Any]:
+    def staged_run() -> None:
+        first()
+        run()
+    return staged_run

@@ -21,7 +21,7 @@ KINDS: dict[str, dict[str, Any]] = {
     "random": {"spread": 0.5},
     "zipf": {"s": 1.1},
     "sparse": {"density": 0.25},
-    "moe": {"experts": 0, "topk": 2, "capacity": 0.0, "skew": 0.0, "tokens": 256, "direction": "dispatch"},
+    "moe": {"experts": 0, "topk": 2, "capacity": 0.0, "skew": 0.0, "tokens": 256, "direction": "dispatch"},  # 0: p
     "matrix": {},
 }
 ACCEPTED = ("uniform, random:spread=S, zipf:s=S, sparse:density=D, "
@@ -42,7 +42,8 @@ class Workload:
         """The spec as rows store it: kind, then every parameter (matrix: its file)."""
         if self.kind == "matrix":
             return f"matrix:{self.path}"
-        return ":".join([self.kind] + ([",".join(f"{k}={v}" for k, v in self.params)] if self.params else []))
+        shown = [(k, v) for k, v in self.params if (k, v) != ("experts", 0)]  # left out: one expert per rank
+        return ":".join([self.kind] + ([",".join(f"{k}={v}" for k, v in shown)] if shown else []))
 
     def counts(self, p: int, mean_bytes: int, itemsize: int, seed: int = 0) -> np.ndarray:
         """The p x p matrix of elements rank i sends rank j; its mean is about `mean_bytes`."""
@@ -83,6 +84,9 @@ def parse_workload(text: str) -> Workload:
             accepted = ", ".join(f"{k}={v}" for k, v in defaults.items()) or "no parameters"
             raise BadConfig(f"workload {text!r}: {item!r}; {kind} takes {accepted}")
         given[key] = _parse_value(text, key, value, defaults[key])
+    if given.get("experts") == 0:
+        raise BadConfig(f"workload {text!r}: experts=0; accepted: an integer >= 1 (leave experts out for one "
+                        "expert per rank)")
     values = {**defaults, **given}
     _check(text, kind, values)
     return Workload(kind, tuple(values.items()))
@@ -99,7 +103,7 @@ LIMITS = {
     "spread": (lambda v: 0 <= v <= 1, "between 0 and 1"),
     "s": (lambda v: v >= 0, ">= 0"),
     "density": (lambda v: 0 < v <= 1, "in (0, 1]"),
-    "experts": (lambda v: v >= 0, ">= 1 (0: one per rank)"),
+    "experts": (lambda v: v >= 0, ">= 1 (left out: one per rank)"),
     "topk": (lambda v: v >= 1, ">= 1"),
     "capacity": (lambda v: v >= 0, ">= 0 (0: no capacity limit)"),
     "skew": (lambda v: v >= 0, ">= 0 (0: experts equally popular)"),

@@ -164,6 +164,9 @@ class StandInComm:
     def Get_rank(self) -> int:
         return self.rank
 
+    def Is_inter(self) -> bool:
+        return False
+
     def __repr__(self) -> str:
         return f"<stand-in communicator of {self.size} ranks, rank {self.rank}>"
 
