@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -16,9 +17,9 @@ from typing import Any
 import numpy as np
 from tabulate import tabulate
 
-from a2a.algos.registry import known, simplicity
+from a2a.algos.registry import NATIVE, known, simplicity
 from a2a.errors import BadInput, BadResults
-from a2a.record.decision import CONTEXT_COLUMNS, SCHEMA, context_dict, decision_cell, ranges
+from a2a.record.decision import CONTEXT_COLUMNS, SCHEMA, context_dict, context_of, decision_cell, ranges, where
 from a2a.record.results import Row, label, load, point_key
 from a2a.units import human_bytes
 
@@ -220,3 +221,46 @@ def _percent(margin: float | None) -> str:
 
 def _times(ratio: float | None) -> str:
     return "-" if ratio is None else f"{ratio:.2f}x"
+
+
+# --- across launches, and in short ------------------------------------------------------
+
+def winners_by_launch(directories: list[Path], metric: str = "mean", alpha: float = 0.05,
+                      dtype: str | None = None) -> dict[tuple, list[str]]:
+    """Each launch's winner per cell, (context, bytes per peer) -> labels in launch order (ReproMPI's point:
+    one launch's ranking is one sample of the machine, not the machine)."""
+    found: dict[tuple, list[str]] = {}
+    for directory in directories:
+        for table in decide([directory], metric, alpha, dtype)["tables"]:
+            for row in table["ranges"]:
+                for cell in row["cells"]:
+                    found.setdefault((context_of(table), cell["bytes_per_peer"]), []).append(
+                        label(cell["algorithm"], cell["options"]))
+    return found
+
+
+def unstable(winners: dict[tuple, list[str]]) -> dict[tuple, Counter]:
+    """The cells whose winner changed between launches, with how often each won."""
+    return {cell: Counter(names) for cell, names in winners.items() if len(set(names)) > 1}
+
+
+def summary(document: dict[str, Any]) -> list[str]:
+    """One line per process count: each size range's choice, its gain over native, ties marked."""
+    lines = []
+    for table in document["tables"]:
+        parts = []
+        for row in table["ranges"]:
+            high = "" if row["bytes_max"] is None else human_bytes(row["bytes_max"])
+            cells = row["cells"]
+            gains = sorted(c["speedup_vs_native"] for c in cells if c["speedup_vs_native"])
+            if row["algorithm"] == NATIVE or not gains:
+                said = ""
+            else:
+                said = f" {gains[0]:.2f}x" if gains[0] == gains[-1] else f" {gains[0]:.2f}-{gains[-1]:.2f}x"
+                said += " as fast as native"
+            tied = sorted({name for c in cells for name in c["tied_with"]})
+            tie = f" (tie with {', '.join(tied)}: none significantly faster)" if tied else ""
+            parts.append(f"{human_bytes(row['bytes_min'])}..{high or 'inf'} {label(row['algorithm'], row['options'])}"
+                         f"{said}{tie}")
+        lines.append(f"{where(table)}: " + "; ".join(parts))
+    return lines

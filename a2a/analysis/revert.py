@@ -1,4 +1,5 @@
-"""Give cells of a decision table back to `native` where the tuned library measured slower."""
+"""Give cells of a decision table back to `native`: where the tuned library measured slower, or where the
+winner changed between launches."""
 from __future__ import annotations
 
 from typing import Any
@@ -6,6 +7,8 @@ from typing import Any
 from a2a.algos.registry import NATIVE
 from a2a.record.decision import context_of, ranges, rounded, where
 from a2a.record.results import label
+
+Cell = tuple[tuple, int]  # (a table's context, bytes per peer)
 
 
 def revert_slower(document: dict[str, Any], rows: list[dict[str, Any]], alpha: float) -> list[str]:
@@ -17,23 +20,31 @@ def revert_slower(document: dict[str, Any], rows: list[dict[str, Any]], alpha: f
     """
     slower = {(context_of(row), row["bytes_per_peer"]): row["ratio"] for row in rows
               if row["p"] is not None and row["p"] < alpha and row["ratio"] > 1}
-    reverted = []
+    return back_to_native(document, {cell: (f"ran {ratio:.2f}x slower in the library",
+                                            {"library_ratio": rounded(ratio)}) for cell, ratio in slower.items()})
+
+
+def back_to_native(document: dict[str, Any], cells: dict[Cell, tuple[str, dict[str, Any]]]) -> list[str]:
+    """Give each named cell to `native`, keeping what it had chose in `reverted_from`, with (why, what to add).
+
+    Changes `document` in place and merges its ranges again; returns one line per cell given back.
+    """
+    said = []
     for table in document["tables"]:
         context = context_of(table)
-        cells = [cell for row in table["ranges"] for cell in row["cells"]]
-        for cell in cells:
-            ratio = slower.get((context, cell["bytes_per_peer"]))
-            if ratio is None or cell["algorithm"] == NATIVE:
+        every = [cell for row in table["ranges"] for cell in row["cells"]]
+        for cell in every:
+            found = cells.get((context, cell["bytes_per_peer"]))
+            if found is None or cell["algorithm"] == NATIVE:
                 continue
+            why, extra = found
             native = next((c for c in cell["candidates"] if c["algorithm"] == NATIVE), None)
-            reverted.append(f"{where(table)}, {cell['bytes_per_peer']} B/peer: "
-                            f"{label(cell['algorithm'], cell['options'])} ran {ratio:.2f}x slower in the library; "
-                            "back to native")
+            chosen = label(cell["algorithm"], cell["options"])
+            said.append(f"{where(table)}, {cell['bytes_per_peer']} B/peer: {chosen} {why}; back to native")
             value = native["value_us"] if native else cell["value_us"]
-            cell.update(reverted_from=label(cell["algorithm"], cell["options"]), library_ratio=rounded(ratio),
-                        runner_up=label(cell["algorithm"], cell["options"]), runner_up_us=cell["value_us"],
+            cell.update(reverted_from=chosen, **extra, runner_up=chosen, runner_up_us=cell["value_us"],
                         margin=rounded(cell["value_us"] / value - 1) if value else None,
                         algorithm=NATIVE, options="", value_us=value, speedup_vs_native=1.0, tie=False,
                         tied_with=[])
-        table["ranges"] = ranges(cells)
-    return reverted
+        table["ranges"] = ranges(every)
+    return said
