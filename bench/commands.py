@@ -1,2 +1,2 @@
 """Import every subcommand module so that each registers itself on `main`."""
-from . import cluster, decide, harness, model, overhead, plot, run, show, simulate, slurm_cmd, topology  # noqa: F401
+from . import cluster, decide, harness, model, overhead, plot, run, show, simulate, slurm_cmd, topology, tune  # noqa: F401

@@ -44,16 +44,18 @@ FORBIDDEN_RUN_OPTIONS = ("--output", "--resume")
               help="Requeue the job up to this many times when the time limit stops the sweep.")
 @click.option("--sbatch", "sbatch_options", multiple=True, metavar="OPTION",
               help="Another sbatch option, e.g. --sbatch=--qos=debug or --sbatch=--overcommit (repeatable).")
+@click.option("--tune", is_flag=True, help="The job runs `bench tune` (sweeps, decide, export, verify) instead of "
+              "one sweep; RUN_OPTIONS are then tune's options.")
 @click.option("--submit", is_flag=True, help="Submit with sbatch instead of printing the script.")
 @click.option("--script-file", help="Where --submit writes the script. [default: results/<job name>-<UTC time>.sbatch]")
 @click.argument("run_options", nargs=-1, type=click.UNPROCESSED)
 def slurm(nodes: str | None, ntasks_per_node: str | None, partition: str | None, account: str | None,
           time_limit: str | None, job_name: str | None, warning: int, launcher: str, python: str,
-          output: str | None, campaign: str | None, resubmit: int, sbatch_options: tuple[str, ...], submit: bool,
-          script_file: str | None, run_options: tuple[str, ...]) -> None:
+          output: str | None, campaign: str | None, resubmit: int, sbatch_options: tuple[str, ...], tune: bool,
+          submit: bool, script_file: str | None, run_options: tuple[str, ...]) -> None:
     """Fill in the sweep's batch script and print it (or --submit it).
 
-    RUN_OPTIONS after `--` are `bench run` options for the sweep, e.g.
+    RUN_OPTIONS after `--` are `bench run` options for the sweep (with --tune, `bench tune`'s), e.g.
     `python -m bench slurm -N 4 --ntasks-per-node 32 -p compute -t 2:00:00 -- --sizes 8:1M:x4`.
     """
     counts = parse_list(nodes, "node count", parse_count) if nodes else []
@@ -64,9 +66,14 @@ def slurm(nodes: str | None, ntasks_per_node: str | None, partition: str | None,
     if output and (campaign or several):
         raise BadOption("--output names one job's directory; for a campaign use --campaign")
     campaign = campaign or (f"results/scaling-{stamp}" if several else None)
+    command = "tune" if tune else "run"
+    if tune and (several or campaign):
+        raise BadOption("--tune runs in one allocation: give one node count, and --output rather than --campaign")
+    job_name = job_name or ("a2a-tune" if tune else None)
     options = sbatch_lines(None if several else next(iter(counts), None), ntasks_per_node, partition,
                            account, time_limit, job_name, warning, sbatch_options)
-    settings = {"A2A_PYTHON": python, "A2A_LAUNCHER": launcher, "A2A_RUN_ARGS": run_arguments(run_options),
+    settings = {"A2A_PYTHON": python, "A2A_LAUNCHER": launcher, "A2A_COMMAND": command if tune else "",
+                "A2A_RUN_ARGS": run_arguments(run_options, command),
                 "A2A_RESUBMIT": str(resubmit) if resubmit else "", "A2A_OUTPUT": output or "",
                 "A2A_CAMPAIGN": campaign or ""}
     script = render(SCRIPT.read_text(), options, settings)
@@ -114,8 +121,8 @@ def sbatch_lines(nodes: int | None, ntasks_per_node: str | None, partition: str 
     return [f"--{key}={value}" for key, value in given.items() if value is not None] + list(extra)
 
 
-def run_arguments(run_options: tuple[str, ...]) -> str:
-    """Check `bench run` options for the sweep; return them as the script's A2A_RUN_ARGS."""
+def run_arguments(run_options: tuple[str, ...], command: str = "run") -> str:
+    """Check `bench run` (or `bench tune`) options for the job; return them as the script's A2A_RUN_ARGS."""
     for word in run_options:
         if word.split("=", 1)[0] in FORBIDDEN_RUN_OPTIONS:
             raise BadOption(f"{word.split('=', 1)[0]} is the script's business; use `bench slurm --output`")
@@ -123,9 +130,9 @@ def run_arguments(run_options: tuple[str, ...]) -> str:
             raise BadOption(f"run option {word!r}: the batch script splits options on spaces, so a "
                             "value cannot hold spaces, quotes, $, ` or \\")
     try:
-        main.commands["run"].make_context("bench run", list(run_options))
+        main.commands[command].make_context(f"bench {command}", list(run_options))
     except click.UsageError as problem:
-        raise BadOption(f"options for the sweep (after --): {problem.format_message()}") from None
+        raise BadOption(f"options for the {command} (after --): {problem.format_message()}") from None
     return " ".join(run_options)
 
 

@@ -1,6 +1,7 @@
 """The shipped batch script and `bench slurm`, run by a real (private, single-node) Slurm."""
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import sys
@@ -129,6 +130,25 @@ def test_bench_slurm_submits_a_campaign(slurm, tmp_path):
     assert state["JobState"] == "COMPLETED", output
     assert "--nprocs 2" in output  # a campaign's job measures its whole allocation
     assert_complete(tmp_path / "campaign" / "nodes-1", [8], ["native", "linear"], jobs[0], nprocs=2)
+
+
+def test_bench_slurm_tune_runs_the_whole_tune_in_one_allocation(slurm, tmp_path):
+    done = python("-m", "bench", "slurm", "--tune", "--nodes", "1", "--ntasks-per-node", "2", "--time", "10",
+                  "--output", "tuned", "--submit", "--",
+                  "--sizes", "8,64K", "--iterations", "3", "--verify-iterations", "3", "--launches", "2",
+                  "--rounds", "2",
+                  cwd=tmp_path, env={**slurm.env, "A2A_MPIRUN_ARGS": MPIRUN_ARGS})
+    assert done.returncode == 0, done.stderr
+    [job] = re.findall(r"submitted job (\d+): results in tuned", done.stdout)
+    state = slurm.wait(job, timeout=600)
+    output = (tmp_path / f"a2a-tune-{job}.out").read_text()
+    assert state["JobState"] == "COMPLETED", output
+    assert "tune complete" in output and "tuned/default" in output and "apply it with" in output
+    meta = json.loads((tmp_path / "tuned" / "meta.json").read_text())
+    assert meta["status"] == "complete" and Path(meta["file"]).is_file()
+    assert meta["config"]["nprocs"] == [2]  # the whole allocation
+    sweep = json.loads((tmp_path / "tuned" / "sweep-1" / "meta.json").read_text())
+    assert sweep["slurm_job_id"] == job and sweep["world_size"] == 2
 
 
 def test_bench_slurm_prints_the_filled_script():

