@@ -17,6 +17,7 @@ there). The file, the gains and the lines that apply it are the result.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import signal
 import subprocess
@@ -33,6 +34,7 @@ from a2a.analysis.decide import decide, summary, unstable, winners_by_launch
 from a2a.analysis.export import Exported, export
 from a2a.analysis.revert import back_to_native, revert_slower
 from a2a.errors import BadConfig, HarnessError
+from a2a.measure.environment import TUNING_PREFIXES
 from a2a.mpi import clean_launcher_env
 from a2a.record.decision import write_decision
 from a2a.record.meta import now, software
@@ -142,7 +144,7 @@ class Tune:
             raise Stopped()
         command = self.config.run_command(output, algorithms, iterations)
         self.say(f"{name}: {shlex.join(command)}")
-        self.child = subprocess.Popen(command, env={**clean_launcher_env(), **(env or {})}, stdout=subprocess.PIPE,
+        self.child = subprocess.Popen(command, env={**job_environment(), **(env or {})}, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True)
         try:
             out, err = self.child.communicate(timeout=self.config.job_timeout)
@@ -296,6 +298,14 @@ def _verdict(row: dict[str, Any], alpha: float) -> str:
     if row["p"] is None or row["p"] >= alpha:
         return "same (not significant)"
     return "faster" if row["ratio"] < 1 else "SLOWER"
+
+
+def job_environment() -> dict[str, str]:
+    """This environment for the jobs, without what a launcher set for this process and without the library's
+    collective tuning (the baseline is the library's own choice); its other settings stay (MPICH's yield, say)."""
+    settings = {k: v for k, v in os.environ.items()
+                if k.startswith(("MPIR_CVAR_", "OMPI_MCA_", "I_MPI_")) and not k.startswith(TUNING_PREFIXES)}
+    return {**clean_launcher_env(), **settings}
 
 
 def launcher_words(text: str | None) -> list[str]:
