@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -87,6 +88,15 @@ def run(nprocs: int, raw: bool, args: tuple[str, ...]) -> None:
     code = subprocess.run(command, check=False, env=cluster.run_env()).returncode
     if code:
         sys.exit(code)
+
+
+@cluster_group.command("launcher")
+def launcher() -> None:
+    """Print the command prefix that launches across the emulated nodes, for `bench tune --launcher`.
+
+    python -m bench tune --launcher "$(python -m bench cluster launcher)" --nprocs 4 ...
+    """
+    click.echo(shlex.join(cluster.launcher_prefix(cluster.current())))
 
 
 @cluster_group.command("status")

@@ -594,18 +594,23 @@ def mpiexec_path() -> str:
 def run_command(state: State, program: Iterable[str], nprocs: int = 0,
                 mpiexec: str = "") -> list[str]:
     """The command that runs `program` on every rank, mpiexec in node 0, TCP forced."""
-    shape = state.shape
-    nprocs = nprocs or shape.nodes * shape.slots
+    nprocs = nprocs or state.shape.nodes * state.shape.slots
     if nprocs < 1:
         raise BadOption(f"nprocs={nprocs}; accepted: 1 or more")
+    return [*launcher_prefix(state, mpiexec), "-n", str(nprocs), *program]
+
+
+def launcher_prefix(state: State, mpiexec: str = "") -> list[str]:
+    """mpiexec in node 0 with the cluster's hosts and TCP forced, up to its `-n N PROGRAM` (bench tune's --launcher)."""
+    shape = state.shape
     head = shape.hosts[0]
     return ["ip", "netns", "exec", head, "unshare", "--uts",
             "sh", "-c", 'hostname "$0" && exec "$@"', head,
             mpiexec or mpiexec_path(), "-launcher", "ssh", "-launcher-exec", str(state.launcher),
-            "-f", str(state.run_hostfile), "-n", str(nprocs),
+            "-f", str(state.run_hostfile),
             "-genv", "MPIR_CVAR_CH4_NETMOD", "ucx",
             "-genv", "UCX_TLS", "tcp,self", "-genv", "UCX_NET_DEVICES", NODE_DEVICE,
-            "-genv", TOPOLOGY_ENV, shape.topology, *program]
+            "-genv", TOPOLOGY_ENV, shape.topology]
 
 
 def run_env() -> dict[str, str]:
