@@ -227,11 +227,11 @@ class Tune:
 
     def _apply_files(self, variables: dict[str, str]) -> dict[str, Path]:
         """An Lmod module file and an mpirun wrapper that apply the file, written into the tune's directory."""
-        module = self.directory / "a2a-tuned.lua"
+        module = self.directory.resolve() / "a2a-tuned.lua"
         module.write_text(f"-- MPI_Alltoall tuned by a2a (bench tune, {now()}); load it before running jobs\n"
                           + "".join(f'setenv("{k}", "{v}")\n' for k, v in variables.items()))
         launcher = self.config.launcher[0]
-        wrapper = self.directory / "mpirun-tuned"
+        wrapper = self.directory.resolve() / "mpirun-tuned"
         wrapper.write_text("#!/bin/sh\n# mpirun with MPI_Alltoall tuned by a2a (bench tune)\n"
                            + "".join(f"export {k}={shlex.quote(v)}\n" for k, v in variables.items())
                            + f'exec {shlex.quote(launcher)} "$@"\n')
