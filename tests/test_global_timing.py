@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
 from support import mpiexec
 
-from a2a.measure.clock import Bounds, ClockModel, GlobalClock, fit, synchronise
-from a2a.measure.timing import time_global
+from a2a.measure.clock import MIN_LEAD_SECONDS, Bounds, ClockModel, GlobalClock, fit, synchronise
+from a2a.measure.timing import MAX_LEAD_SECONDS, MIN_ITERATIONS, ROOMY_TO_SHRINK, spin_until, time_global
 from a2a.record.results import read_rows, read_samples
 
 
@@ -49,23 +50,116 @@ def test_synchronise_recovers_skewed_drifting_clocks_within_its_bound(comm):
         assert clock.model.drift == pytest.approx(1e-2 * comm.rank / (1 + 1e-2 * comm.rank), rel=0.25)  # load-proof
 
 
+def punctual(start: float) -> float:
+    """A wait that reports every start as met on time, whoever held the cores (ranks may outnumber them here)."""
+    spin_until(start)
+    return start
+
+
+def steady() -> int:
+    """A switch count that says no rank ever lost its core."""
+    return 0
+
+
+@dataclass(frozen=True)
+class EarlyStart(ClockModel):
+    """A stand-in clock that places every start `early` seconds before the others do."""
+
+    early: float = 0.0
+
+    def local(self, global_time: float) -> float:
+        return super().local(global_time) - self.early
+
+
 @pytest.mark.mpi
 def test_a_sample_is_the_latest_exit_minus_the_agreed_start(comm):
     """The last rank to finish sets the sample, even when it started on time and its peers left early."""
     clock = synchronise(comm, fitpoints=4, exchanges=8, span=0.01)
     slow = 2e-3 if comm.rank == comm.size - 1 else 0.0
-    timed = time_global(comm, lambda: time.sleep(slow), 1, 8, 60, lambda: False, clock)
-    assert not timed.stopped and 7 <= len(timed.samples) <= 8  # a last start found past is known too late
+    timed = time_global(comm, lambda: time.sleep(slow), 1, 8, 60, lambda: False, clock,
+                        wait_until=punctual, switches=steady)
+    assert not timed.stopped and len(timed.samples) == 8  # it measures until it has its valid iterations
     assert timed.samples.min() >= 2e-3 and timed.samples.max() < 1.0
 
 
 @pytest.mark.mpi
-def test_a_start_found_past_is_dropped_and_the_lead_grows(comm):
+def test_the_lead_grows_until_every_rank_arrives_before_the_start(comm):
+    """A rank whose start comes 3 ms before the others' finds it past until the lead outgrows 3 ms."""
     clock = synchronise(comm, fitpoints=4, exchanges=8, span=0.01)
-    rushed = GlobalClock(clock.model, lead=-1e-3, report={})  # every start is already past
-    timed = time_global(comm, lambda: None, 0, 6, 60, lambda: False, rushed)
-    assert not timed.stopped and timed.dropped >= 1 and len(timed.samples) >= 1
-    assert "dropped: a rank found the agreed start already past" in timed.note
+    early = 3e-3 if comm.rank == comm.size - 1 else 0.0
+    skewed = GlobalClock(EarlyStart(clock.model.drift, clock.model.offset, early), lead=MIN_LEAD_SECONDS, report={})
+    timed = time_global(comm, lambda: None, 0, 6, 60, lambda: False, skewed,
+                        wait_until=punctual, switches=steady)
+    assert not timed.stopped and len(timed.samples) == 6, timed.note
+    if comm.size > 1:
+        assert timed.starts.past >= 7 and 3e-3 < timed.starts.lead <= MAX_LEAD_SECONDS  # 20 us doubled past 3 ms
+        assert f"lead {timed.starts.lead * 1e6:.0f} us" in timed.note and "found it already past" in timed.note
+
+
+@pytest.mark.mpi
+def test_a_lead_with_room_to_spare_shrinks(comm):
+    """A 40 ms lead, where every rank arrives with most of it to spare, halves every ROOMY_TO_SHRINK iterations."""
+    clock = synchronise(comm, fitpoints=4, exchanges=8, span=0.01)
+    generous = GlobalClock(clock.model, lead=0.04, report={})
+    timed = time_global(comm, lambda: None, 0, 3 * ROOMY_TO_SHRINK, 60, lambda: False, generous,
+                        wait_until=punctual, switches=steady)
+    assert len(timed.samples) == 3 * ROOMY_TO_SHRINK and timed.starts.lead <= 0.04 / 4, timed.note
+
+
+@pytest.mark.mpi
+def test_an_iteration_begun_late_on_any_rank_is_excluded(comm):
+    """A rank that loses its core just as the start comes would count the scheduler into the sample."""
+    if comm.size < 2:
+        pytest.skip("needs two ranks")
+    clock = synchronise(comm, fitpoints=4, exchanges=8, span=0.01)
+    waits = iter(range(1 << 20))
+
+    def descheduled(start: float) -> float:
+        punctual(start)
+        if comm.rank == comm.size - 1 and next(waits) % 2 == 0:
+            time.sleep(0.05)  # every other start, the last rank begins 50 ms late
+            return start + 0.05
+        return start
+
+    timed = time_global(comm, lambda: None, 0, 10, 60, lambda: False, clock,
+                        wait_until=descheduled, switches=steady)
+    starts = timed.starts
+    assert len(timed.samples) == 10 and starts.late >= 1 and starts.late + starts.past >= 9, timed.note
+    assert timed.samples.max() < 0.05  # no late start is in a sample
+    assert f"{starts.late} began over 10 us after the agreed start on some rank" in timed.note
+
+
+@pytest.mark.mpi
+def test_an_iteration_in_which_a_rank_lost_its_core_is_excluded(comm):
+    """A rank preempted between the start and its exit would count the scheduler into the sample."""
+    if comm.size < 2:
+        pytest.skip("needs two ranks")
+    clock = synchronise(comm, fitpoints=4, exchanges=8, span=0.01)
+    reads = iter(range(1 << 20))
+
+    def every_other_call_preempted() -> int:
+        return (next(reads) + 1) // 4 if comm.rank == comm.size - 1 else 0  # changes within every other try
+
+    timed = time_global(comm, lambda: None, 0, 10, 60, lambda: False, clock, wait_until=punctual,
+                        switches=every_other_call_preempted)
+    assert len(timed.samples) == 10 and timed.starts.preempted + timed.starts.past >= 9, timed.note
+    assert timed.starts.preempted >= 1 and "lost their core before the exit on some rank" in timed.note
+
+
+@pytest.mark.mpi
+def test_a_point_with_too_few_valid_iterations_says_so(comm):
+    if comm.size < 2:
+        pytest.skip("needs two ranks")
+    clock = synchronise(comm, fitpoints=4, exchanges=8, span=0.01)
+
+    def always_late(start: float) -> float:
+        punctual(start)
+        return start + (1e-3 if comm.rank == comm.size - 1 else 0.0)
+
+    timed = time_global(comm, lambda: None, 0, 10, 0.02, lambda: False, clock,
+                        wait_until=always_late, switches=steady)
+    assert len(timed.samples) == 0 and not timed.enough and timed.starts.past + timed.starts.late >= MIN_ITERATIONS
+    assert "0 of 10 iterations valid within the time budget: too few to summarise" in timed.note
 
 
 @pytest.mark.mpi
@@ -87,3 +181,14 @@ def test_global_sweep_records_its_mode_and_the_clock(tmp_path):
     assert all(len(samples[r.key]) == r.iterations > 0 and r.t_min_us > 0 for r in rows)
     clock = json.loads((out / "meta.json").read_text())["by_nprocs"]["2"]["clock"]
     assert 0 <= clock["offset_error_us"] < 1e5 and clock["lead_us"] > 0 and len(clock["drifts"]) == 2
+
+
+def test_ranks_sharing_one_core_get_invalid_rows_that_say_why(tmp_path):
+    """On one core a rank is always off it at the start: no valid iteration, and the row and table say so."""
+    out = tmp_path / "run"
+    done = mpiexec(2, "-m", "bench", "run", "--timing", "global", "--sizes", "8", "--algorithms", "native",
+                   "--iterations", "10", "--max-time-per-point", "0.5", "--output", str(out), cores="0")
+    assert done.returncode == 0, done.stderr
+    (row,) = read_rows(out)
+    assert not row.valid and "iterations valid within the time budget: too few to summarise" in row.note
+    assert f"INVALID (1 point): {row.note}" in done.stdout

@@ -51,6 +51,16 @@ def test_points_are_named_as_the_table_names_them():
     assert "  pairwise at 16K per peer on 8 ranks: 1 of 24" in words and "counted: bruck:radix=4 at 8 per" in words
 
 
+def test_invalid_points_say_why_under_the_table():
+    few = "0 of 20 iterations valid within the time budget: too few to summarise (fewer than 5)"
+    rows = [row("native", 8, 0, None, None), row("linear", 8, 0, None, None), row("bruck", 8, 0, None, None)]
+    for r in rows[:2]:
+        r.valid, r.note = False, few
+    rows[2].note = "2 iterations excluded"  # a valid point's note is not a reason
+    lines = explained_table(rows).splitlines()
+    assert lines[-1] == f"INVALID (2 points): {few}" and sum("INVALID" in line for line in lines) == 3
+
+
 def test_stalls_without_counters_point_elsewhere():
     lines = explain([row("native", 8, 1, None, None)])
     assert lines[0].startswith("Stalled with no TCP timeout or loss probe counted: native at 8 per peer on 8 ranks.")

@@ -244,8 +244,8 @@ def _time_and_check(comm: Any, group: Any, point: Point, config: SweepConfig, co
         row.note = "; ".join(n for n in (row.note, plans[0].note) if n)  # e.g. bine's fallback to pairwise
         if point.cache == "cold":
             evict()
-        samples, stopped, starts = _samples(comm, cycling([plan.run for plan in plans]), point, config, context,
-                                            stop_requested)
+        samples, stopped, timing_note, enough = _samples(comm, cycling([plan.run for plan in plans]), point, config,
+                                                         context, stop_requested)
         if stopped:
             return None
         wrong = _check(comm, plans[0], sets[0][1], traffic.expected(group.rank)) if config.check else []
@@ -256,8 +256,8 @@ def _time_and_check(comm: Any, group: Any, point: Point, config: SweepConfig, co
     stats = Stats.of(samples, config.stall_threshold)
     _fill(row, stats, config, point.timing)
     row.algbw_GBps, row.busbw_GBps = traffic.bandwidths(stats.p50)  # from the bytes the traffic moves
-    row.valid = not wrong
-    for note in (short, starts):
+    row.valid = not wrong and enough  # too few valid iterations (global timing) is no measurement
+    for note in (short, timing_note):
         if note:
             _noted(row, note)
     if wrong:
@@ -268,15 +268,17 @@ def _time_and_check(comm: Any, group: Any, point: Point, config: SweepConfig, co
 
 
 def _samples(comm: Any, run: Callable[[], Any], point: Point, config: SweepConfig, context: Context,
-             stop_requested: Callable[[], bool]) -> tuple[np.ndarray, bool, str]:
-    """The point's samples under its timing, whether a stop cut them short, and what the timing noted."""
+             stop_requested: Callable[[], bool]) -> tuple[np.ndarray, bool, str, bool]:
+    """The point's samples under its timing, whether a stop cut them short, what the timing noted, and whether
+    they are enough to summarise."""
     if point.timing == "pipelined":
-        return (*time_pipelined(comm, run, config.warmup, config.iterations, stop_requested), "")
+        return (*time_pipelined(comm, run, config.warmup, config.iterations, stop_requested), "", True)
     if point.timing == "global":
         timed = time_global(comm, run, config.warmup, config.iterations, config.max_time_per_point,
                             stop_requested, context.clock)
-        return timed.samples, timed.stopped, timed.note
-    return (*time_sync(comm, run, config.warmup, config.iterations, config.max_time_per_point, stop_requested), "")
+        return timed.samples, timed.stopped, timed.note, timed.enough
+    timed = time_sync(comm, run, config.warmup, config.iterations, config.max_time_per_point, stop_requested)
+    return (*timed, "", True)
 
 
 def _noted(row: Row, note: str) -> tuple[Row, np.ndarray]:
@@ -300,7 +302,7 @@ def _fill(row: Row, stats: Stats, config: SweepConfig, timing: str) -> None:
     row.t_p95_us, row.t_p99_us, row.t_mean_us = stats.p95 * us, stats.p99 * us, stats.mean * us
     row.t_max_us, row.t_std_us = stats.max * us, stats.std * us
     row.stalls, row.outliers = stats.stalls, stats.outliers
-    if timing != "pipelined" and stats.n < config.iterations:
+    if timing == "sync" and stats.n < config.iterations:  # global timing's note says it with its reasons
         _noted(row, f"stopped after {stats.n} iterations (--max-time-per-point {config.max_time_per_point:g} s)")
 
 

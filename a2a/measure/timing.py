@@ -1,7 +1,7 @@
 """Time one point: untimed plan and warm-up, then per iteration a synchronisation and one timed call."""
 from __future__ import annotations
 
-import time
+import resource
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -11,8 +11,10 @@ from a2a.measure.clock import MIN_LEAD_SECONDS, GlobalClock
 
 MIN_ITERATIONS = 5
 MAX_LEAD_SECONDS = 0.05
-LATE_SECONDS = 2e-6  # a call begun this long after the agreed start is counted in the row's note
-SLEEP_ABOVE_SECONDS, SPIN_SECONDS = 300e-6, 200e-6  # a longer wait sleeps, then spins its last part
+# A call begun this long after the agreed start lost its core: above the spin loop's own jitter in
+# Python, far below a scheduler time slice (docs/timing.md has the measured distributions).
+LATE_SECONDS = 10e-6
+ROOMY_TO_SHRINK = 8  # iterations in a row with over half the lead to spare on every rank halve it
 
 
 def time_sync(comm: Any, run: Callable[[], Any], warmup: int, iterations: int,
@@ -69,37 +71,104 @@ def time_pipelined(comm: Any, run: Callable[[], Any], warmup: int, iterations: i
     return np.array(comm.allgather(mean)), False
 
 
-@dataclass(frozen=True)
-class GlobalSamples:
-    """What time_global saw: the kept samples, and how many iterations started badly."""
+@dataclass
+class Starts:
+    """The verdict on each global-timing start, the iterations excluded and why, and the lead that adapts."""
 
-    samples: np.ndarray
-    stopped: bool = False
-    dropped: int = 0  # a rank found the start already past: dropped, as ReproMPI does
-    delayed: int = 0  # kept, but a rank began its call more than LATE_SECONDS after the start
+    lead: float
+    past: int = 0  # a rank arrived after the agreed start (excluded, as ReproMPI excludes them)
+    late: int = 0  # a rank arrived in time but began its call over LATE_SECONDS after the start (excluded)
+    preempted: int = 0  # a rank began in time but the scheduler took its core before its exit (excluded)
+    roomy: int = 0  # iterations in a row where every rank arrived with over half the lead to spare
+
+    def judge(self, arrival: float, late: bool, preempted: bool) -> bool:
+        """Whether an iteration is valid, from its worst rank's arrival after the start (negative: early),
+        late start and preemption; the lead doubles after a past start and halves after ROOMY_TO_SHRINK
+        roomy ones."""
+        self.roomy = self.roomy + 1 if arrival < -self.lead / 2 else 0
+        if arrival > 0:
+            self.past, self.lead = self.past + 1, min(2 * self.lead, MAX_LEAD_SECONDS)
+            return False
+        if self.roomy == ROOMY_TO_SHRINK:
+            self.lead, self.roomy = max(self.lead / 2, MIN_LEAD_SECONDS), 0
+        if late:
+            self.late += 1
+        elif preempted:
+            self.preempted += 1
+        return not (late or preempted)
+
+    @property
+    def excluded(self) -> int:
+        return self.past + self.late + self.preempted
 
     @property
     def note(self) -> str:
-        """The row's note on these counts ('' when every start was clean)."""
-        said = []
-        if self.dropped:
-            said.append(f"{self.dropped} iterations dropped: a rank found the agreed start already past")
-        if self.delayed:
-            said.append(f"{self.delayed} iterations began over {LATE_SECONDS * 1e6:g} us after the agreed start on "
-                        "some rank (it lost its core while waiting)")
+        """What was excluded and why, and the lead ('' when nothing was)."""
+        counts = [(self.late, f"began over {LATE_SECONDS * 1e6:g} us after the agreed start on some rank"),
+                  (self.preempted, "lost their core before the exit on some rank"),
+                  (self.past, "found it already past on some rank")]
+        why = ", ".join(f"{count} {what}" for count, what in counts if count)
+        return f"{self.excluded} iterations excluded ({why}); lead {self.lead * 1e6:.0f} us" if why else ""
+
+
+@dataclass(frozen=True)
+class GlobalSamples:
+    """What time_global saw: the valid samples and the verdicts on its starts."""
+
+    samples: np.ndarray
+    starts: Starts
+    wanted: int
+    stopped: bool = False
+
+    @property
+    def enough(self) -> bool:
+        """Whether the point has the valid iterations a summary needs."""
+        return len(self.samples) >= min(MIN_ITERATIONS, self.wanted)
+
+    @property
+    def note(self) -> str:
+        """The row's note: what was excluded, the lead, and whether the budget ran out first ('' if all was clean)."""
+        said = [self.starts.note] * bool(self.starts.excluded)
+        if len(self.samples) < self.wanted:
+            said.append(f"{len(self.samples)} of {self.wanted} iterations valid within the time budget"
+                        + ("" if self.enough else f": too few to summarise (fewer than {MIN_ITERATIONS})"))
         return "; ".join(said)
 
 
+def spin_until(start: float) -> float:
+    """Busy-wait for local time `start`; return the time the wait ended. Ranks that slept instead woke
+    together onto whichever core was idle, one behind the other (docs/timing.md has the runs)."""
+    from mpi4py import MPI
+
+    wtime = MPI.Wtime
+    while (now := wtime()) < start:
+        pass
+    return now
+
+
+def involuntary_switches() -> int:
+    """How often the scheduler has taken this thread's core away (0 where the system does not count it)."""
+    thread = getattr(resource, "RUSAGE_THREAD", None)
+    return 0 if thread is None else resource.getrusage(thread).ru_nivcsw
+
+
 def time_global(comm: Any, run: Callable[[], Any], warmup: int, iterations: int, max_seconds: float,
-                stop_requested: Callable[[], bool], clock: GlobalClock) -> GlobalSamples:
-    """Time `run` on the global clock: each sample is the latest exit minus the agreed start.
+                stop_requested: Callable[[], bool], clock: GlobalClock,
+                wait_until: Callable[[float], float] = spin_until,
+                switches: Callable[[], int] = involuntary_switches) -> GlobalSamples:
+    """Time `run` on the global clock: each sample is the latest exit minus the agreed start, of a valid iteration.
 
     ReproMPI's protocol: before each iteration an untimed MPI_Allreduce(MAX) agrees on (latest
-    global time, elapsed, stop, was the last start found past); the start is that time plus
-    the clock's lead. Every rank waits for the start on its global clock (asleep for most of a
-    long wait, so that ranks sharing cores let each other run), calls, and keeps its exit. An
-    iteration in which a rank found the start already past is dropped, as ReproMPI drops it,
-    and the lead doubles.
+    global time, elapsed, stop, the last iteration's verdict); the start is that time plus the
+    lead. Every rank waits for the start on its global clock (`wait_until`, which returns
+    when the wait ended), calls, and keeps its exit. An iteration in which a rank arrived after
+    the start, began its call more than LATE_SECONDS after it, or was preempted between its
+    wait and its exit (`switches` counts it) is invalid on every rank and excluded. The lead
+    adapts: it doubles when a rank arrived after the start, and halves when every rank arrived
+    with over half of it to spare ROOMY_TO_SHRINK times in a row (within MIN_LEAD_SECONDS and
+    MAX_LEAD_SECONDS): waits stay short, and a rank that spins for the start keeps its core
+    through the call. The point goes on until it has `iterations` valid ones or has spent
+    `max_seconds` (after MIN_ITERATIONS tries, however slow they are).
     """
     from mpi4py import MPI
 
@@ -107,36 +176,30 @@ def time_global(comm: Any, run: Callable[[], Any], warmup: int, iterations: int,
     to_global, to_local, drift = clock.model, clock.model.local, clock.model.drift
     for _ in range(warmup):
         run()
-    limit = 2 * iterations + 10
-    local = np.zeros((3, limit))  # per iteration: exit minus start, start found past, call begun late
-    mine, agreed = np.zeros(4), np.zeros(4)
-    lead, begin, done, valid = clock.lead, wtime(), 0, 0
-    while valid < iterations and done < limit:
+    kept = np.zeros(iterations)  # this rank's exit minus start, per valid iteration
+    # global now, elapsed, stop; the last iteration's arrival after the start, late start, preemption
+    mine, agreed = np.zeros(6), np.zeros(6)
+    starts, begin, tried, valid, pending = Starts(max(clock.lead, MIN_LEAD_SECONDS)), wtime(), 0, 0, 0.0
+    while True:
         now = wtime()
         mine[0], mine[1], mine[2] = to_global(now), now - begin, stop_requested()
-        allreduce(mine, agreed, maximum)
+        allreduce(mine, agreed, maximum)  # the last iteration's verdict travels with this agreement
         if agreed[2]:
-            return GlobalSamples(np.zeros(0), stopped=True)
-        if agreed[3]:
-            valid, lead = valid - 1, min(max(2 * lead, MIN_LEAD_SECONDS), MAX_LEAD_SECONDS)
-        if valid >= MIN_ITERATIONS and agreed[1] > max_seconds:
+            return GlobalSamples(np.zeros(0), starts, iterations, stopped=True)
+        if tried and starts.judge(agreed[3], bool(agreed[4]), bool(agreed[5])):
+            kept[valid], valid = pending, valid + 1
+        if valid >= iterations or (tried >= MIN_ITERATIONS and agreed[1] > max_seconds):
             break
-        start = to_local(agreed[0] + lead)
-        wait = start - wtime()
-        if wait > SLEEP_ABOVE_SECONDS:
-            time.sleep(wait - SPIN_SECONDS)
-        while wtime() < start:
-            pass
-        began = wtime()
+        start = to_local(agreed[0] + starts.lead)
+        mine[3], switched = wtime() - start, switches()
+        began = wait_until(start)
         run()
-        end = wtime()
-        mine[3] = wait <= 0
-        local[:, done] = (end - start) * (1 - drift), mine[3], began - start > LATE_SECONDS
-        done, valid = done + 1, valid + 1
-    worst = np.empty((3, done))
-    allreduce(np.ascontiguousarray(local[:, :done]), worst, maximum)
-    kept = worst[1] == 0
-    return GlobalSamples(worst[0][kept], dropped=int(done - kept.sum()), delayed=int(worst[2][kept].sum()))
+        pending = (wtime() - start) * (1 - drift)
+        mine[4], mine[5] = began - start > LATE_SECONDS, switches() != switched
+        tried += 1
+    samples = np.empty(valid)
+    allreduce(kept[:valid], samples, maximum)
+    return GlobalSamples(samples, starts, iterations)
 
 
 def harness_cost(comm: Any, iterations: int = 200) -> dict[str, float]:

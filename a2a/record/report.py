@@ -21,7 +21,8 @@ def _us(value: float) -> str:
 
 
 def flag(row: Row) -> str:
-    """'!' for a point that stalled, 'INVALID' for a wrong result, 'skipped'/'refused' as noted."""
+    """'!' for a point that stalled, 'INVALID' for a wrong result or too few valid iterations, 'skipped' or
+    'refused' as noted."""
     if row.note.startswith(("skipped", "refused")):
         return row.note.split(":")[0]
     if not row.valid:
@@ -49,8 +50,17 @@ def table(rows: Iterable[Row], defaults: Defaults | None = None, fmt: str = "sim
 
 
 def explained_table(rows: list[Row], defaults: Defaults | None = None) -> str:
-    """The table, then what the stalls in it say (nothing more when no point stalled)."""
-    return "\n".join([table(rows, defaults), *explain(rows, defaults)])
+    """The table, then why its INVALID points are invalid and what its stalls say (nothing when neither)."""
+    return "\n".join([table(rows, defaults), *invalid_reasons(rows), *explain(rows, defaults)])
+
+
+def invalid_reasons(rows: list[Row]) -> list[str]:
+    """One line per distinct note of the INVALID points, with how many points it covers."""
+    notes: dict[str, int] = {}
+    for r in rows:
+        if flag(r) == "INVALID":
+            notes[r.note] = notes.get(r.note, 0) + 1
+    return [f"INVALID ({count} point{'s' if count > 1 else ''}): {note}" for note, count in notes.items()]
 
 
 def oversubscription_warning(crowded: dict[str, dict[str, int]]) -> str:
