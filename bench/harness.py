@@ -24,15 +24,20 @@ from .options import parse_list
               help="Alternate C and Python runs this many times; report the medians.")
 @click.option("--reference", default="build/alltoall_ref", show_default=True, type=click.Path(dir_okay=False),
               help="The C reference binary; built with mpicc from a2a/measure/c/alltoall_ref.c when missing or stale.")
-def harness(nprocs: int, sizes: str, iterations: int, warmup: int, repeats: int, reference: str) -> None:
-    """Compare MPI_Alltoall timed by the C reference and by `bench run` (native), in both protocols."""
+@click.option("--imb", type=click.Path(exists=True, dir_okay=False),
+              help="An IMB-MPI1 binary: also run its Alltoall on the same sizes and iterations, beside --timing imb.")
+def harness(nprocs: int, sizes: str, iterations: int, warmup: int, repeats: int, reference: str,
+            imb: str | None) -> None:
+    """Compare MPI_Alltoall timed by the C reference and by `bench run` (native), in each protocol, and by
+    IMB-MPI1 when given."""
     if launcher_size() > 1:
         raise HarnessError("run `python -m bench harness` without mpirun: it launches its own MPI jobs")
     size_list = parse_list(sizes, "size")
     binary = build_reference(Path(reference))
-    measured = measure(binary, nprocs, size_list, iterations, warmup, repeats)
+    measured = measure(binary, nprocs, size_list, iterations, warmup, repeats, Path(imb) if imb else None)
     echo(f"MPI_Alltoall at {nprocs} ranks, {iterations} iterations after {warmup} warm-up, "
-         f"median of {repeats} alternating runs; sync quotes the median sample, pipelined the mean over ranks")
+         f"median of {repeats} alternating runs; sync quotes the median sample, pipelined and imb the mean "
+         "over ranks (IMB's t_avg)")
     echo(render(measured.comparisons))
     for line in [*verdict(measured.comparisons), *idle_notes(measured.idle), *measured.warnings]:
         echo(line)

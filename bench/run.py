@@ -66,9 +66,10 @@ SWEEP_OPTIONS = ("config", "sizes", "dtype", "algorithms", "plugin", "option", "
 @click.option("--ppn", help="Ranks per virtual node, for node-aware algorithms. [default: real nodes]")
 @click.option("--seed", help="Seed of the algorithm order within a size. [default: 0]")
 @click.option("--timing", type=click.Choice(TIMINGS), default=None,
-              help="sync: barrier + one timed call, max over ranks, every sample; pipelined: OSU/IMB "
-                   "back-to-back calls, per-rank means; global: ReproMPI's synchronised clocks, latest exit "
-                   "minus an agreed start. [default: sync]")
+              help="sync: barrier + one timed call, max over ranks, every sample; pipelined: calls back to "
+                   "back, per-rank means; imb: IMB-MPI1's and OSU's loop (timed call, untimed barrier), per-rank "
+                   "means; global: ReproMPI's synchronised clocks, latest exit minus an agreed start. "
+                   "[default: sync]")
 @click.option("--cache", type=click.Choice(CACHES), default=None,
               help="warm: every call reuses one buffer set; cold: IMB's -off_cache, each call its own set from a "
                    "ring larger than the last-level cache. [default: warm]")

@@ -14,6 +14,8 @@ from a2a.measure.harness import (
     build_reference,
     figures,
     idle_notes,
+    imb_command,
+    imb_figures,
     render,
     table_rows,
     verdict,
@@ -42,12 +44,12 @@ def run_reference(binary: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-def test_reference_runs_both_protocols(reference: Path):
+def test_reference_runs_every_protocol(reference: Path):
     done = run_reference(reference, "-i", "20", "-w", "2", "8", "1K", "64K")
     assert done.returncode == 0, done.stderr
     rows = table_rows(done.stdout)
     assert sorted((row["mode"], int(row["bytes_per_peer"])) for row in rows) == sorted(
-        (mode, size) for mode in ("sync", "pipelined") for size in (8, 1024, 65536))
+        (mode, size) for mode in ("sync", "pipelined", "imb") for size in (8, 1024, 65536))
     for row in rows:
         assert (row["nprocs"], row["iterations"]) == ("2", "20")
         least, mean, most = (float(row[k]) for k in ("t_min_us", "t_mean_us", "t_max_us"))
@@ -80,6 +82,7 @@ sync,2,8,100,2.0,2.5,2.6,9.0
 pipelined,2,8,100,2.1,,2.2,2.3
 sync,2,65536,100,9.0,10.0,10.5,20.0
 pipelined,2,65536,100,9.5,,10.0,10.5
+imb,2,8,100,2.2,,2.4,2.6
 """
 PYTHON_OUTPUT = """note: a line before the table
 nprocs,algorithm,bytes_per_peer,t_min_us,t_p50_us,t_mean_us,t_max_us,timing
@@ -91,6 +94,7 @@ nprocs,algorithm,bytes_per_peer,t_min_us,t_p50_us,t_mean_us,t_max_us,timing
 def test_figures_pick_each_protocols_statistic():
     assert figures(table_rows(C_OUTPUT), "sync") == {8: 2.5, 65536: 10.0}
     assert figures(table_rows(C_OUTPUT), "pipelined") == {8: 2.2, 65536: 10.0}
+    assert figures(table_rows(C_OUTPUT), "imb") == {8: 2.4}
     assert figures(table_rows(PYTHON_OUTPUT), "sync") == {8: 4.0, 65536: 10.5}
     assert figures(table_rows(PYTHON_OUTPUT), "pipelined") == {}
     with pytest.raises(HarnessError, match="no CSV header"):
@@ -110,20 +114,62 @@ def test_ratio_gap_and_verdict():
     assert "1.050" in table and "+0.50" in table and "1.150" in table
 
 
+IMB_OUTPUT = """#----------------------------------------------------------------
+# Benchmarking Alltoall
+# #processes = 2
+#----------------------------------------------------------------
+       #bytes #repetitions  t_min[usec]  t_max[usec]  t_avg[usec]
+            8         1000         2.75         3.06         2.90
+        65536         1000        13.11        13.72        13.41
+
+
+# All processes entering MPI_Finalize
+"""
+
+
+def test_imb_figures_read_t_avg_and_the_verdict_holds_the_imb_protocol_to_them():
+    assert imb_figures(IMB_OUTPUT) == {8: 2.90, 65536: 13.41}
+    with pytest.raises(HarnessError, match="no t_avg table"):
+        imb_figures("IMB-MPI1: invalid option\n")
+    comparisons = [Comparison("imb", 8, 2.95, 3.30, 2.90), Comparison("imb", 65536, 13.5, 15.0, 13.41)]
+    said = verdict(comparisons)
+    assert "imb vs IMB-MPI1: within +0.5 us below 4K per peer: met" in said
+    assert "imb vs IMB-MPI1: within 1.10x from 4K per peer: MISSED at 64K (1.119)" in said
+    table = render(comparisons)
+    assert "IMB-MPI1 us" in table and "13.41" in table and "1.119" in table and "1.007" in table  # C/IMB at 64K
+    assert not any("IMB-MPI1" in line for line in verdict([Comparison("imb", 8, 2.95, 3.30)]))
+
+
+def test_imb_command_runs_alltoall_on_the_listed_sizes(tmp_path: Path):
+    command = imb_command(Path("IMB-MPI1"), 16, tmp_path / "lengths", 1000)
+    at = command.index("IMB-MPI1")
+    assert command[at:] == ["IMB-MPI1", "Alltoall", "-npmin", "16", "-msglen", str(tmp_path / "lengths"),
+                            "-iter", "1000", "-iter_policy", "off"]
+    assert command[at - 2:at] == ["-n", "16"]
+
+
 def test_harness_refuses_to_run_under_mpirun():
     result = CliRunner().invoke(main, ["harness"], env={"PMI_SIZE": "2"})
     assert isinstance(result.exception, HarnessError)
     assert "without mpirun" in str(result.exception)
 
 
-def test_harness_end_to_end(reference: Path):
+def test_harness_end_to_end(reference: Path, tmp_path: Path):
+    """With a stand-in IMB-MPI1 that reads its -msglen file and reports 1000 us for every size."""
+    stand_in = tmp_path / "IMB-MPI1"
+    stand_in.write_text('#!/bin/sh\nwhile [ "$1" != -msglen ]; do shift; done\n'
+                        'echo "       #bytes #repetitions  t_min[usec]  t_max[usec]  t_avg[usec]"\n'
+                        'while read n; do echo "$n 20 1000.0 1000.0 1000.0"; done < "$2"\n')
+    stand_in.chmod(0o755)
     done = python("-m", "bench", "harness", "--sizes", "8,64K", "--iterations", "20", "--warmup", "2",
-                  "--repeats", "1", "--reference", str(reference), timeout=300)
+                  "--repeats", "1", "--reference", str(reference), "--imb", str(stand_in), timeout=300)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert any(line.split()[:1] == ["64K"] for line in lines), done.stdout
+    row = next(line.split() for line in lines if line.split()[:1] == ["64K"])
+    assert len(row) == 1 + 3 * 4 + 3 and row[-3] == "1000.00", done.stdout  # 3 protocols, then IMB-MPI1
     assert any(line.startswith("sync: gap at 8 per peer") for line in lines), done.stdout
-    assert any(line.startswith("pipelined: Python/C <= 1.10") for line in lines), done.stdout
+    assert any(line.startswith("imb: Python/C <= 1.10") for line in lines), done.stdout
+    assert "imb vs IMB-MPI1: within +0.5 us below 4K per peer: met" in lines, done.stdout
 
 
 def test_idle_notes_warn_about_a_busy_machine():

@@ -4,12 +4,13 @@ from __future__ import annotations
 import json
 import time
 
+import numpy as np
 import pytest
 from support import mpiexec
 
 from a2a.measure.driver import Context
 from a2a.measure.environment import by_machine, cores_of_this_rank, oversubscription
-from a2a.measure.timing import time_pipelined
+from a2a.measure.timing import time_imb, time_pipelined
 from a2a.mpi import LOCAL_SIZE_VARIABLES, ranks_on_this_node
 from a2a.record.results import read_rows, read_samples
 
@@ -80,13 +81,40 @@ def test_time_pipelined_stops_on_every_rank_when_one_asks(comm):
     assert stopped and len(samples) == 0 and len(calls) == 1
 
 
-def test_pipelined_run_records_per_rank_means_and_its_mode(tmp_path):
+@pytest.mark.mpi
+def test_time_imb_starts_every_call_together_and_leaves_the_barrier_out(comm):
+    """IMB's loop: a barrier after each timed call, so no rank runs ahead, and the wait in it is not timed."""
+    origin = comm.bcast(time.monotonic())
+    starts = []
+
+    def run():  # rank r's calls take (r + 1) x 2 ms, warm-up ones 0.3 s
+        starts.append(time.monotonic() - origin)
+        time.sleep(0.3 if len(starts) <= 2 else 0.002 * (comm.rank + 1))
+
+    means, stopped = time_imb(comm, run, warmup=2, iterations=5, stop_requested=lambda: False)
+    assert not stopped and len(starts) == 7 and len(means) == comm.size
+    for rank, mean in enumerate(means):  # the barrier's wait for the slowest rank would add up to 2 ms x size
+        assert 0.002 * (rank + 1) <= mean < 0.002 * (rank + 1) + 0.0015, (rank, means)
+    spread = np.ptp(np.array(comm.allgather(starts)), axis=0)  # back to back, the 5th would be 8 ms apart
+    assert spread.max() < 0.005, spread
+
+
+@pytest.mark.mpi
+def test_time_imb_stops_on_every_rank_when_one_asks(comm):
+    calls = []
+    samples, stopped = time_imb(comm, lambda: calls.append(None), warmup=1, iterations=5,
+                                stop_requested=lambda: comm.rank == comm.size - 1)
+    assert stopped and len(samples) == 0 and len(calls) == 1
+
+
+@pytest.mark.parametrize("timing", ["pipelined", "imb"])
+def test_a_per_rank_mean_run_records_its_means_and_its_mode(tmp_path, timing):
     out = tmp_path / "run"
-    done = mpiexec(2, "-m", "bench", "run", "--timing", "pipelined", "--sizes", "8,64K", "--algorithms",
+    done = mpiexec(2, "-m", "bench", "run", "--timing", timing, "--sizes", "8,64K", "--algorithms",
                    "native,pairwise", "--iterations", "50", "--output", str(out), "--quiet")
     assert done.returncode == 0, done.stderr
     rows = read_rows(out)
-    assert len(rows) == 4 and {r.timing for r in rows} == {"pipelined"}
+    assert len(rows) == 4 and {r.timing for r in rows} == {timing}
     assert all(r.valid and r.iterations == 50 and r.t_min_us <= r.t_mean_us <= r.t_max_us for r in rows)
     samples = read_samples(out)
     assert all(len(samples[r.key]) == 2 for r in rows)  # one mean per rank

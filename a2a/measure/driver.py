@@ -25,7 +25,7 @@ from a2a.measure.environment import (
     machine_of_this_rank,
     oversubscription,
 )
-from a2a.measure.grid import Point, SweepConfig, points
+from a2a.measure.grid import PER_RANK_MEANS, Point, SweepConfig, points
 from a2a.measure.mesh import Layout, group_comm
 from a2a.measure.session import (
     EXIT_TERMINATED,
@@ -37,7 +37,7 @@ from a2a.measure.session import (
     SweepState,
     resume_state,
 )
-from a2a.measure.timing import harness_cost, time_global, time_pipelined, time_sync
+from a2a.measure.timing import harness_cost, time_global, time_imb, time_pipelined, time_sync
 from a2a.measure.traffic import traffic_of
 from a2a.mpi import abort_job, abort_on_error, idle_barrier, ranks_on_this_node
 from a2a.netstat import stall_counters
@@ -271,8 +271,9 @@ def _samples(comm: Any, run: Callable[[], Any], point: Point, config: SweepConfi
              stop_requested: Callable[[], bool]) -> tuple[np.ndarray, bool, str, bool]:
     """The point's samples under its timing, whether a stop cut them short, what the timing noted, and whether
     they are enough to summarise."""
-    if point.timing == "pipelined":
-        return (*time_pipelined(comm, run, config.warmup, config.iterations, stop_requested), "", True)
+    if point.timing in PER_RANK_MEANS:
+        timer = time_pipelined if point.timing == "pipelined" else time_imb
+        return (*timer(comm, run, config.warmup, config.iterations, stop_requested), "", True)
     if point.timing == "global":
         timed = time_global(comm, run, config.warmup, config.iterations, config.max_time_per_point,
                             stop_requested, context.clock)
@@ -297,7 +298,7 @@ def _check(comm: Any, plan: Any, recvbuf: np.ndarray, expected: np.ndarray) -> l
 
 def _fill(row: Row, stats: Stats, config: SweepConfig, timing: str) -> None:
     us = 1e6
-    row.iterations = config.iterations if timing == "pipelined" else stats.n
+    row.iterations = config.iterations if timing in PER_RANK_MEANS else stats.n
     row.t_min_us, row.t_p50_us, row.t_p90_us = stats.min * us, stats.p50 * us, stats.p90 * us
     row.t_p95_us, row.t_p99_us, row.t_mean_us = stats.p95 * us, stats.p99 * us, stats.mean * us
     row.t_max_us, row.t_std_us = stats.max * us, stats.std * us

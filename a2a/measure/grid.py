@@ -31,7 +31,8 @@ class Variant:
         return label(self.name, self.options_text)
 
 
-TIMINGS = ("sync", "pipelined", "global")
+TIMINGS = ("sync", "pipelined", "imb", "global")
+PER_RANK_MEANS = ("pipelined", "imb")  # timings whose samples are each rank's mean time per call
 
 
 def default_nprocs(size: int) -> str:

@@ -1,8 +1,8 @@
 """The harness against C: MPI_Alltoall timed by a C reference program and by `bench run` (native), side by side.
 
-Both launch as MPI jobs of their own (this process is their driver), alternating, in both
-timing protocols; the medians over the repeats are compared per size. docs/harness.md has the
-findings.
+Both launch as MPI jobs of their own (this process is their driver), alternating, in the
+three protocols, with IMB-MPI1 itself when given; the medians over the repeats are compared
+per size. docs/harness.md has the findings.
 """
 from __future__ import annotations
 
@@ -22,10 +22,12 @@ from a2a.mpi import launcher_flags, mpi_tool, run_job
 from a2a.units import human_bytes
 
 SOURCE = Path(__file__).resolve().parent / "c" / "alltoall_ref.c"
-MODES = ("sync", "pipelined")
-# the figure each protocol's users quote: the median sample (sync), OSU's Avg Latency (pipelined)
-STATISTIC = {"sync": "t_p50_us", "pipelined": "t_mean_us"}
+MODES = ("sync", "pipelined", "imb")
+# the figure each protocol's users quote: the median sample (sync), the mean over ranks (IMB's t_avg)
+STATISTIC = {"sync": "t_p50_us", "pipelined": "t_mean_us", "imb": "t_mean_us"}
 TARGET_RATIO, TARGET_FROM_BYTES = 1.10, 64 * 1024
+# against IMB-MPI1 itself: within IMB_GAP_US below IMB_RATIO_FROM_BYTES, within IMB_RATIO from there
+IMB_GAP_US, IMB_RATIO, IMB_RATIO_FROM_BYTES = 0.5, 1.10, 4096
 BUSY_BELOW_IDLE = 0.8
 
 
@@ -37,6 +39,7 @@ class Comparison:
     bytes_per_peer: int
     c_us: float
     python_us: float
+    imb_us: float | None = None  # IMB-MPI1's t_avg, for the imb protocol when IMB-MPI1 ran
 
     @property
     def ratio(self) -> float:
@@ -97,9 +100,30 @@ def figures(rows: list[dict[str, str]], mode: str) -> dict[int, float]:
 
 
 def reference_command(binary: Path, nprocs: int, sizes: list[int], iterations: int, warmup: int) -> list[str]:
-    """mpiexec running the C reference in both protocols."""
+    """mpiexec running the C reference in every protocol."""
     return [*mpiexec_command(), "-n", str(nprocs), str(binary), "-i", str(iterations), "-w", str(warmup),
-            "-m", "both", *map(str, sizes)]
+            "-m", "all", *map(str, sizes)]
+
+
+def imb_command(binary: Path, nprocs: int, lengths: Path, iterations: int) -> list[str]:
+    """mpiexec running IMB-MPI1's Alltoall at `nprocs` ranks on the sizes listed in `lengths`, `iterations` each."""
+    return [*mpiexec_command(), "-n", str(nprocs), str(binary), "Alltoall", "-npmin", str(nprocs),
+            "-msglen", str(lengths), "-iter", str(iterations), "-iter_policy", "off"]
+
+
+def imb_figures(text: str) -> dict[int, float]:
+    """bytes -> t_avg[usec] from IMB-MPI1's output (its table under the '#bytes' header)."""
+    found: dict[int, float] = {}
+    column = None
+    for line in text.splitlines():
+        fields = line.split()
+        if fields[:1] == ["#bytes"] and "t_avg[usec]" in fields:
+            column = fields.index("t_avg[usec]")
+        elif column is not None and len(fields) > column and fields[0].isdigit():
+            found[int(fields[0])] = float(fields[column])
+    if not found:
+        raise HarnessError(f"no t_avg table in IMB-MPI1's output:\n{text.strip()[-2000:]}")
+    return found
 
 
 def python_command(nprocs: int, sizes: list[int], mode: str, iterations: int, warmup: int,
@@ -127,16 +151,19 @@ def idle_share(seconds: float = 1.0) -> float | None:
 
 
 def measure(binary: Path, nprocs: int, sizes: list[int], iterations: int, warmup: int,
-            repeats: int) -> Measurement:
-    """Alternate C and Python runs `repeats` times; compare the medians of each figure over the repeats.
+            repeats: int, imb: Path | None = None) -> Measurement:
+    """Alternate C, Python and IMB-MPI1 (when given) runs `repeats` times; compare the medians over the repeats.
 
     Also note how idle the machine was just before each repeat (other work skews microseconds)
     and keep the driver's warnings (oversubscription), each once.
     """
     c_runs: dict[str, list[dict[int, float]]] = {mode: [] for mode in MODES}
     python_runs: dict[str, list[dict[int, float]]] = {mode: [] for mode in MODES}
+    imb_runs: list[dict[int, float]] = []
     idle, warnings = [], []
     with tempfile.TemporaryDirectory(prefix="a2a-harness-") as scratch:
+        lengths = Path(scratch) / "lengths"
+        lengths.write_text("".join(f"{size}\n" for size in sizes))
         for repeat in range(repeats):
             idle.append(idle_share())
             rows = table_rows(run_job(reference_command(binary, nprocs, sizes, iterations, warmup),
@@ -148,8 +175,11 @@ def measure(binary: Path, nprocs: int, sizes: list[int], iterations: int, warmup
                 python_runs[mode].append(figures(table_rows(done.stdout), mode))
                 warnings += [line for line in done.stderr.splitlines()
                              if line.startswith("WARNING") and line not in warnings]
+            if imb:
+                imb_runs.append(imb_figures(run_job(imb_command(imb, nprocs, lengths, iterations), "IMB-MPI1").stdout))
     comparisons = [Comparison(mode, size, _median_of(c_runs[mode], size, "C reference"),
-                              _median_of(python_runs[mode], size, "python -m bench run"))
+                              _median_of(python_runs[mode], size, "python -m bench run"),
+                              _median_of(imb_runs, size, "IMB-MPI1") if imb and mode == "imb" else None)
                    for mode in MODES for size in sizes]
     return Measurement(comparisons, idle, warnings)
 
@@ -162,12 +192,14 @@ def _median_of(runs: list[dict[int, float]], size: int, what: str) -> float:
 
 
 def render(comparisons: list[Comparison]) -> str:
-    """One line per size: C, Python, ratio and gap in each protocol."""
+    """One line per size: C, Python, ratio and gap in each protocol, and IMB-MPI1 beside imb when it ran."""
     by_key = {(c.mode, c.bytes_per_peer): c for c in comparisons}
     sizes = sorted({c.bytes_per_peer for c in comparisons})
+    with_imb = any(c.imb_us is not None for c in comparisons)
     headers = ["bytes/peer"]
     for mode in MODES:
         headers += [f"{mode} C us", f"{mode} Py us", f"{mode} Py/C", f"{mode} gap us"]
+    headers += ["IMB-MPI1 us", "imb Py/IMB", "imb C/IMB"] if with_imb else []
     lines = []
     for size in sizes:
         line: list[object] = [human_bytes(size)]
@@ -175,12 +207,17 @@ def render(comparisons: list[Comparison]) -> str:
             c = by_key.get((mode, size))
             line += ["", "", "", ""] if c is None else [f"{c.c_us:.2f}", f"{c.python_us:.2f}",
                                                         f"{c.ratio:.3f}", f"{c.gap_us:+.2f}"]
+        imb = by_key.get(("imb", size))
+        if with_imb:
+            line += ["", "", ""] if imb is None or imb.imb_us is None else [
+                f"{imb.imb_us:.2f}", f"{imb.python_us / imb.imb_us:.3f}", f"{imb.c_us / imb.imb_us:.3f}"]
         lines.append(line)
     return tabulate(lines, headers=headers, disable_numparse=True, stralign="right")
 
 
 def verdict(comparisons: list[Comparison]) -> list[str]:
-    """The small-size gap per protocol and whether the large sizes are within the target ratio."""
+    """The small-size gap per protocol, whether the large sizes are within the target ratio, and how the imb
+    protocol stands against IMB-MPI1 itself when it ran."""
     said = []
     for mode in MODES:
         ours = sorted((c for c in comparisons if c.mode == mode), key=lambda c: c.bytes_per_peer)
@@ -196,6 +233,24 @@ def verdict(comparisons: list[Comparison]) -> list[str]:
                 f"{human_bytes(c.bytes_per_peer)} ({c.ratio:.3f})" for c in missed)
             said.append(f"{mode}: Python/C <= {TARGET_RATIO:.2f} from {human_bytes(TARGET_FROM_BYTES)} per peer: "
                         f"{state}")
+    return said + _against_imb([c for c in comparisons if c.imb_us is not None])
+
+
+def _against_imb(comparisons: list[Comparison]) -> list[str]:
+    """imb protocol (Python) against IMB-MPI1: within IMB_GAP_US below IMB_RATIO_FROM_BYTES, IMB_RATIO from it."""
+    limit, said = human_bytes(IMB_RATIO_FROM_BYTES), []
+    small = [c for c in comparisons if c.bytes_per_peer < IMB_RATIO_FROM_BYTES]
+    if small:
+        off = [f"{human_bytes(c.bytes_per_peer)} ({c.python_us - c.imb_us:+.2f} us)" for c in small
+               if c.python_us - c.imb_us > IMB_GAP_US]
+        said.append(f"imb vs IMB-MPI1: within +{IMB_GAP_US:g} us below {limit} per peer: "
+                    + ("MISSED at " + ", ".join(off) if off else "met"))
+    large = [c for c in comparisons if c.bytes_per_peer >= IMB_RATIO_FROM_BYTES]
+    if large:
+        off = [f"{human_bytes(c.bytes_per_peer)} ({c.python_us / c.imb_us:.3f})" for c in large
+               if c.python_us / c.imb_us > IMB_RATIO]
+        said.append(f"imb vs IMB-MPI1: within {IMB_RATIO:.2f}x from {limit} per peer: "
+                    + ("MISSED at " + ", ".join(off) if off else "met"))
     return said
 
 

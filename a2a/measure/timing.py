@@ -54,9 +54,10 @@ def time_pipelined(comm: Any, run: Callable[[], Any], warmup: int, iterations: i
                    stop_requested: Callable[[], bool]) -> tuple[np.ndarray, bool]:
     """Return (each rank's mean time per call, stopped): OSU's and IMB's protocol.
 
-    One synchronisation, then `iterations` calls back to back; per-rank means are what OSU
-    reports as Min/Avg/Max Latency and IMB as t_min/t_avg/t_max across ranks. A stall inside
-    the loop is spread over all the calls: that is this protocol's blind spot.
+    One synchronisation, then `iterations` calls back to back (IMB-MPI1 with -sync off, and
+    IMB before 2017); per-rank means, summarised over ranks like IMB's t_min/t_avg/t_max. A
+    call can overlap the next one, and a stall inside the loop is spread over all the calls:
+    that is this protocol's blind spot.
     """
     from mpi4py import MPI
 
@@ -69,6 +70,33 @@ def time_pipelined(comm: Any, run: Callable[[], Any], warmup: int, iterations: i
         run()
     mean = (MPI.Wtime() - begin) / max(iterations, 1)
     return np.array(comm.allgather(mean)), False
+
+
+def time_imb(comm: Any, run: Callable[[], Any], warmup: int, iterations: int,
+             stop_requested: Callable[[], bool]) -> tuple[np.ndarray, bool]:
+    """Return (each rank's mean time per call, stopped): IMB-MPI1's default protocol, and OSU's.
+
+    Two barriers, then per iteration one timed call and an untimed MPI_Barrier; each rank keeps
+    the mean of its calls' times, and the min/mean/max over ranks are IMB's t_min/t_avg/t_max.
+    Unlike pipelined, calls never overlap and every call begins with the ranks together.
+    """
+    from mpi4py import MPI
+
+    barrier, wtime = comm.Barrier, MPI.Wtime
+    for _ in range(warmup):  # IMB warms up with its own loop, barriers included
+        run()
+        barrier()
+    if comm.allreduce(bool(stop_requested()), op=MPI.LOR):
+        return np.zeros(0), True
+    barrier()
+    barrier()
+    total = 0.0
+    for _ in range(iterations):
+        start = wtime()
+        run()
+        total += wtime() - start
+        barrier()
+    return np.array(comm.allgather(total / max(iterations, 1))), False
 
 
 @dataclass

@@ -1,13 +1,16 @@
 /* C reference for the Python harness: time MPI_Alltoall in two protocols.
  *
- *   alltoall_ref [-i ITERATIONS] [-w WARMUP] [-m sync|pipelined|both] SIZE...
+ *   alltoall_ref [-i ITERATIONS] [-w WARMUP] [-m sync|pipelined|imb|all] SIZE...
  *
  * SIZE is bytes per peer (suffix K or M for powers of 1024). Rank 0 prints a CSV header, then
  * per size and mode: mode,nprocs,bytes_per_peer,iterations,t_min_us,t_p50_us,t_mean_us,t_max_us
  *   sync:      per iteration an untimed barrier, then one timed call; a sample is the max
  *              over ranks of one iteration; min/median/mean/max over the samples.
  *   pipelined: a barrier, then ITERATIONS calls back to back; each rank's mean per call;
- *              min/mean/max of those means over ranks (OSU/IMB style); t_p50_us is empty.
+ *              min/mean/max of those means over ranks (IMB's -sync off); t_p50_us is empty.
+ *   imb:       IMB-MPI1's default loop (and OSU's): two barriers, then per iteration one timed
+ *              call and an untimed barrier; each rank's mean per call; min/mean/max of those
+ *              means over ranks are IMB's t_min/t_avg/t_max; t_p50_us is empty.
  * Warm-up calls (untimed) precede each mode. Errors in the arguments exit 2 on every rank.
  */
 #define _POSIX_C_SOURCE 200809L /* getopt */
@@ -57,26 +60,49 @@ static void time_sync(char *send, char *recv, int bytes, int iterations, int npr
     free(samples);
 }
 
+/* Rank 0 prints the min, mean and max over ranks of each rank's mean time per call. */
+static void print_means(const char *mode, double mean, int bytes, int iterations, int nprocs, int rank)
+{
+    double least, most, sum;
+    MPI_Reduce(&mean, &least, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&mean, &most, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&mean, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("%s,%d,%d,%d,%.3f,,%.3f,%.3f\n", mode, nprocs, bytes, iterations, least * 1e6,
+               sum / nprocs * 1e6, most * 1e6);
+}
+
 static void time_pipelined(char *send, char *recv, int bytes, int iterations, int nprocs, int rank)
 {
     MPI_Barrier(MPI_COMM_WORLD);
     double start = MPI_Wtime();
     for (int i = 0; i < iterations; i++)
         MPI_Alltoall(send, bytes, MPI_BYTE, recv, bytes, MPI_BYTE, MPI_COMM_WORLD);
-    double mean = (MPI_Wtime() - start) / iterations, least, most, sum;
-    MPI_Reduce(&mean, &least, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
-    MPI_Reduce(&mean, &most, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    MPI_Reduce(&mean, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
-    if (rank == 0)
-        printf("pipelined,%d,%d,%d,%.3f,,%.3f,%.3f\n", nprocs, bytes, iterations, least * 1e6,
-               sum / nprocs * 1e6, most * 1e6);
+    print_means("pipelined", (MPI_Wtime() - start) / iterations, bytes, iterations, nprocs, rank);
 }
+
+static void time_imb(char *send, char *recv, int bytes, int iterations, int nprocs, int rank)
+{
+    double total = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 0; i < iterations; i++) {
+        double start = MPI_Wtime();
+        MPI_Alltoall(send, bytes, MPI_BYTE, recv, bytes, MPI_BYTE, MPI_COMM_WORLD);
+        total += MPI_Wtime() - start;
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    print_means("imb", total / iterations, bytes, iterations, nprocs, rank);
+}
+
+static const char *const MODES[] = {"sync", "pipelined", "imb"};
+static void (*const TIMERS[])(char *, char *, int, int, int, int) = {time_sync, time_pipelined, time_imb};
 
 int main(int argc, char **argv)
 {
     long iterations = 100, warmup = 10;
     int nprocs, rank, option;
-    const char *mode = "both", *problem = NULL;
+    const char *mode = "all", *problem = NULL;
     char why[200];
     MPI_Init(&argc, &argv);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
@@ -90,8 +116,8 @@ int main(int argc, char **argv)
     }
     if (!problem && (iterations < 1 || warmup < 0 || iterations > 100000000 || warmup > 100000000))
         problem = "-i takes a count from 1 and -w one from 0 (up to 100000000)";
-    if (!problem && strcmp(mode, "sync") && strcmp(mode, "pipelined") && strcmp(mode, "both"))
-        problem = "-m accepts sync, pipelined or both";
+    if (!problem && strcmp(mode, "sync") && strcmp(mode, "pipelined") && strcmp(mode, "imb") && strcmp(mode, "all"))
+        problem = "-m accepts sync, pipelined, imb or all";
     if (!problem && optind == argc) problem = "no sizes given";
     for (int a = optind; !problem && a < argc; a++) {
         long bytes = parse_size(argv[a]);
@@ -104,7 +130,7 @@ int main(int argc, char **argv)
     if (problem) {
         if (rank == 0)
             fprintf(stderr, "alltoall_ref: %s\nusage: alltoall_ref [-i ITERATIONS] [-w WARMUP] "
-                            "[-m sync|pipelined|both] SIZE...\n", problem);
+                            "[-m sync|pipelined|imb|all] SIZE...\n", problem);
         MPI_Finalize();
         return 2;
     }
@@ -115,12 +141,12 @@ int main(int argc, char **argv)
         char *send = malloc(total + 1), *recv = malloc(total + 1);
         if (!send || !recv) MPI_Abort(MPI_COMM_WORLD, 1);
         memset(send, rank, total + 1);
-        for (int pass = 0; pass < 2; pass++) {
-            const char *which = pass ? "pipelined" : "sync";
-            if (strcmp(mode, "both") && strcmp(mode, which)) continue;
+        for (int pass = 0; pass < 3; pass++) {
+            const char *which = MODES[pass];
+            if (strcmp(mode, "all") && strcmp(mode, which)) continue;
             for (int i = 0; i < warmup; i++)
                 MPI_Alltoall(send, bytes, MPI_BYTE, recv, bytes, MPI_BYTE, MPI_COMM_WORLD);
-            (pass ? time_pipelined : time_sync)(send, recv, bytes, (int)iterations, nprocs, rank);
+            TIMERS[pass](send, recv, bytes, (int)iterations, nprocs, rank);
         }
         fflush(stdout);
         free(send);
