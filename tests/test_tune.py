@@ -13,7 +13,7 @@ import pytest
 from support import ROOT, is_mpich, python
 
 from a2a.errors import BadConfig
-from a2a.measure.tune import library_format
+from a2a.measure.tune import library_format, library_only
 from a2a.mpi import clean_launcher_env
 
 SMALL = ["--nprocs", "2", "--sizes", "8,64K", "--iterations", "5", "--verify-iterations", "5"]
@@ -24,12 +24,14 @@ def meta(directory: Path) -> dict:
 
 
 def test_the_flow_runs_end_to_end_on_this_library_and_says_how_to_apply_the_file(tmp_path):
+    """Pairwise alone is swept, so the table names it: the flow exports, verifies and applies a file."""
     out = tmp_path / "tune"
-    done = python("-m", "bench", "tune", *SMALL, "--launches", "2", "--rounds", "2", "--revert-slower",
-                  "--output", str(out), timeout=900)
+    done = python("-m", "bench", "tune", *SMALL, "--algorithms", "pairwise", "--launches", "2", "--rounds", "2",
+                  "--revert-slower", "--output", str(out), timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     record = meta(out)
     assert record["status"] == "complete" and record["library"] == ("MPICH" if is_mpich() else "Open MPI")
+    assert record["reverted"] == ["nothing ran slower: the table stands"]  # 2 launches a side never reach p < 0.05
     tuned = Path(record["file"])
     assert tuned.is_file() and tuned.suffix == (".json" if is_mpich() else ".rules")
     variable = ("MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE" if is_mpich()
@@ -58,6 +60,10 @@ def test_a_cell_whose_winner_changes_between_launches_is_unstable_and_left_to_th
     [cell] = json.loads((out / "decision.json").read_text())["tables"][0]["ranges"][0]["cells"]
     assert cell["algorithm"] == "native" and cell["unstable"] == {"flip_a": 1, "flip_b": 1}
     assert "left to the library" in done.stdout
+    # a table that leaves everything to the library is neither exported nor verified
+    assert "nothing to apply: the table leaves every cell to the library's own choice" in done.stdout
+    assert meta(out)["file"] is None and not (out / "tuned-default-1").exists()
+    assert not (out / "a2a-tuned.lua").exists()
     kept = tmp_path / "kept"
     done = python("-m", "bench", "tune", *args, "--keep-unstable", "--output", str(kept), timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -97,6 +103,12 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     assert done.returncode == 2, done.stdout + done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error")]
     assert len(errors) == 1 and message in errors[0], done.stderr
+
+
+def test_a_table_of_native_only_leaves_the_library_alone():
+    ranges = [{"algorithm": "native", "options": {}}, {"algorithm": "native", "options": {}}]
+    assert library_only({"tables": [{"ranges": ranges}, {"ranges": ranges[:1]}]})
+    assert not library_only({"tables": [{"ranges": ranges}, {"ranges": [{"algorithm": "pairwise"}]}]})
 
 
 def test_only_libraries_it_can_verify_are_tuned():

@@ -114,12 +114,17 @@ class Tune:
             if self.stopped:
                 raise Stopped()
             table = self._decide(sweeps)
+            if library_only(json.loads(table.read_text())):
+                return self._nothing_to_apply("the table leaves every cell to the library's own choice")
             made = self._export(table, "tuned")
             rows = self._verify(made, "tuned")
             if self.config.revert_slower:
                 document = json.loads(table.read_text())
                 reverted = revert_slower(document, rows, self.config.alpha)
                 self._note("reverted", reverted or ["nothing ran slower: the table stands"])
+                if reverted and library_only(document):
+                    return self._nothing_to_apply("every cell the table changed ran slower and went back to the "
+                                                  "library", rows)
                 if reverted:
                     write_decision(document, self.directory / "verified.json")
                     made = self._export(self.directory / "verified.json", "verified")
@@ -225,6 +230,15 @@ class Tune:
         self.say(f"a module file a site installs: {applying['module']}\n"
                  f"an mpirun that applies it: {applying['wrapper']}")
 
+    def _nothing_to_apply(self, why: str, rows: list[dict[str, Any]] | None = None) -> int:
+        """The tune ends without a file: the library's MPI_Alltoall stays as it is."""
+        self.meta.update(status="complete", end=now(), file=None)
+        self._write()
+        if rows:
+            self.say(gains_table(rows, self.config.alpha))
+        self.say(f"\nnothing to apply: {why}; MPI_Alltoall of this library stays as it is here")
+        return 0
+
     def _apply_files(self, variables: dict[str, str]) -> dict[str, Path]:
         """An Lmod module file and an mpirun wrapper that apply the file, written into the tune's directory."""
         module = self.directory.resolve() / "a2a-tuned.lua"
@@ -272,6 +286,11 @@ class Made:
     def environment(self) -> dict[str, str]:
         """The variables that apply the file."""
         return self.exported.environment(self.path)
+
+
+def library_only(document: dict[str, Any]) -> bool:
+    """Whether a decision leaves every size range of every process count to the library (native)."""
+    return all(row["algorithm"] == NATIVE for table in document["tables"] for row in table["ranges"])
 
 
 def gains_table(rows: list[dict[str, Any]], alpha: float) -> str:
