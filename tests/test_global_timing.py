@@ -50,6 +50,12 @@ def test_synchronise_recovers_skewed_drifting_clocks_within_its_bound(comm):
         assert clock.model.drift == pytest.approx(1e-2 * comm.rank / (1 + 1e-2 * comm.rank), rel=0.25)  # load-proof
 
 
+@pytest.fixture
+def clock(comm) -> GlobalClock:
+    """The job's clocks synchronised to rank 0's (collective)."""
+    return synchronise(comm, fitpoints=4, exchanges=8, span=0.01)
+
+
 def punctual(start: float) -> float:
     """A wait that reports every start as met on time, whoever held the cores (ranks may outnumber them here)."""
     spin_until(start)
@@ -72,9 +78,8 @@ class EarlyStart(ClockModel):
 
 
 @pytest.mark.mpi
-def test_a_sample_is_the_latest_exit_minus_the_agreed_start(comm):
+def test_a_sample_is_the_latest_exit_minus_the_agreed_start(comm, clock):
     """The last rank to finish sets the sample, even when it started on time and its peers left early."""
-    clock = synchronise(comm, fitpoints=4, exchanges=8, span=0.01)
     slow = 2e-3 if comm.rank == comm.size - 1 else 0.0
     timed = time_global(comm, lambda: time.sleep(slow), 1, 8, 60, lambda: False, clock,
                         wait_until=punctual, switches=steady)
@@ -83,9 +88,8 @@ def test_a_sample_is_the_latest_exit_minus_the_agreed_start(comm):
 
 
 @pytest.mark.mpi
-def test_the_lead_grows_until_every_rank_arrives_before_the_start(comm):
+def test_the_lead_grows_until_every_rank_arrives_before_the_start(comm, clock):
     """A rank whose start comes 3 ms before the others' finds it past until the lead outgrows 3 ms."""
-    clock = synchronise(comm, fitpoints=4, exchanges=8, span=0.01)
     early = 3e-3 if comm.rank == comm.size - 1 else 0.0
     skewed = GlobalClock(EarlyStart(clock.model.drift, clock.model.offset, early), lead=MIN_LEAD_SECONDS, report={})
     timed = time_global(comm, lambda: None, 0, 6, 60, lambda: False, skewed,
@@ -97,9 +101,8 @@ def test_the_lead_grows_until_every_rank_arrives_before_the_start(comm):
 
 
 @pytest.mark.mpi
-def test_a_lead_with_room_to_spare_shrinks(comm):
+def test_a_lead_with_room_to_spare_shrinks(comm, clock):
     """A 40 ms lead, where every rank arrives with most of it to spare, halves every ROOMY_TO_SHRINK iterations."""
-    clock = synchronise(comm, fitpoints=4, exchanges=8, span=0.01)
     generous = GlobalClock(clock.model, lead=0.04, report={})
     timed = time_global(comm, lambda: None, 0, 3 * ROOMY_TO_SHRINK, 60, lambda: False, generous,
                         wait_until=punctual, switches=steady)
@@ -107,11 +110,10 @@ def test_a_lead_with_room_to_spare_shrinks(comm):
 
 
 @pytest.mark.mpi
-def test_an_iteration_begun_late_on_any_rank_is_excluded(comm):
+def test_an_iteration_begun_late_on_any_rank_is_excluded(comm, clock):
     """A rank that loses its core just as the start comes would count the scheduler into the sample."""
     if comm.size < 2:
         pytest.skip("needs two ranks")
-    clock = synchronise(comm, fitpoints=4, exchanges=8, span=0.01)
     waits = iter(range(1 << 20))
 
     def descheduled(start: float) -> float:
@@ -130,11 +132,10 @@ def test_an_iteration_begun_late_on_any_rank_is_excluded(comm):
 
 
 @pytest.mark.mpi
-def test_an_iteration_in_which_a_rank_lost_its_core_is_excluded(comm):
+def test_an_iteration_in_which_a_rank_lost_its_core_is_excluded(comm, clock):
     """A rank preempted between the start and its exit would count the scheduler into the sample."""
     if comm.size < 2:
         pytest.skip("needs two ranks")
-    clock = synchronise(comm, fitpoints=4, exchanges=8, span=0.01)
     reads = iter(range(1 << 20))
 
     def every_other_call_preempted() -> int:
@@ -147,10 +148,9 @@ def test_an_iteration_in_which_a_rank_lost_its_core_is_excluded(comm):
 
 
 @pytest.mark.mpi
-def test_a_point_with_too_few_valid_iterations_says_so(comm):
+def test_a_point_with_too_few_valid_iterations_says_so(comm, clock):
     if comm.size < 2:
         pytest.skip("needs two ranks")
-    clock = synchronise(comm, fitpoints=4, exchanges=8, span=0.01)
 
     def always_late(start: float) -> float:
         punctual(start)
@@ -163,8 +163,7 @@ def test_a_point_with_too_few_valid_iterations_says_so(comm):
 
 
 @pytest.mark.mpi
-def test_a_stop_request_ends_global_timing(comm):
-    clock = synchronise(comm, fitpoints=4, exchanges=8, span=0.01)
+def test_a_stop_request_ends_global_timing(comm, clock):
     timed = time_global(comm, lambda: None, 0, 50, 60, lambda: comm.rank == 0, clock)
     assert timed.stopped and timed.samples.size == 0
 

@@ -74,14 +74,6 @@ def test_time_pipelined_gives_each_ranks_mean_without_the_warmup(comm):
 
 
 @pytest.mark.mpi
-def test_time_pipelined_stops_on_every_rank_when_one_asks(comm):
-    calls = []
-    samples, stopped = time_pipelined(comm, lambda: calls.append(None), warmup=1, iterations=5,
-                                      stop_requested=lambda: comm.rank == comm.size - 1)
-    assert stopped and len(samples) == 0 and len(calls) == 1
-
-
-@pytest.mark.mpi
 def test_time_imb_starts_every_call_together_and_leaves_the_barrier_out(comm):
     """IMB's loop: a barrier after each timed call, so no rank runs ahead, and the wait in it is not timed."""
     origin = comm.bcast(time.monotonic())
@@ -100,10 +92,11 @@ def test_time_imb_starts_every_call_together_and_leaves_the_barrier_out(comm):
 
 
 @pytest.mark.mpi
-def test_time_imb_stops_on_every_rank_when_one_asks(comm):
+@pytest.mark.parametrize("timer", [time_pipelined, time_imb])
+def test_a_per_rank_mean_timing_stops_on_every_rank_when_one_asks(comm, timer):
     calls = []
-    samples, stopped = time_imb(comm, lambda: calls.append(None), warmup=1, iterations=5,
-                                stop_requested=lambda: comm.rank == comm.size - 1)
+    samples, stopped = timer(comm, lambda: calls.append(None), warmup=1, iterations=5,
+                             stop_requested=lambda: comm.rank == comm.size - 1)
     assert stopped and len(samples) == 0 and len(calls) == 1
 
 
