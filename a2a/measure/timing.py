@@ -52,7 +52,7 @@ def time_sync(comm: Any, run: Callable[[], Any], warmup: int, iterations: int,
 
 def time_pipelined(comm: Any, run: Callable[[], Any], warmup: int, iterations: int,
                    stop_requested: Callable[[], bool]) -> tuple[np.ndarray, bool]:
-    """Return (each rank's mean time per call, stopped): OSU's and IMB's protocol.
+    """Return (each rank's mean time per call, stopped): calls back to back.
 
     One synchronisation, then `iterations` calls back to back (IMB-MPI1 with -sync off, and
     IMB before 2017); per-rank means, summarised over ranks like IMB's t_min/t_avg/t_max. A
@@ -127,6 +127,7 @@ class Starts:
 
     @property
     def excluded(self) -> int:
+        """Iterations excluded, for any reason."""
         return self.past + self.late + self.preempted
 
     @property
