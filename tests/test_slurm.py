@@ -133,10 +133,11 @@ def test_bench_slurm_submits_a_campaign(slurm, tmp_path):
 
 
 def test_bench_slurm_tune_runs_the_whole_tune_in_one_allocation(slurm, tmp_path):
+    """Pairwise alone is swept, so the tune has a table to export, verify and apply."""
     done = python("-m", "bench", "slurm", "--tune", "--nodes", "1", "--ntasks-per-node", "2", "--time", "10",
                   "--output", "tuned", "--submit", "--",
-                  "--sizes", "8,64K", "--iterations", "3", "--verify-iterations", "3", "--launches", "2",
-                  "--rounds", "2",
+                  "--sizes", "8,64K", "--algorithms", "pairwise", "--iterations", "3", "--verify-iterations", "3",
+                  "--launches", "2", "--rounds", "2",
                   cwd=tmp_path, env={**slurm.env, "A2A_MPIRUN_ARGS": MPIRUN_ARGS})
     assert done.returncode == 0, done.stderr
     [job] = re.findall(r"submitted job (\d+): results in tuned", done.stdout)
