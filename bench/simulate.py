@@ -14,6 +14,7 @@ from a2a.errors import BadConfig
 from a2a.measure.mesh import mesh_layouts
 from a2a.measure.session import FORMATS, Output, SweepState
 from a2a.simulate import simgrid
+from a2a.simulate.calibrate import message_cost
 from a2a.simulate.sweep import Machine, resume_simulation, simulate_sweep, simulated_variants, simulation_config
 
 from .group import main
@@ -42,6 +43,11 @@ DEFAULTS = {"platform": "switch", "link": "100Gbps,1us", "nprocs": "64", "sizes"
 @click.option("--network", type=click.Choice(list(simgrid.NETWORKS)), default=None,
               help="calibrated: SMPI's size-dependent latency and bandwidth factors; ideal: none "
                    "(latency x hops + bytes / rate). [default: calibrated]")
+@click.option("--message-cost", help="Microseconds of software time per eager send and receive, SEND[,RECV]. "
+                                     "[default: 0, SMPI's own]")
+@click.option("--calibrate", type=click.Path(file_okay=False, exists=True),
+              help="A measured record with linear at two or more process counts and 1 KiB per peer or less: "
+                   "--message-cost from its growth per extra peer.")
 @click.option("--output", help="Results directory. [default: results/<UTC time>-sim]")
 @click.option("--resume", type=click.Path(file_okay=False), help="Finish an interrupted simulation in DIR.")
 @click.option("--keep-traces", type=click.Path(file_okay=False), help="Keep platform, hostfile and traces under DIR.")
@@ -92,7 +98,8 @@ def prepare(given: dict[str, Any]) -> tuple[Path, SweepState, Machine]:
                             f"this simulation ({', '.join(map(str, nprocs))})")
     ppn = parse_count(given["ppn"], "--ppn") if given["ppn"] else 0
     machine = Machine(value("platform"), simgrid.Link.parse(value("link")),
-                      _bandwidth(given["copy_bandwidth"]), ppn, given["network"] or "calibrated")
+                      _bandwidth(given["copy_bandwidth"]), ppn, given["network"] or "calibrated",
+                      _message_cost(given["message_cost"], given["calibrate"]))
     for n in nprocs:
         machine.placement(n)  # refuses a platform too small, or a bad spec, now
     chosen = simulated_variants(given["algorithms"] or "all", parse_assignments(given["option"], "--option"), ppn)
@@ -102,6 +109,14 @@ def prepare(given: dict[str, Any]) -> tuple[Path, SweepState, Machine]:
     if (directory / "results.csv").exists():
         raise BadConfig(f"{directory} already holds results; use --resume {directory} or another --output")
     return directory, SweepState(config, list(given["plugin"])), machine
+
+
+def _message_cost(text: str | None, calibrate: str | None) -> simgrid.MessageCost:
+    if text and calibrate:
+        raise BadConfig("--message-cost and --calibrate both set the cost of a message; give one")
+    if calibrate:
+        return message_cost(Path(calibrate))
+    return simgrid.MessageCost.parse(text) if text else simgrid.MessageCost()
 
 
 def _bandwidth(text: str | None) -> float:

@@ -10,8 +10,10 @@ from capture_check import ONE_SIDED
 
 import a2a
 from a2a import fabric
-from a2a.errors import BadOption
+from a2a.errors import BadConfig, BadOption
+from a2a.record.results import Recorder, Row
 from a2a.simulate import simgrid
+from a2a.simulate.calibrate import message_cost
 from a2a.simulate.capture import capture
 from a2a.simulate.events import Collective, Copy, Irecv, Isend, Recv, Send, Wait
 from bench.cli import entry
@@ -211,6 +213,55 @@ def test_ideal_network_is_latency_plus_bytes_over_rate(tmp_path, capsys):
 
 
 @needs_simgrid
+def test_a_message_cost_is_charged_to_each_send_and_each_eager_receive(tmp_path, capsys):
+    """Two ranks, ideal network: 2 us a send and 3 us a receive add 5 us at 8 B, and 2 us from 64 KiB (no
+    eager receive there)."""
+    args = ("--platform", "switch", "--link", "1Gbps,50us", "--nprocs", "2", "--sizes", "8,128K", "--algorithms",
+            "linear", "--network", "ideal")
+    plain, _ = simulated(tmp_path / "plain", capsys, *args)
+    charged, out = simulated(tmp_path / "charged", capsys, *args, "--message-cost", "2,3")
+    added = [float(c["t_p50_us"]) - float(p["t_p50_us"]) for p, c in zip(plain, charged)]
+    assert added == [pytest.approx(5, abs=0.01), pytest.approx(2, abs=0.01)]
+    assert "2 us a send, 3 us a receive" in out
+    meta = json.loads((tmp_path / "charged" / "sim" / "meta.json").read_text())
+    assert meta["message_cost"] == {"send_us": 2.0, "recv_us": 3.0, "source": "--message-cost 2,3"}
+
+
+def measured_linear(directory, times: dict[int, float], size: int = 8):
+    """A measured record with linear's p50 (us) per process count."""
+    recorder = Recorder(directory)
+    for nprocs, us in times.items():
+        recorder.add(Row(nprocs, 1, nprocs, "linear", "", "float32", size // 4, size, iterations=10, warmup=1,
+                         t_p50_us=us, valid=True))
+    recorder.close()
+    return directory
+
+
+def test_calibration_takes_linears_growth_per_extra_peer(tmp_path):
+    record = measured_linear(tmp_path / "run", {n: 3.0 + 1.7 * (n - 1) for n in (2, 4, 8, 16)})
+    cost = message_cost(record)
+    assert cost.send == pytest.approx(0.85e-6) and cost.recv == pytest.approx(0.85e-6)
+    assert "linear at 2, 4, 8, 16 ranks grew by 1.7 us per extra peer" in cost.source
+    with pytest.raises(BadConfig, match="calibration needs two or more"):
+        message_cost(measured_linear(tmp_path / "one", {8: 15.0}))
+    with pytest.raises(BadConfig, match="no per-message cost"):
+        message_cost(measured_linear(tmp_path / "flat", {2: 5.0, 4: 4.0}))
+    with pytest.raises(BadConfig, match="calibration needs two or more"):  # 64 KiB is no longer the latency regime
+        message_cost(measured_linear(tmp_path / "large", {2: 5.0, 4: 9.0}, size=65536))
+
+
+@needs_simgrid
+def test_simulate_calibrated_from_a_measured_record(tmp_path, capsys):
+    record = measured_linear(tmp_path / "run", {2: 4.0, 4: 7.4})
+    charged, out = simulated(tmp_path, capsys, "--nprocs", "4", "--sizes", "8", "--algorithms", "linear",
+                             "--calibrate", str(record))
+    meta = json.loads((tmp_path / "sim" / "meta.json").read_text())
+    assert meta["message_cost"]["send_us"] == pytest.approx(0.85) and str(record) in meta["message_cost"]["source"]
+    code, _, err = simulate(tmp_path / "both", capsys, "--calibrate", str(record), "--message-cost", "1")
+    assert code == 2 and "give one" in err
+
+
+@needs_simgrid
 def test_simulate_resumes_only_missing_points(tmp_path, capsys):
     args = ("--platform", "torus:2x2", "--nprocs", "4", "--sizes", "8,1K", "--algorithms", "bruck,throttled")
     assert simulate(tmp_path, capsys, *args)[0] == 0
@@ -238,6 +289,7 @@ def test_simulate_groups_on_a_torus(tmp_path, capsys):
     (("--platform", "dragonfly:2x2x1x2"), "ROUTERS (1) must be at least GROUPS (2)"),
     (("--platform", "hypercube"), "accepted: switch"),
     (("--link", "fast"), "RATE,LATENCY"),
+    (("--message-cost", "fast"), "microseconds per send and per receive"),
     (("--algorithms", "native:selector=intel"), "selector"),
     (("--algorithms", "nosuch"), "unknown algorithm"),
     (("--sizes", "6"), "multiples"),

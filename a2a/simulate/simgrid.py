@@ -114,6 +114,53 @@ class Link:
         return cls(per_second, seconds, f"{rate.strip()},{delay.strip()}")
 
 
+@dataclass(frozen=True)
+class MessageCost:
+    """The software time of one eager message, which SMPI charges only when told (smpi/os, ois and or).
+
+    `send` is what a rank spends in one MPI_Send or MPI_Isend, `recv` in taking in one message:
+    the cost of the MPI library and of its caller (here mpi4py), which SMPI's network model
+    leaves out. SMPI charges `send` to every MPI_Isend and to each MPI_Send below
+    smpi/send-is-detached-thresh (64 KiB), and `recv` to each message sent below that
+    threshold: it weighs in the latency regime.
+    """
+
+    send: float = 0.0  # seconds
+    recv: float = 0.0  # seconds
+    source: str = "none"
+
+    def config(self) -> list[str]:
+        """The SMPI options that charge it, in the simulation's stretched time (TIME_SCALE)."""
+        if not (self.send or self.recv):
+            return []
+        send, recv = self.send * TIME_SCALE, self.recv * TIME_SCALE
+        return [f"--cfg=smpi/os:{send:.9g}", f"--cfg=smpi/ois:{send:.9g}", f"--cfg=smpi/or:{recv:.9g}"]
+
+    def facts(self) -> dict[str, Any]:
+        """What meta.json keeps of it."""
+        return {"send_us": self.send * 1e6, "recv_us": self.recv * 1e6, "source": self.source}
+
+    @classmethod
+    def of(cls, facts: dict[str, Any] | None) -> "MessageCost":
+        """The cost a meta.json records (none in records made before it was)."""
+        facts = facts or {}
+        return cls(facts.get("send_us", 0.0) / 1e6, facts.get("recv_us", 0.0) / 1e6, facts.get("source", "none"))
+
+    @classmethod
+    def parse(cls, text: str) -> "MessageCost":
+        """--message-cost SEND[,RECV] in microseconds."""
+        parts = [part.strip() for part in str(text).split(",")]
+        try:
+            values = [float(part) for part in parts]
+        except ValueError:
+            values = []
+        if len(values) not in (1, 2) or min(values, default=-1) < 0:
+            raise BadOption(f"--message-cost {text!r}; accepted: microseconds per send and per receive, "
+                            "SEND[,RECV] at 0 or more, e.g. 0.85 or 0.6,1.1")
+        send, recv = values[0], values[-1]
+        return cls(send / 1e6, recv / 1e6, f"--message-cost {text}")
+
+
 def platform_xml(fabric: Any, link: Link, copy_bandwidth: float) -> str:
     """A SimGrid platform of `fabric` (a2a.fabric), every link `link`, full duplex; hosts n0..n{N-1}."""
     rate, delay = link.bytes_per_second / TIME_SCALE, link.latency * TIME_SCALE

@@ -29,13 +29,15 @@ TIMING = "simulated"
 
 @dataclass(frozen=True)
 class Machine:
-    """What the simulated calls run on: the topology, its links, the memory copy rate, ranks per node."""
+    """What the simulated calls run on: the topology, its links, the memory copy rate, ranks per node, and
+    the software cost of a message."""
 
     platform: str
     link: simgrid.Link
     copy_bandwidth: float
     ppn: int
     network: str = "calibrated"
+    message_cost: simgrid.MessageCost = simgrid.MessageCost()
 
     def placement(self, nprocs: int) -> tuple[Any, int]:
         """The fabric for `nprocs` ranks and the ranks per node (block placement)."""
@@ -53,14 +55,14 @@ class Machine:
     def facts(self) -> dict[str, Any]:
         """What meta.json keeps of the machine and the simulator."""
         return {"platform": self.platform, "link": self.link.text, "copy_bandwidth": self.copy_bandwidth,
-                "ppn_option": self.ppn, "network": self.network, "simgrid": simgrid.version(),
-                "smpirun": simgrid.smpirun(), "replayer": simgrid.replayer()}
+                "ppn_option": self.ppn, "network": self.network, "message_cost": self.message_cost.facts(),
+                "simgrid": simgrid.version(), "smpirun": simgrid.smpirun(), "replayer": simgrid.replayer()}
 
     @classmethod
     def of(cls, meta: dict[str, Any]) -> "Machine":
         """The machine a simulated record's meta.json describes."""
         return cls(meta["platform"], simgrid.Link.parse(meta["link"]), meta["copy_bandwidth"], meta["ppn_option"],
-                   meta.get("network", "calibrated"))
+                   meta.get("network", "calibrated"), simgrid.MessageCost.of(meta.get("message_cost")))
 
 
 def simulated_variants(text: str, assignments: dict[str, dict[str, str]], ppn: int) -> list[Variant]:
@@ -107,7 +109,9 @@ def resume_simulation(directory: Path) -> tuple[SweepState, Machine]:
 def simulate_sweep(directory: Path, state: SweepState, machine: Machine, output: Output,
                    keep: Path | None = None, replay_timeout: float = 3600) -> int:
     """Simulate every point not yet recorded; 0 when complete, 143 when interrupted (the record is kept)."""
-    backend = Backend("simgrid", machine.facts(), f"{machine.link.text}; times in microseconds",
+    cost = machine.message_cost
+    charged = f"; {cost.send * 1e6:.3g} us a send, {cost.recv * 1e6:.3g} us a receive" if cost.config() else ""
+    backend = Backend("simgrid", machine.facts(), f"{machine.link.text}{charged}; times in microseconds",
                       where=lambda rows: f", simulated on {rows[0].platform}")
     session = Session(directory, state, backend, output)
     if simgrid.slow_version(session.meta["simgrid"]):
@@ -190,7 +194,8 @@ class Replays:
                                         point.variant.options.get("algorithm", "")) if native else [])
         if native and point.layout:
             row.note = "native in groups runs a linear point-to-point lowering, not SMPI's MPI_Alltoall"
-        return job.start(config + simgrid.NETWORKS[self.machine.network], self.replay_timeout)
+        return job.start(config + simgrid.NETWORKS[self.machine.network] + self.machine.message_cost.config(),
+                         self.replay_timeout)
 
     def _simulated(self, row: Row, job: simgrid.ReplayJob) -> float | None:
         """Fill the row from a finished replay; its simulated seconds, or None with the note why not."""
