@@ -1,6 +1,7 @@
 """`bench simulate`: every algorithm's captured schedule replayed on SimGrid SMPI at any scale."""
 from __future__ import annotations
 
+import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,6 +16,7 @@ from a2a.measure.mesh import mesh_layouts
 from a2a.measure.session import FORMATS, Output, SweepState
 from a2a.simulate import simgrid
 from a2a.simulate.calibrate import message_cost
+from a2a.simulate.schedule_cache import OFF, ScheduleCache, default_directory
 from a2a.simulate.sweep import Machine, resume_simulation, simulate_sweep, simulated_variants, simulation_config
 
 from .group import main
@@ -54,6 +56,10 @@ DEFAULTS = {"platform": "switch", "link": "100Gbps,1us", "nprocs": "64", "sizes"
 @click.option("--replay-timeout", type=click.FloatRange(min=0, min_open=True), default=3600.0, show_default=True,
               help="Seconds of wall time one replay may take; a longer one is stopped and its point recorded "
                    "as not simulated.")
+@click.option("--jobs", type=click.IntRange(min=1), default=None,
+              help="Replays run at once (each is one process). [default: this process's cores]")
+@click.option("--schedule-cache", help="Where captured schedules are kept for the next simulation, or 'none'. "
+                                       "[default: $A2A_SCHEDULE_CACHE, else ~/.cache/a2a-testbed/schedules]")
 @click.option("--quiet", is_flag=True, help="No progress or tables.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
               help="stdout: tables per process count, the TPU benchmark's columns, or rows at the end.")
@@ -64,8 +70,11 @@ def simulate(**given: Any) -> None:
         raise BadConfig(problem)
     directory, state, machine = prepare(given)
     keep = Path(given["keep_traces"]) if given["keep_traces"] else None
+    jobs = given["jobs"] or len(os.sched_getaffinity(0))
+    cache = given["schedule_cache"]
+    schedules = ScheduleCache(None if cache == OFF else Path(cache) if cache else default_directory())
     sys.exit(simulate_sweep(directory, state, machine, Output(given["quiet"], given["fmt"]), keep,
-                            given["replay_timeout"]))
+                            given["replay_timeout"], jobs, schedules))
 
 
 def prepare(given: dict[str, Any]) -> tuple[Path, SweepState, Machine]:
@@ -73,7 +82,7 @@ def prepare(given: dict[str, Any]) -> tuple[Path, SweepState, Machine]:
     if given["resume"]:
         directory = Path(given["resume"])
         clashing = [k for k, v in given.items() if v not in (None, (), False) and k not in
-                    ("resume", "quiet", "fmt", "keep_traces", "replay_timeout")]
+                    ("resume", "quiet", "fmt", "keep_traces", "replay_timeout", "jobs", "schedule_cache")]
         if clashing:
             raise BadConfig(f"--resume takes the simulation from {directory}/meta.json; drop --"
                             + ", --".join(k.replace("_", "-") for k in clashing))

@@ -96,3 +96,15 @@ def _abort_hung(comm, item: pytest.Item) -> None:
     if capture:  # pytest holds file descriptors 1 and 2 during a test: the message would be lost
         capture.suspend_global_capture(in_=False)
     abort_job(comm, f"{item.nodeid} did not finish within {WATCHDOG_SECONDS:g} s; aborting the job", 3)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def schedule_cache(tmp_path_factory):
+    """Simulations in the tests keep their schedules in a directory of this session, not in the user's cache."""
+    before = os.environ.get("A2A_SCHEDULE_CACHE")
+    os.environ["A2A_SCHEDULE_CACHE"] = str(tmp_path_factory.mktemp("schedules"))
+    yield
+    if before is None:
+        os.environ.pop("A2A_SCHEDULE_CACHE")
+    else:
+        os.environ["A2A_SCHEDULE_CACHE"] = before

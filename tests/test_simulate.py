@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 from capture_check import ONE_SIDED
+from support import python
 
 import a2a
 from a2a import fabric
@@ -276,6 +277,54 @@ def test_simulate_resumes_only_missing_points(tmp_path, capsys):
 
 
 @needs_simgrid
+def test_a_stored_schedule_replays_on_another_platform_as_captured(tmp_path, capsys):
+    """The second simulation reads both schedules back, and they give the times a fresh capture gives."""
+    cache = str(tmp_path / "schedules")
+    common = ("--nprocs", "4", "--sizes", "8,64K", "--algorithms", "bruck,linear", "--schedule-cache")
+    fresh = [simulated(tmp_path / name, capsys, "--platform", platform, *common, where)[0]
+             for name, platform, where in [("a", "switch", cache), ("b", "torus:2x2", cache),
+                                           ("c", "torus:2x2", "none")]]
+    meta = [json.loads((tmp_path / name / "sim" / "meta.json").read_text()) for name in "abc"]
+    assert [(m["schedules_captured"], m["schedules_from_cache"]) for m in meta] == [(2, 0), (0, 2), (2, 0)]
+    assert len(list((tmp_path / "schedules").glob("*.pickle"))) == 2
+    times = [sorted((r["algorithm"], r["bytes_per_peer"], r["t_p50_us"]) for r in run) for run in fresh]
+    assert times[1] == times[2] != times[0]
+
+
+PROBE = """import a2a
+
+
+@a2a.register("probe")
+def probe(comm, sendbuf, recvbuf):
+    \"\"\"MPI_Alltoall, CALLS times.\"\"\"
+    def run():
+        for _ in range(CALLS):
+            comm.Alltoall(sendbuf, recvbuf)
+    return run
+"""
+
+
+@needs_simgrid
+def test_an_edited_algorithm_is_captured_again(tmp_path):
+    """The cache keys a schedule by its algorithm's source: an edit to the plan is simulated as edited."""
+    plugin = tmp_path / "probe.py"
+
+    def simulated_us(calls: int, name: str) -> tuple[float, int]:
+        plugin.write_text(PROBE.replace("CALLS", str(calls)))
+        done = python("-m", "bench", "simulate", "--plugin", str(plugin), "--algorithms", "probe", "--nprocs", "4",
+                      "--sizes", "64K", "--copy-bandwidth", "5e9", "--quiet", "--output", str(tmp_path / name),
+                      "--schedule-cache", str(tmp_path / "schedules"))
+        assert done.returncode == 0, done.stderr
+        meta = json.loads((tmp_path / name / "meta.json").read_text())
+        return float(rows(tmp_path / name)[0]["t_p50_us"]), meta["schedules_from_cache"]
+
+    once, stored = simulated_us(1, "a")
+    assert stored == 0 and simulated_us(1, "b") == (once, 1)
+    twice, stored = simulated_us(2, "c")
+    assert stored == 0 and twice > 1.5 * once
+
+
+@needs_simgrid
 def test_simulate_groups_on_a_torus(tmp_path, capsys):
     record, out = simulated(tmp_path, capsys, "--platform", "torus:2x2x2", "--mesh", "2x2x2", "--groups", "z",
                             "--groups", "x,y,z", "--sizes", "1K", "--algorithms", "pairwise", "--format", "tpu")
@@ -337,8 +386,16 @@ class LoggedReplay:
         self.log.append(f"stop {self.name}")
 
 
+ORDER = {"1": ["capture linear", "start linear", "capture pairwise", "result linear", "start pairwise",
+               "result pairwise"],
+         "2": ["capture linear", "start linear", "capture pairwise", "start pairwise", "result linear",
+               "result pairwise"]}
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
 @pytest.mark.parametrize("interrupt", ["", "pairwise"])
-def test_each_replay_runs_while_the_next_variant_is_captured(tmp_path, capsys, monkeypatch, interrupt):
+def test_replays_run_while_the_next_variant_is_captured(tmp_path, capsys, monkeypatch, interrupt, jobs):
+    """One job: each replay overlaps the next capture; two: the second starts before the first is waited for."""
     from a2a.simulate import sweep as command
 
     log: list[str] = []
@@ -352,11 +409,11 @@ def test_each_replay_runs_while_the_next_variant_is_captured(tmp_path, capsys, m
     monkeypatch.setattr(simgrid, "ReplayJob", LoggedReplay(log, interrupt))
     monkeypatch.setattr(simgrid, "missing", lambda: None)
     monkeypatch.setattr(simgrid, "version", lambda: "4.1")
-    code, _, err = simulate(tmp_path, capsys, "--nprocs", "4", "--sizes", "8", "--algorithms", "linear,pairwise")
+    code, _, err = simulate(tmp_path, capsys, "--nprocs", "4", "--sizes", "8", "--algorithms", "linear,pairwise",
+                            "--jobs", jobs, "--schedule-cache", "none")
     if not interrupt:
         assert code == 0, err
-        assert log == ["capture linear", "start linear", "capture pairwise", "result linear", "start pairwise",
-                       "result pairwise"]
+        assert log == ORDER[jobs]
     else:  # Ctrl-C while pairwise replays: that replay is stopped, linear's row is kept
-        assert code == 143 and log[-2:] == ["start pairwise", "stop pairwise"]
+        assert code == 143 and log[-1] == "stop pairwise" and "start pairwise" in log
         assert [r["algorithm"] for r in rows(tmp_path / "sim")] == ["linear"]

@@ -1,13 +1,15 @@
 """The simulator as a backend of the session: every point's schedule replayed on SimGrid SMPI.
 
-Each variant is captured once per process count and layout (a2a.simulate.capture) and its
-schedule scaled to every size; each replay runs in the background while the next point is
-captured and written. The session (a2a.measure.session) keeps the record, as for a measured
+Each variant is captured once per process count and layout (a2a.simulate.capture), or read
+back from the schedule cache (a2a.simulate.schedule_cache), and its schedule scaled to every
+size; replays run in the background, several at once, while the next point is captured and
+written. The session (a2a.measure.session) keeps the record, as for a measured
 sweep; meta.json holds the machine below, so `--resume` simulates on the same one.
 """
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from a2a.record.stats import bandwidths
 from a2a.simulate import simgrid
 from a2a.simulate.capture import capture_unit
 from a2a.simulate.events import Schedule
+from a2a.simulate.schedule_cache import ScheduleCache
 
 TIMING = "simulated"
 
@@ -107,8 +110,10 @@ def resume_simulation(directory: Path) -> tuple[SweepState, Machine]:
 
 
 def simulate_sweep(directory: Path, state: SweepState, machine: Machine, output: Output,
-                   keep: Path | None = None, replay_timeout: float = 3600) -> int:
-    """Simulate every point not yet recorded; 0 when complete, 143 when interrupted (the record is kept)."""
+                   keep: Path | None = None, replay_timeout: float = 3600, jobs: int = 1,
+                   cache: ScheduleCache | None = None) -> int:
+    """Simulate every point not yet recorded, `jobs` replays at a time; 0 when complete, 143 when interrupted
+    (the record is kept)."""
     cost = machine.message_cost
     charged = f"; {cost.send * 1e6:.3g} us a send, {cost.recv * 1e6:.3g} us a receive" if cost.config() else ""
     backend = Backend("simgrid", machine.facts(), f"{machine.link.text}{charged}; times in microseconds",
@@ -117,7 +122,8 @@ def simulate_sweep(directory: Path, state: SweepState, machine: Machine, output:
     if simgrid.slow_version(session.meta["simgrid"]):
         session.say(f"note: SimGrid {session.meta['simgrid']} replays many small messages in flight slowly "
                     "(linear: O(p^4), hours at 1024 ranks); `make simgrid` builds SimGrid 4.1")
-    replays = Replays(session, machine, keep, replay_timeout)
+    cache = cache or ScheduleCache(None)
+    replays = Replays(session, machine, keep, replay_timeout, jobs, cache)
     try:
         replays.run(sorted(state.todo, key=lambda p: (p.nprocs, str(p.layout), p.variant.label)))
         status = "complete"
@@ -125,44 +131,52 @@ def simulate_sweep(directory: Path, state: SweepState, machine: Machine, output:
         status = "terminated by SIGINT"
     finally:
         replays.stop()
+        session.add("schedules_captured", cache.captured)
+        session.add("schedules_from_cache", cache.stored)
+        session.add("capture_seconds", cache.capture_seconds)
     return session.finish(status)
 
 
 class Replays:
-    """The points' replays, one at a time in the background, each started once the next point is ready."""
+    """The points' replays in the background, up to `jobs` at a time, each started once its traces are written;
+    points are recorded in order."""
 
-    def __init__(self, session: Session, machine: Machine, keep: Path | None, replay_timeout: float):
+    def __init__(self, session: Session, machine: Machine, keep: Path | None, replay_timeout: float, jobs: int,
+                 cache: ScheduleCache):
         self.session, self.machine, self.keep, self.replay_timeout = session, machine, keep, replay_timeout
+        self.jobs, self.cache = jobs, cache
         self.schedules: dict[tuple, Schedule | str] = {}
-        self.running: tuple[Row, simgrid.ReplayJob | None] | None = None
+        self.running: deque[tuple[Row, simgrid.ReplayJob | None]] = deque()
         self.nprocs: int | None = None
 
     def run(self, todo: list[Point]) -> None:
         """Replay each point; a variant's sizes come together (one capture serves them), process counts in order."""
         for point in todo:
             row, job = self._ready(point)
-            self._finish()
             if point.nprocs != self.nprocs:
+                self._collect(0)
                 self._end_nprocs()
                 self.nprocs = point.nprocs
                 self.session.start_nprocs(point.nprocs, {"nnodes": row.nnodes, "ppn": row.ppn,
                                                          "platform": row.platform})
-            self.running = row, self._started(row, job, point) if job else None
-        self._finish()
+            self._collect(self.jobs - 1)
+            self.running.append((row, self._started(row, job, point) if job else None))
+        self._collect(0)
         self._end_nprocs()
 
     def stop(self) -> None:
-        """Stop the replay still running (after an interrupt)."""
-        if self.running and self.running[1]:
-            self.running[1].stop()
+        """Stop the replays still running (after an interrupt)."""
+        for _, job in self.running:
+            if job:
+                job.stop()
 
-    def _finish(self) -> None:
-        """Record the point whose replay is running, once it is done."""
-        if self.running:
-            row, job = self.running
+    def _collect(self, left: int) -> None:
+        """Record points in order, waiting for their replays, until at most `left` replays run."""
+        while self.running and (self.running[0][1] is None or sum(j is not None for _, j in self.running) > left):
+            row, job = self.running[0]
             seconds = self._simulated(row, job) if job else None
+            self.running.popleft()
             self.session.end_point(row, [seconds] if seconds is not None else [])
-            self.running = None
 
     def _end_nprocs(self) -> None:
         if self.nprocs is not None:
@@ -218,8 +232,11 @@ class Replays:
         nodes = [list(range(start, min(start + ppn, point.nprocs))) for start in range(0, point.nprocs, ppn)]
         options = {} if point.variant.name == NATIVE else point.variant.options
         group = (lambda world, layout=point.layout: group_comm(world, layout)) if point.layout else None
+        key = {"algorithm": point.variant.name, "options": options, "nprocs": point.nprocs, "dtype": point.dtype,
+               "ppn": ppn, "layout": [point.layout.mesh, point.layout.keep] if point.layout else None}
         try:
-            return capture_unit(point.variant.name, options, point.nprocs, point.dtype, nodes=nodes, group=group)
+            return self.cache.schedule(key, lambda: capture_unit(point.variant.name, options, point.nprocs,
+                                                                 point.dtype, nodes=nodes, group=group))
         except A2AError as refused:
             return f"refused: {refused}"
 
