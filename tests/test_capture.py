@@ -9,6 +9,7 @@ from support import ROOT, mpiexec
 import a2a
 from a2a.algos.registry import REGISTRY, register
 from a2a.errors import CaptureError
+from a2a.simulate import world
 from a2a.simulate.capture import capture, capture_scaled
 from a2a.simulate.events import collectives, copied, traffic
 
@@ -160,6 +161,14 @@ def test_deadlock_is_named(plugin):
     plugin("capture_test_deadlock", waits_for_nobody)
     with pytest.raises(CaptureError, match="deadlock.*tag 5"):
         capture("capture_test_deadlock", {}, 3, 1)
+
+
+def test_a_capture_past_its_memory_limit_is_stopped(monkeypatch):
+    """A limit below what the process holds stops the capture at its first reading."""
+    monkeypatch.setattr(world, "CHECK_SECONDS", 0.0)
+    with pytest.raises(CaptureError, match=r"ring: the capture of 64 ranks holds [0-9.]+ GiB, above its limit"):
+        capture("ring", {}, 64, 1, memory=1)
+    assert len(capture("ring", {}, 64, 1).events) == 64  # the default limit lets it through
 
 
 def test_numpy_is_restored_after_capture():

@@ -21,7 +21,7 @@ from a2a.algos.registry import get
 from a2a.errors import A2AError, CaptureError
 from a2a.simulate.events import RankLog, Schedule
 from a2a.simulate.standin import StandInComm, standin_module, standin_mpi
-from a2a.simulate.world import Aborted, World
+from a2a.simulate.world import Aborted, World, memory_limit
 
 
 class Tracked(np.ndarray):
@@ -53,15 +53,17 @@ def tracked(shape: Any, dtype: Any) -> Tracked:
 
 def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: str = "float32",
             nodes: list[list[int]] | None = None, group: Callable[[Any], Any] | None = None,
-            matrix: np.ndarray | None = None) -> Schedule:
+            matrix: np.ndarray | None = None, memory: int | None = None) -> Schedule:
     """Run `name`'s plan on `nprocs` stand-in ranks at `count` elements per peer; return the schedule.
 
     `nodes` lists the ranks of each node (default: one rank per node); `group(world)` turns
     the stand-in world into the communicator the algorithm runs on (a replica group). With
-    `matrix` (p x p elements, row = sender) the algorithm's alltoallv plan runs instead.
+    `matrix` (p x p elements, row = sender) the algorithm's alltoallv plan runs instead. A capture
+    that grows past `memory` bytes resident (default: three quarters of what is available) is
+    stopped with a CaptureError.
     """
     algorithm, kind = get(name), np.dtype(dtype)
-    world = World(nprocs, nodes or [[r] for r in range(nprocs)])
+    world = World(nprocs, nodes or [[r] for r in range(nprocs)], memory or memory_limit())
     logs = [RankLog() for _ in range(nprocs)]
     failures: list[tuple[int, Exception]] = []
 
@@ -94,6 +96,8 @@ def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: 
 
     with standin_mpi(standin_module()):
         world.run(rank_main, [copy_context() for _ in range(nprocs)])
+    if world.overflow:
+        raise CaptureError(f"{name}: {world.overflow}")
     if failures:
         rank, problem = failures[0]
         if isinstance(problem, CaptureError):

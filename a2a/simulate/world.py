@@ -6,6 +6,8 @@ There is no lock and no polling, and a deadlock is exact: ranks wait and none is
 """
 from __future__ import annotations
 
+import os
+import time
 from collections import deque
 from contextvars import Context
 from typing import Any, Callable
@@ -14,6 +16,8 @@ import greenlet
 import numpy as np
 
 from a2a.errors import CaptureError
+
+CHECK_SECONDS = 0.1  # between two readings of the resident memory, taken as ranks switch
 
 
 class Aborted(Exception):
@@ -37,8 +41,9 @@ class World:
     and none is ready.
     """
 
-    def __init__(self, nprocs: int, nodes: list[list[int]]):
+    def __init__(self, nprocs: int, nodes: list[list[int]], memory_limit: int | None = None):
         self.nprocs, self.nodes, self.failed = nprocs, nodes, False
+        self.memory_limit, self.overflow = memory_limit, ""  # bytes resident; why the capture was stopped
         self.node_of = {rank: i for i, members in enumerate(nodes) for rank in members}
         if sorted(self.node_of) != list(range(nprocs)):
             raise CaptureError(f"the node layout must place each of the {nprocs} ranks exactly once")
@@ -53,7 +58,7 @@ class World:
 
     def run(self, rank_main: Callable[[int], None], contexts: list[Context]) -> None:
         """Run rank_main(rank) for every rank in its own context, each until it waits, until all have returned."""
-        self.scheduler = greenlet.getcurrent()
+        self.scheduler, checked = greenlet.getcurrent(), time.monotonic()
         ranks = [greenlet.greenlet(rank_main) for _ in range(self.nprocs)]
         for rank, (runner, context) in enumerate(zip(ranks, contexts)):
             runner.gr_context = context
@@ -68,7 +73,19 @@ class World:
                 self._wake(rank)
             self.current = self.ready.popleft()
             ranks[self.current].switch(self.current)
+            if self.memory_limit and not self.failed and time.monotonic() - checked > CHECK_SECONDS:
+                self._check_memory()
+                checked = time.monotonic()
         self.current = -1
+
+    def _check_memory(self) -> None:
+        """Stop every rank once the process holds more than its limit (all ranks' plans live in this process)."""
+        held = resident_bytes()
+        if held > self.memory_limit:
+            self.failed = True
+            self.overflow = (f"the capture of {self.nprocs} ranks holds {held / 2**30:.1f} GiB, above its limit of "
+                             f"{self.memory_limit / 2**30:.1f} GiB (three quarters of the memory available when it "
+                             "began): every rank's plan lives in this one process")
 
     def deposit(self, key: tuple, payload: np.ndarray) -> None:
         """A sent message waits in its box until received (sends never block: infinite buffering)."""
@@ -139,3 +156,21 @@ class World:
         if self.deadlocked:
             what, self.deadlocked = self.deadlocked, None
             raise CaptureError(f"deadlock: every rank waits; this one for {what() if callable(what) else what}")
+
+
+def resident_bytes() -> int:
+    """This process's resident memory (0 where /proc is not there)."""
+    try:
+        return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
+
+
+def memory_limit() -> int | None:
+    """What a capture may hold: what this process holds now and three quarters of the memory available."""
+    try:
+        lines = open("/proc/meminfo").read().splitlines()
+    except OSError:
+        return None
+    available = next((int(line.split()[1]) * 1024 for line in lines if line.startswith("MemAvailable:")), None)
+    return resident_bytes() + available * 3 // 4 if available else None
