@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import threading
 
 import pytest
@@ -99,11 +100,13 @@ def _abort_hung(comm, item: pytest.Item) -> None:
 
 
 @pytest.fixture(autouse=True, scope="session")
-def schedule_cache(tmp_path_factory):
-    """Simulations in the tests keep their schedules in a directory of this session, not in the user's cache."""
+def schedule_cache():
+    """Simulations in the tests keep their schedules in a directory of this process, not in the user's cache
+    (a plain temporary directory: under mpirun every rank would race on pytest's numbered ones)."""
     before = os.environ.get("A2A_SCHEDULE_CACHE")
-    os.environ["A2A_SCHEDULE_CACHE"] = str(tmp_path_factory.mktemp("schedules"))
-    yield
+    with tempfile.TemporaryDirectory(prefix="a2a-schedules-") as directory:
+        os.environ["A2A_SCHEDULE_CACHE"] = directory
+        yield
     if before is None:
         os.environ.pop("A2A_SCHEDULE_CACHE")
     else:
