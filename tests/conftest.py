@@ -103,11 +103,6 @@ def _abort_hung(comm, item: pytest.Item) -> None:
 def schedule_cache():
     """Simulations in the tests keep their schedules in a directory of this process, not in the user's cache
     (a plain temporary directory: under mpirun every rank would race on pytest's numbered ones)."""
-    before = os.environ.get("A2A_SCHEDULE_CACHE")
-    with tempfile.TemporaryDirectory(prefix="a2a-schedules-") as directory:
-        os.environ["A2A_SCHEDULE_CACHE"] = directory
+    with tempfile.TemporaryDirectory(prefix="a2a-schedules-") as directory, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("A2A_SCHEDULE_CACHE", directory)
         yield
-    if before is None:
-        os.environ.pop("A2A_SCHEDULE_CACHE")
-    else:
-        os.environ["A2A_SCHEDULE_CACHE"] = before
