@@ -1,6 +1,8 @@
 """The capture records what each algorithm really sends under MPI, and refuses what it cannot answer."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from capture_check import mismatches
@@ -115,7 +117,11 @@ def test_failure_on_one_rank_ends_the_capture(plugin):
         capture("capture_test_fails", {}, 4, 1)
 
 
-def test_size_dependent_schedule_is_refused(plugin):
+@pytest.mark.parametrize("cores", [1, 2])
+def test_size_dependent_schedule_is_refused(plugin, monkeypatch, cores):
+    """On one core the two captures run in turn; on two, the second in a forked process, compared by digests."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+
     def by_size(comm, sendbuf, recvbuf):
         """One message per element: the message count grows with the size."""
         from mpi4py import MPI
@@ -129,8 +135,28 @@ def test_size_dependent_schedule_is_refused(plugin):
         return run
 
     plugin("capture_test_by_size", by_size)
-    with pytest.raises(CaptureError, match="not proportional"):
+    with pytest.raises(CaptureError, match="on rank 0 is not proportional"):
         capture_scaled("capture_test_by_size", {}, 3, 100)
+
+
+def test_an_error_of_the_forked_capture_is_raised_here(plugin, monkeypatch):
+    """The capture at 2 elements per peer runs in a child process; what fails there is told here."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+
+    def fails_at_two(comm, sendbuf, recvbuf):
+        """A linear exchange, but rank 1 fails to plan at two elements per peer."""
+        from mpi4py import MPI
+
+        p, count = comm.size, sendbuf.size // comm.size
+        if count == 2 and comm.rank == 1:
+            raise ValueError("two elements")
+        blocks = [slice(j * count, (j + 1) * count) for j in range(p)]
+        return lambda: MPI.Request.Waitall([comm.Irecv(recvbuf[b], j, 0) for j, b in enumerate(blocks)]
+                                           + [comm.Isend(sendbuf[b], j, 0) for j, b in enumerate(blocks)])
+
+    plugin("capture_test_fails_at_two", fails_at_two)
+    with pytest.raises(CaptureError, match="rank 1 of 3 during capture: ValueError: two elements"):
+        capture_scaled("capture_test_fails_at_two", {}, 3, 1)
 
 
 def test_bad_option_stays_a_bad_option():

@@ -10,6 +10,10 @@ events (a2a.simulate.events) are the schedule SimGrid replays.
 """
 from __future__ import annotations
 
+import hashlib
+import os
+import pickle
+import signal
 from contextvars import copy_context
 from typing import Any, Callable
 
@@ -111,21 +115,77 @@ def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: 
 
 def capture_unit(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float32",
                  **layout: Any) -> Schedule:
-    """The schedule at one element per peer, checked to scale: captured at 1 and 2 elements.
+    """The schedule at one element per peer, checked to scale: captured at 1 and 2 elements, at once in two
+    processes where this one may use two cores.
 
     Buffers of p ranks x p peers do not fit at large p and sizes; schedules whose byte
     counts grow in proportion to the count (every built-in) are captured small and scaled
     (`Schedule.scaled`). A schedule that is not proportional is refused, naming the rank.
     """
-    one = capture(name, options, nprocs, 1, dtype, **layout)
-    two = capture(name, options, nprocs, 2, dtype, **layout)
-    doubled = one.scaled(2).events
-    if doubled != two.events:
-        rank = next(r for r in range(nprocs) if doubled[r] != two.events[r])
+    if len(os.sched_getaffinity(0)) < 2:
+        one, two = (capture(name, options, nprocs, n, dtype, **layout) for n in (1, 2))
+        doubled, expected = one.scaled(2).events, two.events
+    else:
+        memory = memory_limit(share=2)
+        second = Forked(lambda: _digests(capture(name, options, nprocs, 2, dtype, memory=memory, **layout).events))
+        try:
+            one = capture(name, options, nprocs, 1, dtype, memory=memory, **layout)
+            doubled, expected = _digests(one.scaled(2).events), second.result()
+        finally:
+            second.stop()
+    if doubled != expected:
+        rank = next(r for r in range(nprocs) if doubled[r] != expected[r])
         raise CaptureError(f"{name}'s schedule on rank {rank} is not proportional to the message size "
                            "(it changes between 1 and 2 elements per peer), so it cannot be scaled; "
                            "capture it at its real size instead")
     return one
+
+
+def _digests(events: list[list[Any]]) -> list[bytes]:
+    """Each rank's events, as the SHA-256 of their text (equal events, equal text)."""
+    return [hashlib.sha256(repr(rank).encode()).digest() for rank in events]
+
+
+class Forked:
+    """`work()` in a forked process; its result, or its error's text, is pickled back through a pipe."""
+
+    def __init__(self, work: Callable[[], Any]):
+        reader, writer = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # the child: work, answer, and leave without running the parent's clean-ups
+            os.close(reader)
+            try:
+                answer = (True, work())
+            except BaseException as problem:  # noqa: BLE001  (told to the parent, which raises it)
+                answer = (False, str(problem) if isinstance(problem, A2AError) else
+                          f"{type(problem).__name__}: {problem}")
+            with os.fdopen(writer, "wb") as out:
+                pickle.dump(answer, out)
+            os._exit(0)
+        os.close(writer)
+        self.reader = os.fdopen(reader, "rb")
+
+    def result(self) -> Any:
+        """Wait for the child's answer; raise its error."""
+        data = self.reader.read()
+        self.stop()
+        if not data:
+            raise CaptureError(f"the second capture's process ended without an answer (status {self.status})")
+        done, value = pickle.loads(data)
+        if not done:
+            raise CaptureError(value)
+        return value
+
+    def stop(self) -> None:
+        """End the child if it still runs, and reap it."""
+        if self.pid:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            _, self.status = os.waitpid(self.pid, 0)
+            self.pid = 0
+            self.reader.close()
 
 
 def capture_scaled(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: str = "float32",

@@ -84,8 +84,8 @@ class World:
         if held > self.memory_limit:
             self.failed = True
             self.overflow = (f"the capture of {self.nprocs} ranks holds {held / 2**30:.1f} GiB, above its limit of "
-                             f"{self.memory_limit / 2**30:.1f} GiB (three quarters of the memory available when it "
-                             "began): every rank's plan lives in this one process")
+                             f"{self.memory_limit / 2**30:.1f} GiB (its share of three quarters of the memory "
+                             "available when it began): every rank's plan lives in this one process")
 
     def deposit(self, key: tuple, payload: np.ndarray) -> None:
         """A sent message waits in its box until received (sends never block: infinite buffering)."""
@@ -166,11 +166,12 @@ def resident_bytes() -> int:
         return 0
 
 
-def memory_limit() -> int | None:
-    """What a capture may hold: what this process holds now and three quarters of the memory available."""
+def memory_limit(share: int = 1) -> int | None:
+    """What a capture may hold: what this process holds now and its `share` of three quarters of the memory
+    available (1/2 each for two captures at once)."""
     try:
         lines = open("/proc/meminfo").read().splitlines()
     except OSError:
         return None
     available = next((int(line.split()[1]) * 1024 for line in lines if line.startswith("MemAvailable:")), None)
-    return resident_bytes() + available * 3 // 4 if available else None
+    return resident_bytes() + available * 3 // (4 * share) if available else None
