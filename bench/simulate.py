@@ -60,6 +60,10 @@ DEFAULTS = {"platform": "switch", "link": "100Gbps,1us", "nprocs": "64", "sizes"
               help="Replays run at once (each is one process). [default: this process's cores]")
 @click.option("--schedule-cache", help="Where captured schedules are kept for the next simulation, or 'none'. "
                                        "[default: $A2A_SCHEDULE_CACHE, else ~/.cache/a2a-testbed/schedules]")
+@click.option("--replayer", type=click.Choice(simgrid.REPLAYERS), default=None,
+              help="s4u: ours, SMPI's point-to-point model with a mailbox per pair of ranks (faster with many "
+                   "messages in flight); smpi: smpirun's. SMPI's own MPI_Alltoall (native) always replays on "
+                   "smpirun. [default: s4u]")
 @click.option("--quiet", is_flag=True, help="No progress or tables.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
               help="stdout: tables per process count, the TPU benchmark's columns, or rows at the end.")
@@ -108,7 +112,8 @@ def prepare(given: dict[str, Any]) -> tuple[Path, SweepState, Machine]:
     ppn = parse_count(given["ppn"], "--ppn") if given["ppn"] else 0
     machine = Machine(value("platform"), simgrid.Link.parse(value("link")),
                       _bandwidth(given["copy_bandwidth"]), ppn, given["network"] or "calibrated",
-                      _message_cost(given["message_cost"], given["calibrate"]))
+                      _message_cost(given["message_cost"], given["calibrate"]),
+                      given["replayer"] or simgrid.REPLAYERS[0])
     for n in nprocs:
         machine.placement(n)  # refuses a platform too small, or a bad spec, now
     chosen = simulated_variants(given["algorithms"] or "all", parse_assignments(given["option"], "--option"), ppn)

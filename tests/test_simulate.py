@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import signal
 from collections import Counter
 
 import pytest
@@ -205,6 +207,23 @@ def test_simulate_switch_record_and_physics(tmp_path, capsys):
 
 
 @needs_simgrid
+def test_the_s4u_replayer_gives_smpiruns_times(tmp_path, capsys):
+    """Eager and rendezvous messages, sub-communicator collectives, local copies, message costs: the same times
+    to SMPI's printed resolution (1 ns); SMPI's own MPI_Alltoall goes to smpirun under either."""
+    args = ("--platform", "fattree:4x8,oversub=2", "--ppn", "2", "--nprocs", "8,64", "--sizes", "8,128K",
+            "--algorithms", "linear,bruck,hierarchical,pairwise,native:selector=mpich", "--message-cost", "0.5,0.7")
+    times = {}
+    for replayer in simgrid.REPLAYERS:
+        record, _ = simulated(tmp_path / replayer, capsys, *args, "--replayer", replayer)
+        times[replayer] = {(r["nprocs"], r["algorithm"], r["bytes_per_peer"]): float(r["t_p50_us"]) for r in record}
+        meta = json.loads((tmp_path / replayer / "sim" / "meta.json").read_text())
+        assert meta["replay"] == replayer and (meta["s4u_replayer"] is not None) == (replayer == "s4u")
+    assert len(times["s4u"]) == 20 and times["s4u"].keys() == times["smpi"].keys()
+    assert times["s4u"] == pytest.approx(times["smpi"], abs=1e-3)
+    assert times["s4u"][("8", "linear", "8")] > 0.5 + 7 * 0.7  # the costs are charged
+
+
+@needs_simgrid
 def test_ideal_network_is_latency_plus_bytes_over_rate(tmp_path, capsys):
     """Two ranks on a switch: one 64 KiB message each way, 2 links of 50 us, 125 MB/s (full duplex)."""
     record, _ = simulated(tmp_path, capsys, "--platform", "switch", "--link", "1Gbps,50us", "--nprocs", "2",
@@ -352,10 +371,12 @@ def test_bad_input_is_refused_once(tmp_path, capsys, args, message):
 
 
 @needs_simgrid
-def test_replay_over_its_time_is_stopped_and_recorded(tmp_path, capsys):
-    """A replay longer than --replay-timeout is stopped; its point is kept with a note, the others go on."""
-    assert simulate(tmp_path, capsys, "--platform", "switch", "--nprocs", "4", "--sizes", "8",
-                    "--algorithms", "linear,pairwise", "--replay-timeout", "0.001")[0] == 0
+@pytest.mark.parametrize("replayer", simgrid.REPLAYERS)
+def test_replay_over_its_time_is_stopped_and_recorded(tmp_path, capsys, replayer):
+    """A replay longer than --replay-timeout is stopped; its point is kept with a note, the others go on.
+    (64 ranks: each replay takes 0.1 s or more, the limit's timer may wait a few ms for the GIL.)"""
+    assert simulate(tmp_path, capsys, "--platform", "switch", "--nprocs", "64", "--sizes", "8",
+                    "--algorithms", "linear,pairwise", "--replay-timeout", "0.001", "--replayer", replayer)[0] == 0
     record = rows(tmp_path / "sim")
     assert [r["algorithm"] for r in record] == ["linear", "pairwise"]
     assert all("not simulated: the replay took more than 0.001 s" in r["note"] for r in record), record
@@ -364,11 +385,11 @@ def test_replay_over_its_time_is_stopped_and_recorded(tmp_path, capsys):
 class LoggedReplay:
     """A stand-in for simgrid.ReplayJob that logs when each replay starts, is waited for and stops."""
 
-    def __init__(self, log: list[str], interrupt: str = ""):
-        self.log, self.interrupt = log, interrupt
+    def __init__(self, log: list[str], interrupt: str = "", signum: int = signal.SIGINT):
+        self.log, self.interrupt, self.signum = log, interrupt, signum
 
     def __call__(self, schedule, *args, **kwargs) -> "LoggedReplay":
-        job = LoggedReplay(self.log, self.interrupt)
+        job = LoggedReplay(self.log, self.interrupt, self.signum)
         job.name = self.log[-1].split()[-1]  # the variant captured last (one size per variant here)
         return job
 
@@ -378,7 +399,7 @@ class LoggedReplay:
 
     def result(self) -> simgrid.Replay:
         if self.name == self.interrupt:
-            raise KeyboardInterrupt
+            os.kill(os.getpid(), self.signum)
         self.log.append(f"result {self.name}")
         return simgrid.Replay(1e-3, 0.0, 0.0)
 
@@ -393,9 +414,10 @@ ORDER = {"1": ["capture linear", "start linear", "capture pairwise", "result lin
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
-@pytest.mark.parametrize("interrupt", ["", "pairwise"])
-def test_replays_run_while_the_next_variant_is_captured(tmp_path, capsys, monkeypatch, interrupt, jobs):
-    """One job: each replay overlaps the next capture; two: the second starts before the first is waited for."""
+@pytest.mark.parametrize("stop", ["", "SIGINT", "SIGTERM"])
+def test_replays_run_while_the_next_variant_is_captured(tmp_path, capsys, monkeypatch, stop, jobs):
+    """One job: each replay overlaps the next capture; two: the second starts before the first is waited for.
+    Ctrl-C or SIGTERM while pairwise replays stops that replay and closes the record with linear's row."""
     from a2a.simulate import sweep as command
 
     log: list[str] = []
@@ -406,7 +428,9 @@ def test_replays_run_while_the_next_variant_is_captured(tmp_path, capsys, monkey
         return real(name, *args, **kwargs)
 
     monkeypatch.setattr(command, "capture_unit", capture_unit)
-    monkeypatch.setattr(simgrid, "ReplayJob", LoggedReplay(log, interrupt))
+    interrupt = "pairwise" if stop else ""
+    monkeypatch.setattr(simgrid, "ReplayJob", LoggedReplay(log, interrupt, getattr(signal, stop or "SIGINT")))
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGUSR1)}
     monkeypatch.setattr(simgrid, "missing", lambda: None)
     monkeypatch.setattr(simgrid, "version", lambda: "4.1")
     code, _, err = simulate(tmp_path, capsys, "--nprocs", "4", "--sizes", "8", "--algorithms", "linear,pairwise",
@@ -414,6 +438,8 @@ def test_replays_run_while_the_next_variant_is_captured(tmp_path, capsys, monkey
     if not interrupt:
         assert code == 0, err
         assert log == ORDER[jobs]
-    else:  # Ctrl-C while pairwise replays: that replay is stopped, linear's row is kept
+    else:
         assert code == 143 and log[-1] == "stop pairwise" and "start pairwise" in log
         assert [r["algorithm"] for r in rows(tmp_path / "sim")] == ["linear"]
+        assert json.loads((tmp_path / "sim" / "meta.json").read_text())["status"] == f"terminated by {stop}"
+    assert {signum: signal.getsignal(signum) for signum in handlers} == handlers  # given back

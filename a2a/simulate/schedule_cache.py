@@ -19,6 +19,7 @@ from typing import Any, Callable
 import a2a
 from a2a.algos.registry import get
 from a2a.simulate.events import Schedule
+from a2a.simulate.simgrid import cache_home
 
 OFF = "none"
 
@@ -28,7 +29,7 @@ def default_directory() -> Path | None:
     text = os.environ.get("A2A_SCHEDULE_CACHE")
     if text:
         return None if text == OFF else Path(text)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "a2a-testbed" / "schedules"
+    return cache_home() / "schedules"
 
 
 def _digest(files: list[Path]) -> str:

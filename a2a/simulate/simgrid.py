@@ -1,10 +1,12 @@
-"""Replay captured schedules on SimGrid's SMPI: platform files, time-independent traces, smpirun.
+"""Replay captured schedules on SimGrid: platform files, SMPI time-independent traces, two replayers.
 
-We write SMPI time-independent traces (one file per rank) and replay them with
-`smpirun -replay ... smpireplaymain`, rather than drive SimGrid's Python bindings: the
-replay runs SMPI's own MPI model (eager and rendezvous protocols, its calibrated network
-factors, and its MPI_Alltoall implementations and selectors for `native`) in C++, from any
-Python (the bindings serve only Debian's system Python and have no MPI layer).
+We write SMPI time-independent traces (one file per rank) and replay them in C++, from any
+Python (SimGrid's Python bindings serve only Debian's system Python and have no MPI layer):
+with `smpirun -replay ... smpireplaymain`, SMPI's own MPI model (eager and rendezvous
+protocols, its calibrated network factors, its MPI_Alltoall implementations and selectors for
+`native`), or with our S4U replayer (s4u_replay.cpp, built here against the same SimGrid),
+which models the same point-to-point protocol but matches each message in a mailbox of its
+own (source, destination) pair instead of scanning the receiver's one mailbox.
 
 The replay knows collectives only on MPI_COMM_WORLD, so collectives on sub-communicators
 are lowered here to linear point-to-point exchanges (isend/irecv to every member, then a
@@ -13,6 +15,7 @@ memory bandwidth: `compute` events on hosts of speed 1 Gflop/s.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import re
@@ -30,7 +33,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from a2a.errors import BadOption, CaptureError
+from a2a.errors import BadConfig, BadOption, CaptureError
 from a2a.simulate.events import Collective, Copy, Event, Irecv, Isend, Recv, Schedule, Send, Wait
 
 HOST_SPEED = 1e9  # flop/s of every simulated host; a copy of B bytes is B / bandwidth * HOST_SPEED flops
@@ -60,6 +63,40 @@ def replayer() -> str | None:
     prefix = Path(runner).resolve().parent.parent  # Debian puts it under lib/<multiarch>/simgrid
     found = [*(prefix / "lib" / "simgrid").glob("smpireplaymain"), *prefix.glob("lib/*/simgrid/smpireplaymain")]
     return str(found[0]) if found else shutil.which("smpireplaymain")
+
+
+REPLAYERS = ("s4u", "smpi")
+S4U_SOURCE = Path(__file__).with_name("s4u_replay.cpp")
+
+
+def cache_home() -> Path:
+    """$XDG_CACHE_HOME/a2a-testbed (~/.cache when unset): what the testbed keeps between runs."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "a2a-testbed"
+
+
+def s4u_replayer() -> str:
+    """Our S4U replayer, compiled against smpirun's SimGrid once per source and library, then kept."""
+    prefix = Path(smpirun() or "/nonexistent").resolve().parent.parent
+    libraries = sorted([*prefix.glob("lib/libsimgrid.so*"), *prefix.glob("lib/*/libsimgrid.so*")])
+    if not smpirun() or not libraries:
+        raise BadConfig(f"the S4U replayer needs SimGrid's library beside smpirun ({missing() or prefix}); "
+                           "--replayer smpi replays with smpirun alone")
+    library = libraries[0].resolve()
+    key = hashlib.sha256(S4U_SOURCE.read_bytes() + f"{library}:{library.stat().st_mtime_ns}".encode())
+    program = cache_home() / "s4u-replay" / key.hexdigest()[:16] / "s4u_replay"
+    if program.exists():
+        return str(program)
+    program.parent.mkdir(parents=True, exist_ok=True)
+    building = program.with_name(f"s4u_replay.{os.getpid()}")  # then renamed: another process may build it too
+    command = ["c++", "-O2", "-std=c++17", str(S4U_SOURCE), "-o", str(building), f"-I{prefix / 'include'}",
+               f"-L{library.parent}", f"-Wl,-rpath,{library.parent}", "-lsimgrid"]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode:
+        tail = "\n".join(done.stderr.strip().splitlines()[-12:])
+        raise BadConfig(f"building the S4U replayer failed ({' '.join(command)}):\n{tail}\n"
+                           "--replayer smpi replays with smpirun alone")
+    os.replace(building, program)
+    return str(program)
 
 
 def missing() -> str | None:
@@ -320,17 +357,19 @@ def _collective(e: Collective, rank: int, nprocs: int, fresh: Iterator[int]) -> 
         yield Wait(tuple(ids))
 
 
-def write_traces(schedule: Schedule, directory: Path, copy_bandwidth: float) -> Path:
-    """One trace file per rank and the list of them; returns the list's path."""
+def write_traces(schedule: Schedule, directory: Path, copy_bandwidth: float) -> tuple[Path, bool]:
+    """One trace file per rank and the list of them; the list's path, and whether a line is SMPI's own
+    MPI_Alltoall (which only smpirun replays)."""
     directory.mkdir(parents=True, exist_ok=True)
-    listing = directory / "traces.txt"
+    listing, collective = directory / "traces.txt", False
     with open(listing, "w") as names:
         for rank, events in enumerate(schedule.events):
             path = directory / f"rank{rank}.txt"
-            with open(path, "w") as out:
-                out.write("\n".join(trace_lines(events, rank, schedule.nprocs, copy_bandwidth)) + "\n")
+            text = "\n".join(trace_lines(events, rank, schedule.nprocs, copy_bandwidth)) + "\n"
+            collective = collective or f"{rank} alltoall " in text
+            path.write_text(text)
             names.write(f"{path}\n")
-    return listing
+    return listing, collective
 
 
 # --- replay --------------------------------------------------------------------------------------
@@ -347,29 +386,36 @@ class Replay:
 class ReplayJob:
     """A schedule's platform, hostfile and traces on disk; its replay runs in the background once started.
 
-    The simulator is a process of its own, so the next schedule can be captured meanwhile.
+    The simulator is a process of its own, so the next schedule can be captured meanwhile:
+    `s4u` (our S4U replayer's program) unless it is None or the traces hold SMPI's own
+    MPI_Alltoall, else smpirun.
     """
 
     def __init__(self, schedule: Schedule, fabric: Any, link: Link, copy_bandwidth: float,
-                 keep: Path | None = None):
+                 keep: Path | None = None, s4u: str | None = None):
         self._scratch = None if keep else tempfile.TemporaryDirectory(prefix="a2a-smpi-")
         self.where = Path(keep or self._scratch.name)
         self.where.mkdir(parents=True, exist_ok=True)
         self.platform, self.hostfile = self.where / "platform.xml", self.where / "hostfile"
         self.platform.write_text(platform_xml(fabric, link, copy_bandwidth))
         self.hostfile.write_text("".join(f"n{h}\n" for h in hosts_of(schedule.nprocs, fabric.nodes)))
-        self.listing = write_traces(schedule, self.where / "traces", copy_bandwidth)
+        self.listing, collective = write_traces(schedule, self.where / "traces", copy_bandwidth)
+        self.s4u = None if collective else s4u  # the S4U replayer's program; it has no MPI_Alltoall
         self.nprocs = schedule.nprocs
         self.running: subprocess.Popen | None = None
 
     def start(self, config: list[str], timeout: float = 3600) -> "ReplayJob":
-        """Run smpirun -replay on the traces (output to a file: a full pipe would stall it)."""
-        command = [smpirun(), "-np", str(self.nprocs), "-platform", str(self.platform), "-hostfile",
-                   str(self.hostfile), "-replay", str(self.listing), replayer(),
-                   f"--cfg=smpi/host-speed:{HOST_SPEED:.0f}f", "--log=root.thres:warning",
-                   "--log=smpi_replay.thres:info", *config]
+        """Run the replayer on the traces (output to a file: a full pipe would stall it)."""
+        if self.s4u:
+            command = [self.s4u, str(self.platform), str(self.hostfile), str(self.listing),
+                       "--log=root.thres:warning", *config]
+        else:
+            command = [smpirun(), "-np", str(self.nprocs), "-platform", str(self.platform), "-hostfile",
+                       str(self.hostfile), "-replay", str(self.listing), replayer(),
+                       f"--cfg=smpi/host-speed:{HOST_SPEED:.0f}f", "--log=root.thres:warning",
+                       "--log=smpi_replay.thres:info", *config]
         self.began, self.timeout, self.expired = time.monotonic(), timeout, False
-        with open(self.where / "smpirun.log", "w") as log:
+        with open(self.where / "replay.log", "w") as log:
             # a session of its own: smpirun is a script, and a stopped replay must not leave its simulator running
             self.running = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                             env={**os.environ, "LC_ALL": "C"}, start_new_session=True)
@@ -390,7 +436,7 @@ class ReplayJob:
         try:
             self.running.wait()
             wall, cpu = time.monotonic() - self.began, _children_cpu() - reaped
-            output = (self.where / "smpirun.log").read_text(errors="replace")
+            output = (self.where / "replay.log").read_text(errors="replace")
         finally:
             self.stop()
         if self.expired:
@@ -398,7 +444,8 @@ class ReplayJob:
         match = re.search(r"Simulation time ([0-9.eE+-]+)", output)
         if self.running.returncode or not match:
             tail = "\n".join(output.strip().splitlines()[-8:])
-            raise CaptureError(f"smpirun failed (exit {self.running.returncode}) on {self.listing.parent}:\n{tail}")
+            raise CaptureError(f"{'s4u_replay' if self.s4u else 'smpirun'} failed (exit {self.running.returncode}) on "
+                               f"{self.listing.parent}:\n{tail}")
         return Replay(float(match.group(1)) / TIME_SCALE, wall, cpu)
 
     def stop(self) -> None:

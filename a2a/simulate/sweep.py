@@ -1,4 +1,4 @@
-"""The simulator as a backend of the session: every point's schedule replayed on SimGrid SMPI.
+"""The simulator as a backend of the session: every point's schedule replayed on SimGrid.
 
 Each variant is captured once per process count and layout (a2a.simulate.capture), or read
 back from the schedule cache (a2a.simulate.schedule_cache), and its schedule scaled to every
@@ -9,17 +9,19 @@ sweep; meta.json holds the machine below, so `--resume` simulates on the same on
 from __future__ import annotations
 
 import math
+import signal
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from a2a import fabric
 from a2a.algos.registry import NATIVE, candidates
 from a2a.errors import A2AError, BadConfig, BadOption, CaptureError
 from a2a.measure.grid import Point, SweepConfig, Variant, parse_variant, variants
 from a2a.measure.mesh import group_comm
-from a2a.measure.session import Backend, Output, Session, SweepState, resume_state
+from a2a.measure.session import STOP_SIGNALS, Backend, Output, Session, SweepState, resume_state
 from a2a.record.results import Row
 from a2a.record.stats import bandwidths
 from a2a.simulate import simgrid
@@ -32,8 +34,8 @@ TIMING = "simulated"
 
 @dataclass(frozen=True)
 class Machine:
-    """What the simulated calls run on: the topology, its links, the memory copy rate, ranks per node, and
-    the software cost of a message."""
+    """What the simulated calls run on: the topology, its links, the memory copy rate, ranks per node, the
+    software cost of a message, and the replayer."""
 
     platform: str
     link: simgrid.Link
@@ -41,6 +43,7 @@ class Machine:
     ppn: int
     network: str = "calibrated"
     message_cost: simgrid.MessageCost = simgrid.MessageCost()
+    replayer: str = simgrid.REPLAYERS[0]
 
     def placement(self, nprocs: int) -> tuple[Any, int]:
         """The fabric for `nprocs` ranks and the ranks per node (block placement)."""
@@ -59,13 +62,16 @@ class Machine:
         """What meta.json keeps of the machine and the simulator."""
         return {"platform": self.platform, "link": self.link.text, "copy_bandwidth": self.copy_bandwidth,
                 "ppn_option": self.ppn, "network": self.network, "message_cost": self.message_cost.facts(),
-                "simgrid": simgrid.version(), "smpirun": simgrid.smpirun(), "replayer": simgrid.replayer()}
+                "simgrid": simgrid.version(), "smpirun": simgrid.smpirun(), "replayer": simgrid.replayer(),
+                "replay": self.replayer,
+                "s4u_replayer": simgrid.s4u_replayer() if self.replayer == "s4u" else None}
 
     @classmethod
     def of(cls, meta: dict[str, Any]) -> "Machine":
         """The machine a simulated record's meta.json describes."""
         return cls(meta["platform"], simgrid.Link.parse(meta["link"]), meta["copy_bandwidth"], meta["ppn_option"],
-                   meta.get("network", "calibrated"), simgrid.MessageCost.of(meta.get("message_cost")))
+                   meta.get("network", "calibrated"), simgrid.MessageCost.of(meta.get("message_cost")),
+                   meta.get("replay", "smpi"))
 
 
 def simulated_variants(text: str, assignments: dict[str, dict[str, str]], ppn: int) -> list[Variant]:
@@ -116,19 +122,21 @@ def simulate_sweep(directory: Path, state: SweepState, machine: Machine, output:
     (the record is kept)."""
     cost = machine.message_cost
     charged = f"; {cost.send * 1e6:.3g} us a send, {cost.recv * 1e6:.3g} us a receive" if cost.config() else ""
-    backend = Backend("simgrid", machine.facts(), f"{machine.link.text}{charged}; times in microseconds",
+    facts = machine.facts()
+    backend = Backend("simgrid", facts, f"{machine.link.text}{charged}; times in microseconds",
                       where=lambda rows: f", simulated on {rows[0].platform}")
     session = Session(directory, state, backend, output)
     if simgrid.slow_version(session.meta["simgrid"]):
         session.say(f"note: SimGrid {session.meta['simgrid']} replays many small messages in flight slowly "
                     "(linear: O(p^4), hours at 1024 ranks); `make simgrid` builds SimGrid 4.1")
     cache = cache or ScheduleCache(None)
-    replays = Replays(session, machine, keep, replay_timeout, jobs, cache)
+    replays = Replays(session, machine, keep, replay_timeout, jobs, cache, facts["s4u_replayer"])
     try:
-        replays.run(sorted(state.todo, key=lambda p: (p.nprocs, str(p.layout), p.variant.label)))
+        with _stop_signals_interrupt():
+            replays.run(sorted(state.todo, key=lambda p: (p.nprocs, str(p.layout), p.variant.label)))
         status = "complete"
-    except KeyboardInterrupt:
-        status = "terminated by SIGINT"
+    except KeyboardInterrupt as stop:
+        status = f"terminated by {stop.args[0] if stop.args else 'SIGINT'}"
     finally:
         replays.stop()
         session.add("schedules_captured", cache.captured)
@@ -137,14 +145,28 @@ def simulate_sweep(directory: Path, state: SweepState, machine: Machine, output:
     return session.finish(status)
 
 
+@contextmanager
+def _stop_signals_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGUSR1 (Slurm's warning) stop a simulation as Ctrl-C does: its record is closed, resumable."""
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {signum: signal.signal(signum, interrupt) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 class Replays:
     """The points' replays in the background, up to `jobs` at a time, each started once its traces are written;
-    points are recorded in order."""
+    points are recorded in order. `s4u` is the S4U replayer program (None: smpirun replays every point)."""
 
     def __init__(self, session: Session, machine: Machine, keep: Path | None, replay_timeout: float, jobs: int,
-                 cache: ScheduleCache):
+                 cache: ScheduleCache, s4u: str | None = None):
         self.session, self.machine, self.keep, self.replay_timeout = session, machine, keep, replay_timeout
-        self.jobs, self.cache = jobs, cache
+        self.jobs, self.cache, self.s4u = jobs, cache, s4u
         self.schedules: dict[tuple, Schedule | str] = {}
         self.running: deque[tuple[Row, simgrid.ReplayJob | None]] = deque()
         self.nprocs: int | None = None
@@ -197,7 +219,8 @@ class Replays:
         scaled = schedule.scaled(row.count) if row.count != schedule.count else schedule
         keep = self.keep / f"{point.nprocs}-{point.variant.label}-{point.bytes_per_peer}" if self.keep else None
         try:
-            return row, simgrid.ReplayJob(scaled, shape, self.machine.link, self.machine.copy_bandwidth, keep)
+            return row, simgrid.ReplayJob(scaled, shape, self.machine.link, self.machine.copy_bandwidth, keep,
+                                          self.s4u)
         except CaptureError as failed:
             row.note = f"not simulated: {failed}"
             return row, None

@@ -1,0 +1,288 @@
+// Replays SMPI time-independent traces on SimGrid's S4U, with a mailbox per pair of ranks.
+//
+// SMPI matches a message by scanning its receiver's one mailbox for the source and tag; with about
+// a million messages in flight (linear at 1,024 ranks) that scan is most of the replay. Here the
+// k-th message from s to d is the k-th put on the mailbox of the pair (s, d), so every match is at
+// the head. The rest is what SMPI does for point-to-point calls (SimGrid 4.1, smpi_request.cpp): an
+// envelope of 16 bytes on every message; a send below the detach threshold (64 KiB) is detached, so
+// the sender goes on at once and its wait is free; ois is slept before every isend, os before a
+// detached send, or after each receive of a detached message; network/model:SMPI at precision 1e-9.
+// Transfers are mailbox comms as in SMPI, so they start, and their waiters wake, in SMPI's order:
+// SimGrid's sharing with cross traffic can depend on the order in which simultaneous flows start.
+//
+// Usage: s4u_replay PLATFORM HOSTFILE LISTING [--cfg=smpi/os:S] [--cfg=smpi/ois:S] [--cfg=smpi/or:S] [--cfg=...]
+// prints "Simulation time T" (seconds, when the last rank finishes). Collective lines
+// (SMPI's own MPI_Alltoall) are refused: only smpirun replays those.
+#include <simgrid/s4u.hpp>
+#include <simgrid/version.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace sg4 = simgrid::s4u;
+
+namespace {
+
+constexpr double DETACH_BELOW = 65536;  // SMPI's smpi/send-is-detached-thresh
+constexpr double ENVELOPE = 16;         // bytes SMPI adds to every message (tag, source, communicator)
+
+enum class Kind : std::uint8_t { isend, irecv, send, recv, wait, compute };
+
+struct Action {
+  Kind kind;
+  int peer;     // the other rank (wait: the source, or the destination when we sent)
+  int tag;
+  double bytes;  // message bytes, or flops for compute
+  bool sent;    // wait: whether the request waited for is our send
+};
+
+struct Costs {
+  double os = 0, ois = 0, orecv = 0;  // seconds, as smpi/os, smpi/ois and smpi/or
+};
+
+struct Pending {
+  sg4::CommPtr comm;
+  double bytes;
+  bool recv;
+};
+
+[[noreturn]] void fail(const std::string& what)
+{
+  std::fprintf(stderr, "s4u_replay: %s\n", what.c_str());
+  std::exit(2);
+}
+
+double item_bytes(std::istringstream& rest)
+{
+  std::string datatype;  // SMPI's traces: none is MPI_BYTE, 0 is MPI_DOUBLE
+  if (!(rest >> datatype)) {
+    rest.clear();
+    return 1;
+  }
+  if (datatype == "0")
+    return 8;
+  fail("datatype " + datatype + " is not replayed (MPI_BYTE or 0, MPI_DOUBLE)");
+}
+
+std::vector<Action> read_trace(const std::string& path, int rank)
+{
+  std::ifstream in(path);
+  if (!in)
+    fail("cannot read " + path);
+  std::vector<Action> actions;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    int who;
+    std::string verb;
+    if (!(words >> who >> verb))
+      continue;
+    if (who != rank)
+      fail(path + ": a line of rank " + std::to_string(who) + " in the trace of rank " + std::to_string(rank));
+    Action a{};
+    if (verb == "isend" || verb == "irecv" || verb == "send" || verb == "recv") {
+      a.kind = verb == "isend" ? Kind::isend : verb == "irecv" ? Kind::irecv : verb == "send" ? Kind::send : Kind::recv;
+      double count;
+      if (words >> a.peer >> a.tag >> count)
+        a.bytes = count * item_bytes(words);
+    } else if (verb == "wait") {
+      int src, dst;
+      words >> src >> dst >> a.tag;
+      a.kind = Kind::wait;
+      a.sent = src == rank;
+      a.peer = a.sent ? dst : src;
+    } else if (verb == "compute") {
+      a.kind = Kind::compute;
+      words >> a.bytes;
+    } else if (verb == "init" || verb == "finalize") {
+      continue;
+    } else {
+      fail(path + ": '" + verb + "' is not replayed here (point-to-point and compute only; smpirun replays collectives)");
+    }
+    if (words.fail())
+      fail(path + ": cannot read '" + line + "'");
+    actions.push_back(a);
+  }
+  return actions;
+}
+
+std::uint64_t request_key(int peer, int tag, bool sent)
+{
+  return (static_cast<std::uint64_t>(peer) << 33) | (static_cast<std::uint64_t>(tag) << 1) | (sent ? 1 : 0);
+}
+
+// The mailbox of each pair of ranks that has messages posted on one side only, lent from a pool and given
+// back once both sides have posted as many: a mailbox holds two deques (about 1.5 KB), so one for every
+// pair would take 1.5 GB at 1,024 ranks. The k-th message from s to d is the k-th put on the pair's mailbox.
+class Mailboxes {
+public:
+  // The mailbox for one more put (a send) or get (a receive) between src and dst; post on it at once, with no
+  // other call to SimGrid between (another rank may run then, and take a mailbox given back here).
+  sg4::Mailbox* next(int src, int dst, bool put)
+  {
+    if (spare_.empty())  // by_name lets the other ranks run, so it comes before the table is read
+      spare_.push_back(sg4::Mailbox::by_name(std::to_string(made_++)));
+    auto [at, fresh] = lent_.try_emplace((static_cast<std::uint64_t>(src) << 32) | static_cast<std::uint32_t>(dst));
+    if (fresh) {
+      at->second.first = spare_.back();
+      spare_.pop_back();
+    }
+    auto [mailbox, balance] = at->second;
+    at->second.second += put ? 1 : -1;
+    if (at->second.second == 0) {  // this post matches the last one waiting: the mailbox is empty after it
+      spare_.push_back(mailbox);
+      lent_.erase(at);
+    }
+    return mailbox;
+  }
+
+private:
+  std::unordered_map<std::uint64_t, std::pair<sg4::Mailbox*, long>> lent_;  // pair -> mailbox, puts - gets
+  std::vector<sg4::Mailbox*> spare_;
+  long made_ = 0;
+};
+
+void sleep_if(double seconds)
+{
+  if (seconds > 0)
+    sg4::this_actor::sleep_for(seconds);
+}
+
+void finish(const Pending& p, const Costs& costs)
+{
+  p.comm->wait();
+  if (p.recv && p.bytes < DETACH_BELOW)
+    sleep_if(costs.orecv);
+}
+
+void replay(int rank, const std::vector<Action>* actions, Mailboxes* mailboxes, Costs costs, double* finished)
+{
+  static char token;  // every message's payload: S4U sends no nullptr, and no data moves
+  std::unordered_map<std::uint64_t, Pending> pending;
+  for (const Action& a : *actions) {
+    switch (a.kind) {
+      case Kind::isend:
+      case Kind::send: {
+        bool detached = a.bytes < DETACH_BELOW;
+        sleep_if(a.kind == Kind::isend ? costs.ois : detached ? costs.os : 0);
+        auto size = static_cast<std::uint64_t>(a.bytes + ENVELOPE);
+        auto comm = mailboxes->next(rank, a.peer, true)->put_init(&token, size);
+        if (detached) {
+          comm->detach();
+        } else {
+          comm->start();  // before wait: wait on an unstarted comm without data would post a receive
+          if (a.kind == Kind::send)
+            comm->wait();
+          else
+            pending[request_key(a.peer, a.tag, true)] = {comm, a.bytes, false};
+        }
+        break;
+      }
+      case Kind::irecv:
+      case Kind::recv: {
+        Pending p{mailboxes->next(a.peer, rank, false)->get_async(), a.bytes, true};
+        if (a.kind == Kind::recv)
+          finish(p, costs);
+        else
+          pending[request_key(a.peer, a.tag, false)] = p;
+        break;
+      }
+      case Kind::wait: {
+        auto found = pending.find(request_key(a.peer, a.tag, a.sent));
+        if (found != pending.end()) {  // none for a detached send: it was finished when posted
+          Pending p = found->second;
+          pending.erase(found);
+          finish(p, costs);
+        }
+        break;
+      }
+      case Kind::compute:
+        sg4::this_actor::execute(a.bytes);
+        break;
+    }
+  }
+  for (const auto& [_, p] : pending)  // what the trace never waited for, as SMPI's replay does at its end
+    finish(p, costs);
+  *finished = sg4::Engine::get_clock();
+}
+
+// SMPI's message costs, --cfg=smpi/os:S and the like, taken out of the arguments before the engine reads them
+Costs take_costs(int& argc, char* argv[])
+{
+  Costs costs;
+  const std::pair<std::string, double*> known[] = {
+      {"--cfg=smpi/os:", &costs.os}, {"--cfg=smpi/ois:", &costs.ois}, {"--cfg=smpi/or:", &costs.orecv}};
+  int kept = 1;
+  for (int i = 1; i < argc; i++) {
+    std::string arg = argv[i];
+    auto match = std::find_if(std::begin(known), std::end(known), [&](auto& k) { return arg.rfind(k.first, 0) == 0; });
+    if (match == std::end(known)) {
+      argv[kept++] = argv[i];
+      continue;
+    }
+    try {
+      *match->second = std::stod(arg.substr(match->first.size()));
+    } catch (const std::exception&) {
+      fail("cannot read " + arg + " (seconds, one value for every size)");
+    }
+  }
+  argc = kept;
+  return costs;
+}
+
+}  // namespace
+
+int main(int argc, char* argv[])
+{
+  Costs costs = take_costs(argc, argv);
+  sg4::Engine engine(&argc, argv);  // takes the other --cfg=... and --log=... options out of argv
+  std::vector<std::string> paths(argv + 1, argv + argc);
+  if (paths.size() != 3)
+    fail("usage: s4u_replay PLATFORM HOSTFILE LISTING [--cfg=smpi/os:S] [--cfg=smpi/ois:S] [--cfg=smpi/or:S] "
+         "[--cfg=...]");
+  sg4::Engine::set_config("network/model:SMPI");  // as smpirun sets them
+  sg4::Engine::set_config("precision/timing:1e-9");
+  engine.load_platform(paths[0]);
+
+  std::ifstream hostfile(paths[1]), listing(paths[2]);
+  std::vector<std::string> hosts, traces;
+  for (std::string name; hostfile >> name;)
+    hosts.push_back(name);
+  for (std::string name; listing >> name;)
+    traces.push_back(name);
+  if (traces.empty() || hosts.size() < traces.size())
+    fail("the hostfile names " + std::to_string(hosts.size()) + " hosts for " + std::to_string(traces.size()) +
+         " traces");
+
+  std::vector<sg4::Host*> placed;
+  for (size_t rank = 0; rank < traces.size(); rank++) {
+    placed.push_back(engine.host_by_name_or_null(hosts[rank]));
+    if (!placed.back())
+      fail("no host " + hosts[rank] + " in " + paths[0]);
+  }
+  Mailboxes mailboxes;
+  std::vector<std::vector<Action>> actions(traces.size());
+  std::vector<double> finished(traces.size(), 0);
+  for (size_t rank = 0; rank < traces.size(); rank++) {
+    actions[rank] = read_trace(traces[rank], static_cast<int>(rank));
+    std::string name = "rank" + std::to_string(rank);
+    int r = static_cast<int>(rank);
+#if SIMGRID_VERSION_MAJOR >= 4
+    placed[rank]->add_actor(name, replay, r, &actions[rank], &mailboxes, costs, &finished[rank]);
+#else  // Debian's 3.32
+    sg4::Actor::create(name, placed[rank], replay, r, &actions[rank], &mailboxes, costs, &finished[rank]);
+#endif
+  }
+  engine.run();
+  std::printf("Simulation time %.17g\n", *std::max_element(finished.begin(), finished.end()));
+  return 0;
+}
