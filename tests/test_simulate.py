@@ -224,6 +224,17 @@ def test_the_s4u_replayer_gives_smpiruns_times(tmp_path, capsys):
 
 
 @needs_simgrid
+def test_without_a_compiler_the_s4u_replayer_is_refused_before_anything_runs(tmp_path, capsys, monkeypatch):
+    which, source = simgrid.shutil.which, tmp_path / "s4u_replay.cpp"
+    source.write_text("// a source never built\n")
+    monkeypatch.setattr(simgrid, "S4U_SOURCE", source)
+    monkeypatch.setattr(simgrid.shutil, "which", lambda name: None if name == "c++" else which(name))
+    code, _, err = simulate(tmp_path, capsys, "--nprocs", "4", "--sizes", "8", "--algorithms", "linear")
+    assert code == 2 and err.count("C++ compiler") == 1 and "--replayer smpi" in err
+    assert not (tmp_path / "sim").exists()
+
+
+@needs_simgrid
 def test_ideal_network_is_latency_plus_bytes_over_rate(tmp_path, capsys):
     """Two ranks on a switch: one 64 KiB message each way, 2 links of 50 us, 125 MB/s (full duplex)."""
     record, _ = simulated(tmp_path, capsys, "--platform", "switch", "--link", "1Gbps,50us", "--nprocs", "2",

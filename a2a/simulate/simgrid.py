@@ -79,23 +79,25 @@ def s4u_replayer() -> str:
     prefix = Path(smpirun() or "/nonexistent").resolve().parent.parent
     libraries = sorted([*prefix.glob("lib/libsimgrid.so*"), *prefix.glob("lib/*/libsimgrid.so*")])
     if not smpirun() or not libraries:
-        raise BadConfig(f"the S4U replayer needs SimGrid's library beside smpirun ({missing() or prefix}); "
-                           "--replayer smpi replays with smpirun alone")
+        raise BadConfig(f"the S4U replayer is built against SimGrid's library beside smpirun ({missing() or prefix}); "
+                        "--replayer smpi replays with smpirun alone")
     library = libraries[0].resolve()
     key = hashlib.sha256(S4U_SOURCE.read_bytes() + f"{library}:{library.stat().st_mtime_ns}".encode())
     program = cache_home() / "s4u-replay" / key.hexdigest()[:16] / "s4u_replay"
-    if program.exists():
-        return str(program)
-    program.parent.mkdir(parents=True, exist_ok=True)
-    building = program.with_name(f"s4u_replay.{os.getpid()}")  # then renamed: another process may build it too
-    command = ["c++", "-O2", "-std=c++17", str(S4U_SOURCE), "-o", str(building), f"-I{prefix / 'include'}",
-               f"-L{library.parent}", f"-Wl,-rpath,{library.parent}", "-lsimgrid"]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode:
-        tail = "\n".join(done.stderr.strip().splitlines()[-12:])
-        raise BadConfig(f"building the S4U replayer failed ({' '.join(command)}):\n{tail}\n"
-                           "--replayer smpi replays with smpirun alone")
-    os.replace(building, program)
+    if not program.exists():
+        if not shutil.which("c++"):
+            raise BadConfig("building the S4U replayer needs a C++ compiler (c++; Debian: apt-get install g++); "
+                            "--replayer smpi replays with smpirun alone")
+        program.parent.mkdir(parents=True, exist_ok=True)
+        building = program.with_name(f"s4u_replay.{os.getpid()}")  # then renamed: another process may build it
+        command = ["c++", "-O2", "-std=c++17", str(S4U_SOURCE), "-o", str(building), f"-I{prefix / 'include'}",
+                   f"-L{library.parent}", f"-Wl,-rpath,{library.parent}", "-lsimgrid"]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode:
+            tail = "\n".join(done.stderr.strip().splitlines()[-12:])
+            raise BadConfig(f"building the S4U replayer failed ({' '.join(command)}):\n{tail}\n"
+                            "--replayer smpi replays with smpirun alone")
+        os.replace(building, program)
     return str(program)
 
 
