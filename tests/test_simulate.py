@@ -444,6 +444,7 @@ def test_replays_run_while_the_next_variant_is_captured(tmp_path, capsys, monkey
     handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGUSR1)}
     monkeypatch.setattr(simgrid, "missing", lambda: None)
     monkeypatch.setattr(simgrid, "version", lambda: "4.1")
+    monkeypatch.setattr(simgrid, "s4u_replayer", lambda: "s4u_replay")  # never run: the replays are stand-ins
     code, _, err = simulate(tmp_path, capsys, "--nprocs", "4", "--sizes", "8", "--algorithms", "linear,pairwise",
                             "--jobs", jobs, "--schedule-cache", "none")
     if not interrupt:

@@ -122,17 +122,20 @@ def capture_unit(name: str, options: dict[str, Any], nprocs: int, dtype: str = "
     counts grow in proportion to the count (every built-in) are captured small and scaled
     (`Schedule.scaled`). A schedule that is not proportional is refused, naming the rank.
     """
-    if len(os.sched_getaffinity(0)) < 2:
-        one, two = (capture(name, options, nprocs, n, dtype, **layout) for n in (1, 2))
-        doubled, expected = one.scaled(2).events, two.events
-    else:
-        memory = memory_limit(share=2)
-        second = Forked(lambda: _digests(capture(name, options, nprocs, 2, dtype, memory=memory, **layout).events))
-        try:
-            one = capture(name, options, nprocs, 1, dtype, memory=memory, **layout)
-            doubled, expected = _digests(one.scaled(2).events), second.result()
-        finally:
+    parallel = len(os.sched_getaffinity(0)) >= 2
+    memory = memory_limit(share=2) if parallel else None
+
+    def at_two() -> list[bytes]:
+        return _digests(capture(name, options, nprocs, 2, dtype, memory=memory, **layout).events)
+
+    second = Forked(at_two) if parallel else None
+    try:
+        one = capture(name, options, nprocs, 1, dtype, memory=memory, **layout)
+        expected = second.result() if second else at_two()
+    finally:
+        if second:
             second.stop()
+    doubled = _digests(one.scaled(2).events)
     if doubled != expected:
         rank = next(r for r in range(nprocs) if doubled[r] != expected[r])
         raise CaptureError(f"{name}'s schedule on rank {rank} is not proportional to the message size "

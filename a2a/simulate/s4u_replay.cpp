@@ -136,7 +136,7 @@ public:
       at->second.first = spare_.back();
       spare_.pop_back();
     }
-    auto [mailbox, balance] = at->second;
+    sg4::Mailbox* mailbox = at->second.first;
     at->second.second += put ? 1 : -1;
     if (at->second.second == 0) {  // this post matches the last one waiting: the mailbox is empty after it
       spare_.push_back(mailbox);
