@@ -198,7 +198,8 @@ POINTS = ("--sizes", "256K,512K", "--algorithms", "native,linear", "--nprocs", "
 
 @HYDRA
 def test_shallow_switch_queue_stalls_with_tcp_timeouts(netns, tmp_path: Path):
-    ok(bench("cluster", "up", "--nodes", "4", "--slots", "1", "--queue", "32kb",
+    # 8kb, not the default 32kb: a run this short must stall for sure (docs/cluster.md, "How often a short run stalls")
+    ok(bench("cluster", "up", "--nodes", "4", "--slots", "1", "--queue", "8kb",
              "--hostfiles", str(tmp_path / "h")))
     shape = cluster.read_state().shape
     before = sum(cluster.node_tcp_ext(h)["TCPTimeouts"] for h in shape.hosts)
