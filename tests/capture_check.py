@@ -3,8 +3,9 @@
 Under MPI every rank runs the plan on a counting proxy of its communicator (and of
 `mpi4py.MPI`, so persistent requests count when started); the proxy logs point-to-point
 sends (peer, bytes from the real datatypes) and collectives (name, members) during one
-call. Then every rank captures the same algorithm on stand-in ranks and compares its own
-rank's record. Run as a program (`mpiexec -n N python tests/capture_check.py`) it checks
+call. Then every rank captures the same algorithm on stand-in ranks, reads the schedule of its
+registered Steps where it has them (what the simulator uses instead of a capture), and compares
+its own rank's record with each. Run as a program (`mpiexec -n N python tests/capture_check.py`) it checks
 every registered algorithm and prints the mismatches.
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import a2a  # noqa: E402
 from a2a.algos.nodes import node_groups  # noqa: E402
 from a2a.errors import A2AError  # noqa: E402
-from a2a.simulate.capture import capture  # noqa: E402
+from a2a.simulate.capture import capture, stepped  # noqa: E402
 from a2a.simulate.events import Collective, Send, collectives, traffic  # noqa: E402
 from a2a.simulate.standin import standin_mpi  # noqa: E402
 
@@ -224,10 +225,15 @@ def mismatches(comm: Any, count: int = 3) -> list[str]:
         except A2AError as problem:
             found.append(f"{collective} {name} {options}: capture failed: {problem}")
             continue
+        records = {"the capture": captured}
+        read = stepped(name, options, comm.size) if matrix is None else None
+        if read is not None:  # the schedule the simulator reads instead of capturing
+            records["its steps"] = read.scaled(count).events[comm.rank]
         want = (traffic(real), collectives(real))
-        got = (traffic(captured), collectives(captured))
-        if want != got:
-            found.append(f"rank {comm.rank} {collective} {name} {options}: MPI sends {want}, the capture logs {got}")
+        for source, events in records.items():
+            got = (traffic(events), collectives(events))
+            if want != got:
+                found.append(f"rank {comm.rank} {collective} {name} {options}: MPI sends {want}, {source} logs {got}")
     return found
 
 

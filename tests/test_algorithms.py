@@ -18,7 +18,7 @@ from a2a.algos.builtin.pairwise_inplace import one_factor
 from a2a.algos.builtin.parallel_split import split_factor
 from a2a.algos.nodes import split_nodes
 from a2a.algos.registry import candidates
-from a2a.algos.schedule import slots
+from a2a.algos.schedule import pairs, slots
 from a2a.record.results import read_rows
 
 # every algorithm that may be chosen, at its defaults (a new built-in is checked with no line here), and
@@ -249,7 +249,7 @@ def test_bine_sends_half_and_delivers_every_block(p):
         schedule = bine.rounds(p, rank)
         assert len(schedule) == p.bit_length() - 1
         assert all(len(r.sent) == len(r.received) == p // 2 for r in schedule)
-        arrived = sorted(block for r in schedule for block in r.received if block[1] == rank)
+        arrived = sorted(block for r in schedule for block in map(tuple, r.received.tolist()) if block[1] == rank)
         assert arrived == [(s, rank) for s in range(p) if s != rank]
         slots(schedule, rank, p)  # raises if a block is sent by a rank that does not hold it
 
@@ -257,8 +257,8 @@ def test_bine_sends_half_and_delivers_every_block(p):
 def test_bruck_zero_copy_rounds_and_slots_by_hand():
     schedule = bruck_zero_copy.rounds(4, 0, 2)
     # round 1 moves distances 1 and 3 to rank 1; round 2 distances 2 and 3 to rank 2
-    assert schedule[0] == (1, [(0, 1), (0, 3)], 3, [(3, 0), (3, 2)])
-    assert schedule[1] == (2, [(0, 2), (3, 2)], 2, [(2, 0), (1, 0)])
+    listed = [(s.dest, s.sent.tolist(), s.source, s.received.tolist()) for s in schedule]
+    assert listed == [(1, [[0, 1], [0, 3]], 3, [[3, 0], [3, 2]]), (2, [[0, 2], [3, 2]], 2, [[2, 0], [1, 0]])]
     placed, rows = slots(schedule, 0, 4)
     # (3, 2) waits in temp row 0 between its rounds; everything else moves send -> recv directly
     assert placed == [([("send", 1), ("send", 3)], [("recv", 3), ("temp", 0)]),
@@ -269,14 +269,14 @@ def test_bruck_zero_copy_rounds_and_slots_by_hand():
 def test_bruck_zero_copy_delivers_every_block(p, radix):
     for rank in range(p):
         schedule = bruck_zero_copy.rounds(p, rank, radix)
-        arrived = sorted(block for r in schedule for block in r.received if block[1] == rank)
+        arrived = sorted(block for r in schedule for block in map(tuple, r.received.tolist()) if block[1] == rank)
         assert arrived == [(s, rank) for s in range(p) if s != rank]
         slots(schedule, rank, p)
 
 
 def test_slots_refuse_a_block_the_rank_does_not_hold():
     with pytest.raises(RuntimeError, match=r"sends block \(1, 2\) that rank 0 does not hold"):
-        slots([bruck_zero_copy.Step(1, [(1, 2)], 1, [])], 0, 3)
+        slots([bruck_zero_copy.Step(1, pairs(1, [2]), 1, pairs([], []))], 0, 3)
 
 
 def test_dimension_factors():

@@ -1,6 +1,7 @@
 """The capture records what each algorithm really sends under MPI, and refuses what it cannot answer."""
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -12,7 +13,7 @@ import a2a
 from a2a.algos.registry import REGISTRY, register
 from a2a.errors import CaptureError
 from a2a.simulate import world
-from a2a.simulate.capture import capture, capture_scaled
+from a2a.simulate.capture import capture, capture_scaled, capture_unit, stepped
 from a2a.simulate.events import collectives, copied, traffic
 
 
@@ -64,6 +65,40 @@ def test_scaled_capture_equals_capture_at_size():
     for name in ("bruck", "hierarchical", "throttled"):
         assert capture_scaled(name, {}, 6, 40, nodes=[[0, 1], [2, 3], [4, 5]]).events == \
             capture(name, {}, 6, 40, nodes=[[0, 1], [2, 3], [4, 5]]).events, name
+
+
+STEPPED = [("ring", {}, (1, 2, 3, 6)), ("bine", {}, (1, 2, 8, 16)), ("bruck_zero_copy", {}, (2, 5, 12)),
+           ("bruck_zero_copy", {"radix": 3}, (4, 9))]
+
+
+@pytest.mark.parametrize("name,options,sizes", STEPPED)
+def test_the_simulator_reads_the_steps_the_plan_runs(name, options, sizes):
+    """Read from the registered Steps, a schedule is event for event the capture of the real plan."""
+    for p in sizes:
+        read = capture_unit(name, options, p)
+        assert read.events == stepped(name, options, p).events  # what the simulator replays
+        assert read.scaled(3).events == capture(name, options, p, 3).events, (name, p)
+
+
+def test_a_mutated_step_breaks_the_match(monkeypatch):
+    """Steps the plan does not run (one block fewer in rank 0's last step) no longer match its capture."""
+    kind = a2a.get("ring").kinds["alltoall"]
+    real = kind.steps
+
+    def mutated(p, rank):
+        steps = real(p, rank)
+        if rank == 0:
+            steps[-1] = steps[-1]._replace(sent=steps[-1].sent[:-1])
+        return steps
+
+    monkeypatch.setitem(a2a.get("ring").kinds, "alltoall", dataclasses.replace(kind, steps=mutated))
+    assert stepped("ring", {}, 4).events != capture("ring", {}, 4, 1).events
+
+
+def test_steps_are_not_read_where_the_factory_runs_something_else():
+    """bine at 6 ranks runs pairwise: that is captured."""
+    assert stepped("bine", {}, 6) is None
+    assert [e.kind for e in capture_unit("bine", {}, 6).events[0]] == ["copy"] + ["isend", "irecv", "wait"] * 5
 
 
 @pytest.fixture

@@ -8,26 +8,32 @@ from __future__ import annotations
 import pytest
 
 from a2a.algos.builtin import ring
-from a2a.algos.schedule import slots
+from a2a.algos.schedule import Step, slots
 from a2a.analysis import contention, model
 from a2a.fabric import Switch, parse
 
 
+def listed(steps: list[Step]) -> list[tuple]:
+    """Steps with their blocks as lists of (source, destination) tuples."""
+    return [(s.dest, [tuple(b) for b in s.sent.tolist()], s.source, [tuple(b) for b in s.received.tolist()])
+            for s in steps]
+
+
 def test_steps_by_hand():
     """4 ranks, rank 0: its 3 blocks go right; then 2 of rank 3's pass through, then 1 of rank 2's."""
-    assert ring.steps(4, 0) == [(1, [(0, 1), (0, 2), (0, 3)], 3, [(3, 0), (3, 1), (3, 2)]),
-                                (1, [(3, 1), (3, 2)], 3, [(2, 0), (2, 1)]),
-                                (1, [(2, 1)], 3, [(1, 0)])]
+    assert listed(ring.steps(4, 0)) == [(1, [(0, 1), (0, 2), (0, 3)], 3, [(3, 0), (3, 1), (3, 2)]),
+                                        (1, [(3, 1), (3, 2)], 3, [(2, 0), (2, 1)]),
+                                        (1, [(2, 1)], 3, [(1, 0)])]
 
 
 @pytest.mark.parametrize("p", [1, 2, 3, 5, 8])
 def test_every_block_arrives_once_and_each_rank_sends_what_its_left_neighbour_expects(p):
     for rank in range(p):
         steps = ring.steps(p, rank)
-        arrived = sorted(block for step in steps for block in step.received if block[1] == rank)
+        arrived = sorted(block for *_, received in listed(steps) for block in received if block[1] == rank)
         assert arrived == [(s, rank) for s in range(p) if s != rank]
-        right = ring.steps(p, (rank + 1) % p)
-        assert [step.sent for step in steps] == [step.received for step in right]
+        right = listed(ring.steps(p, (rank + 1) % p))
+        assert [sent for _, sent, _, _ in listed(steps)] == [received for *_, received in right]
         slots(steps, rank, p)  # every block it sends, it holds
 
 

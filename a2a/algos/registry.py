@@ -10,8 +10,9 @@ takes two checked `VBuffer`s and registers with ``collective="alltoallv"`` and t
 
 What the rest of the testbed knows of an algorithm it reads here, from what register() was
 given: its cost for the model (`cost`), its rounds of link traffic for the contention model
-(`traffic`), its twins in the MPI libraries for the exporters (`twins`), and its place in the
-tie-break of decisions (`simplicity`). docs/adding-an-algorithm.md walks through one.
+(`traffic`), the steps of block moves its factory runs for the simulator (`steps`), its twins in
+the MPI libraries for the exporters (`twins`), and its place in the tie-break of decisions
+(`simplicity`). docs/adding-an-algorithm.md walks through one.
 """
 from __future__ import annotations
 
@@ -42,6 +43,9 @@ COLLECTIVES = ("alltoall", "alltoallv")
 Limit = tuple[Callable[[Any], bool], str]  # (predicate, what is accepted)
 # (options as text with every default filled in, process count) -> the library's own choice, or None
 Twin = Callable[[dict[str, str], int], Hashable | None]
+# steps(p, rank, **options): the a2a.algos.schedule Steps the factory runs through zero_copy_plan, or None where it
+# runs something else; the simulator reads their block counts instead of capturing the plan
+StepsOf = Callable[..., Any]
 
 
 @dataclass(frozen=True)
@@ -78,8 +82,8 @@ class Kind:
     """How an algorithm serves one collective: its factory, what it does and mirrors, and what it costs.
 
     `cost`: a Formula for alltoall, a MatrixCost for alltoallv; `traffic`: alltoall's rounds of
-    messages on the links; `twins`: per library (LIBRARIES), the library's algorithm that sends
-    the same messages.
+    messages on the links; `steps`: the Steps its factory runs (StepsOf); `twins`: per library
+    (LIBRARIES), the library's algorithm that sends the same messages.
     """
 
     factory: Callable[..., Any]
@@ -87,6 +91,7 @@ class Kind:
     mirrors: str = ""
     cost: Formula | MatrixCost | None = None
     traffic: Traffic | None = None
+    steps: StepsOf | None = None
     twins: dict[str, Twin] = field(default_factory=dict)
     intercomm: bool = False  # serves intercommunicators (else refused, naming the algorithm)
     in_place: bool = False  # takes MPI.IN_PLACE itself (else the plan stages the data: one copy per call)
@@ -278,7 +283,7 @@ _NOTHING = Algorithm("", {}, {})  # what an unknown name serves: nothing
 
 
 def register(name: str, *, collective: str = "alltoall", mirrors: str = "", limits: dict[str, Limit] | None = None,
-             cost: Formula | MatrixCost | None = None, traffic: Traffic | None = None,
+             cost: Formula | MatrixCost | None = None, traffic: Traffic | None = None, steps: StepsOf | None = None,
              twins: dict[str, Twin] | None = None, simplicity: int | None = None, candidate: bool = True,
              intercomm: bool = False, in_place: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register a factory `f(comm, sendbuf, recvbuf, *, option=default...)` under `name` for `collective`,
@@ -295,8 +300,8 @@ def register(name: str, *, collective: str = "alltoall", mirrors: str = "", limi
     def decorate(factory: Callable[..., Any]) -> Callable[..., Any]:
         options = _options_of(factory, limits or {}, name)
         summary = (inspect.getdoc(factory) or "").strip().splitlines()
-        kind = Kind(factory, summary[0] if summary else "", mirrors, cost, traffic, dict(twins or {}), intercomm,
-                    in_place)
+        kind = Kind(factory, summary[0] if summary else "", mirrors, cost, traffic, steps, dict(twins or {}),
+                    intercomm, in_place)
         REGISTRY.add(name, collective, kind, options, simplicity, candidate)
         return factory
     return decorate

@@ -17,16 +17,26 @@ import numpy as np
 from a2a.algos.prebuilt import copier, sendrecv_steps
 from a2a.algos.registry import blocks
 
-Block = tuple[int, int]  # (source rank, destination rank)
-
 
 class Step(NamedTuple):
-    """Send `sent` (in this order) to `dest`, receive `received` (in the sender's order) from `source`."""
+    """Send `sent` (in this order) to `dest`, receive `received` (in the sender's order) from `source`.
+
+    Blocks are rows (source rank, destination rank) of an n x 2 integer array: a simulation reads
+    only their number, so thousands of ranks' steps are made without a Python object per block.
+    """
 
     dest: int
-    sent: list[Block]
+    sent: np.ndarray
     source: int
-    received: list[Block]
+    received: np.ndarray
+
+
+def pairs(sources: Any, destinations: Any) -> np.ndarray:
+    """The blocks from sources[k] to destinations[k] (either may be one rank for all), as an n x 2 array."""
+    sources, destinations = np.asarray(sources), np.asarray(destinations)
+    found = np.empty((np.broadcast(sources, destinations).size, 2), np.int64)
+    found[:, 0], found[:, 1] = sources, destinations
+    return found
 
 
 def slots(steps: list[Step], rank: int, size: int) -> tuple[list[tuple[list, list]], int]:
@@ -40,13 +50,13 @@ def slots(steps: list[Step], rank: int, size: int) -> tuple[list[tuple[list, lis
     placed = []
     for step in steps:
         sent = []
-        for block in step.sent:
+        for block in map(tuple, np.asarray(step.sent).tolist()):
             location = where.pop(block, None)
             if location is None:
                 raise RuntimeError(f"schedule sends block {block} that rank {rank} does not hold")
             sent.append(location)
         received = []
-        for block in step.received:
+        for block in map(tuple, np.asarray(step.received).tolist()):
             if block[1] == rank:
                 received.append(("recv", block[0]))
                 continue

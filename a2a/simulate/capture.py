@@ -23,7 +23,7 @@ from a2a.algos.pattern import expected_pattern, send_pattern
 from a2a.algos.prebuilt import WATCHER
 from a2a.algos.registry import get
 from a2a.errors import A2AError, CaptureError
-from a2a.simulate.events import RankLog, Schedule
+from a2a.simulate.events import Copy, Event, Irecv, Isend, RankLog, Schedule, Wait
 from a2a.simulate.standin import StandInComm, standin_module, standin_mpi
 from a2a.simulate.world import Aborted, World, memory_limit
 
@@ -113,15 +113,45 @@ def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: 
     return Schedule(nprocs, count, kind.itemsize, [log.events for log in logs])
 
 
+def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float32") -> Schedule | None:
+    """The schedule at one element per peer read from the Steps the algorithm registered (what its factory runs
+    through a2a.algos.schedule.zero_copy_plan), without running any plan; None if it registered none for nprocs.
+
+    zero_copy_plan copies the own block, then makes one Sendrecv per step of the datatypes of its blocks; the
+    stand-in logs a Sendrecv as an Isend, an Irecv and one Wait for both (test_capture holds the two equal).
+    """
+    algorithm = get(name)
+    kind = algorithm.kinds.get("alltoall")
+    if kind is None or kind.steps is None:
+        return None
+    chosen = {key: option.default for key, option in algorithm.options.items()} | options
+    width = np.dtype(dtype).itemsize
+    events: list[list[Event]] = []
+    for rank in range(nprocs):
+        steps = kind.steps(nprocs, rank, **chosen)
+        if steps is None:
+            return None
+        mine: list[Event] = [Copy(width)]
+        for k, step in enumerate(steps):
+            mine += [Isend(step.dest, len(step.sent) * width, 2 * k), Irecv(step.source, len(step.received) * width,
+                                                                          2 * k + 1), Wait((2 * k, 2 * k + 1))]
+        events.append(mine)
+    return Schedule(nprocs, 1, width, events)
+
+
 def capture_unit(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float32",
                  **layout: Any) -> Schedule:
-    """The schedule at one element per peer, checked to scale: captured at 1 and 2 elements, at once in two
-    processes where this one may use two cores.
+    """The schedule at one element per peer: read from the algorithm's Steps if it registered them (and runs on
+    the whole job), else captured at 1 and 2 elements and checked to scale, at once in two processes where
+    this one may use two cores.
 
     Buffers of p ranks x p peers do not fit at large p and sizes; schedules whose byte
     counts grow in proportion to the count (every built-in) are captured small and scaled
     (`Schedule.scaled`). A schedule that is not proportional is refused, naming the rank.
     """
+    read = None if layout.get("group") else stepped(name, options, nprocs, dtype)
+    if read is not None:
+        return read
     parallel = len(os.sched_getaffinity(0)) >= 2
     memory = memory_limit(share=2) if parallel else None
 

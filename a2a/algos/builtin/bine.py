@@ -16,7 +16,7 @@ from a2a.algos.builtin.pairwise import pairwise
 from a2a.algos.builtin.pairwise import terms as pairwise_terms
 from a2a.algos.cost import Formula, Placement
 from a2a.algos.registry import Prepared, register
-from a2a.algos.schedule import Step, zero_copy_plan
+from a2a.algos.schedule import Step, pairs, zero_copy_plan
 
 MASK = 0xAAAAAAAA  # negabinary <-> binary through the alternating-bit mask (32-bit words)
 
@@ -66,9 +66,13 @@ def rounds(p: int, rank: int) -> list[Step]:
     mine = []
     for peer, source, dest in moves(p):
         q = int(peer[rank])
-        mine.append(Step(q, list(zip(source[rank].tolist(), dest[rank].tolist())), q,
-                          list(zip(source[q].tolist(), dest[q].tolist()))))
+        mine.append(Step(q, pairs(source[rank], dest[rank]), q, pairs(source[q], dest[q])))
     return mine
+
+
+def steps(p: int, rank: int) -> list[Step] | None:
+    """What the factory runs through zero_copy_plan: the rounds at a power of two, else None (pairwise runs)."""
+    return None if p & (p - 1) else rounds(p, rank)
 
 
 @functools.lru_cache(maxsize=2)  # the same for every rank: one simulation per process count (a capture runs p ranks)
@@ -108,12 +112,12 @@ def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
           "source: De Sensi et al., Bine Trees, SC'25 (arXiv 2508.17311)",
           cost=Formula("lg p (alpha + p/2 m beta) at powers of two, else pairwise's (p-1) (alpha + m beta)",
                        ("alpha", "beta"), terms),
-          simplicity=7)
+          steps=steps, simplicity=7)
 def bine(comm, sendbuf, recvbuf):
     """log2 p Sendrecv steps with partner r +- rho_s, half of the blocks each; any other p: pairwise."""
-    p = comm.size
-    if p & (p - 1):
+    mine = steps(comm.size, comm.rank)
+    if mine is None:
         return Prepared(pairwise(comm, sendbuf, recvbuf),
-                        note=f"bine: {p} ranks is not a power of two; ran pairwise, as Open MPI does")
-    run, free = zero_copy_plan(comm, sendbuf, recvbuf, rounds(p, comm.rank))
+                        note=f"bine: {comm.size} ranks is not a power of two; ran pairwise, as Open MPI does")
+    run, free = zero_copy_plan(comm, sendbuf, recvbuf, mine)
     return Prepared(run, free)

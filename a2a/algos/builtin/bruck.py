@@ -14,17 +14,18 @@ from a2a.algos.registry import blocks, register
 RADIX = {"radix": (lambda k: k >= 2, "an integer >= 2")}  # the limit of every Bruck variant's radix
 
 
-def bruck_rounds(p: int, radix: int) -> list[tuple[int, int, list[int]]]:
+def bruck_rounds(p: int, radix: int) -> list[tuple[int, int, np.ndarray]]:
     """(distance, digit, indices moved) per round of Bruck's schedule, rounds that move nothing left out.
 
     Index i holds the block travelling i ranks forward; round (distance, digit) forwards, by
     digit x distance ranks, every index whose base-radix digit at `distance` is `digit`.
     """
-    rounds, distance = [], 1
+    indices, rounds, distance = np.arange(1, p), [], 1
     while distance < p:
+        digits = indices // distance % radix
         for digit in range(1, radix):
-            moved = [i for i in range(1, p) if (i // distance) % radix == digit]
-            if moved:
+            moved = indices[digits == digit]
+            if len(moved):
                 rounds.append((distance, digit, moved))
         distance *= radix
     return rounds

@@ -10,7 +10,7 @@ from __future__ import annotations
 from a2a.algos.builtin.bruck import RADIX, TWINS, bruck_rounds, schedule_size
 from a2a.algos.cost import Formula, Placement, option
 from a2a.algos.registry import register
-from a2a.algos.schedule import Step, zero_copy_plan
+from a2a.algos.schedule import Step, pairs, zero_copy_plan
 
 
 def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
@@ -28,10 +28,9 @@ def rounds(p: int, rank: int, radix: int) -> list[Step]:
     """
     mine = []
     for span, digit, moved in bruck_rounds(p, radix):
-        sent = [((rank - i % span) % p, (rank - i % span + i) % p) for i in moved]
-        covered = [i % (span * radix) for i in moved]
-        received = [((rank - c) % p, (rank - c + i) % p) for c, i in zip(covered, moved)]
-        mine.append(Step((rank + digit * span) % p, sent, (rank - digit * span) % p, received))
+        origin, start = rank - moved % span, rank - moved % (span * radix)
+        mine.append(Step((rank + digit * span) % p, pairs(origin % p, (origin + moved) % p),
+                         (rank - digit * span) % p, pairs(start % p, (start + moved) % p)))
     return mine
 
 
@@ -40,7 +39,7 @@ def rounds(p: int, rank: int, radix: int) -> list[Step]:
           "Implementing a classic: zero-copy all-to-all communication with MPI datatypes (ICS 2014)",
           limits=RADIX, cost=Formula("R alpha + B m beta  (Bruck's R rounds, B blocks sent; no copies)",
                                      ("alpha", "beta"), terms),
-          twins=TWINS, simplicity=8)
+          steps=rounds, twins=TWINS, simplicity=8)
 def bruck_zero_copy(comm, sendbuf, recvbuf, *, radix: int = 2):
     """Bruck's rounds (any p, base `radix`); each block is sent from and received into where it lies."""
     return zero_copy_plan(comm, sendbuf, recvbuf, rounds(comm.size, comm.rank, radix))

@@ -12,16 +12,18 @@ Cost: p-1 latencies in series, and the bytes one rank sends, (p-1) + (p-2) + ...
   T = (p-1) alpha + p(p-1)/2 m beta
 No MPI library has it (no twin).
 """
+import numpy as np
+
 from a2a.algos.cost import Formula, Placement, Round
 from a2a.algos.registry import register
-from a2a.algos.schedule import Step, zero_copy_plan
+from a2a.algos.schedule import Step, pairs, zero_copy_plan
 
 
 def steps(p: int, r: int) -> list[Step]:
     """Rank r's steps: blocks named (source, destination), sent right, received from the left."""
-    return [Step((r + 1) % p, [((r - s + 1) % p, (r + d) % p) for d in range(1, p - s + 1)],
-                 (r - 1) % p, [((r - s) % p, (r + d) % p) for d in range(p - s)])
-            for s in range(1, p)]
+    ahead = (r + np.arange(p)) % p  # the destinations r, r+1, ..., r+p-1
+    return [Step((r + 1) % p, pairs((r - s + 1) % p, ahead[1:p - s + 1]),
+                 (r - 1) % p, pairs((r - s) % p, ahead[:p - s])) for s in range(1, p)]
 
 
 def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
@@ -36,7 +38,7 @@ def traffic(p: int, m: float, options: dict) -> list[Round]:
 
 
 @register("ring", mirrors="store-and-forward ring all-to-all (neighbour links only; no MPI library twin)",
-          cost=Formula("(p-1) alpha + p(p-1)/2 m beta", ("alpha", "beta"), terms), traffic=traffic,
+          cost=Formula("(p-1) alpha + p(p-1)/2 m beta", ("alpha", "beta"), terms), traffic=traffic, steps=steps,
           simplicity=19)
 def ring(comm, sendbuf, recvbuf):
     """p-1 steps to the right neighbour, each forwarding every block not yet home (zero-copy datatypes)."""
