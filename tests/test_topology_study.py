@@ -9,7 +9,8 @@ from support import python
 
 from a2a import fabric
 from a2a.algos.builtin.bruck import steps as bruck_steps
-from a2a.analysis import contention
+from a2a.algos.registry import with_defaults
+from a2a.analysis import contention, model
 from a2a.analysis import study as topology_study
 from a2a.errors import BadConfig
 from a2a.record.results import Recorder, Row
@@ -38,6 +39,19 @@ def test_busiest_links_match_the_switch_formulas_and_add_up_on_a_ring():
     # two ranks per node: the messages inside a node use no link
     assert contention.busiest_link_bytes("pairwise", 16, 1, fabric.parse("switch", 8)) == 2 * 14
     assert contention.rounds("native", 4, 1) == contention.rounds("linear", 4, 1)
+
+
+@pytest.mark.parametrize("name,options", [("bine", {}), ("bruck_zero_copy", {}), ("bruck_zero_copy", {"radix": "3"}),
+                                          ("ring", {})])
+def test_rounds_read_from_steps_carry_the_formulas_bytes(name, options):
+    """No `traffic` given: each rank's k-th step is round k; on a switch, the busiest link is beta's coefficient."""
+    for p in (8, 16):
+        rounds = contention.rounds(name, p, 1, options)
+        assert all(len(messages) == p for messages in rounds)  # every rank sends in every round
+        beta = model.formula_for(name).terms(model.Placement(p), 1, with_defaults(name, options))["beta"]
+        assert contention.busiest_link_bytes(name, p, 1, fabric.parse("switch", p), options) == beta, (name, p)
+    # bine at 6 ranks runs pairwise and registers no steps there: taken as a direct exchange, as before
+    assert contention.rounds("bine", 6, 1) == contention.rounds("linear", 6, 1)
 
 
 def test_rounds_follow_the_algorithms_schedules():

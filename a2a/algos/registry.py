@@ -23,6 +23,7 @@ import pkgutil
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Callable, Hashable, Iterator
@@ -30,7 +31,7 @@ from typing import Any, Callable, Hashable, Iterator
 import numpy as np
 
 from a2a.algos.buffers import VBuffer, agree, alltoall_call, alltoallv_call, is_inter, matched_counts
-from a2a.algos.cost import GENERIC, Formula, MatrixCost, Traffic, everything
+from a2a.algos.cost import GENERIC, Formula, MatrixCost, Round, Traffic, everything
 from a2a.algos.prebuilt import copier
 from a2a.errors import A2AError, BadInput, BadOption, PluginError, UnknownAlgorithm
 from a2a.record.results import NATIVE
@@ -352,9 +353,26 @@ def formula(name: str) -> Formula:
 
 
 def traffic(name: str) -> Traffic:
-    """The rounds of messages of `name`'s alltoall: its own, else one round of everything at once."""
-    kind = (known(name) or _NOTHING).kinds.get("alltoall")
-    return kind.traffic if kind and kind.traffic else everything
+    """The rounds of messages of `name`'s alltoall: its own, else its steps', else one round of everything at once."""
+    algorithm = known(name) or _NOTHING
+    kind = algorithm.kinds.get("alltoall")
+    if kind and kind.traffic:
+        return kind.traffic
+    return partial(_stepped_traffic, algorithm, kind.steps) if kind and kind.steps else everything
+
+
+def _stepped_traffic(algorithm: Algorithm, steps: StepsOf, p: int, m: float, options: dict) -> list[Round]:
+    """Round k: every rank sends the blocks of its k-th step, m bytes each, to that step's peer (everything at
+    once where the factory runs no steps)."""
+    chosen = {k: o.parse(options.get(k, o.default), algorithm.name) for k, o in algorithm.options.items()}
+    ranks = []
+    for rank in range(p):
+        mine = steps(p, rank, **chosen)
+        if mine is None:
+            return everything(p, m)
+        ranks.append([(step.dest, len(step.sent)) for step in mine])  # the blocks themselves are not kept
+    return [[(rank, mine[k][0], mine[k][1] * m) for rank, mine in enumerate(ranks) if k < len(mine)]
+            for k in range(max(map(len, ranks), default=0))]
 
 
 def matrix_cost(name: str) -> MatrixCost | None:

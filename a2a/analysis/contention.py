@@ -8,9 +8,9 @@ torus). On a switch with one rank per node that is exactly the bytes one rank se
 coefficient of beta in the algorithms' Hockney formulas; on a ring or a torus, messages
 that share links add up. Ranks are placed in blocks: rank r on node r // q.
 
-Each algorithm states its rounds in its own file (register's `traffic`); one without them
-(native, plug-ins) is taken as a direct exchange with everything in flight at once, which is
-what libraries do for large messages.
+Each algorithm states its rounds in its own file (register's `traffic`, or round k of every
+rank's `steps`); one without either (native, plug-ins) is taken as a direct exchange with
+everything in flight at once, which is what libraries do for large messages.
 """
 from __future__ import annotations
 

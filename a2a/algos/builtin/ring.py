@@ -14,7 +14,7 @@ No MPI library has it (no twin).
 """
 import numpy as np
 
-from a2a.algos.cost import Formula, Placement, Round
+from a2a.algos.cost import Formula, Placement
 from a2a.algos.registry import register
 from a2a.algos.schedule import Step, pairs, zero_copy_plan
 
@@ -32,13 +32,8 @@ def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     return {"alpha": p - 1, "beta": p * (p - 1) / 2 * m}
 
 
-def traffic(p: int, m: float, options: dict) -> list[Round]:
-    """Step s: every rank sends (p-s) m bytes to its right neighbour."""
-    return [[(r, (r + 1) % p, (p - s) * m) for r in range(p)] for s in range(1, p)]
-
-
 @register("ring", mirrors="store-and-forward ring all-to-all (neighbour links only; no MPI library twin)",
-          cost=Formula("(p-1) alpha + p(p-1)/2 m beta", ("alpha", "beta"), terms), traffic=traffic, steps=steps,
+          cost=Formula("(p-1) alpha + p(p-1)/2 m beta", ("alpha", "beta"), terms), steps=steps,
           simplicity=19)
 def ring(comm, sendbuf, recvbuf):
     """p-1 steps to the right neighbour, each forwarding every block not yet home (zero-copy datatypes)."""
