@@ -68,7 +68,8 @@ def test_scaled_capture_equals_capture_at_size():
 
 
 STEPPED = [("ring", {}, (1, 2, 3, 6)), ("bine", {}, (1, 2, 8, 16)), ("bruck_zero_copy", {}, (2, 5, 12)),
-           ("bruck_zero_copy", {"radix": 3}, (4, 9))]
+           ("bruck_zero_copy", {"radix": 3}, (4, 9)), ("pairwise", {}, (1, 2, 5)),
+           ("pairwise", {"schedule": "xor"}, (4, 8))]
 
 
 @pytest.mark.parametrize("name,options,sizes", STEPPED)

@@ -44,8 +44,8 @@ COLLECTIVES = ("alltoall", "alltoallv")
 Limit = tuple[Callable[[Any], bool], str]  # (predicate, what is accepted)
 # (options as text with every default filled in, process count) -> the library's own choice, or None
 Twin = Callable[[dict[str, str], int], Hashable | None]
-# steps(p, rank, **options): the a2a.algos.schedule Steps the factory runs through zero_copy_plan, or None where it
-# runs something else; the simulator reads their block counts instead of capturing the plan
+# steps(p, rank, **options): the a2a.algos.schedule Steps the factory runs (its own block copied, then one Sendrecv
+# of each step's blocks), or None where it runs something else; the simulator reads them instead of capturing the plan
 StepsOf = Callable[..., Any]
 
 

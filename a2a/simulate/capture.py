@@ -114,11 +114,12 @@ def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: 
 
 
 def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float32") -> Schedule | None:
-    """The schedule at one element per peer read from the Steps the algorithm registered (what its factory runs
-    through a2a.algos.schedule.zero_copy_plan), without running any plan; None if it registered none for nprocs.
+    """The schedule at one element per peer read from the Steps the algorithm registered, without running any
+    plan; None if it registered none for nprocs.
 
-    zero_copy_plan copies the own block, then makes one Sendrecv per step of the datatypes of its blocks; the
-    stand-in logs a Sendrecv as an Isend, an Irecv and one Wait for both (test_capture holds the two equal).
+    The factory copies its own block, then makes one Sendrecv per step of the step's blocks (zero_copy_plan, or
+    pairwise's contiguous blocks); the stand-in logs a Sendrecv as an Isend, an Irecv and one Wait for both
+    (test_capture holds the two equal).
     """
     algorithm = get(name)
     kind = algorithm.kinds.get("alltoall")
