@@ -50,13 +50,13 @@ def slots(steps: list[Step], rank: int, size: int) -> tuple[list[tuple[list, lis
     placed = []
     for step in steps:
         sent = []
-        for block in map(tuple, np.asarray(step.sent).tolist()):
+        for block in map(tuple, step.sent.tolist()):
             location = where.pop(block, None)
             if location is None:
                 raise RuntimeError(f"schedule sends block {block} that rank {rank} does not hold")
             sent.append(location)
         received = []
-        for block in map(tuple, np.asarray(step.received).tolist()):
+        for block in map(tuple, step.received.tolist()):
             if block[1] == rank:
                 received.append(("recv", block[0]))
                 continue

@@ -125,7 +125,7 @@ def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float
     kind = algorithm.kinds.get("alltoall")
     if kind is None or kind.steps is None:
         return None
-    chosen = {key: option.default for key, option in algorithm.options.items()} | options
+    chosen = {key: option.parse(options.get(key, option.default), name) for key, option in algorithm.options.items()}
     width = np.dtype(dtype).itemsize
     events: list[list[Event]] = []
     for rank in range(nprocs):
@@ -134,8 +134,8 @@ def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float
             return None
         mine: list[Event] = [Copy(width)]
         for k, step in enumerate(steps):
-            mine += [Isend(step.dest, len(step.sent) * width, 2 * k), Irecv(step.source, len(step.received) * width,
-                                                                          2 * k + 1), Wait((2 * k, 2 * k + 1))]
+            sent, received = len(step.sent) * width, len(step.received) * width
+            mine += [Isend(step.dest, sent, 2 * k), Irecv(step.source, received, 2 * k + 1), Wait((2 * k, 2 * k + 1))]
         events.append(mine)
     return Schedule(nprocs, 1, width, events)
 
