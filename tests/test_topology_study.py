@@ -50,8 +50,7 @@ def test_rounds_read_from_steps_carry_the_formulas_bytes(name, options):
         assert all(len(messages) == p for messages in rounds)  # every rank sends in every round
         beta = model.formula_for(name).terms(model.Placement(p), 1, with_defaults(name, options))["beta"]
         assert contention.busiest_link_bytes(name, p, 1, fabric.parse("switch", p), options) == beta, (name, p)
-    # bine at 6 ranks runs pairwise and registers no steps there: taken as a direct exchange, as before
-    assert contention.rounds("bine", 6, 1) == contention.rounds("linear", 6, 1)
+    assert contention.rounds("bine", 6, 1) == contention.rounds("pairwise", 6, 1)  # bine at 6 ranks runs pairwise
 
 
 def test_rounds_follow_the_algorithms_schedules():

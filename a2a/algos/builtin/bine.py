@@ -13,6 +13,7 @@ import functools
 import numpy as np
 
 from a2a.algos.builtin.pairwise import pairwise
+from a2a.algos.builtin.pairwise import steps as pairwise_steps
 from a2a.algos.builtin.pairwise import terms as pairwise_terms
 from a2a.algos.cost import Formula, Placement
 from a2a.algos.registry import Prepared, register
@@ -70,9 +71,9 @@ def rounds(p: int, rank: int) -> list[Step]:
     return mine
 
 
-def steps(p: int, rank: int) -> list[Step] | None:
-    """What the factory runs through zero_copy_plan: the rounds at a power of two, else None (pairwise runs)."""
-    return None if p & (p - 1) else rounds(p, rank)
+def steps(p: int, rank: int) -> list[Step]:
+    """What the factory runs: the rounds at a power of two, else pairwise's steps."""
+    return pairwise_steps(p, rank, "shift") if p & (p - 1) else rounds(p, rank)
 
 
 @functools.lru_cache(maxsize=2)  # the same for every rank: one simulation per process count (a capture runs p ranks)
@@ -115,9 +116,9 @@ def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
           steps=steps, simplicity=7)
 def bine(comm, sendbuf, recvbuf):
     """log2 p Sendrecv steps with partner r +- rho_s, half of the blocks each; any other p: pairwise."""
-    mine = steps(comm.size, comm.rank)
-    if mine is None:
+    p = comm.size
+    if p & (p - 1):
         return Prepared(pairwise(comm, sendbuf, recvbuf),
-                        note=f"bine: {comm.size} ranks is not a power of two; ran pairwise, as Open MPI does")
-    run, free = zero_copy_plan(comm, sendbuf, recvbuf, mine)
+                        note=f"bine: {p} ranks is not a power of two; ran pairwise, as Open MPI does")
+    run, free = zero_copy_plan(comm, sendbuf, recvbuf, steps(p, comm.rank))
     return Prepared(run, free)
