@@ -115,3 +115,9 @@ def runs_alike(plan, got: np.ndarray, want: np.ndarray, calls: int = 3) -> bool:
             if not np.array_equal(got, want):
                 return False
     return True
+
+
+def listed(steps: list) -> list[tuple]:
+    """a2a.algos.schedule Steps with their blocks as lists of (source, destination) tuples."""
+    return [(s.dest, [tuple(b) for b in s.sent.tolist()], s.source, [tuple(b) for b in s.received.tolist()])
+            for s in steps]

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from support import assert_collective_tests_pass, bench, runs_alike, self_comm, subcommunicators
+from support import assert_collective_tests_pass, bench, listed, runs_alike, self_comm, subcommunicators
 
 import a2a
 from a2a.algos.buffers import alltoall_call
@@ -249,7 +249,7 @@ def test_bine_sends_half_and_delivers_every_block(p):
         schedule = bine.rounds(p, rank)
         assert len(schedule) == p.bit_length() - 1
         assert all(len(r.sent) == len(r.received) == p // 2 for r in schedule)
-        arrived = sorted(block for r in schedule for block in map(tuple, r.received.tolist()) if block[1] == rank)
+        arrived = sorted(block for *_, received in listed(schedule) for block in received if block[1] == rank)
         assert arrived == [(s, rank) for s in range(p) if s != rank]
         slots(schedule, rank, p)  # raises if a block is sent by a rank that does not hold it
 
@@ -257,8 +257,7 @@ def test_bine_sends_half_and_delivers_every_block(p):
 def test_bruck_zero_copy_rounds_and_slots_by_hand():
     schedule = bruck_zero_copy.rounds(4, 0, 2)
     # round 1 moves distances 1 and 3 to rank 1; round 2 distances 2 and 3 to rank 2
-    listed = [(s.dest, s.sent.tolist(), s.source, s.received.tolist()) for s in schedule]
-    assert listed == [(1, [[0, 1], [0, 3]], 3, [[3, 0], [3, 2]]), (2, [[0, 2], [3, 2]], 2, [[2, 0], [1, 0]])]
+    assert listed(schedule) == [(1, [(0, 1), (0, 3)], 3, [(3, 0), (3, 2)]), (2, [(0, 2), (3, 2)], 2, [(2, 0), (1, 0)])]
     placed, rows = slots(schedule, 0, 4)
     # (3, 2) waits in temp row 0 between its rounds; everything else moves send -> recv directly
     assert placed == [([("send", 1), ("send", 3)], [("recv", 3), ("temp", 0)]),
@@ -269,7 +268,7 @@ def test_bruck_zero_copy_rounds_and_slots_by_hand():
 def test_bruck_zero_copy_delivers_every_block(p, radix):
     for rank in range(p):
         schedule = bruck_zero_copy.rounds(p, rank, radix)
-        arrived = sorted(block for r in schedule for block in map(tuple, r.received.tolist()) if block[1] == rank)
+        arrived = sorted(block for *_, received in listed(schedule) for block in received if block[1] == rank)
         assert arrived == [(s, rank) for s in range(p) if s != rank]
         slots(schedule, rank, p)
 

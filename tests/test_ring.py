@@ -6,17 +6,12 @@ checked with every other algorithm's in test_algorithms.py and test_capture.py.)
 from __future__ import annotations
 
 import pytest
+from support import listed
 
 from a2a.algos.builtin import ring
-from a2a.algos.schedule import Step, slots
+from a2a.algos.schedule import slots
 from a2a.analysis import contention, model
 from a2a.fabric import Switch, parse
-
-
-def listed(steps: list[Step]) -> list[tuple]:
-    """Steps with their blocks as lists of (source, destination) tuples."""
-    return [(s.dest, [tuple(b) for b in s.sent.tolist()], s.source, [tuple(b) for b in s.received.tolist()])
-            for s in steps]
 
 
 def test_steps_by_hand():

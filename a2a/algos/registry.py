@@ -354,20 +354,28 @@ def formula(name: str) -> Formula:
 
 def traffic(name: str) -> Traffic:
     """The rounds of messages of `name`'s alltoall: its own, else its steps', else one round of everything at once."""
-    algorithm = known(name) or _NOTHING
-    kind = algorithm.kinds.get("alltoall")
+    kind = (known(name) or _NOTHING).kinds.get("alltoall")
     if kind and kind.traffic:
         return kind.traffic
-    return partial(_stepped_traffic, algorithm, kind.steps) if kind and kind.steps else everything
+    return partial(_stepped_traffic, name) if kind and kind.steps else everything
 
 
-def _stepped_traffic(algorithm: Algorithm, steps: StepsOf, p: int, m: float, options: dict) -> list[Round]:
+def steps_for(name: str, options: dict[str, Any]) -> Callable[[int, int], Any] | None:
+    """`name`'s registered steps as steps(p, rank) under `options` (text or typed; defaults filled in), or None
+    if it registered none."""
+    algorithm = known(name) or _NOTHING
+    kind = algorithm.kinds.get("alltoall")
+    if not (kind and kind.steps):
+        return None
+    return partial(kind.steps, **{k: o.parse(options.get(k, o.default), name) for k, o in algorithm.options.items()})
+
+
+def _stepped_traffic(name: str, p: int, m: float, options: dict) -> list[Round]:
     """Round k: every rank sends the blocks of its k-th step, m bytes each, to that step's peer (everything at
     once where the factory runs no steps)."""
-    chosen = {k: o.parse(options.get(k, o.default), algorithm.name) for k, o in algorithm.options.items()}
-    ranks = []
+    steps, ranks = steps_for(name, options), []
     for rank in range(p):
-        mine = steps(p, rank, **chosen)
+        mine = steps(p, rank)
         if mine is None:
             return everything(p, m)
         ranks.append([(step.dest, len(step.sent)) for step in mine])  # the blocks themselves are not kept

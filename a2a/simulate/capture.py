@@ -21,7 +21,7 @@ import numpy as np
 
 from a2a.algos.pattern import expected_pattern, send_pattern
 from a2a.algos.prebuilt import WATCHER
-from a2a.algos.registry import get
+from a2a.algos.registry import get, steps_for
 from a2a.errors import A2AError, CaptureError
 from a2a.simulate.events import Copy, Event, Irecv, Isend, RankLog, Schedule, Wait
 from a2a.simulate.standin import StandInComm, standin_module, standin_mpi
@@ -121,15 +121,13 @@ def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float
     pairwise's contiguous blocks); the stand-in logs a Sendrecv as an Isend, an Irecv and one Wait for both
     (test_capture holds the two equal).
     """
-    algorithm = get(name)
-    kind = algorithm.kinds.get("alltoall")
-    if kind is None or kind.steps is None:
+    steps_of = steps_for(name, options)
+    if steps_of is None:
         return None
-    chosen = {key: option.parse(options.get(key, option.default), name) for key, option in algorithm.options.items()}
     width = np.dtype(dtype).itemsize
     events: list[list[Event]] = []
     for rank in range(nprocs):
-        steps = kind.steps(nprocs, rank, **chosen)
+        steps = steps_of(nprocs, rank)
         if steps is None:
             return None
         mine: list[Event] = [Copy(width)]
