@@ -257,14 +257,17 @@ def member_maps(spec: Any, n: int) -> tuple[np.ndarray, list[np.ndarray]]:
     if isinstance(spec, (list, tuple)) and len(spec) == 3 and spec[1] is not None:
         datatype = spec[2] if isinstance(spec[2], Datatype) else Datatype.basic(buf.itemsize, "item")
         if is_count(spec[1]):
-            counts, displs = [int(spec[1])] * n, [int(spec[1]) * i for i in range(n)]
+            counts, displs = np.full(n, int(spec[1]), np.int64), None
         else:
             pair = isinstance(spec[1], tuple) and len(spec[1]) == 2 and hasattr(spec[1][0], "__len__")
             counts, displs = (spec[1] if pair else (spec[1], None))
-            counts = [int(c) for c in counts]
-            displs = [int(d) for d in displs] if displs is not None else \
-                [int(x) for x in np.concatenate([[0], np.cumsum(counts)[:-1]])] if counts else []
-        return buf, [datatype._at((np.arange(c) + d) * datatype.extent) for c, d in zip(counts, displs)]
+            counts = np.asarray(counts, np.int64).reshape(-1)
+        ends = np.cumsum(counts)
+        starts = ends - counts  # where each member's items begin among all members' items laid end to end
+        displs = starts if displs is None else np.asarray(displs, np.int64).reshape(-1)
+        items = np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(displs - starts, counts)
+        every, bounds = datatype._at(items * datatype.extent), [0, *(ends * datatype.size).tolist()]
+        return buf, [every[a:b] for a, b in zip(bounds, bounds[1:])]
     _, offsets = byte_map(spec)
     every = np.arange(covered(buf, offsets)) if offsets is None or isinstance(offsets, int) else offsets
     per = len(every) // n if n else 0
