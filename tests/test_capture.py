@@ -39,7 +39,7 @@ def test_linear_schedule_by_hand():
     s = capture("linear", {}, 4, 3, "float32")
     assert traffic(s.events[1]) == {2: (1, 12), 3: (1, 12), 0: (1, 12)}
     kinds = [e.kind for e in s.events[1]]
-    assert kinds == ["irecv"] * 3 + ["isend"] * 3 + ["copy", "wait"]  # posted, own block copied, one Waitall
+    assert kinds == ["copy"] + ["irecv"] * 3 + ["isend"] * 3 + ["wait"]  # own block first (as Open MPI), one Waitall
     assert len(s.events[1][-1].requests) == 6
 
 
@@ -64,24 +64,25 @@ def test_hierarchical_logs_node_collectives_on_the_layout():
 
 def test_scaled_capture_equals_capture_at_size():
     for name in ("bruck", "hierarchical", "throttled"):
-        assert capture_scaled(name, {}, 6, 40, nodes=[[0, 1], [2, 3], [4, 5]]).events == \
+        assert capture_scaled(name, {}, 6, 40, nodes=[[0, 1], [2, 3], [4, 5]]).expanded().events == \
             capture(name, {}, 6, 40, nodes=[[0, 1], [2, 3], [4, 5]]).events, name
 
 
 STEPPED = [("ring", {}, (1, 2, 3, 6)), ("bine", {}, (1, 2, 6, 8, 16)), ("bruck_zero_copy", {}, (2, 5, 12)),
            ("bruck_zero_copy", {"radix": 3}, (4, 9)), ("pairwise", {}, (1, 2, 5)),
-           ("pairwise", {"schedule": "xor"}, (4, 8))]
+           ("pairwise", {"schedule": "xor"}, (4, 8)), ("linear", {}, (1, 2, 5)), ("linear_sync", {}, (1, 2, 6)),
+           ("throttled", {}, (2, 5)), ("throttled", {"window": 3}, (5, 7, 8))]
 
 
 @pytest.mark.parametrize("name,options,sizes", STEPPED)
 def test_the_simulator_reads_the_steps_the_plan_runs(name, options, sizes, monkeypatch):
-    """Read from the registered Steps, a schedule is event for event the capture of the real plan; and the
-    simulator's schedule (capture_unit) is read, with no plan run."""
+    """Read from the registered Steps or Batches, a schedule is event for event the capture of the real plan;
+    and the simulator's schedule (capture_unit) is read, with no plan run."""
     for p in sizes:
-        assert stepped(name, options, p).scaled(3).events == capture(name, options, p, 3).events, (name, p)
+        assert stepped(name, options, p).scaled(3).expanded().events == capture(name, options, p, 3).events, (name, p)
     monkeypatch.setattr(capture_module, "capture", lambda *args, **kwargs: pytest.fail("captured, not read"))
     for p in sizes:
-        assert capture_unit(name, options, p).events == stepped(name, options, p).events
+        assert capture_unit(name, options, p).expanded().events == stepped(name, options, p).expanded().events
 
 
 def test_a_mutated_step_breaks_the_match(monkeypatch):
@@ -99,9 +100,25 @@ def test_a_mutated_step_breaks_the_match(monkeypatch):
     assert stepped("ring", {}, 4).events != capture("ring", {}, 4, 1).events
 
 
-def test_steps_are_not_read_where_the_factory_runs_something_else():
-    """pairwise with schedule=xor at 6 ranks is refused by its factory: it registers no steps there."""
-    assert stepped("pairwise", {"schedule": "xor"}, 6) is None
+def test_a_mutated_batch_breaks_the_match(monkeypatch):
+    """A batch the plan does not run (rank 2 of linear sends to one peer fewer) no longer matches its capture."""
+    kind = a2a.get("linear").kinds["alltoall"]
+    real = kind.steps
+    assert stepped("linear", {}, 4).expanded().events == capture("linear", {}, 4, 1).events
+
+    def mutated(p, rank):
+        batches = real(p, rank)
+        return [b._replace(dests=b.dests[:-1]) for b in batches] if rank == 2 else batches
+
+    monkeypatch.setitem(a2a.get("linear").kinds, "alltoall", dataclasses.replace(kind, steps=mutated))
+    assert stepped("linear", {}, 4).expanded().events != capture("linear", {}, 4, 1).events
+
+
+@pytest.mark.parametrize("name,options,p", [("pairwise", {"schedule": "xor"}, 6), ("linear_sync", {"window": 2}, 6)])
+def test_steps_are_not_read_where_the_factory_runs_something_else(name, options, p):
+    """pairwise with schedule=xor at 6 ranks is refused by its factory, and linear_sync's narrower window refills
+    as requests complete: neither registers steps there."""
+    assert stepped(name, options, p) is None
 
 
 @pytest.fixture

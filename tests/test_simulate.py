@@ -7,18 +7,20 @@ import os
 import signal
 from collections import Counter
 
+import numpy as np
 import pytest
 from capture_check import ONE_SIDED
 from support import python
 
 import a2a
 from a2a import fabric
+from a2a.algos.registry import steps_for
 from a2a.errors import BadConfig, BadOption
 from a2a.record.results import Recorder, Row
 from a2a.simulate import simgrid
 from a2a.simulate.calibrate import message_cost
-from a2a.simulate.capture import capture
-from a2a.simulate.events import Collective, Copy, Irecv, Isend, Recv, Send, Wait
+from a2a.simulate.capture import capture, stepped
+from a2a.simulate.events import Burst, Collective, Copy, Irecv, Isend, Recv, Send, Wait, unpacked
 from bench.cli import entry
 
 needs_simgrid = pytest.mark.skipif(simgrid.missing() is not None, reason=str(simgrid.missing()))
@@ -107,6 +109,27 @@ def test_posts_of_one_instant_go_receives_first_by_peer():
                           "0 compute 8000"]
     assert lines[7:9] == ["0 irecv 3 0 8", "0 isend 3 0 8"]
     assert lines[16:18] == ["0 irecv 1 1 8", "0 isend 1 1 8"] and lines[18:20] == ["0 wait 0 1 1", "0 wait 1 0 1"]
+
+
+@pytest.mark.parametrize("name,options,p", [("linear", {}, 5), ("throttled", {"window": 2}, 6), ("linear_sync", {}, 4)])
+def test_a_burst_writes_the_lines_of_its_messages(name, options, p):
+    """A batch read from steps is one Burst event; its trace is line for line that of its messages one by one."""
+    schedule = stepped(name, options, p).scaled(4)
+    assert sum(isinstance(e, Burst) for e in schedule.events[0]) == len(steps_for(name, options)(p, 0))
+    for r, (bursts, one_by_one) in enumerate(zip(schedule.events, schedule.expanded().events)):
+        assert list(simgrid.trace_lines(bursts, r, p, 1e9)) == list(simgrid.trace_lines(one_by_one, r, p, 1e9))
+
+
+def test_bursts_count_tags_on_and_lower_a_message_to_themselves():
+    """Tags go on from the messages before a Burst; a Burst that names its own rank has that message copied."""
+    line = np.array
+    events = [Copy(8), Burst(line([1, 2]), line([2, 1]), 8, 0), Isend(1, 8, 4), Wait((4,)),
+              Burst(line([1, 0]), line([0, 1]), 8, 5)]
+    lines = list(simgrid.trace_lines(events, 0, 3, 1e9))
+    assert lines == list(simgrid.trace_lines(unpacked(events), 0, 3, 1e9))
+    assert lines[2:6] == ["0 irecv 1 0 8", "0 irecv 2 0 8", "0 isend 1 0 8", "0 isend 2 0 8"]
+    assert lines[10] == "0 isend 1 1 8"
+    assert lines[12:17] == ["0 irecv 1 1 8", "0 compute 8000", "0 isend 1 2 8", "0 wait 1 0 1", "0 wait 0 1 2"]
 
 
 def test_link_parsing():
@@ -207,6 +230,22 @@ def test_simulate_switch_record_and_physics(tmp_path, capsys):
 
 
 @needs_simgrid
+def test_equal_traces_are_replayed_once(tmp_path, capsys):
+    """hierarchical and multileader at one rank per node send the same messages: multileader takes hierarchical's
+    replay, on each platform; linear's traces differ, so it is replayed."""
+    for platform in ("switch", "ring"):
+        record, _ = simulated(tmp_path / platform, capsys, "--platform", platform, "--nprocs", "4", "--sizes", "8,1K",
+                              "--algorithms", "hierarchical,multileader,linear")
+        by = {(r["algorithm"], r["bytes_per_peer"]): r for r in record}
+        for size in ("8", "1024"):
+            assert by[("multileader", size)]["t_p50_us"] == by[("hierarchical", size)]["t_p50_us"]
+            assert by[("multileader", size)]["note"].startswith("replayed once with hierarchical")
+            assert by[("linear", size)]["note"] == by[("hierarchical", size)]["note"] == ""
+        meta = json.loads((tmp_path / platform / "sim" / "meta.json").read_text())
+        assert meta["replays_shared"] == 2
+
+
+@needs_simgrid
 def test_the_s4u_replayer_gives_smpiruns_times(tmp_path, capsys):
     """Eager and rendezvous messages, sub-communicator collectives, local copies, message costs: the same times
     to SMPI's printed resolution (1 ns); SMPI's own MPI_Alltoall goes to smpirun under either."""
@@ -236,10 +275,12 @@ def test_without_a_compiler_the_s4u_replayer_is_refused_before_anything_runs(tmp
 
 @needs_simgrid
 def test_ideal_network_is_latency_plus_bytes_over_rate(tmp_path, capsys):
-    """Two ranks on a switch: one 64 KiB message each way, 2 links of 50 us, 125 MB/s (full duplex)."""
+    """Two ranks on a switch: the own block copied (1 us), then one 64 KiB message each way, 2 links of 50 us,
+    125 MB/s (full duplex)."""
     record, _ = simulated(tmp_path, capsys, "--platform", "switch", "--link", "1Gbps,50us", "--nprocs", "2",
-                          "--sizes", "64K", "--algorithms", "linear", "--network", "ideal")
-    expected = (2 * 50e-6 + 65536 / 125e6) * 1e6
+                          "--sizes", "64K", "--algorithms", "linear", "--network", "ideal",
+                          "--copy-bandwidth", "65.536e9")
+    expected = (1e-6 + 2 * 50e-6 + 65536 / 125e6) * 1e6
     assert float(record[0]["t_p50_us"]) == pytest.approx(expected, rel=0.02)
 
 
@@ -404,8 +445,12 @@ class LoggedReplay:
         job.name = self.log[-1].split()[-1]  # the variant captured last (one size per variant here)
         return job
 
+    def identity(self, config) -> str:
+        return self.name  # no two variants here send the same messages
+
     def start(self, config, timeout):
         self.log.append(f"start {self.name}")
+        self.config = config
         return self
 
     def result(self) -> simgrid.Replay:

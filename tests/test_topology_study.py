@@ -38,7 +38,8 @@ def test_busiest_links_match_the_switch_formulas_and_add_up_on_a_ring():
     assert contention.against_switch("pairwise", 8, ring) == pytest.approx(16 / 7)
     # two ranks per node: the messages inside a node use no link
     assert contention.busiest_link_bytes("pairwise", 16, 1, fabric.parse("switch", 8)) == 2 * 14
-    assert contention.rounds("native", 4, 1) == contention.rounds("linear", 4, 1)
+    assert [sorted(r) for r in contention.rounds("native", 4, 1)] == \
+        [sorted(r) for r in contention.rounds("linear", 4, 1)]  # the same messages, in another order
 
 
 @pytest.mark.parametrize("name,options", [("bine", {}), ("bruck_zero_copy", {}), ("bruck_zero_copy", {"radix": "3"}),

@@ -44,8 +44,9 @@ COLLECTIVES = ("alltoall", "alltoallv")
 Limit = tuple[Callable[[Any], bool], str]  # (predicate, what is accepted)
 # (options as text with every default filled in, process count) -> the library's own choice, or None
 Twin = Callable[[dict[str, str], int], Hashable | None]
-# steps(p, rank, **options): the a2a.algos.schedule Steps the factory runs (its own block copied, then one Sendrecv
-# of each step's blocks), or None where it runs something else; the simulator reads them instead of capturing the plan
+# steps(p, rank, **options): what the factory runs after copying its own block, as a2a.algos.schedule Steps (one
+# Sendrecv of blocks each) or Batches (many peers at once, then one wait), or None where it runs something else;
+# the simulator reads them instead of capturing the plan
 StepsOf = Callable[..., Any]
 
 
@@ -371,15 +372,15 @@ def steps_for(name: str, options: dict[str, Any]) -> Callable[[int, int], Any] |
 
 
 def _stepped_traffic(name: str, p: int, m: float, options: dict) -> list[Round]:
-    """Round k: every rank sends the blocks of its k-th step, m bytes each, to that step's peer (everything at
+    """Round k: every rank sends the blocks of its k-th step, m bytes each, to that step's peers (everything at
     once where the factory runs no steps)."""
     steps, ranks = steps_for(name, options), []
     for rank in range(p):
         mine = steps(p, rank)
         if mine is None:
             return everything(p, m)
-        ranks.append([(step.dest, len(step.sent)) for step in mine])  # the blocks themselves are not kept
-    return [[(rank, mine[k][0], mine[k][1] * m) for rank, mine in enumerate(ranks) if k < len(mine)]
+        ranks.append([step.sends() for step in mine])  # the blocks themselves are not kept
+    return [[(rank, dest, blocks * m) for rank, mine in enumerate(ranks) if k < len(mine) for dest, blocks in mine[k]]
             for k in range(max(map(len, ranks), default=0))]
 
 

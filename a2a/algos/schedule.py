@@ -1,12 +1,15 @@
-"""Run a schedule of block moves with MPI derived datatypes on absolute addresses: no packing copies.
+"""The steps a factory runs after copying its own block, as data the simulator and the contention model read too.
 
-A schedule is a list of steps; in each, this rank sends some blocks to one peer and receives
-some from another. A block is named by its (source, destination) ranks. It starts in the
-send buffer, ends in the receive buffer (received there directly in its last round), and in
-between waits in a temporary buffer; a slot is reused only after the round that sent its
-block, so no round receives where it sends (Traff et al.'s double buffering). Each round is
-one Sendrecv whose two datatypes list the blocks' addresses, so MPI reads and writes them in
-place, from whichever buffer holds each.
+A Step is one Sendrecv of blocks with one peer each way; a Batch posts one block from and to each of
+many peers at once and waits for them all. A block is named by its (source, destination) ranks.
+
+zero_copy_plan runs Steps of block moves with MPI derived datatypes on absolute addresses: no
+packing copies. A block starts in the send buffer, ends in the receive buffer (received there
+directly in its last round), and in between waits in a temporary buffer; a slot is reused only
+after the round that sent its block, so no round receives where it sends (Traff et al.'s double
+buffering). Each round is one Sendrecv whose two datatypes list the blocks' addresses, so MPI
+reads and writes them in place, from whichever buffer holds each. batch_plan runs Batches with
+persistent requests.
 """
 from __future__ import annotations
 
@@ -29,6 +32,23 @@ class Step(NamedTuple):
     sent: np.ndarray
     source: int
     received: np.ndarray
+
+    def sends(self) -> list[tuple[int, int]]:
+        """(destination, blocks) of each message this rank sends."""
+        return [(self.dest, len(self.sent))]
+
+
+class Batch(NamedTuple):
+    """Receive the block of each rank in `sources` and send this rank's block to each rank in `dests`, posted at
+    once (the receives first, each kind in this order); then wait for them all. Neither names this rank, nor
+    any rank twice."""
+
+    sources: np.ndarray
+    dests: np.ndarray
+
+    def sends(self) -> list[tuple[int, int]]:
+        """(destination, blocks) of each message this rank sends."""
+        return [(d, 1) for d in self.dests.tolist()]
 
 
 def pairs(sources: Any, destinations: Any) -> np.ndarray:
@@ -95,3 +115,22 @@ def zero_copy_plan(comm: Any, sendbuf: np.ndarray, recvbuf: np.ndarray, steps: l
 
     held = [temp]  # the datatypes hold the temporary buffer's address: keep it alive until free
     return sendrecv_steps(comm, copier(recv[r], send[r]), calls), free
+
+
+def batch_plan(comm: Any, send: Any, recv: Any, batches: list[Batch]):
+    """(run, free) on per-peer blocks (rows of one array, or views of uneven length): the own block copied,
+    then per batch every receive and send started at once and waited for (persistent requests)."""
+    from mpi4py import MPI
+
+    r = comm.rank
+    rounds = [[comm.Recv_init(recv[q], q) for q in batch.sources.tolist()]
+              + [comm.Send_init(send[q], q) for q in batch.dests.tolist()] for batch in batches]
+    start, wait, own = MPI.Prequest.Startall, MPI.Request.Waitall, copier(recv[r], send[r])
+
+    def run():
+        own()
+        for requests in rounds:
+            start(requests)
+            wait(requests)
+
+    return run, lambda: [q.Free() for requests in rounds for q in requests]

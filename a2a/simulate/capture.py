@@ -22,8 +22,9 @@ import numpy as np
 from a2a.algos.pattern import expected_pattern, send_pattern
 from a2a.algos.prebuilt import WATCHER
 from a2a.algos.registry import get, steps_for
+from a2a.algos.schedule import Batch
 from a2a.errors import A2AError, CaptureError
-from a2a.simulate.events import Copy, Event, Irecv, Isend, RankLog, Schedule, Wait
+from a2a.simulate.events import Burst, Copy, Event, Irecv, Isend, RankLog, Schedule, Wait
 from a2a.simulate.standin import StandInComm, standin_module, standin_mpi
 from a2a.simulate.world import Aborted, World, memory_limit
 
@@ -114,12 +115,13 @@ def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: 
 
 
 def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float32") -> Schedule | None:
-    """The schedule at one element per peer read from the Steps the algorithm registered, without running any
+    """The schedule at one element per peer read from the steps the algorithm registered, without running any
     plan; None if it registered none for nprocs.
 
-    The factory copies its own block, then makes one Sendrecv per step of the step's blocks (zero_copy_plan, or
-    pairwise's contiguous blocks); the stand-in logs a Sendrecv as an Isend, an Irecv and one Wait for both
-    (test_capture holds the two equal).
+    The factory copies its own block, then makes one Sendrecv per Step of the step's blocks (zero_copy_plan, or
+    pairwise's contiguous blocks), or starts each Batch's requests at once and waits for all (batch_plan). The
+    stand-in logs a Sendrecv as an Isend, an Irecv and one Wait for both; a Batch is one Burst event for what it
+    logs one by one (test_capture holds the two equal).
     """
     steps_of = steps_for(name, options)
     if steps_of is None:
@@ -131,9 +133,16 @@ def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float
         if steps is None:
             return None
         mine: list[Event] = [Copy(width)]
-        for k, step in enumerate(steps):
+        request = 0
+        for step in steps:
+            if isinstance(step, Batch):
+                mine.append(Burst(step.sources, step.dests, width, request))
+                request += len(step.sources) + len(step.dests)
+                continue
             sent, received = len(step.sent) * width, len(step.received) * width
-            mine += [Isend(step.dest, sent, 2 * k), Irecv(step.source, received, 2 * k + 1), Wait((2 * k, 2 * k + 1))]
+            mine += [Isend(step.dest, sent, request), Irecv(step.source, received, request + 1),
+                     Wait((request, request + 1))]
+            request += 2
         events.append(mine)
     return Schedule(nprocs, 1, width, events)
 

@@ -10,6 +10,8 @@ import itertools
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
+
 
 @dataclass(slots=True)
 class Isend:
@@ -99,7 +101,30 @@ class Collective:
                           tuple(b * factor for b in self.recvs))
 
 
-Event = Isend | Irecv | Send | Recv | Wait | Copy | Collective
+@dataclass(slots=True, eq=False)
+class Burst:
+    """Receives of `nbytes` from each rank of `sources` and sends of `nbytes` to each of `dests`, posted at once,
+    then one wait for them all (requests numbered from `first`): a batch of a schedule read from steps, one
+    event for what a capture logs as one per message."""
+
+    sources: np.ndarray
+    dests: np.ndarray
+    nbytes: int
+    first: int
+    kind: ClassVar[str] = "burst"
+
+    def scaled(self, factor: int) -> "Burst":
+        return Burst(self.sources, self.dests, self.nbytes * factor, self.first)
+
+    def expanded(self) -> list["Event"]:
+        """The events a capture logs for it: each Irecv, each Isend, and a Wait for them all."""
+        ids = range(self.first, self.first + len(self.sources) + len(self.dests))
+        posts = [Irecv(q, self.nbytes, i) for q, i in zip(self.sources.tolist(), ids)]
+        posts += [Isend(q, self.nbytes, i) for q, i in zip(self.dests.tolist(), ids[len(self.sources):])]
+        return [*posts, Wait(tuple(ids))] if posts else []
+
+
+Event = Isend | Irecv | Send | Recv | Wait | Copy | Collective | Burst
 MESSAGES = (Isend, Irecv, Send, Recv)
 
 
@@ -122,11 +147,20 @@ class Schedule:
         return Schedule(self.nprocs, self.count * factor, self.itemsize,
                         [[e.scaled(factor) for e in rank] for rank in self.events])
 
+    def expanded(self) -> "Schedule":
+        """The same schedule with each Burst as the events a capture logs for it."""
+        return Schedule(self.nprocs, self.count, self.itemsize, [unpacked(rank) for rank in self.events])
+
+
+def unpacked(events: list[Event]) -> list[Event]:
+    """The events with each Burst as the events a capture logs for it."""
+    return [x for e in events for x in (e.expanded() if isinstance(e, Burst) else (e,))]
+
 
 def traffic(events: list[Event]) -> dict[int, tuple[int, int]]:
     """Messages and bytes this rank sends to each peer (point-to-point only)."""
     sent: dict[int, list[int]] = {}
-    for e in events:
+    for e in unpacked(events):
         if isinstance(e, (Isend, Send)):
             totals = sent.setdefault(e.peer, [0, 0])
             totals[0] += 1

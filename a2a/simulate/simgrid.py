@@ -34,7 +34,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from a2a.errors import BadConfig, BadOption, CaptureError
-from a2a.simulate.events import Collective, Copy, Event, Irecv, Isend, Recv, Schedule, Send, Wait
+from a2a.simulate.events import Burst, Collective, Copy, Event, Irecv, Isend, Recv, Schedule, Send, Wait
 
 HOST_SPEED = 1e9  # flop/s of every simulated host; a copy of B bytes is B / bandwidth * HOST_SPEED flops
 # SMPI prints the simulated time in whole microseconds. Every latency times TIME_SCALE and
@@ -275,7 +275,9 @@ def trace_lines(events: list[Event], rank: int, nprocs: int, copy_bandwidth: flo
             continue
         if not isinstance(e, (Isend, Irecv)) or copy:
             yield from flush()
-        if isinstance(e, (Isend, Irecv, Send, Recv)):
+        if isinstance(e, Burst):
+            yield from _burst_lines(e, rank, sent, received)
+        elif isinstance(e, (Isend, Irecv, Send, Recv)):
             outgoing = isinstance(e, (Isend, Send))
             counter = sent if outgoing else received
             tag = counter[e.peer]
@@ -295,6 +297,19 @@ def trace_lines(events: list[Event], rank: int, nprocs: int, copy_bandwidth: flo
             yield f"{rank} alltoall {count}"
     yield from flush()
     yield f"{rank} finalize"
+
+
+def _burst_lines(e: Burst, rank: int, sent: Counter, received: Counter) -> list[str]:
+    """A Burst's lines as its expanded events give them, without an event per message: its receives, then its
+    sends, each kind by peer (as flush orders posts), then a wait for each in request order."""
+    count, sources, dests = _count(e.nbytes), e.sources.tolist(), e.dests.tolist()
+    heard, told = [received[q] for q in sources], [sent[q] for q in dests]  # each peer once per kind (Batch)
+    received.update(sources)
+    sent.update(dests)
+    return ([f"{rank} irecv {q} {tag} {count}" for q, tag in sorted(zip(sources, heard))]
+            + [f"{rank} isend {q} {tag} {count}" for q, tag in sorted(zip(dests, told))]
+            + [f"{rank} wait {q} {rank} {tag}" for q, tag in zip(sources, heard)]
+            + [f"{rank} wait {rank} {q} {tag}" for q, tag in zip(dests, told)])
 
 
 @dataclass(slots=True)
@@ -329,6 +344,8 @@ def _lowered(events: list[Event], rank: int, nprocs: int) -> Iterator[Event | Wh
                 selfish.add(e.request)
         elif isinstance(e, Wait):
             yield Wait(tuple(i for i in e.requests if i not in selfish))
+        elif isinstance(e, Burst) and ((e.sources == rank).any() or (e.dests == rank).any()):
+            yield from _lowered(e.expanded(), rank, nprocs)
         elif isinstance(e, Collective):
             yield from _collective(e, rank, nprocs, fresh)
         else:
@@ -359,19 +376,20 @@ def _collective(e: Collective, rank: int, nprocs: int, fresh: Iterator[int]) -> 
         yield Wait(tuple(ids))
 
 
-def write_traces(schedule: Schedule, directory: Path, copy_bandwidth: float) -> tuple[Path, bool]:
-    """One trace file per rank and the list of them; the list's path, and whether a line is SMPI's own
-    MPI_Alltoall (which only smpirun replays)."""
+def write_traces(schedule: Schedule, directory: Path, copy_bandwidth: float) -> tuple[Path, bool, str]:
+    """One trace file per rank and the list of them; the list's path, whether a line is SMPI's own
+    MPI_Alltoall (which only smpirun replays), and the SHA-256 of every rank's trace."""
     directory.mkdir(parents=True, exist_ok=True)
-    listing, collective = directory / "traces.txt", False
+    listing, collective, digest = directory / "traces.txt", False, hashlib.sha256()
     with open(listing, "w") as names:
         for rank, events in enumerate(schedule.events):
             path = directory / f"rank{rank}.txt"
             text = "\n".join(trace_lines(events, rank, schedule.nprocs, copy_bandwidth)) + "\n"
             collective = collective or f"{rank} alltoall " in text
             path.write_text(text)
+            digest.update(text.encode())
             names.write(f"{path}\n")
-    return listing, collective
+    return listing, collective, digest.hexdigest()
 
 
 # --- replay --------------------------------------------------------------------------------------
@@ -401,13 +419,22 @@ class ReplayJob:
         self.platform, self.hostfile = self.where / "platform.xml", self.where / "hostfile"
         self.platform.write_text(platform_xml(fabric, link, copy_bandwidth))
         self.hostfile.write_text("".join(f"n{h}\n" for h in hosts_of(schedule.nprocs, fabric.nodes)))
-        self.listing, collective = write_traces(schedule, self.where / "traces", copy_bandwidth)
+        self.listing, collective, traces = write_traces(schedule, self.where / "traces", copy_bandwidth)
+        # what decides the simulated time, but for the configuration start() is given
+        self.digest = hashlib.sha256(f"{self.platform.read_text()}\0{self.hostfile.read_text()}\0{traces}".encode()
+                                     ).hexdigest()
         self.s4u = None if collective else s4u  # the S4U replayer's program; it has no MPI_Alltoall
         self.nprocs = schedule.nprocs
         self.running: subprocess.Popen | None = None
 
+    def identity(self, config: list[str]) -> str:
+        """What decides the simulated time: the platform, the placement, the traces, and which replayer runs them
+        with what configuration (equal identities, equal times: the simulator is deterministic)."""
+        return hashlib.sha256(f"{self.digest}\0{self.s4u is None}\0{chr(0).join(config)}".encode()).hexdigest()
+
     def start(self, config: list[str], timeout: float = 3600) -> "ReplayJob":
         """Run the replayer on the traces (output to a file: a full pipe would stall it)."""
+        self.config = config
         if self.s4u:
             command = [self.s4u, str(self.platform), str(self.hostfile), str(self.listing),
                        "--log=root.thres:warning", *config]

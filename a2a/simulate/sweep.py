@@ -159,6 +159,19 @@ def _stop_signals_interrupt() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
+@dataclass(frozen=True)
+class Replayed:
+    """A point whose traces, platform and configuration were replayed already, for another variant: that time."""
+
+    replay: simgrid.Replay
+
+    def result(self) -> simgrid.Replay:
+        return simgrid.Replay(self.replay.seconds, 0.0, 0.0)  # no simulator ran for it
+
+    def stop(self) -> None:
+        pass
+
+
 class Replays:
     """The points' replays in the background, up to `jobs` at a time, each started once its traces are written;
     points are recorded in order. `s4u` is the S4U replayer program (None: smpirun replays every point)."""
@@ -168,7 +181,8 @@ class Replays:
         self.session, self.machine, self.keep, self.replay_timeout = session, machine, keep, replay_timeout
         self.jobs, self.cache, self.s4u = jobs, cache, s4u
         self.schedules: dict[tuple, Schedule | str] = {}
-        self.running: deque[tuple[Row, simgrid.ReplayJob | None]] = deque()
+        self.replayed: dict[str, tuple[str, simgrid.Replay]] = {}  # ReplayJob.identity -> (variant, its replay)
+        self.running: deque[tuple[Row, simgrid.ReplayJob | Replayed | None]] = deque()
         self.nprocs: int | None = None
 
     def run(self, todo: list[Point]) -> None:
@@ -225,16 +239,22 @@ class Replays:
             row.note = f"not simulated: {failed}"
             return row, None
 
-    def _started(self, row: Row, job: simgrid.ReplayJob, point: Point) -> simgrid.ReplayJob:
+    def _started(self, row: Row, job: simgrid.ReplayJob, point: Point) -> simgrid.ReplayJob | Replayed:
         native = point.variant.name == NATIVE
         config = (simgrid.native_config(point.variant.options.get("selector", "default"),
                                         point.variant.options.get("algorithm", "")) if native else [])
         if native and point.layout:
             row.note = "native in groups runs a linear point-to-point lowering, not SMPI's MPI_Alltoall"
-        return job.start(config + simgrid.NETWORKS[self.machine.network] + self.machine.message_cost.config(),
-                         self.replay_timeout)
+        config = config + simgrid.NETWORKS[self.machine.network] + self.machine.message_cost.config()
+        twin = self.replayed.get(job.identity(config))
+        if twin is not None:
+            job.stop()
+            row.note = f"replayed once with {twin[0]}: the same traces"
+            self.session.add("replays_shared", 1)
+            return Replayed(twin[1])
+        return job.start(config, self.replay_timeout)
 
-    def _simulated(self, row: Row, job: simgrid.ReplayJob) -> float | None:
+    def _simulated(self, row: Row, job: simgrid.ReplayJob | Replayed) -> float | None:
         """Fill the row from a finished replay; its simulated seconds, or None with the note why not."""
         try:
             result = job.result()
@@ -248,6 +268,9 @@ class Replays:
         row.valid = True
         self.session.add("replay_wall_seconds", result.wall_seconds)
         self.session.add("replay_cpu_seconds", result.cpu_seconds)
+        if not isinstance(job, Replayed):
+            self.replayed[job.identity(job.config)] = (row.algorithm + (f":{row.options}" if row.options else ""),
+                                                       result)
         return result.seconds
 
     def _capture(self, point: Point, ppn: int) -> Schedule | str:

@@ -7,9 +7,12 @@ message costs alpha_msg and the bytes leave one after another.
 Twins: Open MPI's own linear_sync (max requests = window); all at once, it is also MPICH's
 scattered without a throttle and Intel's Isend/Irecv + waitall. A narrower window has no other twin.
 """
+import numpy as np
+
 from a2a.algos.cost import Formula, Placement, option
 from a2a.algos.prebuilt import copier
 from a2a.algos.registry import blocks, register
+from a2a.algos.schedule import Batch, batch_plan
 
 
 def all_at_once(options: dict, p: int) -> bool:
@@ -25,6 +28,15 @@ def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     return {"alpha": exposed, "alpha_msg": p - 1, "beta": (p - 1) * m}
 
 
+def steps(p: int, r: int, window: int) -> list[Batch] | None:
+    """With every peer at once, after its own block: one batch from r+1, r+2, ... and to r-1, r-2, ... (mod p);
+    None for a narrower window, whose refills follow the order in which requests complete."""
+    if not all_at_once({"window": window}, p):
+        return None
+    shifts = np.arange(1, p)
+    return [Batch((r + shifts) % p, (r - shifts) % p)] if p > 1 else []
+
+
 TWINS = {"Open MPI": lambda o, p: ("linear_sync", option(o, "window")),
          "MPICH": lambda o, p: ("scattered", 0) if all_at_once(o, p) else None,
          "Intel MPI": lambda o, p: "isend_irecv" if all_at_once(o, p) else None}
@@ -35,30 +47,30 @@ TWINS = {"Open MPI": lambda o, p: ("linear_sync", option(o, "window")),
           limits={"window": (lambda w: w >= 0, "0 (all peers at once) or an integer >= 1 (requests of each kind)")},
           cost=Formula("(p-1)/w alpha + (p-1) (alpha_msg + m beta)  (w = p-1 when 0 or larger)",
                        ("alpha_msg", "beta", "alpha"), terms),
-          twins=TWINS, simplicity=6)
+          steps=steps, twins=TWINS, simplicity=6)
 def linear_sync(comm, sendbuf, recvbuf, *, window: int = 0):
-    """Post `window` Irecv from r+1, r+2, ... and Isend to r-1, r-2, ...; Waitany refills each kind."""
+    """Post `window` Irecv from r+1, r+2, ... and Isend to r-1, r-2, ...; Waitany refills each kind (every
+    peer at once: one batch, waited for as a whole)."""
     from mpi4py import MPI
 
     p, r = comm.size, comm.rank
     send, recv = blocks(sendbuf, p), blocks(recvbuf, p)
-    k = p - 1 if window <= 0 or window > p - 1 else window
+    every = steps(p, r, window)
+    if every is not None:  # every request posted at once: Open MPI waits for all
+        return batch_plan(comm, send, recv, every)
     receives = [comm.Recv_init(recv[(r + s) % p], (r + s) % p) for s in range(1, p)]
     sends = [comm.Send_init(send[(r - s) % p], (r - s) % p) for s in range(1, p)]
-    startall, waitall, waitany = MPI.Prequest.Startall, MPI.Request.Waitall, MPI.Request.Waitany
+    startall, waitany = MPI.Prequest.Startall, MPI.Request.Waitany
     own = copier(recv[r], send[r])
 
     def run():
         own()
-        active = receives[:k] + sends[:k]  # slots 0..k-1 receive, k..2k-1 send
+        active = receives[:window] + sends[:window]  # slots 0..w-1 receive, w..2w-1 send
         startall(active)
-        if k == p - 1:  # every request posted at once: Open MPI waits for all
-            waitall(active)
-            return
-        posted = [k, k]
+        posted = [window, window]
         for _ in range(2 * (p - 1)):
             slot = waitany(active)  # a completed persistent request is inactive, so never returned again
-            kind, queue = (0, receives) if slot < k else (1, sends)
+            kind, queue = (0, receives) if slot < window else (1, sends)
             if posted[kind] < p - 1:  # refill the slot with the next peer of the same kind, as Open MPI does
                 active[slot] = queue[posted[kind]]
                 posted[kind] += 1

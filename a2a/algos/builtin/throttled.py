@@ -14,9 +14,11 @@ Open MPI twin: basic linear.
 """
 import math
 
-from a2a.algos.cost import DIRECT, Formula, Placement, Round, option
-from a2a.algos.prebuilt import copier
+import numpy as np
+
+from a2a.algos.cost import DIRECT, Formula, Placement, option
 from a2a.algos.registry import blocks, register
+from a2a.algos.schedule import Batch, batch_plan
 
 LIMITS = {"window": (lambda w: w >= 1, "an integer >= 1 (peers per batch)")}
 
@@ -27,10 +29,11 @@ def batch_terms(s: Placement, m: float, window: int) -> dict[str, float]:
     return {"alpha": math.ceil((p - 1) / max(window, 1)), "alpha_msg": p - 1, "beta": (p - 1) * m}
 
 
-def traffic(p: int, m: float, options: dict) -> list[Round]:
-    """Rounds of `window` peers per rank at once: offsets 1..w, then w+1..2w, ..."""
-    return [[(r, (r + s) % p, m) for r in range(p) for s in shifts]
-            for shifts in windows(p, max(1, option(options, "window")))]
+def steps(p: int, r: int, window: int) -> list[Batch]:
+    """After its own block: batches of `window` shifts, 1..w, then w+1..2w, ... up to p-1; in each, receive
+    from r - shift and send to r + shift (mod p)."""
+    shifts = np.arange(1, p)
+    return [Batch((r - shifts[k:k + window]) % p, (r + shifts[k:k + window]) % p) for k in range(0, p - 1, window)]
 
 
 def one_batch(options: dict, p: int) -> bool:
@@ -49,7 +52,7 @@ COST = Formula("ceil((p-1)/w) alpha + (p-1) (alpha_msg + m beta)", ("alpha_msg",
 
 
 @register("throttled", mirrors="MPICH scattered (MPIR_CVAR_ALLTOALL_THROTTLE); not Open MPI's linear_sync",
-          limits=LIMITS, cost=COST, traffic=traffic, twins=TWINS, simplicity=4)
+          limits=LIMITS, cost=COST, steps=steps, twins=TWINS, simplicity=4)
 def throttled(comm, sendbuf, recvbuf, *, window: int = 8):
     """Exchange with `window` peers at a time (Irecv/Isend, Waitall), in pairwise order."""
     return batches(comm, blocks(sendbuf, comm.size), blocks(recvbuf, comm.size), window)
@@ -62,24 +65,6 @@ def throttled_v(comm, send, recv, *, window: int = 8):
     return batches(comm, send.blocks(), recv.blocks(), window)
 
 
-def windows(p: int, window: int) -> list[range]:
-    """The shifts of each batch: 1..w, then w+1..2w, ... up to p-1 (rank r sends to r + shift)."""
-    return [range(first, min(first + window, p)) for first in range(1, p, window)]
-
-
 def batches(comm, send, recv, window: int):
     """The schedule on per-peer byte blocks (rows of one array, or views of uneven length)."""
-    from mpi4py import MPI
-
-    p, r = comm.size, comm.rank
-    steps = [[comm.Recv_init(recv[(r - s) % p], (r - s) % p) for s in shifts]
-             + [comm.Send_init(send[(r + s) % p], (r + s) % p) for s in shifts] for shifts in windows(p, window)]
-    start, wait, own = MPI.Prequest.Startall, MPI.Request.Waitall, copier(recv[r], send[r])
-
-    def run():
-        own()
-        for requests in steps:
-            start(requests)
-            wait(requests)
-
-    return run, lambda: [q.Free() for batch in steps for q in batch]
+    return batch_plan(comm, send, recv, steps(comm.size, comm.rank, window))
