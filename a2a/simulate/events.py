@@ -125,7 +125,6 @@ class Burst:
 
 
 Event = Isend | Irecv | Send | Recv | Wait | Copy | Collective | Burst
-MESSAGES = (Isend, Irecv, Send, Recv)
 
 
 @dataclass
