@@ -14,13 +14,12 @@ from support import python
 
 import a2a
 from a2a import fabric
-from a2a.algos.registry import steps_for
 from a2a.errors import BadConfig, BadOption
 from a2a.record.results import Recorder, Row
 from a2a.simulate import simgrid
 from a2a.simulate.calibrate import message_cost
 from a2a.simulate.capture import capture, stepped
-from a2a.simulate.events import Burst, Collective, Copy, Irecv, Isend, Recv, Send, Wait, unpacked
+from a2a.simulate.events import Burst, Collective, Copy, Irecv, Isend, Recv, Send, Sendrecvs, Wait, unpacked
 from bench.cli import entry
 
 needs_simgrid = pytest.mark.skipif(simgrid.missing() is not None, reason=str(simgrid.missing()))
@@ -111,25 +110,33 @@ def test_posts_of_one_instant_go_receives_first_by_peer():
     assert lines[16:18] == ["0 irecv 1 1 8", "0 isend 1 1 8"] and lines[18:20] == ["0 wait 0 1 1", "0 wait 1 0 1"]
 
 
-@pytest.mark.parametrize("name,options,p", [("linear", {}, 5), ("throttled", {"window": 2}, 6), ("linear_sync", {}, 4)])
-def test_a_burst_writes_the_lines_of_its_messages(name, options, p):
-    """A batch read from steps is one Burst event; its trace is line for line that of its messages one by one."""
+@pytest.mark.parametrize("name,options,p,compact", [
+    ("linear", {}, 5, 1), ("throttled", {"window": 2}, 6, 3), ("linear_sync", {}, 4, 1), ("pairwise", {}, 5, 1),
+    ("pairwise", {"schedule": "xor"}, 8, 1), ("bine", {}, 6, 1)])
+def test_a_compact_event_writes_the_lines_of_its_messages(name, options, p, compact):
+    """A batch read from steps is one Burst event, a run of pairwise steps one Sendrecvs event; the trace of
+    either is line for line that of its messages one by one."""
     schedule = stepped(name, options, p).scaled(4)
-    assert sum(isinstance(e, Burst) for e in schedule.events[0]) == len(steps_for(name, options)(p, 0))
-    for r, (bursts, one_by_one) in enumerate(zip(schedule.events, schedule.expanded().events)):
-        assert list(simgrid.trace_lines(bursts, r, p, 1e9)) == list(simgrid.trace_lines(one_by_one, r, p, 1e9))
+    assert sum(isinstance(e, (Burst, Sendrecvs)) for e in schedule.events[0]) == compact
+    for r, (compacted, one_by_one) in enumerate(zip(schedule.events, schedule.expanded().events)):
+        assert list(simgrid.trace_lines(compacted, r, p, 1e9)) == list(simgrid.trace_lines(one_by_one, r, p, 1e9))
 
 
-def test_bursts_count_tags_on_and_lower_a_message_to_themselves():
-    """Tags go on from the messages before a Burst; a Burst that names its own rank has that message copied."""
+def test_compact_events_count_tags_on_and_lower_a_message_to_themselves():
+    """Tags go on from the messages before a Burst or Sendrecvs (a peer met twice in one Sendrecvs too); one that
+    names its own rank has that message copied."""
     line = np.array
     events = [Copy(8), Burst(line([1, 2]), line([2, 1]), 8, 0), Isend(1, 8, 4), Wait((4,)),
-              Burst(line([1, 0]), line([0, 1]), 8, 5)]
+              Burst(line([1, 0]), line([0, 1]), 8, 5), Sendrecvs(line([1, 1]), line([2, 2]), 8, 9),
+              Sendrecvs(line([0]), line([0]), 8, 13)]
     lines = list(simgrid.trace_lines(events, 0, 3, 1e9))
     assert lines == list(simgrid.trace_lines(unpacked(events), 0, 3, 1e9))
     assert lines[2:6] == ["0 irecv 1 0 8", "0 irecv 2 0 8", "0 isend 1 0 8", "0 isend 2 0 8"]
     assert lines[10] == "0 isend 1 1 8"
     assert lines[12:17] == ["0 irecv 1 1 8", "0 compute 8000", "0 isend 1 2 8", "0 wait 1 0 1", "0 wait 0 1 2"]
+    assert lines[17:25] == ["0 irecv 2 1 8", "0 isend 1 3 8", "0 wait 0 1 3", "0 wait 2 0 1",
+                            "0 irecv 2 2 8", "0 isend 1 4 8", "0 wait 0 1 4", "0 wait 2 0 2"]
+    assert lines[25:] == ["0 compute 8000", "0 finalize"]
 
 
 def test_link_parsing():

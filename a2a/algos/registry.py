@@ -45,8 +45,8 @@ Limit = tuple[Callable[[Any], bool], str]  # (predicate, what is accepted)
 # (options as text with every default filled in, process count) -> the library's own choice, or None
 Twin = Callable[[dict[str, str], int], Hashable | None]
 # steps(p, rank, **options): what the factory runs after copying its own block, as a2a.algos.schedule Steps (one
-# Sendrecv of blocks each) or Batches (many peers at once, then one wait), or None where it runs something else;
-# the simulator reads them instead of capturing the plan
+# Sendrecv of blocks each; Exchanges keep a run of one-block Steps as arrays) or Batches (many peers at once, then
+# one wait), or None where it runs something else; the simulator reads them instead of capturing the plan
 StepsOf = Callable[..., Any]
 
 

@@ -1,7 +1,8 @@
 """The steps a factory runs after copying its own block, as data the simulator and the contention model read too.
 
 A Step is one Sendrecv of blocks with one peer each way; a Batch posts one block from and to each of
-many peers at once and waits for them all. A block is named by its (source, destination) ranks.
+many peers at once and waits for them all; Exchanges are a run of Sendrecvs of one block each way, as
+two arrays (pairwise's p-1 steps). A block is named by its (source, destination) ranks.
 
 zero_copy_plan runs Steps of block moves with MPI derived datatypes on absolute addresses: no
 packing copies. A block starts in the send buffer, ends in the receive buffer (received there
@@ -13,7 +14,8 @@ persistent requests.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any, Iterator, NamedTuple
 
 import numpy as np
 
@@ -49,6 +51,25 @@ class Batch(NamedTuple):
     def sends(self) -> list[tuple[int, int]]:
         """(destination, blocks) of each message this rank sends."""
         return [(d, 1) for d in self.dests.tolist()]
+
+
+@dataclass(frozen=True)
+class Exchanges:
+    """Steps of one block each way, kept as two arrays: step k sends this rank's block for dests[k] to dests[k]
+    and receives the block of sources[k] for this rank from sources[k] (pairwise's p-1 steps). Iterating gives
+    the Steps; the simulator reads the arrays. Neither names this rank."""
+
+    rank: int
+    dests: np.ndarray
+    sources: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.dests)
+
+    def __iter__(self) -> Iterator[Step]:
+        sent, received = pairs(self.rank, self.dests), pairs(self.sources, self.rank)
+        return (Step(d, sent[k:k + 1], q, received[k:k + 1])
+                for k, (d, q) in enumerate(zip(self.dests.tolist(), self.sources.tolist())))
 
 
 def pairs(sources: Any, destinations: Any) -> np.ndarray:

@@ -22,9 +22,9 @@ import numpy as np
 from a2a.algos.pattern import expected_pattern, send_pattern
 from a2a.algos.prebuilt import WATCHER
 from a2a.algos.registry import get, steps_for
-from a2a.algos.schedule import Batch
+from a2a.algos.schedule import Batch, Exchanges
 from a2a.errors import A2AError, CaptureError
-from a2a.simulate.events import Burst, Copy, Event, Irecv, Isend, RankLog, Schedule, Wait
+from a2a.simulate.events import Burst, Copy, Event, Irecv, Isend, RankLog, Schedule, Sendrecvs, Wait
 from a2a.simulate.standin import StandInComm, standin_module, standin_mpi
 from a2a.simulate.world import Aborted, World, memory_limit
 
@@ -120,8 +120,8 @@ def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float
 
     The factory copies its own block, then makes one Sendrecv per Step of the step's blocks (zero_copy_plan, or
     pairwise's contiguous blocks), or starts each Batch's requests at once and waits for all (batch_plan). The
-    stand-in logs a Sendrecv as an Isend, an Irecv and one Wait for both; a Batch is one Burst event for what it
-    logs one by one (test_capture holds the two equal).
+    stand-in logs a Sendrecv as an Isend, an Irecv and one Wait for both; a Batch is one Burst event, and
+    Exchanges one Sendrecvs event, for what it logs one by one (test_capture holds the two equal).
     """
     steps_of = steps_for(name, options)
     if steps_of is None:
@@ -133,6 +133,9 @@ def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float
         if steps is None:
             return None
         mine: list[Event] = [Copy(width)]
+        if isinstance(steps, Exchanges):
+            events.append([*mine, Sendrecvs(steps.dests, steps.sources, width, 0)])
+            continue
         request = 0
         for step in steps:
             if isinstance(step, Batch):

@@ -124,7 +124,31 @@ class Burst:
         return [*posts, Wait(tuple(ids))] if posts else []
 
 
-Event = Isend | Irecv | Send | Recv | Wait | Copy | Collective | Burst
+@dataclass(slots=True, eq=False)
+class Sendrecvs:
+    """Sendrecv k, one after another: an Isend of `nbytes` to dests[k] and an Irecv of `nbytes` from sources[k]
+    (requests first + 2k and first + 2k + 1), then a wait for both: a schedule's Exchanges as one event."""
+
+    dests: np.ndarray
+    sources: np.ndarray
+    nbytes: int
+    first: int
+    kind: ClassVar[str] = "sendrecvs"
+
+    def scaled(self, factor: int) -> "Sendrecvs":
+        return Sendrecvs(self.dests, self.sources, self.nbytes * factor, self.first)
+
+    def expanded(self) -> list["Event"]:
+        """The events a capture logs for it: per Sendrecv an Isend, an Irecv and a Wait for both."""
+        found: list[Event] = []
+        for k, (d, q) in enumerate(zip(self.dests.tolist(), self.sources.tolist())):
+            i = self.first + 2 * k
+            found += [Isend(d, self.nbytes, i), Irecv(q, self.nbytes, i + 1), Wait((i, i + 1))]
+        return found
+
+
+Event = Isend | Irecv | Send | Recv | Wait | Copy | Collective | Burst | Sendrecvs
+COMPACT = (Burst, Sendrecvs)  # one event for many messages
 
 
 @dataclass
@@ -147,13 +171,13 @@ class Schedule:
                         [[e.scaled(factor) for e in rank] for rank in self.events])
 
     def expanded(self) -> "Schedule":
-        """The same schedule with each Burst as the events a capture logs for it."""
+        """The same schedule with each Burst or Sendrecvs as the events a capture logs for it."""
         return Schedule(self.nprocs, self.count, self.itemsize, [unpacked(rank) for rank in self.events])
 
 
 def unpacked(events: list[Event]) -> list[Event]:
-    """The events with each Burst as the events a capture logs for it."""
-    return [x for e in events for x in (e.expanded() if isinstance(e, Burst) else (e,))]
+    """The events with each Burst or Sendrecvs as the events a capture logs for it."""
+    return [x for e in events for x in (e.expanded() if isinstance(e, COMPACT) else (e,))]
 
 
 def traffic(events: list[Event]) -> dict[int, tuple[int, int]]:

@@ -34,7 +34,20 @@ from typing import Any, Iterator
 import numpy as np
 
 from a2a.errors import BadConfig, BadOption, CaptureError
-from a2a.simulate.events import Burst, Collective, Copy, Event, Irecv, Isend, Recv, Schedule, Send, Wait
+from a2a.simulate.events import (
+    COMPACT,
+    Burst,
+    Collective,
+    Copy,
+    Event,
+    Irecv,
+    Isend,
+    Recv,
+    Schedule,
+    Send,
+    Sendrecvs,
+    Wait,
+)
 
 HOST_SPEED = 1e9  # flop/s of every simulated host; a copy of B bytes is B / bandwidth * HOST_SPEED flops
 # SMPI prints the simulated time in whole microseconds. Every latency times TIME_SCALE and
@@ -277,6 +290,8 @@ def trace_lines(events: list[Event], rank: int, nprocs: int, copy_bandwidth: flo
             yield from flush()
         if isinstance(e, Burst):
             yield from _burst_lines(e, rank, sent, received)
+        elif isinstance(e, Sendrecvs):
+            yield from _sendrecv_lines(e, rank, sent, received)
         elif isinstance(e, (Isend, Irecv, Send, Recv)):
             outgoing = isinstance(e, (Isend, Send))
             counter = sent if outgoing else received
@@ -312,6 +327,18 @@ def _burst_lines(e: Burst, rank: int, sent: Counter, received: Counter) -> list[
             + [f"{rank} wait {rank} {q} {tag}" for q, tag in zip(dests, told)])
 
 
+def _sendrecv_lines(e: Sendrecvs, rank: int, sent: Counter, received: Counter) -> list[str]:
+    """Sendrecvs' lines as its expanded events give them: per Sendrecv its receive and its send (as flush orders
+    posts), then a wait for each in request order."""
+    count, lines = _count(e.nbytes), []
+    for d, q in zip(e.dests.tolist(), e.sources.tolist()):
+        told, heard = sent[d], received[q]
+        sent[d], received[q] = told + 1, heard + 1
+        lines += [f"{rank} irecv {q} {heard} {count}", f"{rank} isend {d} {told} {count}",
+                  f"{rank} wait {rank} {d} {told}", f"{rank} wait {q} {rank} {heard}"]
+    return lines
+
+
 @dataclass(slots=True)
 class WholeAlltoall:
     """A lowered event: an MPI_Alltoall of the whole job, `nbytes` per peer, left to SMPI's own algorithms."""
@@ -344,7 +371,7 @@ def _lowered(events: list[Event], rank: int, nprocs: int) -> Iterator[Event | Wh
                 selfish.add(e.request)
         elif isinstance(e, Wait):
             yield Wait(tuple(i for i in e.requests if i not in selfish))
-        elif isinstance(e, Burst) and ((e.sources == rank).any() or (e.dests == rank).any()):
+        elif isinstance(e, COMPACT) and ((e.sources == rank).any() or (e.dests == rank).any()):
             yield from _lowered(e.expanded(), rank, nprocs)
         elif isinstance(e, Collective):
             yield from _collective(e, rank, nprocs, fresh)

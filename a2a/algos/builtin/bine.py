@@ -17,7 +17,7 @@ from a2a.algos.builtin.pairwise import steps as pairwise_steps
 from a2a.algos.builtin.pairwise import terms as pairwise_terms
 from a2a.algos.cost import Formula, Placement
 from a2a.algos.registry import Prepared, register
-from a2a.algos.schedule import Step, pairs, zero_copy_plan
+from a2a.algos.schedule import Exchanges, Step, pairs, zero_copy_plan
 
 MASK = 0xAAAAAAAA  # negabinary <-> binary through the alternating-bit mask (32-bit words)
 
@@ -71,7 +71,7 @@ def rounds(p: int, rank: int) -> list[Step]:
     return mine
 
 
-def steps(p: int, rank: int) -> list[Step]:
+def steps(p: int, rank: int) -> list[Step] | Exchanges:
     """What the factory runs: the rounds at a power of two, else pairwise's steps."""
     return pairwise_steps(p, rank, "shift") if p & (p - 1) else rounds(p, rank)
 

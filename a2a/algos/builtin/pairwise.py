@@ -7,7 +7,7 @@ import numpy as np
 from a2a.algos.cost import Formula, MatrixCost, Placement, off_diagonal
 from a2a.algos.prebuilt import copier, sendrecv_steps, spec
 from a2a.algos.registry import blocks, register
-from a2a.algos.schedule import Step, pairs
+from a2a.algos.schedule import Exchanges
 from a2a.errors import BadOption
 
 SCHEDULES = ("shift", "xor")
@@ -26,15 +26,13 @@ def matrix_terms(counts: np.ndarray, itemsize: int, options: dict) -> dict[str, 
                                                        for s in range(1, p)))}
 
 
-def steps(p: int, r: int, schedule: str) -> list[Step] | None:
+def steps(p: int, r: int, schedule: str) -> Exchanges | None:
     """What exchange_pairs runs after copying its own block: step s sends to (r+s) mod p and receives from
     (r-s) mod p, or exchanges with r xor s; one block each way (None where xor refuses p)."""
     if schedule == "xor" and p & (p - 1):
         return None
     s = np.arange(1, p)
-    dst, src = (r ^ s, r ^ s) if schedule == "xor" else ((r + s) % p, (r - s) % p)
-    sent, received = pairs(r, dst), pairs(src, r)
-    return [Step(d, sent[k:k + 1], q, received[k:k + 1]) for k, (d, q) in enumerate(zip(dst.tolist(), src.tolist()))]
+    return Exchanges(r, r ^ s, r ^ s) if schedule == "xor" else Exchanges(r, (r + s) % p, (r - s) % p)
 
 
 COST = Formula("(p-1) (alpha + m beta)", ("alpha", "beta"), terms)
@@ -64,5 +62,5 @@ def exchange_pairs(comm, send, recv, schedule: str):
     mine = steps(p, r, schedule)
     if mine is None:
         raise BadOption(f"pairwise: schedule=xor needs a power-of-two process count, not {p}; use shift")
-    specs = [(spec(send[step.dest]), step.dest, spec(recv[step.source]), step.source) for step in mine]
+    specs = [(spec(send[d]), d, spec(recv[q]), q) for d, q in zip(mine.dests.tolist(), mine.sources.tolist())]
     return sendrecv_steps(comm, copier(recv[r], send[r]), specs)
