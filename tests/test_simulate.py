@@ -127,7 +127,7 @@ def test_compact_events_count_tags_on_and_lower_a_message_to_themselves():
     names its own rank has that message copied."""
     line = np.array
     events = [Copy(8), Burst(line([1, 2]), line([2, 1]), 8, 0), Isend(1, 8, 4), Wait((4,)),
-              Burst(line([1, 0]), line([0, 1]), 8, 5), Sendrecvs(line([1, 1]), line([2, 2]), 8, 9),
+              Burst(line([1, 0]), line([0, 1]), 8, 5), Sendrecvs(line([2, 2]), line([1, 1]), 8, 9),
               Sendrecvs(line([0]), line([0]), 8, 13)]
     lines = list(simgrid.trace_lines(events, 0, 3, 1e9))
     assert lines == list(simgrid.trace_lines(unpacked(events), 0, 3, 1e9))

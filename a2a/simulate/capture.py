@@ -134,7 +134,7 @@ def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float
             return None
         mine: list[Event] = [Copy(width)]
         if isinstance(steps, Exchanges):
-            events.append([*mine, Sendrecvs(steps.dests, steps.sources, width, 0)])
+            events.append([*mine, Sendrecvs(steps.sources, steps.dests, width, 0)])
             continue
         request = 0
         for step in steps:

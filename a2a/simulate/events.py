@@ -102,19 +102,25 @@ class Collective:
 
 
 @dataclass(slots=True, eq=False)
-class Burst:
-    """Receives of `nbytes` from each rank of `sources` and sends of `nbytes` to each of `dests`, posted at once,
-    then one wait for them all (requests numbered from `first`): a batch of a schedule read from steps, one
-    event for what a capture logs as one per message."""
+class Messages:
+    """Many messages of `nbytes` as one event: receives from `sources`, sends to `dests`, requests numbered from
+    `first` (Burst and Sendrecvs say in which order); a schedule read from steps, where a capture logs one event
+    per message."""
 
     sources: np.ndarray
     dests: np.ndarray
     nbytes: int
     first: int
-    kind: ClassVar[str] = "burst"
 
-    def scaled(self, factor: int) -> "Burst":
-        return Burst(self.sources, self.dests, self.nbytes * factor, self.first)
+    def scaled(self, factor: int) -> "Messages":
+        return type(self)(self.sources, self.dests, self.nbytes * factor, self.first)
+
+
+@dataclass(slots=True, eq=False)
+class Burst(Messages):
+    """Every receive and send posted at once, then one wait for them all: a Batch."""
+
+    kind: ClassVar[str] = "burst"
 
     def expanded(self) -> list["Event"]:
         """The events a capture logs for it: each Irecv, each Isend, and a Wait for them all."""
@@ -125,31 +131,22 @@ class Burst:
 
 
 @dataclass(slots=True, eq=False)
-class Sendrecvs:
-    """Sendrecv k, one after another: an Isend of `nbytes` to dests[k] and an Irecv of `nbytes` from sources[k]
-    (requests first + 2k and first + 2k + 1), then a wait for both: a schedule's Exchanges as one event."""
+class Sendrecvs(Messages):
+    """Sendrecv k, one after another: an Isend to dests[k] and an Irecv from sources[k] (requests first + 2k and
+    first + 2k + 1), then a wait for both: Exchanges."""
 
-    dests: np.ndarray
-    sources: np.ndarray
-    nbytes: int
-    first: int
     kind: ClassVar[str] = "sendrecvs"
-
-    def scaled(self, factor: int) -> "Sendrecvs":
-        return Sendrecvs(self.dests, self.sources, self.nbytes * factor, self.first)
 
     def expanded(self) -> list["Event"]:
         """The events a capture logs for it: per Sendrecv an Isend, an Irecv and a Wait for both."""
         found: list[Event] = []
-        for k, (d, q) in enumerate(zip(self.dests.tolist(), self.sources.tolist())):
+        for k, (q, d) in enumerate(zip(self.sources.tolist(), self.dests.tolist())):
             i = self.first + 2 * k
             found += [Isend(d, self.nbytes, i), Irecv(q, self.nbytes, i + 1), Wait((i, i + 1))]
         return found
 
 
 Event = Isend | Irecv | Send | Recv | Wait | Copy | Collective | Burst | Sendrecvs
-COMPACT = (Burst, Sendrecvs)  # one event for many messages
-
 
 @dataclass
 class Schedule:
@@ -177,7 +174,7 @@ class Schedule:
 
 def unpacked(events: list[Event]) -> list[Event]:
     """The events with each Burst or Sendrecvs as the events a capture logs for it."""
-    return [x for e in events for x in (e.expanded() if isinstance(e, COMPACT) else (e,))]
+    return [x for e in events for x in (e.expanded() if isinstance(e, Messages) else (e,))]
 
 
 def traffic(events: list[Event]) -> dict[int, tuple[int, int]]:

@@ -35,13 +35,13 @@ import numpy as np
 
 from a2a.errors import BadConfig, BadOption, CaptureError
 from a2a.simulate.events import (
-    COMPACT,
     Burst,
     Collective,
     Copy,
     Event,
     Irecv,
     Isend,
+    Messages,
     Recv,
     Schedule,
     Send,
@@ -371,7 +371,7 @@ def _lowered(events: list[Event], rank: int, nprocs: int) -> Iterator[Event | Wh
                 selfish.add(e.request)
         elif isinstance(e, Wait):
             yield Wait(tuple(i for i in e.requests if i not in selfish))
-        elif isinstance(e, COMPACT) and ((e.sources == rank).any() or (e.dests == rank).any()):
+        elif isinstance(e, Messages) and ((e.sources == rank).any() or (e.dests == rank).any()):
             yield from _lowered(e.expanded(), rank, nprocs)
         elif isinstance(e, Collective):
             yield from _collective(e, rank, nprocs, fresh)
@@ -444,12 +444,13 @@ class ReplayJob:
         self.where = Path(keep or self._scratch.name)
         self.where.mkdir(parents=True, exist_ok=True)
         self.platform, self.hostfile = self.where / "platform.xml", self.where / "hostfile"
-        self.platform.write_text(platform_xml(fabric, link, copy_bandwidth))
-        self.hostfile.write_text("".join(f"n{h}\n" for h in hosts_of(schedule.nprocs, fabric.nodes)))
+        platform = platform_xml(fabric, link, copy_bandwidth)
+        hosts = "".join(f"n{h}\n" for h in hosts_of(schedule.nprocs, fabric.nodes))
+        self.platform.write_text(platform)
+        self.hostfile.write_text(hosts)
         self.listing, collective, traces = write_traces(schedule, self.where / "traces", copy_bandwidth)
         # what decides the simulated time, but for the configuration start() is given
-        self.digest = hashlib.sha256(f"{self.platform.read_text()}\0{self.hostfile.read_text()}\0{traces}".encode()
-                                     ).hexdigest()
+        self.digest = hashlib.sha256(f"{platform}\0{hosts}\0{traces}".encode()).hexdigest()
         self.s4u = None if collective else s4u  # the S4U replayer's program; it has no MPI_Alltoall
         self.nprocs = schedule.nprocs
         self.running: subprocess.Popen | None = None
