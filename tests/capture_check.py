@@ -226,7 +226,7 @@ def mismatches(comm: Any, count: int = 3) -> list[str]:
             found.append(f"{collective} {name} {options}: capture failed: {problem}")
             continue
         records = {"the capture": captured}
-        read = stepped(name, options, comm.size) if matrix is None else None
+        read = stepped(name, options, comm.size, nodes=nodes) if matrix is None else None
         if read is not None:  # the schedule the simulator reads instead of capturing
             records["its steps"] = read.scaled(count).events[comm.rank]
         want = (traffic(real), collectives(real))

@@ -71,7 +71,9 @@ def test_scaled_capture_equals_capture_at_size():
 STEPPED = [("ring", {}, (1, 2, 3, 6)), ("bine", {}, (1, 2, 6, 8, 16)), ("bruck_zero_copy", {}, (2, 5, 12)),
            ("bruck_zero_copy", {"radix": 3}, (4, 9)), ("pairwise", {}, (1, 2, 5)),
            ("pairwise", {"schedule": "xor"}, (4, 8)), ("linear", {}, (1, 2, 5)), ("linear_sync", {}, (1, 2, 6)),
-           ("throttled", {}, (2, 5)), ("throttled", {"window": 3}, (5, 7, 8))]
+           ("throttled", {}, (2, 5)), ("throttled", {"window": 3}, (5, 7, 8)), ("pairwise_inplace", {}, (1, 2, 5, 6)),
+           ("node_aware", {}, (1, 2, 5)), ("node_aware", {"ppn": 2}, (5, 6)),
+           ("node_aware", {"ppn": 3, "placement": "cyclic"}, (7,))]
 
 
 @pytest.mark.parametrize("name,options,sizes", STEPPED)
@@ -83,6 +85,16 @@ def test_the_simulator_reads_the_steps_the_plan_runs(name, options, sizes, monke
     monkeypatch.setattr(capture_module, "capture", lambda *args, **kwargs: pytest.fail("captured, not read"))
     for p in sizes:
         assert capture_unit(name, options, p).expanded().events == stepped(name, options, p).expanded().events
+
+
+@pytest.mark.parametrize("nodes", [[[0, 1, 2], [3, 4, 5]], [[0, 1], [2, 3], [4]], [[0, 2, 4], [1, 3]],
+                                   [[0], [1, 2, 3]]])
+def test_node_aware_reads_the_nodes_it_runs_on(nodes):
+    """node_aware's batches on the job's nodes (its default: as MPI tells) are event for event its capture there."""
+    p = sum(map(len, nodes))
+    assert stepped("node_aware", {}, p, nodes=nodes).scaled(2).expanded().events == \
+        capture("node_aware", {}, p, 2, nodes=nodes).events
+    assert stepped("node_aware", {}, p, nodes=nodes).events != stepped("node_aware", {}, p).events
 
 
 def test_a_mutated_step_breaks_the_match(monkeypatch):
@@ -108,7 +120,8 @@ def test_a_mutated_batch_breaks_the_match(monkeypatch):
 
     def mutated(p, rank):
         batches = real(p, rank)
-        return [b._replace(dests=b.dests[:-1]) for b in batches] if rank == 2 else batches
+        return dataclasses.replace(batches, dests=batches.dests[:-1], dest_ends=batches.dest_ends - 1) \
+            if rank == 2 else batches
 
     monkeypatch.setitem(a2a.get("linear").kinds, "alltoall", dataclasses.replace(kind, steps=mutated))
     assert stepped("linear", {}, 4).expanded().events != capture("linear", {}, 4, 1).events

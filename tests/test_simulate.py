@@ -111,10 +111,11 @@ def test_posts_of_one_instant_go_receives_first_by_peer():
 
 
 @pytest.mark.parametrize("name,options,p,compact", [
-    ("linear", {}, 5, 1), ("throttled", {"window": 2}, 6, 3), ("linear_sync", {}, 4, 1), ("pairwise", {}, 5, 1),
-    ("pairwise", {"schedule": "xor"}, 8, 1), ("bine", {}, 6, 1)])
+    ("linear", {}, 5, 1), ("throttled", {"window": 2}, 6, 1), ("linear_sync", {}, 4, 1), ("pairwise", {}, 5, 1),
+    ("pairwise", {"schedule": "xor"}, 8, 1), ("bine", {}, 6, 1), ("node_aware", {"ppn": 2}, 5, 1),
+    ("pairwise_inplace", {}, 5, 1)])
 def test_a_compact_event_writes_the_lines_of_its_messages(name, options, p, compact):
-    """A batch read from steps is one Burst event, a run of pairwise steps one Sendrecvs event; the trace of
+    """Batches read from steps are one Burst event, a run of pairwise steps one Sendrecvs event; the trace of
     either is line for line that of its messages one by one."""
     schedule = stepped(name, options, p).scaled(4)
     assert sum(isinstance(e, (Burst, Sendrecvs)) for e in schedule.events[0]) == compact
@@ -126,8 +127,9 @@ def test_compact_events_count_tags_on_and_lower_a_message_to_themselves():
     """Tags go on from the messages before a Burst or Sendrecvs (a peer met twice in one Sendrecvs too); one that
     names its own rank has that message copied."""
     line = np.array
-    events = [Copy(8), Burst(line([1, 2]), line([2, 1]), 8, 0), Isend(1, 8, 4), Wait((4,)),
-              Burst(line([1, 0]), line([0, 1]), 8, 5), Sendrecvs(line([2, 2]), line([1, 1]), 8, 9),
+    two = line([2])
+    events = [Copy(8), Burst(line([1, 2]), line([2, 1]), 8, 0, two, two), Isend(1, 8, 4), Wait((4,)),
+              Burst(line([1, 0]), line([0, 1]), 8, 5, two, two), Sendrecvs(line([2, 2]), line([1, 1]), 8, 9),
               Sendrecvs(line([0]), line([0]), 8, 13)]
     lines = list(simgrid.trace_lines(events, 0, 3, 1e9))
     assert lines == list(simgrid.trace_lines(unpacked(events), 0, 3, 1e9))

@@ -18,17 +18,24 @@ def node_groups(comm: Any, ppn: int = 0, placement: str = "block") -> list[list[
     ranks 0..K-1 on node 0 (a last node may have fewer), "cyclic" deals ranks round-robin
     over ceil(size/K) nodes, as `--map-by node` does.
     """
-    size = comm.size
     if ppn:
-        nnodes = -(-size // ppn)
-        node_of = [r // ppn if placement == "block" else r % nnodes for r in range(size)]
-    else:
-        from mpi4py import MPI
+        return virtual_nodes(comm.size, ppn, placement)
+    from mpi4py import MPI
 
-        local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
-        lowest = local.allreduce(comm.rank, op=MPI.MIN)
-        local.Free()
-        node_of = comm.allgather(lowest)
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
+    lowest = local.allreduce(comm.rank, op=MPI.MIN)
+    local.Free()
+    return _grouped(comm.allgather(lowest))
+
+
+def virtual_nodes(size: int, ppn: int, placement: str) -> list[list[int]]:
+    """`size` ranks on virtual nodes of `ppn` ranks, placed as node_groups says."""
+    nnodes = -(-size // ppn)
+    return _grouped([r // ppn if placement == "block" else r % nnodes for r in range(size)])
+
+
+def _grouped(node_of: list[int]) -> list[list[int]]:
+    """Ranks grouped by the node each is on, each node's ranks ascending, nodes by lowest rank."""
     groups: dict[int, list[int]] = {}
     for rank, node in enumerate(node_of):
         groups.setdefault(node, []).append(rank)

@@ -46,7 +46,8 @@ Limit = tuple[Callable[[Any], bool], str]  # (predicate, what is accepted)
 Twin = Callable[[dict[str, str], int], Hashable | None]
 # steps(p, rank, **options): what the factory runs after copying its own block, as a2a.algos.schedule Steps (one
 # Sendrecv of blocks each; Exchanges keep a run of one-block Steps as arrays) or Batches (many peers at once, then
-# one wait), or None where it runs something else; the simulator reads them instead of capturing the plan
+# one wait), or None where it runs something else; the simulator reads them instead of capturing the plan. One
+# that declares `nodes` is also given the ranks of each node of the job (list[list[int]]), as MPI would tell.
 StepsOf = Callable[..., Any]
 
 
@@ -361,20 +362,23 @@ def traffic(name: str) -> Traffic:
     return partial(_stepped_traffic, name) if kind and kind.steps else everything
 
 
-def steps_for(name: str, options: dict[str, Any]) -> Callable[[int, int], Any] | None:
-    """`name`'s registered steps as steps(p, rank) under `options` (text or typed; defaults filled in), or None
-    if it registered none."""
+def steps_for(name: str, options: dict[str, Any], nodes: list[list[int]]) -> Callable[[int, int], Any] | None:
+    """`name`'s registered steps as steps(p, rank) under `options` (text or typed; defaults filled in) on a job
+    of these `nodes`, or None if it registered none."""
     algorithm = known(name) or _NOTHING
     kind = algorithm.kinds.get("alltoall")
     if not (kind and kind.steps):
         return None
-    return partial(kind.steps, **{k: o.parse(options.get(k, o.default), name) for k, o in algorithm.options.items()})
+    chosen = {k: o.parse(options.get(k, o.default), name) for k, o in algorithm.options.items()}
+    if "nodes" in inspect.signature(kind.steps).parameters:
+        chosen["nodes"] = nodes
+    return partial(kind.steps, **chosen)
 
 
 def _stepped_traffic(name: str, p: int, m: float, options: dict) -> list[Round]:
     """Round k: every rank sends the blocks of its k-th step, m bytes each, to that step's peers (everything at
-    once where the factory runs no steps)."""
-    steps, ranks = steps_for(name, options), []
+    once where the factory runs no steps); one rank per node."""
+    steps, ranks = steps_for(name, options, [[rank] for rank in range(p)]), []
     for rank in range(p):
         mine = steps(p, rank)
         if mine is None:

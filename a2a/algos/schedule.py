@@ -1,8 +1,9 @@
 """The steps a factory runs after copying its own block, as data the simulator and the contention model read too.
 
 A Step is one Sendrecv of blocks with one peer each way; a Batch posts one block from and to each of
-many peers at once and waits for them all; Exchanges are a run of Sendrecvs of one block each way, as
-two arrays (pairwise's p-1 steps). A block is named by its (source, destination) ranks.
+many peers at once and waits for them all. At thousands of ranks an object per step is too many, so runs
+of them are kept as arrays: Exchanges, Sendrecvs of one block each way (pairwise's p-1 steps); Batches,
+one Batch after another. A block is named by its (source, destination) ranks.
 
 zero_copy_plan runs Steps of block moves with MPI derived datatypes on absolute addresses: no
 packing copies. A block starts in the send buffer, ends in the receive buffer (received there
@@ -62,6 +63,7 @@ class Exchanges:
     rank: int
     dests: np.ndarray
     sources: np.ndarray
+    copied: int = 1  # blocks copied locally before the exchanges: the own block, or p for the whole buffer
 
     def __len__(self) -> int:
         return len(self.dests)
@@ -70,6 +72,34 @@ class Exchanges:
         sent, received = pairs(self.rank, self.dests), pairs(self.sources, self.rank)
         return (Step(d, sent[k:k + 1], q, received[k:k + 1])
                 for k, (d, q) in enumerate(zip(self.dests.tolist(), self.sources.tolist())))
+
+
+@dataclass(frozen=True)
+class Batches:
+    """Batch k receives from sources[source_ends[k-1]:source_ends[k]] and sends to dests[dest_ends[k-1]:
+    dest_ends[k]] (from 0 for k = 0), kept as arrays; iterating gives the Batches. No batch is empty."""
+
+    sources: np.ndarray
+    source_ends: np.ndarray
+    dests: np.ndarray
+    dest_ends: np.ndarray
+
+    @classmethod
+    def even(cls, sources: np.ndarray, dests: np.ndarray, width: int) -> "Batches":
+        """Batches of `width` >= 1 sources and as many dests (the last may have fewer), taken in order."""
+        n = len(sources)
+        ends = np.append(np.arange(width, n, width), n) if n else np.zeros(0, np.int64)
+        return cls(sources, ends, dests, ends)
+
+    def __len__(self) -> int:
+        return len(self.source_ends)
+
+    def __iter__(self) -> Iterator[Batch]:
+        sources, dests = self.sources, self.dests
+        begun = (0, 0)
+        for ends in zip(self.source_ends.tolist(), self.dest_ends.tolist()):
+            yield Batch(sources[begun[0]:ends[0]], dests[begun[1]:ends[1]])
+            begun = ends
 
 
 def pairs(sources: Any, destinations: Any) -> np.ndarray:
@@ -138,7 +168,7 @@ def zero_copy_plan(comm: Any, sendbuf: np.ndarray, recvbuf: np.ndarray, steps: l
     return sendrecv_steps(comm, copier(recv[r], send[r]), calls), free
 
 
-def batch_plan(comm: Any, send: Any, recv: Any, batches: list[Batch]):
+def batch_plan(comm: Any, send: Any, recv: Any, batches: Batches):
     """(run, free) on per-peer blocks (rows of one array, or views of uneven length): the own block copied,
     then per batch every receive and send started at once and waited for (persistent requests)."""
     from mpi4py import MPI

@@ -22,7 +22,7 @@ import numpy as np
 from a2a.algos.pattern import expected_pattern, send_pattern
 from a2a.algos.prebuilt import WATCHER
 from a2a.algos.registry import get, steps_for
-from a2a.algos.schedule import Batch, Exchanges
+from a2a.algos.schedule import Batches, Exchanges
 from a2a.errors import A2AError, CaptureError
 from a2a.simulate.events import Burst, Copy, Event, Irecv, Isend, RankLog, Schedule, Sendrecvs, Wait
 from a2a.simulate.standin import StandInComm, standin_module, standin_mpi
@@ -114,16 +114,18 @@ def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: 
     return Schedule(nprocs, count, kind.itemsize, [log.events for log in logs])
 
 
-def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float32") -> Schedule | None:
+def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float32",
+            nodes: list[list[int]] | None = None) -> Schedule | None:
     """The schedule at one element per peer read from the steps the algorithm registered, without running any
-    plan; None if it registered none for nprocs.
+    plan; None if it registered none for nprocs. `nodes`: the ranks of each node (default: one rank per node).
 
-    The factory copies its own block, then makes one Sendrecv per Step of the step's blocks (zero_copy_plan, or
-    pairwise's contiguous blocks), or starts each Batch's requests at once and waits for all (batch_plan). The
-    stand-in logs a Sendrecv as an Isend, an Irecv and one Wait for both; a Batch is one Burst event, and
-    Exchanges one Sendrecvs event, for what it logs one by one (test_capture holds the two equal).
+    The factory copies its own block (its whole buffer for Exchanges that say so), then makes one Sendrecv per
+    Step of the step's blocks (zero_copy_plan, or pairwise's contiguous blocks), or starts each Batch's requests
+    at once and waits for all (batch_plan). The stand-in logs a Sendrecv as an Isend, an Irecv and one Wait for
+    both; Batches are one Burst event, and Exchanges one Sendrecvs event, for what it logs one by one
+    (test_capture holds the two equal).
     """
-    steps_of = steps_for(name, options)
+    steps_of = steps_for(name, options, nodes or [[r] for r in range(nprocs)])
     if steps_of is None:
         return None
     width = np.dtype(dtype).itemsize
@@ -132,16 +134,15 @@ def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float
         steps = steps_of(nprocs, rank)
         if steps is None:
             return None
-        mine: list[Event] = [Copy(width)]
         if isinstance(steps, Exchanges):
-            events.append([*mine, Sendrecvs(steps.sources, steps.dests, width, 0)])
+            events.append([Copy(width * steps.copied), Sendrecvs(steps.sources, steps.dests, width, 0)])
+            continue
+        mine: list[Event] = [Copy(width)]
+        if isinstance(steps, Batches):
+            events.append([*mine, Burst(steps.sources, steps.dests, width, 0, steps.source_ends, steps.dest_ends)])
             continue
         request = 0
         for step in steps:
-            if isinstance(step, Batch):
-                mine.append(Burst(step.sources, step.dests, width, request))
-                request += len(step.sources) + len(step.dests)
-                continue
             sent, received = len(step.sent) * width, len(step.received) * width
             mine += [Isend(step.dest, sent, request), Irecv(step.source, received, request + 1),
                      Wait((request, request + 1))]
@@ -160,7 +161,7 @@ def capture_unit(name: str, options: dict[str, Any], nprocs: int, dtype: str = "
     counts grow in proportion to the count (every built-in) are captured small and scaled
     (`Schedule.scaled`). A schedule that is not proportional is refused, naming the rank.
     """
-    read = None if layout.get("group") else stepped(name, options, nprocs, dtype)
+    read = None if layout.get("group") else stepped(name, options, nprocs, dtype, layout.get("nodes"))
     if read is not None:
         return read
     parallel = len(os.sched_getaffinity(0)) >= 2

@@ -7,8 +7,8 @@ count of elements per peer (capture_unit checks that it does).
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, replace
+from typing import ClassVar, Iterator
 
 import numpy as np
 
@@ -113,21 +113,37 @@ class Messages:
     first: int
 
     def scaled(self, factor: int) -> "Messages":
-        return type(self)(self.sources, self.dests, self.nbytes * factor, self.first)
+        return replace(self, nbytes=self.nbytes * factor)
 
 
 @dataclass(slots=True, eq=False)
 class Burst(Messages):
-    """Every receive and send posted at once, then one wait for them all: a Batch."""
+    """Batches: in batch k, every receive from sources[source_ends[k-1]:source_ends[k]] and send to
+    dests[dest_ends[k-1]:dest_ends[k]] posted at once (from 0 for k = 0), then one wait for them all."""
 
+    source_ends: np.ndarray
+    dest_ends: np.ndarray
     kind: ClassVar[str] = "burst"
 
+    def batches(self) -> Iterator[tuple[list[int], list[int]]]:
+        """Each batch's sources and dests."""
+        sources, dests = self.sources.tolist(), self.dests.tolist()
+        begun = (0, 0)
+        for ends in zip(self.source_ends.tolist(), self.dest_ends.tolist()):
+            yield sources[begun[0]:ends[0]], dests[begun[1]:ends[1]]
+            begun = ends
+
     def expanded(self) -> list["Event"]:
-        """The events a capture logs for it: each Irecv, each Isend, and a Wait for them all."""
-        ids = range(self.first, self.first + len(self.sources) + len(self.dests))
-        posts = [Irecv(q, self.nbytes, i) for q, i in zip(self.sources.tolist(), ids)]
-        posts += [Isend(q, self.nbytes, i) for q, i in zip(self.dests.tolist(), ids[len(self.sources):])]
-        return [*posts, Wait(tuple(ids))] if posts else []
+        """The events a capture logs for it: per batch each Irecv, each Isend, and a Wait for them all."""
+        found: list[Event] = []
+        first = self.first
+        for sources, dests in self.batches():
+            ids = range(first, first + len(sources) + len(dests))
+            found += [Irecv(q, self.nbytes, i) for q, i in zip(sources, ids)]
+            found += [Isend(q, self.nbytes, i) for q, i in zip(dests, ids[len(sources):])]
+            found.append(Wait(tuple(ids)))
+            first = ids.stop
+        return found
 
 
 @dataclass(slots=True, eq=False)

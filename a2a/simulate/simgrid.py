@@ -315,16 +315,20 @@ def trace_lines(events: list[Event], rank: int, nprocs: int, copy_bandwidth: flo
 
 
 def _burst_lines(e: Burst, rank: int, sent: Counter, received: Counter) -> list[str]:
-    """A Burst's lines as its expanded events give them, without an event per message: its receives, then its
-    sends, each kind by peer (as flush orders posts), then a wait for each in request order."""
-    count, sources, dests = _count(e.nbytes), e.sources.tolist(), e.dests.tolist()
-    heard, told = [received[q] for q in sources], [sent[q] for q in dests]  # each peer once per kind (Batch)
-    received.update(sources)
-    sent.update(dests)
-    return ([f"{rank} irecv {q} {tag} {count}" for q, tag in sorted(zip(sources, heard))]
-            + [f"{rank} isend {q} {tag} {count}" for q, tag in sorted(zip(dests, told))]
-            + [f"{rank} wait {q} {rank} {tag}" for q, tag in zip(sources, heard)]
-            + [f"{rank} wait {rank} {q} {tag}" for q, tag in zip(dests, told)])
+    """A Burst's lines as its expanded events give them, without an event per message: per batch its receives,
+    then its sends, each kind by peer (as flush orders posts), then a wait for each in request order."""
+    count, lines = _count(e.nbytes), []
+    for sources, dests in e.batches():
+        heard, told = [received[q] for q in sources], [sent[q] for q in dests]  # each peer once per kind (Batch)
+        for q, tag in zip(sources, heard):
+            received[q] = tag + 1
+        for q, tag in zip(dests, told):
+            sent[q] = tag + 1
+        lines += ([f"{rank} irecv {q} {tag} {count}" for q, tag in sorted(zip(sources, heard))]
+                  + [f"{rank} isend {q} {tag} {count}" for q, tag in sorted(zip(dests, told))]
+                  + [f"{rank} wait {q} {rank} {tag}" for q, tag in zip(sources, heard)]
+                  + [f"{rank} wait {rank} {q} {tag}" for q, tag in zip(dests, told)])
+    return lines
 
 
 def _sendrecv_lines(e: Sendrecvs, rank: int, sent: Counter, received: Counter) -> list[str]:

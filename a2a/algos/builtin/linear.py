@@ -7,7 +7,7 @@ import numpy as np
 from a2a.algos.builtin.throttled import batch_terms
 from a2a.algos.cost import DIRECT, Formula
 from a2a.algos.registry import blocks, register
-from a2a.algos.schedule import Batch, batch_plan
+from a2a.algos.schedule import Batches, batch_plan
 
 TWINS = {"Open MPI": lambda o, p: ("linear", 0), "MPICH": lambda o, p: ("scattered", 0),
          "Intel MPI": lambda o, p: "isend_irecv"}
@@ -15,10 +15,10 @@ COST = Formula("alpha + (p-1) (alpha_msg + m beta)", ("alpha_msg", "beta", "alph
                lambda s, m, options: batch_terms(s, m, max(s.nprocs - 1, 1)))
 
 
-def steps(p: int, r: int) -> list[Batch]:
+def steps(p: int, r: int) -> Batches:
     """After its own block (copied first, as Open MPI's does): one batch from and to r+1, r+2, ... mod p."""
     peers = (r + np.arange(1, p)) % p
-    return [Batch(peers, peers)] if p > 1 else []
+    return Batches.even(peers, peers, p - 1)
 
 
 @register("linear", mirrors="Open MPI basic linear (coll_tuned_alltoall_algorithm 1)", cost=COST, steps=steps,

@@ -12,7 +12,7 @@ import numpy as np
 from a2a.algos.cost import Formula, Placement, option
 from a2a.algos.prebuilt import copier
 from a2a.algos.registry import blocks, register
-from a2a.algos.schedule import Batch, batch_plan
+from a2a.algos.schedule import Batches, batch_plan
 
 
 def all_at_once(options: dict, p: int) -> bool:
@@ -28,13 +28,13 @@ def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     return {"alpha": exposed, "alpha_msg": p - 1, "beta": (p - 1) * m}
 
 
-def steps(p: int, r: int, window: int) -> list[Batch] | None:
+def steps(p: int, r: int, window: int) -> Batches | None:
     """With every peer at once, after its own block: one batch from r+1, r+2, ... and to r-1, r-2, ... (mod p);
     None for a narrower window, whose refills follow the order in which requests complete."""
     if not all_at_once({"window": window}, p):
         return None
     shifts = np.arange(1, p)
-    return [Batch((r + shifts) % p, (r - shifts) % p)] if p > 1 else []
+    return Batches.even((r + shifts) % p, (r - shifts) % p, p - 1)
 
 
 TWINS = {"Open MPI": lambda o, p: ("linear_sync", option(o, "window")),

@@ -6,9 +6,14 @@ n+i; the q messages of one step overlap.
 beta_inter is per byte one rank sends; the q ranks of a node share its network link, so it
 includes that sharing at the measured q.
 """
+import itertools
+
+import numpy as np
+
 from a2a.algos.cost import DIRECT, Formula, Placement, node_placement
-from a2a.algos.nodes import NODE_LIMITS, my_node, node_groups
+from a2a.algos.nodes import NODE_LIMITS, node_groups, virtual_nodes
 from a2a.algos.registry import blocks, register
+from a2a.algos.schedule import Batches, batch_plan
 
 
 def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
@@ -18,13 +23,37 @@ def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
     return {"alpha_intra": 1, "beta_intra": (q - 1) * m, "alpha_inter": others, "beta_inter": others * q * m}
 
 
+def node_batches(nodes: list[list[int]], rank: int) -> Batches:
+    """Batch i receives from every rank of node n-i and sends to every rank of node n+i (mod the node count),
+    for the own node n = the one of `rank`; `rank` itself is left out (its block is copied first), and so
+    is batch 0 when no other rank shares its node."""
+    sizes = np.fromiter(map(len, nodes), np.int64, len(nodes))
+    members = np.fromiter(itertools.chain.from_iterable(nodes), np.int64, int(sizes.sum()))
+    starts = np.cumsum(sizes) - sizes
+    n = int(np.searchsorted(np.cumsum(sizes), np.flatnonzero(members == rank)[0], side="right"))
+    found = []
+    for direction in (-1, 1):
+        order = (n + direction * np.arange(len(nodes))) % len(nodes)
+        lengths = sizes[order]
+        ends = np.cumsum(lengths)
+        # the nodes' ranks in this order, end to end: the j-th of run k is members[starts[order[k]] + j]
+        ranks = members[np.repeat(starts[order] - (ends - lengths), lengths) + np.arange(ends[-1])]
+        found += [ranks[ranks != rank], ends[1:] - 1 if lengths[0] == 1 else ends - 1]
+    return Batches(*found)
+
+
+def steps(p: int, r: int, ppn: int, placement: str, nodes: list[list[int]]) -> Batches:
+    """What node_steps runs after copying its own block, on virtual nodes of `ppn` ranks or else on `nodes`."""
+    return node_batches(virtual_nodes(p, ppn, placement) if ppn else nodes, r)
+
+
 @register("node_aware", mirrors="Kutzner's node-ordered Isend/Irecv loop (Open MPI users' list, 2005)",
           limits=NODE_LIMITS,
           cost=Formula("alpha_intra + (q-1) m beta_intra + (N-1) (alpha_inter + q m beta_inter)",
                        ("alpha_inter", "beta_inter", "alpha_intra", "beta_intra"), terms),
-          simplicity=11)
+          steps=steps, simplicity=11)
 def node_aware(comm, sendbuf, recvbuf, *, ppn: int = 0, placement: str = "block"):
-    """Step i: Irecv from every rank of node n-i, Isend to every rank of node n+i, Waitall."""
+    """Copy the own block; step i: Irecv from every rank of node n-i, Isend to every rank of node n+i, Waitall."""
     return node_steps(comm, blocks(sendbuf, comm.size), blocks(recvbuf, comm.size), ppn, placement)
 
 
@@ -37,20 +66,4 @@ def node_aware_v(comm, send, recv, *, ppn: int = 0, placement: str = "block"):
 
 def node_steps(comm, send, recv, ppn: int, placement: str):
     """The schedule on per-peer byte blocks (rows of one array, or views of uneven length)."""
-    from mpi4py import MPI
-
-    nodes = node_groups(comm, ppn, placement)
-    n, count = my_node(nodes, comm.rank), len(nodes)
-    steps = []
-    for i in range(count):
-        sources, targets = nodes[(n - i) % count], nodes[(n + i) % count]
-        steps.append([comm.Recv_init(recv[q], q) for q in sources]
-                     + [comm.Send_init(send[q], q) for q in targets])
-    start, wait = MPI.Prequest.Startall, MPI.Request.Waitall
-
-    def run():
-        for requests in steps:
-            start(requests)
-            wait(requests)
-
-    return run, lambda: [q.Free() for step in steps for q in step]
+    return batch_plan(comm, send, recv, node_batches(node_groups(comm, ppn, placement), comm.rank))

@@ -18,7 +18,7 @@ import numpy as np
 
 from a2a.algos.cost import DIRECT, Formula, Placement, option
 from a2a.algos.registry import blocks, register
-from a2a.algos.schedule import Batch, batch_plan
+from a2a.algos.schedule import Batches, batch_plan
 
 LIMITS = {"window": (lambda w: w >= 1, "an integer >= 1 (peers per batch)")}
 
@@ -29,11 +29,11 @@ def batch_terms(s: Placement, m: float, window: int) -> dict[str, float]:
     return {"alpha": math.ceil((p - 1) / max(window, 1)), "alpha_msg": p - 1, "beta": (p - 1) * m}
 
 
-def steps(p: int, r: int, window: int) -> list[Batch]:
+def steps(p: int, r: int, window: int) -> Batches:
     """After its own block: batches of `window` shifts, 1..w, then w+1..2w, ... up to p-1; in each, receive
     from r - shift and send to r + shift (mod p)."""
     shifts = np.arange(1, p)
-    return [Batch((r - shifts[k:k + window]) % p, (r + shifts[k:k + window]) % p) for k in range(0, p - 1, window)]
+    return Batches.even((r - shifts) % p, (r + shifts) % p, window)
 
 
 def one_batch(options: dict, p: int) -> bool:
