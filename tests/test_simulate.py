@@ -272,6 +272,23 @@ def test_the_s4u_replayer_gives_smpiruns_times(tmp_path, capsys):
 
 
 @needs_simgrid
+def test_one_trace_scaled_by_the_replayer_gives_each_sizes_own_times(tmp_path, capsys, monkeypatch):
+    """The S4U replayer replays one trace per variant at every size (--scale): eager and rendezvous messages,
+    blocks of several peers (bruck), local copies (hierarchical) take the times of the traces each size writes
+    itself (kept with --keep-traces); SMPI's own MPI_Alltoall is still written per size, for smpirun."""
+    written = []
+    unit_traces = simgrid.unit_traces
+    monkeypatch.setattr(simgrid, "unit_traces", lambda *args: written.append(args[0].nprocs) or unit_traces(*args))
+    args = ("--platform", "torus:2x2x2", "--nprocs", "8", "--sizes", "8,1K,64K,1M",
+            "--algorithms", "linear,bruck,hierarchical,native:selector=mpich")
+    scaled, _ = simulated(tmp_path / "scaled", capsys, *args)
+    own, _ = simulated(tmp_path / "own", capsys, *args, "--keep-traces", str(tmp_path / "kept"))
+    assert written == [8] * 4  # one per variant, not one per size
+    assert len(list((tmp_path / "kept").iterdir())) == 16
+    assert [(r["algorithm"], r["t_p50_us"]) for r in scaled] == [(r["algorithm"], r["t_p50_us"]) for r in own]
+
+
+@needs_simgrid
 def test_without_a_compiler_the_s4u_replayer_is_refused_before_anything_runs(tmp_path, capsys, monkeypatch):
     which, source = simgrid.shutil.which, tmp_path / "s4u_replay.cpp"
     source.write_text("// a source never built\n")

@@ -10,13 +10,16 @@
 // Transfers are mailbox comms as in SMPI, so they start, and their waiters wake, in SMPI's order:
 // SimGrid's sharing with cross traffic can depend on the order in which simultaneous flows start.
 //
-// Usage: s4u_replay PLATFORM HOSTFILE LISTING [--cfg=smpi/os:S] [--cfg=smpi/ois:S] [--cfg=smpi/or:S] [--cfg=...]
-// prints "Simulation time T" (seconds, when the last rank finishes). Collective lines
-// (SMPI's own MPI_Alltoall) are refused: only smpirun replays those.
+// Usage: s4u_replay PLATFORM HOSTFILE LISTING [--scale=F] [--cfg=smpi/os:S] [--cfg=smpi/ois:S] [--cfg=smpi/or:S]
+// [--cfg=...] prints "Simulation time T" (seconds, when the last rank finishes). --scale=F multiplies every
+// message's bytes and every compute amount (rounded to a whole flop, as the traces of that size would say), so
+// one trace serves every size of a schedule. Collective lines (SMPI's own MPI_Alltoall) are refused: only
+// smpirun replays those.
 #include <simgrid/s4u.hpp>
 #include <simgrid/version.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -49,6 +52,11 @@ struct Costs {
   double os = 0, ois = 0, orecv = 0;  // seconds, as smpi/os, smpi/ois and smpi/or
 };
 
+struct Options {
+  Costs costs;
+  double scale = 1;  // the traces' bytes and compute amounts are multiplied by it
+};
+
 struct Pending {
   sg4::CommPtr comm;
   double bytes;
@@ -73,7 +81,7 @@ double item_bytes(std::istringstream& rest)
   fail("datatype " + datatype + " is not replayed (MPI_BYTE or 0, MPI_DOUBLE)");
 }
 
-std::vector<Action> read_trace(const std::string& path, int rank)
+std::vector<Action> read_trace(const std::string& path, int rank, double scale)
 {
   std::ifstream in(path);
   if (!in)
@@ -93,7 +101,7 @@ std::vector<Action> read_trace(const std::string& path, int rank)
       a.kind = verb == "isend" ? Kind::isend : verb == "irecv" ? Kind::irecv : verb == "send" ? Kind::send : Kind::recv;
       double count;
       if (words >> a.peer >> a.tag >> count)
-        a.bytes = count * item_bytes(words);
+        a.bytes = count * item_bytes(words) * scale;
     } else if (verb == "wait") {
       int src, dst;
       words >> src >> dst >> a.tag;
@@ -103,6 +111,7 @@ std::vector<Action> read_trace(const std::string& path, int rank)
     } else if (verb == "compute") {
       a.kind = Kind::compute;
       words >> a.bytes;
+      a.bytes = std::nearbyint(a.bytes * scale);
     } else if (verb == "init" || verb == "finalize") {
       continue;
     } else {
@@ -215,12 +224,16 @@ void replay(int rank, const std::vector<Action>* actions, Mailboxes* mailboxes, 
   *finished = sg4::Engine::get_clock();
 }
 
-// SMPI's message costs, --cfg=smpi/os:S and the like, taken out of the arguments before the engine reads them
-Costs take_costs(int& argc, char* argv[])
+// --scale and SMPI's message costs, --cfg=smpi/os:S and the like, taken out of the arguments before the engine
+// reads them
+Options take_options(int& argc, char* argv[])
 {
-  Costs costs;
-  const std::pair<std::string, double*> known[] = {
-      {"--cfg=smpi/os:", &costs.os}, {"--cfg=smpi/ois:", &costs.ois}, {"--cfg=smpi/or:", &costs.orecv}};
+  Options options;
+  Costs& costs = options.costs;
+  const std::pair<std::string, double*> known[] = {{"--cfg=smpi/os:", &costs.os},
+                                                   {"--cfg=smpi/ois:", &costs.ois},
+                                                   {"--cfg=smpi/or:", &costs.orecv},
+                                                   {"--scale=", &options.scale}};
   int kept = 1;
   for (int i = 1; i < argc; i++) {
     std::string arg = argv[i];
@@ -232,23 +245,23 @@ Costs take_costs(int& argc, char* argv[])
     try {
       *match->second = std::stod(arg.substr(match->first.size()));
     } catch (const std::exception&) {
-      fail("cannot read " + arg + " (seconds, one value for every size)");
+      fail("cannot read " + arg + " (a number: seconds for a cost, one value for every size)");
     }
   }
   argc = kept;
-  return costs;
+  return options;
 }
 
 }  // namespace
 
 int main(int argc, char* argv[])
 {
-  Costs costs = take_costs(argc, argv);
+  Options options = take_options(argc, argv);
   sg4::Engine engine(&argc, argv);  // takes the other --cfg=... and --log=... options out of argv
   std::vector<std::string> paths(argv + 1, argv + argc);
   if (paths.size() != 3)
-    fail("usage: s4u_replay PLATFORM HOSTFILE LISTING [--cfg=smpi/os:S] [--cfg=smpi/ois:S] [--cfg=smpi/or:S] "
-         "[--cfg=...]");
+    fail("usage: s4u_replay PLATFORM HOSTFILE LISTING [--scale=F] [--cfg=smpi/os:S] [--cfg=smpi/ois:S] "
+         "[--cfg=smpi/or:S] [--cfg=...]");
   sg4::Engine::set_config("network/model:SMPI");  // as smpirun sets them
   sg4::Engine::set_config("precision/timing:1e-9");
   engine.load_platform(paths[0]);
@@ -273,13 +286,13 @@ int main(int argc, char* argv[])
   std::vector<std::vector<Action>> actions(traces.size());
   std::vector<double> finished(traces.size(), 0);
   for (size_t rank = 0; rank < traces.size(); rank++) {
-    actions[rank] = read_trace(traces[rank], static_cast<int>(rank));
+    actions[rank] = read_trace(traces[rank], static_cast<int>(rank), options.scale);
     std::string name = "rank" + std::to_string(rank);
     int r = static_cast<int>(rank);
 #if SIMGRID_VERSION_MAJOR >= 4
-    placed[rank]->add_actor(name, replay, r, &actions[rank], &mailboxes, costs, &finished[rank]);
+    placed[rank]->add_actor(name, replay, r, &actions[rank], &mailboxes, options.costs, &finished[rank]);
 #else  // Debian's 3.32
-    sg4::Actor::create(name, placed[rank], replay, r, &actions[rank], &mailboxes, costs, &finished[rank]);
+    sg4::Actor::create(name, placed[rank], replay, r, &actions[rank], &mailboxes, options.costs, &finished[rank]);
 #endif
   }
   engine.run();

@@ -261,8 +261,10 @@ def hosts_of(nprocs: int, nodes: int) -> list[int]:
 
 # --- traces --------------------------------------------------------------------------------------
 
-def trace_lines(events: list[Event], rank: int, nprocs: int, copy_bandwidth: float) -> Iterator[str]:
-    """One rank's events as SMPI time-independent trace lines (bytes as MPI_BYTE counts)."""
+def trace_lines(events: list[Event], rank: int, nprocs: int, copy_bandwidth: float,
+                exact: bool = False) -> Iterator[str]:
+    """One rank's events as SMPI time-independent trace lines (bytes as MPI_BYTE counts); `exact` leaves compute
+    amounts unrounded, for a replayer that scales them."""
     sent: Counter = Counter()  # messages to each peer so far: the tag pairs them with the receives
     received: Counter = Counter()
     pending: dict[Any, tuple[int, int, int]] = {}
@@ -278,7 +280,8 @@ def trace_lines(events: list[Event], rank: int, nprocs: int, copy_bandwidth: flo
         yield from (line for *_, line in posts)
         posts.clear()
         if copy:
-            yield f"{rank} compute {copy / copy_bandwidth * HOST_SPEED * TIME_SCALE:.0f}"
+            flops = copy / copy_bandwidth * HOST_SPEED * TIME_SCALE
+            yield f"{rank} compute {flops!r}" if exact else f"{rank} compute {flops:.0f}"
             copy = 0
 
     yield f"{rank} init"
@@ -407,20 +410,40 @@ def _collective(e: Collective, rank: int, nprocs: int, fresh: Iterator[int]) -> 
         yield Wait(tuple(ids))
 
 
-def write_traces(schedule: Schedule, directory: Path, copy_bandwidth: float) -> tuple[Path, bool, str]:
-    """One trace file per rank and the list of them; the list's path, whether a line is SMPI's own
-    MPI_Alltoall (which only smpirun replays), and the SHA-256 of every rank's trace."""
+@dataclass(frozen=True)
+class Traces:
+    """A schedule's traces on disk: the list of them, their ranks, whether a line is SMPI's own MPI_Alltoall (which
+    only smpirun replays), and the SHA-256 of every rank's trace. `scratch`: their temporary directory, removed
+    once no one holds them."""
+
+    listing: Path
+    nprocs: int
+    collective: bool
+    digest: str
+    scratch: Any = None
+
+
+def write_traces(schedule: Schedule, directory: Path, copy_bandwidth: float, exact: bool = False,
+                 scratch: Any = None) -> Traces:
+    """One trace file per rank in `directory`, and the list of them (`exact`: see trace_lines)."""
     directory.mkdir(parents=True, exist_ok=True)
     listing, collective, digest = directory / "traces.txt", False, hashlib.sha256()
     with open(listing, "w") as names:
         for rank, events in enumerate(schedule.events):
             path = directory / f"rank{rank}.txt"
-            text = "\n".join(trace_lines(events, rank, schedule.nprocs, copy_bandwidth)) + "\n"
+            text = "\n".join(trace_lines(events, rank, schedule.nprocs, copy_bandwidth, exact)) + "\n"
             collective = collective or f"{rank} alltoall " in text
             path.write_text(text)
             digest.update(text.encode())
             names.write(f"{path}\n")
-    return listing, collective, digest.hexdigest()
+    return Traces(listing, schedule.nprocs, collective, digest.hexdigest(), scratch)
+
+
+def unit_traces(schedule: Schedule, copy_bandwidth: float) -> Traces:
+    """The traces of `schedule` in a temporary directory, compute amounts unrounded: the S4U replayer scales them
+    to every size (--scale), so they are written once for all sizes."""
+    scratch = tempfile.TemporaryDirectory(prefix="a2a-traces-")
+    return write_traces(schedule, Path(scratch.name), copy_bandwidth, exact=True, scratch=scratch)
 
 
 # --- replay --------------------------------------------------------------------------------------
@@ -439,24 +462,28 @@ class ReplayJob:
 
     The simulator is a process of its own, so the next schedule can be captured meanwhile:
     `s4u` (our S4U replayer's program) unless it is None or the traces hold SMPI's own
-    MPI_Alltoall, else smpirun.
+    MPI_Alltoall, else smpirun. A Schedule's traces are written in the job's directory; given
+    Traces (unit_traces) are replayed at `scale` times their bytes, by the S4U replayer only.
     """
 
-    def __init__(self, schedule: Schedule, fabric: Any, link: Link, copy_bandwidth: float,
-                 keep: Path | None = None, s4u: str | None = None):
+    def __init__(self, traces: Schedule | Traces, fabric: Any, link: Link, copy_bandwidth: float,
+                 keep: Path | None = None, s4u: str | None = None, scale: int = 1):
         self._scratch = None if keep else tempfile.TemporaryDirectory(prefix="a2a-smpi-")
         self.where = Path(keep or self._scratch.name)
         self.where.mkdir(parents=True, exist_ok=True)
+        if isinstance(traces, Schedule):
+            traces = write_traces(traces, self.where / "traces", copy_bandwidth)
         self.platform, self.hostfile = self.where / "platform.xml", self.where / "hostfile"
         platform = platform_xml(fabric, link, copy_bandwidth)
-        hosts = "".join(f"n{h}\n" for h in hosts_of(schedule.nprocs, fabric.nodes))
+        hosts = "".join(f"n{h}\n" for h in hosts_of(traces.nprocs, fabric.nodes))
         self.platform.write_text(platform)
         self.hostfile.write_text(hosts)
-        self.listing, collective, traces = write_traces(schedule, self.where / "traces", copy_bandwidth)
+        self.traces, self.listing, self.scale, self.nprocs = traces, traces.listing, scale, traces.nprocs
         # what decides the simulated time, but for the configuration start() is given
-        self.digest = hashlib.sha256(f"{platform}\0{hosts}\0{traces}".encode()).hexdigest()
-        self.s4u = None if collective else s4u  # the S4U replayer's program; it has no MPI_Alltoall
-        self.nprocs = schedule.nprocs
+        self.digest = hashlib.sha256(f"{platform}\0{hosts}\0{traces.digest}\0{scale}".encode()).hexdigest()
+        self.s4u = None if traces.collective else s4u  # the S4U replayer's program; it has no MPI_Alltoall
+        if scale != 1 and not self.s4u:
+            raise ValueError("only the S4U replayer scales traces; smpirun replays them as written")
         self.running: subprocess.Popen | None = None
 
     def identity(self, config: list[str]) -> str:
@@ -468,7 +495,7 @@ class ReplayJob:
         """Run the replayer on the traces (output to a file: a full pipe would stall it)."""
         self.config = config
         if self.s4u:
-            command = [self.s4u, str(self.platform), str(self.hostfile), str(self.listing),
+            command = [self.s4u, str(self.platform), str(self.hostfile), str(self.listing), f"--scale={self.scale}",
                        "--log=root.thres:warning", *config]
         else:
             command = [smpirun(), "-np", str(self.nprocs), "-platform", str(self.platform), "-hostfile",

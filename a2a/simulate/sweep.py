@@ -181,6 +181,7 @@ class Replays:
         self.session, self.machine, self.keep, self.replay_timeout = session, machine, keep, replay_timeout
         self.jobs, self.cache, self.s4u = jobs, cache, s4u
         self.schedules: dict[tuple, Schedule | str] = {}
+        self.traces: dict[tuple, simgrid.Traces] = {}  # the unit schedule's, which the S4U replayer scales
         self.replayed: dict[str, tuple[str, simgrid.Replay]] = {}  # ReplayJob.identity -> (variant, its replay)
         self.running: deque[tuple[Row, simgrid.ReplayJob | Replayed | None]] = deque()
         self.nprocs: int | None = None
@@ -225,16 +226,23 @@ class Replays:
         key = (point.nprocs, point.variant.label, point.layout)
         if key not in self.schedules:
             self.schedules.clear()  # the points of a variant come together: the last one's capture is done with
+            self.traces.clear()  # (replays still running hold theirs)
             self.schedules[key] = self._capture(point, ppn)
         schedule = self.schedules[key]
         if isinstance(schedule, str):
             row.note = schedule
             return row, None
-        scaled = schedule.scaled(row.count) if row.count != schedule.count else schedule
-        keep = self.keep / f"{point.nprocs}-{point.variant.label}-{point.bytes_per_peer}" if self.keep else None
+        link, copy_bandwidth = self.machine.link, self.machine.copy_bandwidth
         try:
-            return row, simgrid.ReplayJob(scaled, shape, self.machine.link, self.machine.copy_bandwidth, keep,
-                                          self.s4u)
+            if self.s4u and not self.keep:  # one trace for every size, unless each point's own are to be kept
+                if key not in self.traces:
+                    self.traces[key] = simgrid.unit_traces(schedule, copy_bandwidth)
+                if not self.traces[key].collective:
+                    return row, simgrid.ReplayJob(self.traces[key], shape, link, copy_bandwidth, None, self.s4u,
+                                                  row.count // schedule.count)
+            scaled = schedule.scaled(row.count) if row.count != schedule.count else schedule
+            keep = self.keep / f"{point.nprocs}-{point.variant.label}-{point.bytes_per_peer}" if self.keep else None
+            return row, simgrid.ReplayJob(scaled, shape, link, copy_bandwidth, keep, self.s4u)
         except CaptureError as failed:
             row.note = f"not simulated: {failed}"
             return row, None
