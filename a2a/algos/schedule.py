@@ -16,7 +16,7 @@ persistent requests.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -95,11 +95,15 @@ class Batches:
         return len(self.source_ends)
 
     def __iter__(self) -> Iterator[Batch]:
-        sources, dests = self.sources, self.dests
-        begun = (0, 0)
-        for ends in zip(self.source_ends.tolist(), self.dest_ends.tolist()):
-            yield Batch(sources[begun[0]:ends[0]], dests[begun[1]:ends[1]])
-            begun = ends
+        return map(Batch, cut(self.sources, self.source_ends), cut(self.dests, self.dest_ends))
+
+
+def cut(values: Sequence, ends: np.ndarray) -> Iterator[Sequence]:
+    """values[:ends[0]], values[ends[0]:ends[1]], ...: the runs that end at `ends`."""
+    begun = 0
+    for end in ends.tolist():
+        yield values[begun:end]
+        begun = end
 
 
 def pairs(sources: Any, destinations: Any) -> np.ndarray:

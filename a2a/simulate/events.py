@@ -12,6 +12,8 @@ from typing import ClassVar, Iterator
 
 import numpy as np
 
+from a2a.algos.schedule import cut
+
 
 @dataclass(slots=True)
 class Isend:
@@ -127,11 +129,7 @@ class Burst(Messages):
 
     def batches(self) -> Iterator[tuple[list[int], list[int]]]:
         """Each batch's sources and dests."""
-        sources, dests = self.sources.tolist(), self.dests.tolist()
-        begun = (0, 0)
-        for ends in zip(self.source_ends.tolist(), self.dest_ends.tolist()):
-            yield sources[begun[0]:ends[0]], dests[begun[1]:ends[1]]
-            begun = ends
+        return zip(cut(self.sources.tolist(), self.source_ends), cut(self.dests.tolist(), self.dest_ends))
 
     def expanded(self) -> list["Event"]:
         """The events a capture logs for it: per batch each Irecv, each Isend, and a Wait for them all."""
