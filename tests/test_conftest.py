@@ -38,7 +38,8 @@ def run_sample(tmp_path, *selection: str, watchdog: str = "300", timeout: float 
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    mpi: collective\n")
     (tmp_path / "conftest.py").write_text("from tests.conftest import *  # noqa: F401,F403\n")
     (tmp_path / "test_sample.py").write_text(SAMPLE)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "A2A_TEST_WATCHDOG": watchdog}
+    # TMPDIR: an aborted job leaves its temporary directories (the schedule cache's) here, not in /tmp
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "A2A_TEST_WATCHDOG": watchdog, "TMPDIR": str(tmp_path)}
     return mpiexec(2, "-m", "pytest", "-v", "--color=no", "-p", "no:cacheprovider", str(tmp_path / "test_sample.py"),
                    *selection, env=env, cwd=tmp_path, timeout=timeout)
 
