@@ -42,6 +42,11 @@ def _grouped(node_of: list[int]) -> list[list[int]]:
     return sorted(groups.values())
 
 
+def one_per_node(size: int) -> list[list[int]]:
+    """`size` ranks, each on a node of its own."""
+    return [[r] for r in range(size)]
+
+
 def my_node(nodes: list[list[int]], rank: int) -> int:
     """Index of the node that holds `rank`."""
     return next(i for i, members in enumerate(nodes) if rank in members)

@@ -32,6 +32,7 @@ import numpy as np
 
 from a2a.algos.buffers import VBuffer, agree, alltoall_call, alltoallv_call, is_inter, matched_counts
 from a2a.algos.cost import GENERIC, Formula, MatrixCost, Round, Traffic, everything
+from a2a.algos.nodes import one_per_node
 from a2a.algos.prebuilt import copier
 from a2a.errors import A2AError, BadInput, BadOption, PluginError, UnknownAlgorithm
 from a2a.record.results import NATIVE
@@ -378,7 +379,7 @@ def steps_for(name: str, options: dict[str, Any], nodes: list[list[int]]) -> Cal
 def _stepped_traffic(name: str, p: int, m: float, options: dict) -> list[Round]:
     """Round k: every rank sends the blocks of its k-th step, m bytes each, to that step's peers (everything at
     once where the factory runs no steps); one rank per node."""
-    steps, ranks = steps_for(name, options, [[rank] for rank in range(p)]), []
+    steps, ranks = steps_for(name, options, one_per_node(p)), []
     for rank in range(p):
         mine = steps(p, rank)
         if mine is None:

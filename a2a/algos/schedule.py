@@ -65,9 +65,6 @@ class Exchanges:
     sources: np.ndarray
     copied: int = 1  # blocks copied locally before the exchanges: the own block, or p for the whole buffer
 
-    def __len__(self) -> int:
-        return len(self.dests)
-
     def __iter__(self) -> Iterator[Step]:
         sent, received = pairs(self.rank, self.dests), pairs(self.sources, self.rank)
         return (Step(d, sent[k:k + 1], q, received[k:k + 1])
@@ -90,9 +87,6 @@ class Batches:
         n = len(sources)
         ends = np.append(np.arange(width, n, width), n) if n else np.zeros(0, np.int64)
         return cls(sources, ends, dests, ends)
-
-    def __len__(self) -> int:
-        return len(self.source_ends)
 
     def __iter__(self) -> Iterator[Batch]:
         return map(Batch, cut(self.sources, self.source_ends), cut(self.dests, self.dest_ends))

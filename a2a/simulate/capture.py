@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from a2a.algos.nodes import one_per_node
 from a2a.algos.pattern import expected_pattern, send_pattern
 from a2a.algos.prebuilt import WATCHER
 from a2a.algos.registry import get, steps_for
@@ -68,7 +69,7 @@ def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: 
     stopped with a CaptureError.
     """
     algorithm, kind = get(name), np.dtype(dtype)
-    world = World(nprocs, nodes or [[r] for r in range(nprocs)], memory or memory_limit())
+    world = World(nprocs, nodes or one_per_node(nprocs), memory or memory_limit())
     logs = [RankLog() for _ in range(nprocs)]
     failures: list[tuple[int, Exception]] = []
 
@@ -125,7 +126,7 @@ def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float
     both; Batches are one Burst event, and Exchanges one Sendrecvs event, for what it logs one by one
     (test_capture holds the two equal).
     """
-    steps_of = steps_for(name, options, nodes or [[r] for r in range(nprocs)])
+    steps_of = steps_for(name, options, nodes or one_per_node(nprocs))
     if steps_of is None:
         return None
     width = np.dtype(dtype).itemsize

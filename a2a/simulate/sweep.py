@@ -234,13 +234,14 @@ class Replays:
             return row, None
         link, copy_bandwidth = self.machine.link, self.machine.copy_bandwidth
         try:
+            factor = row.count // schedule.count
             if self.s4u and not self.keep:  # one trace for every size, unless each point's own are to be kept
                 if key not in self.traces:
                     self.traces[key] = simgrid.unit_traces(schedule, copy_bandwidth)
                 if not self.traces[key].collective:
                     return row, simgrid.ReplayJob(self.traces[key], shape, link, copy_bandwidth, None, self.s4u,
-                                                  row.count // schedule.count)
-            scaled = schedule.scaled(row.count) if row.count != schedule.count else schedule
+                                                  factor)
+            scaled = schedule.scaled(factor) if factor != 1 else schedule
             keep = self.keep / f"{point.nprocs}-{point.variant.label}-{point.bytes_per_peer}" if self.keep else None
             return row, simgrid.ReplayJob(scaled, shape, link, copy_bandwidth, keep, self.s4u)
         except CaptureError as failed:
