@@ -61,8 +61,8 @@ DEFAULTS = {"platform": "switch", "link": "100Gbps,1us", "nprocs": "64", "sizes"
 @click.option("--schedule-cache", help="Where captured schedules are kept for the next simulation, or 'none'. "
                                        "[default: $A2A_SCHEDULE_CACHE, else ~/.cache/a2a-testbed/schedules]")
 @click.option("--replayer", type=click.Choice(simgrid.REPLAYERS), default=None,
-              help="s4u: ours, SMPI's point-to-point model with a mailbox per pair of ranks (faster with many "
-                   "messages in flight); smpi: smpirun's. SMPI's own MPI_Alltoall (native) always replays on "
+              help="s4u: ours, SMPI's point-to-point model with messages matched per pair of ranks (faster "
+                   "with many messages in flight); smpi: smpirun's. SMPI's own MPI_Alltoall (native) always replays on "
                    "smpirun. [default: s4u]")
 @click.option("--quiet", is_flag=True, help="No progress or tables.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",

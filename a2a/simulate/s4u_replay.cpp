@@ -1,14 +1,15 @@
-// Replays SMPI time-independent traces on SimGrid's S4U, with a mailbox per pair of ranks.
+// Replays SMPI time-independent traces on SimGrid's S4U, matching messages in a table of its own.
 //
 // SMPI matches a message by scanning its receiver's one mailbox for the source and tag; with about
 // a million messages in flight (linear at 1,024 ranks) that scan is most of the replay. Here the
-// k-th message from s to d is the k-th put on the mailbox of the pair (s, d), so every match is at
-// the head. The rest is what SMPI does for point-to-point calls (SimGrid 4.1, smpi_request.cpp): an
-// envelope of 16 bytes on every message; a send below the detach threshold (64 KiB) is detached, so
-// the sender goes on at once and its wait is free; ois is slept before every isend, os before a
-// detached send, or after each receive of a detached message; network/model:SMPI at precision 1e-9.
-// Transfers are mailbox comms as in SMPI, so they start, and their waiters wake, in SMPI's order:
-// SimGrid's sharing with cross traffic can depend on the order in which simultaneous flows start.
+// k-th send from s to d meets the k-th receive at d from s in a table, and the transfer is a
+// host-to-host comm started when the second side posts, as SMPI starts a mailbox comm then. Every
+// post is one simcall, as in SMPI, so the ranks post in SMPI's turns: SimGrid's sharing with cross
+// traffic can depend on the order in which simultaneous flows start. The rest is what SMPI does for
+// point-to-point calls (SimGrid 4.1, smpi_request.cpp): an envelope of 16 bytes on every message; a
+// send below the detach threshold (64 KiB) is detached, so the sender goes on at once and its wait is
+// free; ois is slept before every isend, os before a detached send, or after each receive of a
+// detached message; network/model:SMPI at precision 1e-9.
 //
 // Usage: s4u_replay PLATFORM HOSTFILE LISTING [--scale=F] [--cfg=smpi/os:S] [--cfg=smpi/ois:S] [--cfg=smpi/or:S]
 // [--cfg=...] prints "Simulation time T" (seconds, when the last rank finishes). --scale=F multiplies every
@@ -16,6 +17,7 @@
 // one trace serves every size of a schedule. Collective lines (SMPI's own MPI_Alltoall) are refused: only
 // smpirun replays those.
 #include <simgrid/s4u.hpp>
+#include <simgrid/simcall.hpp>
 #include <simgrid/version.h>
 
 #include <algorithm>
@@ -25,6 +27,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <unordered_map>
@@ -55,12 +58,6 @@ struct Costs {
 struct Options {
   Costs costs;
   double scale = 1;  // the traces' bytes and compute amounts are multiplied by it
-};
-
-struct Pending {
-  sg4::CommPtr comm;
-  double bytes;
-  bool recv;
 };
 
 [[noreturn]] void fail(const std::string& what)
@@ -129,35 +126,70 @@ std::uint64_t request_key(int peer, int tag, bool sent)
   return (static_cast<std::uint64_t>(peer) << 33) | (static_cast<std::uint64_t>(tag) << 1) | (sent ? 1 : 0);
 }
 
-// The mailbox of each pair of ranks that has messages posted on one side only, lent from a pool and given
-// back once both sides have posted as many: a mailbox holds two deques (about 1.5 KB), so one for every
-// pair would take 1.5 GB at 1,024 ranks. The k-th message from s to d is the k-th put on the pair's mailbox.
-class Mailboxes {
+// One message: the k-th send from s to d meets the k-th receive at d from s. Its transfer is a host-to-host comm,
+// started when the second side posts, as SMPI's mailbox comm is matched and started then. No mailbox is made:
+// at a million messages in flight, a mailbox per pair was a third of the memory.
+struct Message {
+  sg4::CommPtr comm;              // the transfer, once both sides have posted
+  sg4::SemaphorePtr started;      // made by a side that waits before then; released at the start
+  double bytes = 0;               // the sender's, once it has posted
+  std::shared_ptr<Message> next;  // the next one posted on the same side of the same pair, not yet met
+};
+using MessagePtr = std::shared_ptr<Message>;
+
+struct Pending {  // a request this rank will wait for
+  MessagePtr message;
+  double bytes;
+  bool recv;
+};
+
+// The messages posted on one side only, per pair of ranks, oldest first.
+class Matcher {
 public:
-  // The mailbox for one more put (a send) or get (a receive) between src and dst; post on it at once, with no
-  // other call to SimGrid between (another rank may run then, and take a mailbox given back here).
-  sg4::Mailbox* next(int src, int dst, bool put)
+  explicit Matcher(std::vector<sg4::Host*> hosts) : hosts_(std::move(hosts)) {}
+
+  // The message of one more send (put) or receive between src and dst: the oldest one the other side posted, now
+  // started, or a new one that waits for it.
+  MessagePtr post(int src, int dst, bool put, double bytes)
   {
-    if (spare_.empty())  // by_name lets the other ranks run, so it comes before the table is read
-      spare_.push_back(sg4::Mailbox::by_name(std::to_string(made_++)));
-    auto [at, fresh] = lent_.try_emplace((static_cast<std::uint64_t>(src) << 32) | static_cast<std::uint32_t>(dst));
-    if (fresh) {
-      at->second.first = spare_.back();
-      spare_.pop_back();
+    auto key = (static_cast<std::uint64_t>(src) << 32) | static_cast<std::uint32_t>(dst);
+    auto at = unmet_.find(key);
+    if (at == unmet_.end() || at->second.puts == put) {
+      auto message = std::make_shared<Message>();
+      message->bytes = bytes;
+      Unmet& unmet = unmet_[key];
+      if (unmet.head)
+        unmet.tail->next = message;
+      else
+        unmet = {message, nullptr, put};
+      unmet.tail = message.get();
+      sg4::this_actor::yield();  // a simcall, as SMPI's post to a mailbox: the ranks take turns as they do there
+      return message;
     }
-    sg4::Mailbox* mailbox = at->second.first;
-    at->second.second += put ? 1 : -1;
-    if (at->second.second == 0) {  // this post matches the last one waiting: the mailbox is empty after it
-      spare_.push_back(mailbox);
-      lent_.erase(at);
-    }
-    return mailbox;
+    MessagePtr message = at->second.head;
+    at->second.head = message->next;
+    message->next = nullptr;
+    if (!at->second.head)
+      unmet_.erase(at);
+    auto size = static_cast<std::uint64_t>((put ? bytes : message->bytes) + ENVELOPE);
+    // One simcall starts the transfer and wakes a side that waits for it, as SMPI's match does in the simcall of
+    // the post: with one more, this rank would post its next message a turn later than in SMPI.
+    simgrid::kernel::actor::simcall_answered([this, &message, src, dst, size] {
+      message->comm = sg4::Comm::sendto_async(hosts_[src], hosts_[dst], size);
+      if (message->started)
+        message->started->release();
+    });
+    return message;
   }
 
 private:
-  std::unordered_map<std::uint64_t, std::pair<sg4::Mailbox*, long>> lent_;  // pair -> mailbox, puts - gets
-  std::vector<sg4::Mailbox*> spare_;
-  long made_ = 0;
+  struct Unmet {
+    MessagePtr head;
+    Message* tail;
+    bool puts;
+  };
+  std::vector<sg4::Host*> hosts_;  // per rank
+  std::unordered_map<std::uint64_t, Unmet> unmet_;
 };
 
 void sleep_if(double seconds)
@@ -168,14 +200,17 @@ void sleep_if(double seconds)
 
 void finish(const Pending& p, const Costs& costs)
 {
-  p.comm->wait();
+  if (!p.message->comm) {  // the other side has not posted yet
+    p.message->started = sg4::Semaphore::create(0);
+    p.message->started->acquire();
+  }
+  p.message->comm->wait();
   if (p.recv && p.bytes < DETACH_BELOW)
     sleep_if(costs.orecv);
 }
 
-void replay(int rank, const std::vector<Action>* actions, Mailboxes* mailboxes, Costs costs, double* finished)
+void replay(int rank, const std::vector<Action>* actions, Matcher* matcher, Costs costs, double* finished)
 {
-  static char token;  // every message's payload: S4U sends no nullptr, and no data moves
   std::unordered_map<std::uint64_t, Pending> pending;
   for (const Action& a : *actions) {
     switch (a.kind) {
@@ -183,22 +218,18 @@ void replay(int rank, const std::vector<Action>* actions, Mailboxes* mailboxes, 
       case Kind::send: {
         bool detached = a.bytes < DETACH_BELOW;
         sleep_if(a.kind == Kind::isend ? costs.ois : detached ? costs.os : 0);
-        auto size = static_cast<std::uint64_t>(a.bytes + ENVELOPE);
-        auto comm = mailboxes->next(rank, a.peer, true)->put_init(&token, size);
-        if (detached) {
-          comm->detach();
-        } else {
-          comm->start();  // before wait: wait on an unstarted comm without data would post a receive
-          if (a.kind == Kind::send)
-            comm->wait();
-          else
-            pending[request_key(a.peer, a.tag, true)] = {comm, a.bytes, false};
-        }
+        Pending p{matcher->post(rank, a.peer, true, a.bytes), a.bytes, false};
+        if (detached)  // the sender goes on; the receiver waits for it
+          break;
+        if (a.kind == Kind::send)
+          finish(p, costs);
+        else
+          pending[request_key(a.peer, a.tag, true)] = p;
         break;
       }
       case Kind::irecv:
       case Kind::recv: {
-        Pending p{mailboxes->next(a.peer, rank, false)->get_async(), a.bytes, true};
+        Pending p{matcher->post(a.peer, rank, false, a.bytes), a.bytes, true};
         if (a.kind == Kind::recv)
           finish(p, costs);
         else
@@ -282,7 +313,7 @@ int main(int argc, char* argv[])
     if (!placed.back())
       fail("no host " + hosts[rank] + " in " + paths[0]);
   }
-  Mailboxes mailboxes;
+  Matcher matcher(placed);
   std::vector<std::vector<Action>> actions(traces.size());
   std::vector<double> finished(traces.size(), 0);
   for (size_t rank = 0; rank < traces.size(); rank++) {
@@ -290,9 +321,9 @@ int main(int argc, char* argv[])
     std::string name = "rank" + std::to_string(rank);
     int r = static_cast<int>(rank);
 #if SIMGRID_VERSION_MAJOR >= 4
-    placed[rank]->add_actor(name, replay, r, &actions[rank], &mailboxes, options.costs, &finished[rank]);
+    placed[rank]->add_actor(name, replay, r, &actions[rank], &matcher, options.costs, &finished[rank]);
 #else  // Debian's 3.32
-    sg4::Actor::create(name, placed[rank], replay, r, &actions[rank], &mailboxes, options.costs, &finished[rank]);
+    sg4::Actor::create(name, placed[rank], replay, r, &actions[rank], &matcher, options.costs, &finished[rank]);
 #endif
   }
   engine.run();
