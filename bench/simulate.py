@@ -18,6 +18,7 @@ from a2a.simulate import simgrid
 from a2a.simulate.calibrate import message_cost
 from a2a.simulate.schedule_cache import OFF, ScheduleCache, default_directory
 from a2a.simulate.sweep import Machine, resume_simulation, simulate_sweep, simulated_variants, simulation_config
+from a2a.units import parse_size
 
 from .group import main
 from .options import parse_assignments, parse_count, parse_dtype, parse_list
@@ -58,6 +59,8 @@ DEFAULTS = {"platform": "switch", "link": "100Gbps,1us", "nprocs": "64", "sizes"
                    "as not simulated.")
 @click.option("--jobs", type=click.IntRange(min=1), default=None,
               help="Replays run at once (each is one process). [default: this process's cores]")
+@click.option("--memory", help="Memory the replays running at once may hold together, e.g. 4G; one that needs "
+                               "more runs alone. [default: three quarters of the memory available]")
 @click.option("--schedule-cache", help="Where captured schedules are kept for the next simulation, or 'none'. "
                                        "[default: $A2A_SCHEDULE_CACHE, else ~/.cache/a2a-testbed/schedules]")
 @click.option("--replayer", type=click.Choice(simgrid.REPLAYERS), default=None,
@@ -77,8 +80,11 @@ def simulate(**given: Any) -> None:
     jobs = given["jobs"] or len(os.sched_getaffinity(0))
     cache = given["schedule_cache"]
     schedules = ScheduleCache(None if cache == OFF else Path(cache) if cache else default_directory())
+    memory = parse_size(given["memory"], "--memory") if given["memory"] is not None else None
+    if memory == 0:
+        raise BadConfig("--memory '0': the replays need some; accepted: a byte count above 0, e.g. 4G")
     sys.exit(simulate_sweep(directory, state, machine, Output(given["quiet"], given["fmt"]), keep,
-                            given["replay_timeout"], jobs, schedules))
+                            given["replay_timeout"], jobs, schedules, memory))
 
 
 def prepare(given: dict[str, Any]) -> tuple[Path, SweepState, Machine]:
@@ -86,7 +92,8 @@ def prepare(given: dict[str, Any]) -> tuple[Path, SweepState, Machine]:
     if given["resume"]:
         directory = Path(given["resume"])
         clashing = [k for k, v in given.items() if v not in (None, (), False) and k not in
-                    ("resume", "quiet", "fmt", "keep_traces", "replay_timeout", "jobs", "schedule_cache")]
+                    ("resume", "quiet", "fmt", "keep_traces", "replay_timeout", "jobs", "memory",
+                     "schedule_cache")]
         if clashing:
             raise BadConfig(f"--resume takes the simulation from {directory}/meta.json; drop --"
                             + ", --".join(k.replace("_", "-") for k in clashing))

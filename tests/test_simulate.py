@@ -471,16 +471,19 @@ def test_replay_over_its_time_is_stopped_and_recorded(tmp_path, capsys, replayer
 class LoggedReplay:
     """A stand-in for simgrid.ReplayJob that logs when each replay starts, is waited for and stops."""
 
-    def __init__(self, log: list[str], interrupt: str = "", signum: int = signal.SIGINT):
-        self.log, self.interrupt, self.signum = log, interrupt, signum
+    def __init__(self, log: list[str], interrupt: str = "", signum: int = signal.SIGINT, memory: int = 0):
+        self.log, self.interrupt, self.signum, self.bytes = log, interrupt, signum, memory
 
     def __call__(self, schedule, *args, **kwargs) -> "LoggedReplay":
-        job = LoggedReplay(self.log, self.interrupt, self.signum)
+        job = LoggedReplay(self.log, self.interrupt, self.signum, self.bytes)
         job.name = self.log[-1].split()[-1]  # the variant captured last (one size per variant here)
         return job
 
     def identity(self, config) -> str:
         return self.name  # no two variants here send the same messages
+
+    def memory(self) -> int:
+        return self.bytes
 
     def start(self, config, timeout):
         self.log.append(f"start {self.name}")
@@ -534,3 +537,47 @@ def test_replays_run_while_the_next_variant_is_captured(tmp_path, capsys, monkey
         assert [r["algorithm"] for r in rows(tmp_path / "sim")] == ["linear"]
         assert json.loads((tmp_path / "sim" / "meta.json").read_text())["status"] == f"terminated by {stop}"
     assert {signum: signal.getsignal(signum) for signum in handlers} == handlers  # given back
+
+
+@pytest.mark.parametrize("memory, waits", [("6G", 0), ("5G", 1)])
+def test_replays_that_do_not_fit_in_memory_together_run_one_at_a_time(tmp_path, capsys, monkeypatch, memory, waits):
+    """Two replays of 3 GiB each: under --memory 6G both run at once (--jobs 2); under 5G pairwise's starts only
+    once linear's is done, and the record counts the wait."""
+    from a2a.simulate import sweep as command
+
+    log: list[str] = []
+    real = command.capture_unit
+
+    def capture_unit(name, *args, **kwargs):
+        log.append(f"capture {name}")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(command, "capture_unit", capture_unit)
+    monkeypatch.setattr(simgrid, "ReplayJob", LoggedReplay(log, memory=3 << 30))
+    monkeypatch.setattr(simgrid, "missing", lambda: None)
+    monkeypatch.setattr(simgrid, "version", lambda: "4.1")
+    monkeypatch.setattr(simgrid, "s4u_replayer", lambda: "s4u_replay")  # never run: the replays are stand-ins
+    code, _, err = simulate(tmp_path, capsys, "--nprocs", "4", "--sizes", "8", "--algorithms", "linear,pairwise",
+                            "--jobs", "2", "--memory", memory, "--schedule-cache", "none")
+    assert code == 0, err
+    assert log == ORDER["2" if not waits else "1"]
+    assert json.loads((tmp_path / "sim" / "meta.json").read_text()).get("replays_waited_for_memory", 0) == waits
+
+
+@pytest.mark.parametrize("memory", ["0", "4X"])
+def test_a_bad_memory_is_refused_once_before_anything_runs(tmp_path, capsys, memory):
+    code, _, err = simulate(tmp_path, capsys, "--nprocs", "4", "--sizes", "8", "--algorithms", "linear",
+                            "--memory", memory)
+    assert code == 2 and err.count("--memory") == 1 and "accepted" in err, err
+    assert not (tmp_path / "sim" / "results.csv").exists()
+
+
+def test_a_traces_memory_counts_the_requests_each_rank_has_in_flight(tmp_path):
+    """linear posts its 7 receives and 7 sends at once on each of 8 ranks; pairwise one of each at a time."""
+    for name, pending in (("linear", 8 * 14), ("pairwise", 8 * 2)):
+        traces = simgrid.write_traces(stepped(name, {}, 8), tmp_path / name, 1e10)
+        assert traces.pending == pending
+        assert traces.memory() == (simgrid.REPLAY_BASE_BYTES + simgrid.REPLAY_REQUEST_BYTES * pending
+                                   + simgrid.REPLAY_LINE_BYTES * traces.lines)
+    assert simgrid.most_pending("0 init\n0 isend 1 0 8\n0 wait 0 1 0\n0 irecv 1 0 8\n0 isend 1 1 8\n"
+                                "0 wait 1 0 0\n0 wait 0 1 1\n0 finalize\n") == 2

@@ -413,30 +413,53 @@ def _collective(e: Collective, rank: int, nprocs: int, fresh: Iterator[int]) -> 
 @dataclass(frozen=True)
 class Traces:
     """A schedule's traces on disk: the list of them, their ranks, whether a line is SMPI's own MPI_Alltoall (which
-    only smpirun replays), and the SHA-256 of every rank's trace. `scratch`: their temporary directory, removed
-    once no one holds them."""
+    only smpirun replays), the SHA-256 of every rank's trace, their lines, and the most requests each rank has
+    posted and not yet waited for, summed over the ranks. `scratch`: their temporary directory, removed once no
+    one holds them."""
 
     listing: Path
     nprocs: int
     collective: bool
     digest: str
+    lines: int = 0
+    pending: int = 0
     scratch: Any = None
+
+    def memory(self) -> int:
+        """The bytes a replay of them holds at most, about: each request in flight and each line read.
+
+        Measured with the S4U replayer (linear on a fat tree, 256 to 1,024 ranks, docs/simulation.md); smpirun
+        holds about as much. SMPI's own MPI_Alltoall is taken to post every message at once.
+        """
+        pending = self.nprocs * (self.nprocs - 1) if self.collective else self.pending
+        return REPLAY_BASE_BYTES + REPLAY_REQUEST_BYTES * pending + REPLAY_LINE_BYTES * self.lines
+
+
+REPLAY_BASE_BYTES, REPLAY_REQUEST_BYTES, REPLAY_LINE_BYTES = 32 << 20, 1300, 24
+POSTS_AND_WAITS = re.compile(r"^\d+ (i(?=send|recv)|w(?=ait))", re.MULTILINE)  # an i per post, a w per wait
+
+
+def most_pending(text: str) -> int:
+    """The most requests one rank's trace lines have posted (isend, irecv) and not yet waited for."""
+    posted = np.frombuffer("".join(POSTS_AND_WAITS.findall(text)).encode(), np.uint8) == ord("i")
+    return int(np.cumsum(np.where(posted, 1, -1)).max(initial=0))
 
 
 def write_traces(schedule: Schedule, directory: Path, copy_bandwidth: float, exact: bool = False,
                  scratch: Any = None) -> Traces:
     """One trace file per rank in `directory`, and the list of them (`exact`: see trace_lines)."""
     directory.mkdir(parents=True, exist_ok=True)
-    listing, collective, digest = directory / "traces.txt", False, hashlib.sha256()
+    listing, collective, digest, lines, pending = directory / "traces.txt", False, hashlib.sha256(), 0, 0
     with open(listing, "w") as names:
         for rank, events in enumerate(schedule.events):
             path = directory / f"rank{rank}.txt"
             text = "\n".join(trace_lines(events, rank, schedule.nprocs, copy_bandwidth, exact)) + "\n"
             collective = collective or f"{rank} alltoall " in text
+            lines, pending = lines + text.count("\n"), pending + most_pending(text)
             path.write_text(text)
             digest.update(text.encode())
             names.write(f"{path}\n")
-    return Traces(listing, schedule.nprocs, collective, digest.hexdigest(), scratch)
+    return Traces(listing, schedule.nprocs, collective, digest.hexdigest(), lines, pending, scratch)
 
 
 def unit_traces(schedule: Schedule, copy_bandwidth: float) -> Traces:
@@ -490,6 +513,10 @@ class ReplayJob:
         """What decides the simulated time: the platform, the placement, the traces, and which replayer runs them
         with what configuration (equal identities, equal times: the simulator is deterministic)."""
         return hashlib.sha256(f"{self.digest}\0{self.s4u is None}\0{chr(0).join(config)}".encode()).hexdigest()
+
+    def memory(self) -> int:
+        """About the bytes its replay holds at most."""
+        return self.traces.memory()
 
     def start(self, config: list[str], timeout: float = 3600) -> "ReplayJob":
         """Run the replayer on the traces (output to a file: a full pipe would stall it)."""

@@ -28,6 +28,7 @@ from a2a.simulate import simgrid
 from a2a.simulate.capture import capture_unit
 from a2a.simulate.events import Schedule
 from a2a.simulate.schedule_cache import ScheduleCache
+from a2a.simulate.world import available_bytes
 
 TIMING = "simulated"
 
@@ -117,9 +118,9 @@ def resume_simulation(directory: Path) -> tuple[SweepState, Machine]:
 
 def simulate_sweep(directory: Path, state: SweepState, machine: Machine, output: Output,
                    keep: Path | None = None, replay_timeout: float = 3600, jobs: int = 1,
-                   cache: ScheduleCache | None = None) -> int:
-    """Simulate every point not yet recorded, `jobs` replays at a time; 0 when complete, 143 when interrupted
-    (the record is kept)."""
+                   cache: ScheduleCache | None = None, memory: int | None = None) -> int:
+    """Simulate every point not yet recorded, up to `jobs` replays at a time that hold about `memory` bytes together
+    (default: three quarters of the memory available); 0 when complete, 143 when interrupted (the record is kept)."""
     cost = machine.message_cost
     charged = f"; {cost.send * 1e6:.3g} us a send, {cost.recv * 1e6:.3g} us a receive" if cost.config() else ""
     facts = machine.facts()
@@ -130,7 +131,8 @@ def simulate_sweep(directory: Path, state: SweepState, machine: Machine, output:
         session.say(f"note: SimGrid {session.meta['simgrid']} replays many small messages in flight slowly "
                     "(linear: O(p^4), hours at 1024 ranks); `make simgrid` builds SimGrid 4.1")
     cache = cache or ScheduleCache(None)
-    replays = Replays(session, machine, keep, replay_timeout, jobs, cache, facts["s4u_replayer"])
+    memory = memory or (available_bytes() or 1 << 62) * 3 // 4
+    replays = Replays(session, machine, keep, replay_timeout, (jobs, memory), cache, facts["s4u_replayer"])
     try:
         with _stop_signals_interrupt():
             replays.run(sorted(state.todo, key=lambda p: (p.nprocs, str(p.layout), p.variant.label)))
@@ -168,18 +170,22 @@ class Replayed:
     def result(self) -> simgrid.Replay:
         return simgrid.Replay(self.replay.seconds, 0.0, 0.0)  # no simulator ran for it
 
+    def memory(self) -> int:
+        return 0
+
     def stop(self) -> None:
         pass
 
 
 class Replays:
-    """The points' replays in the background, up to `jobs` at a time, each started once its traces are written;
-    points are recorded in order. `s4u` is the S4U replayer program (None: smpirun replays every point)."""
+    """The points' replays in the background, each started once its traces are written, while fewer than `jobs`
+    run and its memory fits beside theirs in `memory` bytes (or none runs): `room` is (jobs, memory). Points are
+    recorded in order. `s4u` is the S4U replayer program (None: smpirun replays every point)."""
 
-    def __init__(self, session: Session, machine: Machine, keep: Path | None, replay_timeout: float, jobs: int,
-                 cache: ScheduleCache, s4u: str | None = None):
+    def __init__(self, session: Session, machine: Machine, keep: Path | None, replay_timeout: float,
+                 room: tuple[int, int], cache: ScheduleCache, s4u: str | None = None):
         self.session, self.machine, self.keep, self.replay_timeout = session, machine, keep, replay_timeout
-        self.jobs, self.cache, self.s4u = jobs, cache, s4u
+        (self.jobs, self.memory), self.cache, self.s4u = room, cache, s4u
         self.schedules: dict[tuple, Schedule | str] = {}
         self.traces: dict[tuple, simgrid.Traces] = {}  # the unit schedule's, which the S4U replayer scales
         self.replayed: dict[str, tuple[str, simgrid.Replay]] = {}  # ReplayJob.identity -> (variant, its replay)
@@ -207,13 +213,21 @@ class Replays:
             if job:
                 job.stop()
 
-    def _collect(self, left: int) -> None:
-        """Record points in order, waiting for their replays, until at most `left` replays run."""
-        while self.running and (self.running[0][1] is None or sum(j is not None for _, j in self.running) > left):
+    def _collect(self, left: int, memory: int = 0) -> None:
+        """Record points in order, waiting for their replays, until at most `left` replays run and `memory` more
+        bytes fit beside theirs."""
+        if self.running and self._held() + memory > self.memory:
+            self.session.add("replays_waited_for_memory", 1)
+        while self.running and (self.running[0][1] is None or sum(j is not None for _, j in self.running) > left
+                                or self._held() + memory > self.memory):
             row, job = self.running[0]
             seconds = self._simulated(row, job) if job else None
             self.running.popleft()
             self.session.end_point(row, [seconds] if seconds is not None else [])
+
+    def _held(self) -> int:
+        """About the bytes the replays running hold."""
+        return sum(job.memory() for _, job in self.running if job)
 
     def _end_nprocs(self) -> None:
         if self.nprocs is not None:
@@ -261,6 +275,7 @@ class Replays:
             row.note = f"replayed once with {twin[0]}: the same traces"
             self.session.add("replays_shared", 1)
             return Replayed(twin[1])
+        self._collect(self.jobs - 1, job.memory())
         return job.start(config, self.replay_timeout)
 
     def _simulated(self, row: Row, job: simgrid.ReplayJob | Replayed) -> float | None:

@@ -169,9 +169,14 @@ def resident_bytes() -> int:
 def memory_limit(share: int = 1) -> int | None:
     """What a capture may hold: what this process holds now and its `share` of three quarters of the memory
     available (1/2 each for two captures at once)."""
+    available = available_bytes()
+    return resident_bytes() + available * 3 // (4 * share) if available else None
+
+
+def available_bytes() -> int | None:
+    """The memory available to start new work without swapping (MemAvailable; None where /proc is not there)."""
     try:
         lines = open("/proc/meminfo").read().splitlines()
     except OSError:
         return None
-    available = next((int(line.split()[1]) * 1024 for line in lines if line.startswith("MemAvailable:")), None)
-    return resident_bytes() + available * 3 // (4 * share) if available else None
+    return next((int(line.split()[1]) * 1024 for line in lines if line.startswith("MemAvailable:")), None)
