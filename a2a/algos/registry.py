@@ -46,9 +46,10 @@ Limit = tuple[Callable[[Any], bool], str]  # (predicate, what is accepted)
 # (options as text with every default filled in, process count) -> the library's own choice, or None
 Twin = Callable[[dict[str, str], int], Hashable | None]
 # steps(p, rank, **options): what the factory runs after copying its own block, as a2a.algos.schedule Steps (one
-# Sendrecv of blocks each; Exchanges keep a run of one-block Steps as arrays) or Batches (many peers at once, then
-# one wait), or None where it runs something else; the simulator reads them instead of capturing the plan. One
-# that declares `nodes` is also given the ranks of each node of the job (list[list[int]]), as MPI would tell.
+# Sendrecv of blocks each; Exchanges keep a run of one-block Steps as arrays, Rounds a run of many-block ones as
+# peers and counts) or Batches (many peers at once, then one wait), or None where it runs something else; the
+# simulator reads them instead of capturing the plan. One that declares `nodes` is also given the ranks of each
+# node of the job (list[list[int]]), as MPI would tell.
 StepsOf = Callable[..., Any]
 
 

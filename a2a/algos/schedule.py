@@ -2,8 +2,9 @@
 
 A Step is one Sendrecv of blocks with one peer each way; a Batch posts one block from and to each of
 many peers at once and waits for them all. At thousands of ranks an object per step is too many, so runs
-of them are kept as arrays: Exchanges, Sendrecvs of one block each way (pairwise's p-1 steps); Batches,
-one Batch after another. A block is named by its (source, destination) ranks.
+of them are kept as arrays: Exchanges, Sendrecvs of one block each way (pairwise's p-1 steps); Rounds,
+Sendrecvs of many blocks, as peers and counts (ring's); Batches, one Batch after another. A block is named
+by its (source, destination) ranks.
 
 zero_copy_plan runs Steps of block moves with MPI derived datatypes on absolute addresses: no
 packing copies. A block starts in the send buffer, ends in the receive buffer (received there
@@ -16,7 +17,7 @@ persistent requests.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -69,6 +70,23 @@ class Exchanges:
         sent, received = pairs(self.rank, self.dests), pairs(self.sources, self.rank)
         return (Step(d, sent[k:k + 1], q, received[k:k + 1])
                 for k, (d, q) in enumerate(zip(self.dests.tolist(), self.sources.tolist())))
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """Sendrecvs of many blocks, one after another, kept for the simulator as arrays of peers and block counts:
+    round k sends sent[k] blocks to dests[k] and receives received[k] from sources[k]. Iterating gives the Steps
+    that name the blocks (`named()`), which the real run executes; only it needs them (ring's p-1 rounds hold
+    O(p^2) blocks per rank)."""
+
+    dests: np.ndarray
+    sources: np.ndarray
+    sent: np.ndarray
+    received: np.ndarray
+    named: Callable[[], list[Step]]
+
+    def __iter__(self) -> Iterator[Step]:
+        return iter(self.named())
 
 
 @dataclass(frozen=True)

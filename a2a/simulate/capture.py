@@ -23,7 +23,7 @@ from a2a.algos.nodes import one_per_node
 from a2a.algos.pattern import expected_pattern, send_pattern
 from a2a.algos.prebuilt import WATCHER
 from a2a.algos.registry import get, steps_for
-from a2a.algos.schedule import Batches, Exchanges
+from a2a.algos.schedule import Batches, Exchanges, Rounds
 from a2a.errors import A2AError, CaptureError
 from a2a.simulate.events import Burst, Copy, Event, Irecv, Isend, RankLog, Schedule, Sendrecvs, Wait
 from a2a.simulate.standin import StandInComm, standin_module, standin_mpi
@@ -123,7 +123,7 @@ def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float
     The factory copies its own block (its whole buffer for Exchanges that say so), then makes one Sendrecv per
     Step of the step's blocks (zero_copy_plan, or pairwise's contiguous blocks), or starts each Batch's requests
     at once and waits for all (batch_plan). The stand-in logs a Sendrecv as an Isend, an Irecv and one Wait for
-    both; Batches are one Burst event, and Exchanges one Sendrecvs event, for what it logs one by one
+    both; Batches are one Burst event, and Exchanges and Rounds one Sendrecvs event, for what it logs one by one
     (test_capture holds the two equal).
     """
     steps_of = steps_for(name, options, nodes or one_per_node(nprocs))
@@ -137,6 +137,9 @@ def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float
             return None
         if isinstance(steps, Exchanges):
             events.append([Copy(width * steps.copied), Sendrecvs(steps.sources, steps.dests, width, 0)])
+            continue
+        if isinstance(steps, Rounds):
+            events.append([Copy(width), Sendrecvs(steps.sources, steps.dests, width, 0, steps.sent, steps.received)])
             continue
         mine: list[Event] = [Copy(width)]
         if isinstance(steps, Batches):

@@ -146,17 +146,26 @@ class Burst(Messages):
 
 @dataclass(slots=True, eq=False)
 class Sendrecvs(Messages):
-    """Sendrecv k, one after another: an Isend to dests[k] and an Irecv from sources[k] (requests first + 2k and
-    first + 2k + 1), then a wait for both: Exchanges."""
+    """Sendrecv k, one after another: an Isend of sent[k] blocks of nbytes to dests[k] and an Irecv of received[k]
+    from sources[k] (requests first + 2k and first + 2k + 1; one block each where None), then a wait for both:
+    Exchanges and Rounds."""
 
+    sent: np.ndarray | None = None
+    received: np.ndarray | None = None
     kind: ClassVar[str] = "sendrecvs"
+
+    def rounds(self) -> Iterator[tuple[int, int, int, int]]:
+        """(dest, bytes sent, source, bytes received) of each Sendrecv."""
+        sent, received = ((itertools.repeat(self.nbytes) if blocks is None else (blocks * self.nbytes).tolist())
+                          for blocks in (self.sent, self.received))
+        return zip(self.dests.tolist(), sent, self.sources.tolist(), received)
 
     def expanded(self) -> list["Event"]:
         """The events a capture logs for it: per Sendrecv an Isend, an Irecv and a Wait for both."""
         found: list[Event] = []
-        for k, (q, d) in enumerate(zip(self.sources.tolist(), self.dests.tolist())):
+        for k, (d, sent, q, received) in enumerate(self.rounds()):
             i = self.first + 2 * k
-            found += [Isend(d, self.nbytes, i), Irecv(q, self.nbytes, i + 1), Wait((i, i + 1))]
+            found += [Isend(d, sent, i), Irecv(q, received, i + 1), Wait((i, i + 1))]
         return found
 
 

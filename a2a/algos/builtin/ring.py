@@ -12,14 +12,22 @@ Cost: p-1 latencies in series, and the bytes one rank sends, (p-1) + (p-2) + ...
   T = (p-1) alpha + p(p-1)/2 m beta
 No MPI library has it (no twin).
 """
+from functools import partial
+
 import numpy as np
 
 from a2a.algos.cost import Formula, Placement
 from a2a.algos.registry import register
-from a2a.algos.schedule import Step, pairs, zero_copy_plan
+from a2a.algos.schedule import Rounds, Step, pairs, zero_copy_plan
 
 
-def steps(p: int, r: int) -> list[Step]:
+def steps(p: int, r: int) -> Rounds:
+    """Rank r's rounds: to r+1 the p-s blocks that came from r-s+1, from r-1 the p-s blocks of r-s."""
+    counts = p - np.arange(1, p)
+    return Rounds(np.full(p - 1, (r + 1) % p), np.full(p - 1, (r - 1) % p), counts, counts, partial(named_steps, p, r))
+
+
+def named_steps(p: int, r: int) -> list[Step]:
     """Rank r's steps: blocks named (source, destination), sent right, received from the left."""
     ahead = (r + np.arange(p)) % p  # the destinations r, r+1, ..., r+p-1
     return [Step((r + 1) % p, pairs((r - s + 1) % p, ahead[1:p - s + 1]),
@@ -37,4 +45,4 @@ def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
           simplicity=19)
 def ring(comm, sendbuf, recvbuf):
     """p-1 steps to the right neighbour, each forwarding every block not yet home (zero-copy datatypes)."""
-    return zero_copy_plan(comm, sendbuf, recvbuf, steps(comm.size, comm.rank))
+    return zero_copy_plan(comm, sendbuf, recvbuf, named_steps(comm.size, comm.rank))
