@@ -17,8 +17,12 @@
 // one trace serves every size of a schedule. Collective lines (SMPI's own MPI_Alltoall) are refused: only
 // smpirun replays those.
 #include <simgrid/s4u.hpp>
-#include <simgrid/simcall.hpp>
 #include <simgrid/version.h>
+#if SIMGRID_VERSION_MAJOR >= 4
+#include <simgrid/simcall.hpp>
+#else  // Debian's 3.32
+#include <simgrid/simix.hpp>
+#endif
 
 #include <algorithm>
 #include <cmath>
