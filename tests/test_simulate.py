@@ -500,6 +500,23 @@ class LoggedReplay:
         self.log.append(f"stop {self.name}")
 
 
+def logged_replays(monkeypatch, replays: LoggedReplay) -> None:
+    """The sweep's captures log themselves in the stand-in's log, and its replays are the stand-in's."""
+    from a2a.simulate import sweep as command
+
+    real = command.capture_unit
+
+    def capture_unit(name, *args, **kwargs):
+        replays.log.append(f"capture {name}")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(command, "capture_unit", capture_unit)
+    monkeypatch.setattr(simgrid, "ReplayJob", replays)
+    monkeypatch.setattr(simgrid, "missing", lambda: None)
+    monkeypatch.setattr(simgrid, "version", lambda: "4.1")
+    monkeypatch.setattr(simgrid, "s4u_replayer", lambda: "s4u_replay")  # never run: the replays are stand-ins
+
+
 ORDER = {"1": ["capture linear", "start linear", "capture pairwise", "result linear", "start pairwise",
                "result pairwise"],
          "2": ["capture linear", "start linear", "capture pairwise", "start pairwise", "result linear",
@@ -511,22 +528,10 @@ ORDER = {"1": ["capture linear", "start linear", "capture pairwise", "result lin
 def test_replays_run_while_the_next_variant_is_captured(tmp_path, capsys, monkeypatch, stop, jobs):
     """One job: each replay overlaps the next capture; two: the second starts before the first is waited for.
     Ctrl-C or SIGTERM while pairwise replays stops that replay and closes the record with linear's row."""
-    from a2a.simulate import sweep as command
-
     log: list[str] = []
-    real = command.capture_unit
-
-    def capture_unit(name, *args, **kwargs):
-        log.append(f"capture {name}")
-        return real(name, *args, **kwargs)
-
-    monkeypatch.setattr(command, "capture_unit", capture_unit)
     interrupt = "pairwise" if stop else ""
-    monkeypatch.setattr(simgrid, "ReplayJob", LoggedReplay(log, interrupt, getattr(signal, stop or "SIGINT")))
+    logged_replays(monkeypatch, LoggedReplay(log, interrupt, getattr(signal, stop or "SIGINT")))
     handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGUSR1)}
-    monkeypatch.setattr(simgrid, "missing", lambda: None)
-    monkeypatch.setattr(simgrid, "version", lambda: "4.1")
-    monkeypatch.setattr(simgrid, "s4u_replayer", lambda: "s4u_replay")  # never run: the replays are stand-ins
     code, _, err = simulate(tmp_path, capsys, "--nprocs", "4", "--sizes", "8", "--algorithms", "linear,pairwise",
                             "--jobs", jobs, "--schedule-cache", "none")
     if not interrupt:
@@ -543,20 +548,8 @@ def test_replays_run_while_the_next_variant_is_captured(tmp_path, capsys, monkey
 def test_replays_that_do_not_fit_in_memory_together_run_one_at_a_time(tmp_path, capsys, monkeypatch, memory, waits):
     """Two replays of 3 GiB each: under --memory 6G both run at once (--jobs 2); under 5G pairwise's starts only
     once linear's is done, and the record counts the wait."""
-    from a2a.simulate import sweep as command
-
     log: list[str] = []
-    real = command.capture_unit
-
-    def capture_unit(name, *args, **kwargs):
-        log.append(f"capture {name}")
-        return real(name, *args, **kwargs)
-
-    monkeypatch.setattr(command, "capture_unit", capture_unit)
-    monkeypatch.setattr(simgrid, "ReplayJob", LoggedReplay(log, memory=3 << 30))
-    monkeypatch.setattr(simgrid, "missing", lambda: None)
-    monkeypatch.setattr(simgrid, "version", lambda: "4.1")
-    monkeypatch.setattr(simgrid, "s4u_replayer", lambda: "s4u_replay")  # never run: the replays are stand-ins
+    logged_replays(monkeypatch, LoggedReplay(log, memory=3 << 30))
     code, _, err = simulate(tmp_path, capsys, "--nprocs", "4", "--sizes", "8", "--algorithms", "linear,pairwise",
                             "--jobs", "2", "--memory", memory, "--schedule-cache", "none")
     assert code == 0, err
