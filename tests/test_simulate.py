@@ -6,6 +6,7 @@ import json
 import os
 import signal
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -566,11 +567,17 @@ def test_a_bad_memory_is_refused_once_before_anything_runs(tmp_path, capsys, mem
 
 
 def test_a_traces_memory_counts_the_requests_each_rank_has_in_flight(tmp_path):
-    """linear posts its 7 receives and 7 sends at once on each of 8 ranks; pairwise one of each at a time."""
+    """linear posts its 7 receives and 7 sends at once on each of 8 ranks; pairwise one of each at a time; SMPI's
+    own MPI_Alltoall (one trace line) is taken to post all 8 x 7 messages at once."""
+    written = {}
     for name, pending in (("linear", 8 * 14), ("pairwise", 8 * 2)):
-        traces = simgrid.write_traces(stepped(name, {}, 8), tmp_path / name, 1e10)
+        traces = written[name] = simgrid.write_traces(stepped(name, {}, 8), tmp_path / name, 1e10)
         assert traces.pending == pending
-        assert traces.memory() == (simgrid.REPLAY_BASE_BYTES + simgrid.REPLAY_REQUEST_BYTES * pending
-                                   + simgrid.REPLAY_LINE_BYTES * traces.lines)
+        assert traces.lines == sum(len(Path(f).read_text().splitlines()) for f in traces.listing.read_text().split())
+    assert written["linear"].memory() > written["pairwise"].memory()
+    native = simgrid.write_traces(capture("native", {}, 8, 1), tmp_path / "native", 1e10)
+    assert native.collective and native.pending == 0
+    assert native.memory() - simgrid.REPLAY_LINE_BYTES * native.lines - simgrid.REPLAY_BASE_BYTES == \
+        simgrid.REPLAY_REQUEST_BYTES * 8 * 7
     assert simgrid.most_pending("0 init\n0 isend 1 0 8\n0 wait 0 1 0\n0 irecv 1 0 8\n0 isend 1 1 8\n"
                                 "0 wait 1 0 0\n0 wait 0 1 1\n0 finalize\n") == 2
