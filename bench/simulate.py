@@ -15,7 +15,7 @@ from a2a.errors import BadConfig
 from a2a.measure.mesh import mesh_layouts
 from a2a.measure.session import FORMATS, Output, SweepState
 from a2a.simulate import simgrid
-from a2a.simulate.calibrate import message_cost
+from a2a.simulate.calibrate import calibrated
 from a2a.simulate.schedule_cache import OFF, ScheduleCache, default_directory
 from a2a.simulate.sweep import Machine, resume_simulation, simulate_sweep, simulated_variants, simulation_config
 from a2a.units import parse_size
@@ -50,7 +50,8 @@ DEFAULTS = {"platform": "switch", "link": "100Gbps,1us", "nprocs": "64", "sizes"
                                      "[default: 0, SMPI's own]")
 @click.option("--calibrate", type=click.Path(file_okay=False, exists=True),
               help="A measured record with linear at two or more process counts and 1 KiB per peer or less: "
-                   "--message-cost from its growth per extra peer.")
+                   "--message-cost from its growth per extra peer; and, where it has 64 KiB or more, SMPI's "
+                   "bandwidth factor that gives linear's measured time there.")
 @click.option("--output", help="Results directory. [default: results/<UTC time>-sim]")
 @click.option("--resume", type=click.Path(file_okay=False), help="Finish an interrupted simulation in DIR.")
 @click.option("--keep-traces", type=click.Path(file_okay=False), help="Keep platform, hostfile and traces under DIR.")
@@ -129,14 +130,14 @@ def prepare(given: dict[str, Any]) -> tuple[Path, SweepState, Machine]:
     directory = Path(given["output"] or f"results/{stamp}-sim")
     if (directory / "results.csv").exists():
         raise BadConfig(f"{directory} already holds results; use --resume {directory} or another --output")
+    if given["calibrate"]:
+        machine = calibrated(machine, Path(given["calibrate"]))
     return directory, SweepState(config, list(given["plugin"])), machine
 
 
 def _message_cost(text: str | None, calibrate: str | None) -> simgrid.MessageCost:
     if text and calibrate:
         raise BadConfig("--message-cost and --calibrate both set the cost of a message; give one")
-    if calibrate:
-        return message_cost(Path(calibrate))
     return simgrid.MessageCost.parse(text) if text else simgrid.MessageCost()
 
 

@@ -21,6 +21,7 @@ from a2a.simulate import simgrid
 from a2a.simulate.calibrate import message_cost
 from a2a.simulate.capture import capture, stepped
 from a2a.simulate.events import Burst, Collective, Copy, Irecv, Isend, Recv, Send, Sendrecvs, Wait, unpacked
+from a2a.simulate.sweep import Machine
 from bench.cli import entry
 
 needs_simgrid = pytest.mark.skipif(simgrid.missing() is not None, reason=str(simgrid.missing()))
@@ -334,11 +335,12 @@ def test_a_message_cost_is_charged_to_each_send_and_each_eager_receive(tmp_path,
     assert meta["message_cost"] == {"send_us": 2.0, "recv_us": 3.0, "source": "--message-cost 2,3"}
 
 
-def measured_linear(directory, times: dict[int, float], size: int = 8):
-    """A measured record with linear's p50 (us) per process count."""
+def measured_linear(directory, times: dict[int | tuple[int, int], float], size: int = 8):
+    """A measured record with linear's p50 (us) per process count, or per (process count, bytes per peer)."""
     recorder = Recorder(directory)
-    for nprocs, us in times.items():
-        recorder.add(Row(nprocs, 1, nprocs, "linear", "", "float32", size // 4, size, iterations=10, warmup=1,
+    for key, us in times.items():
+        nprocs, nbytes = key if isinstance(key, tuple) else (key, size)
+        recorder.add(Row(nprocs, 1, nprocs, "linear", "", "float32", nbytes // 4, nbytes, iterations=10, warmup=1,
                          t_p50_us=us, valid=True))
     recorder.close()
     return directory
@@ -364,8 +366,25 @@ def test_simulate_calibrated_from_a_measured_record(tmp_path, capsys):
                              "--calibrate", str(record))
     meta = json.loads((tmp_path / "sim" / "meta.json").read_text())
     assert meta["message_cost"]["send_us"] == pytest.approx(0.85) and str(record) in meta["message_cost"]["source"]
+    assert meta["bandwidth_factor"]["factor"] == 0 and meta["bandwidth_factor"]["source"].startswith("none")
     code, _, err = simulate(tmp_path / "both", capsys, "--calibrate", str(record), "--message-cost", "1")
     assert code == 2 and "give one" in err
+
+
+@needs_simgrid
+def test_calibration_fits_the_bandwidth_to_linears_largest_size(tmp_path, capsys):
+    """The fitted factor makes the simulated linear take its measured time at 1 MiB, on every later replay."""
+    args = ("--platform", "switch", "--nprocs", "2", "--sizes", "8,1M", "--algorithms", "linear")
+    record = measured_linear(tmp_path / "run", {2: 4.0, 4: 7.4, (2, 1 << 20): 1000.0})
+    plain, _ = simulated(tmp_path / "plain", capsys, *args)
+    charged, out = simulated(tmp_path / "fitted", capsys, *args, "--calibrate", str(record))
+    assert float(plain[1]["t_p50_us"]) < 500 and float(charged[1]["t_p50_us"]) == pytest.approx(1000.0, rel=1e-3)
+    meta = json.loads((tmp_path / "fitted" / "sim" / "meta.json").read_text())
+    assert 0 < meta["bandwidth_factor"]["factor"] < 1 and "bandwidth factor" in out
+    assert Machine.of(meta).bandwidth.factor == meta["bandwidth_factor"]["factor"]  # --resume replays on it
+    too_fast = measured_linear(tmp_path / "fast", {2: 4.0, 4: 7.4, (2, 1 << 20): 5.0})
+    code, _, err = simulate(tmp_path / "fast", capsys, *args, "--calibrate", str(too_fast))
+    assert code == 2 and "no bandwidth factor fits" in err
 
 
 @needs_simgrid

@@ -213,6 +213,29 @@ class MessageCost:
         return cls(send / 1e6, recv / 1e6, f"--message-cost {text}")
 
 
+@dataclass(frozen=True)
+class BandwidthFactor:
+    """The share of a link's rate a message gets (SMPI's smpi/bw-factor, one for every size), fitted to a measured
+    record; 0 keeps the network's own factors."""
+
+    factor: float = 0.0
+    source: str = "none"
+
+    def config(self) -> list[str]:
+        """The SMPI option that applies it (after the network's, which it replaces)."""
+        return [f"--cfg=smpi/bw-factor:0:{self.factor:.9g}"] if self.factor else []
+
+    def facts(self) -> dict[str, Any]:
+        """What meta.json keeps of it."""
+        return {"factor": self.factor, "source": self.source}
+
+    @classmethod
+    def of(cls, facts: dict[str, Any] | None) -> "BandwidthFactor":
+        """The factor a meta.json records (none in records made before it was)."""
+        facts = facts or {}
+        return cls(facts.get("factor", 0.0), facts.get("source", "none"))
+
+
 def platform_xml(fabric: Any, link: Link, copy_bandwidth: float) -> str:
     """A SimGrid platform of `fabric` (a2a.fabric), every link `link`, full duplex; hosts n0..n{N-1}."""
     rate, delay = link.bytes_per_second / TIME_SCALE, link.latency * TIME_SCALE

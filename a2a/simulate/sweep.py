@@ -36,7 +36,7 @@ TIMING = "simulated"
 @dataclass(frozen=True)
 class Machine:
     """What the simulated calls run on: the topology, its links, the memory copy rate, ranks per node, the
-    software cost of a message, and the replayer."""
+    software cost of a message, the replayer, and the share of a link's rate a message gets."""
 
     platform: str
     link: simgrid.Link
@@ -45,6 +45,7 @@ class Machine:
     network: str = "calibrated"
     message_cost: simgrid.MessageCost = simgrid.MessageCost()
     replayer: str = simgrid.REPLAYERS[0]
+    bandwidth: simgrid.BandwidthFactor = simgrid.BandwidthFactor()
 
     def placement(self, nprocs: int) -> tuple[Any, int]:
         """The fabric for `nprocs` ranks and the ranks per node (block placement)."""
@@ -59,10 +60,16 @@ class Machine:
                             f"{shape.spec} has {shape.nodes} (raise --ppn or leave it out)")
         return shape, ppn
 
+    def node_ranks(self, nprocs: int) -> list[list[int]]:
+        """The ranks of each node (block placement)."""
+        ppn = self.placement(nprocs)[1]
+        return [list(range(start, min(start + ppn, nprocs))) for start in range(0, nprocs, ppn)]
+
     def facts(self) -> dict[str, Any]:
         """What meta.json keeps of the machine and the simulator."""
         return {"platform": self.platform, "link": self.link.text, "copy_bandwidth": self.copy_bandwidth,
                 "ppn_option": self.ppn, "network": self.network, "message_cost": self.message_cost.facts(),
+                "bandwidth_factor": self.bandwidth.facts(),
                 "simgrid": simgrid.version(), "smpirun": simgrid.smpirun(), "replayer": simgrid.replayer(),
                 "replay": self.replayer,
                 "s4u_replayer": simgrid.s4u_replayer() if self.replayer == "s4u" else None}
@@ -72,7 +79,11 @@ class Machine:
         """The machine a simulated record's meta.json describes."""
         return cls(meta["platform"], simgrid.Link.parse(meta["link"]), meta["copy_bandwidth"], meta["ppn_option"],
                    meta.get("network", "calibrated"), simgrid.MessageCost.of(meta.get("message_cost")),
-                   meta.get("replay", "smpi"))
+                   meta.get("replay", "smpi"), simgrid.BandwidthFactor.of(meta.get("bandwidth_factor")))
+
+    def config(self) -> list[str]:
+        """The SMPI options of every replay on it: the network model's, the message cost's and the bandwidth's."""
+        return simgrid.NETWORKS[self.network] + self.message_cost.config() + self.bandwidth.config()
 
 
 def simulated_variants(text: str, assignments: dict[str, dict[str, str]], ppn: int) -> list[Variant]:
@@ -123,6 +134,7 @@ def simulate_sweep(directory: Path, state: SweepState, machine: Machine, output:
     (default: three quarters of the memory available); 0 when complete, 143 when interrupted (the record is kept)."""
     cost = machine.message_cost
     charged = f"; {cost.send * 1e6:.3g} us a send, {cost.recv * 1e6:.3g} us a receive" if cost.config() else ""
+    charged += f"; bandwidth factor {machine.bandwidth.factor:.3g}" if machine.bandwidth.factor else ""
     facts = machine.facts()
     backend = Backend("simgrid", facts, f"{machine.link.text}{charged}; times in microseconds",
                       where=lambda rows: f", simulated on {rows[0].platform}")
@@ -268,7 +280,7 @@ class Replays:
                                         point.variant.options.get("algorithm", "")) if native else [])
         if native and point.layout:
             row.note = "native in groups runs a linear point-to-point lowering, not SMPI's MPI_Alltoall"
-        config = config + simgrid.NETWORKS[self.machine.network] + self.machine.message_cost.config()
+        config = config + self.machine.config()
         twin = self.replayed.get(job.identity(config))
         if twin is not None:
             job.stop()
@@ -299,7 +311,7 @@ class Replays:
 
     def _capture(self, point: Point, ppn: int) -> Schedule | str:
         """The schedule at unit size (scaled per size), or the refusal note."""
-        nodes = [list(range(start, min(start + ppn, point.nprocs))) for start in range(0, point.nprocs, ppn)]
+        nodes = self.machine.node_ranks(point.nprocs)
         options = {} if point.variant.name == NATIVE else point.variant.options
         group = (lambda world, layout=point.layout: group_comm(world, layout)) if point.layout else None
         key = {"algorithm": point.variant.name, "options": options, "nprocs": point.nprocs, "dtype": point.dtype,
