@@ -45,8 +45,10 @@ from a2a.simulate.world import World
 class Request:
     """A stand-in request: the logged message it stands for, and for a receive where it lands."""
 
+    __slots__ = ("log", "ident", "receive", "active")  # a capture holds one per message of every rank
+
     def __init__(self, log: RankLog, ident: int | None, receive: tuple | None = None):
-        self.log, self.ident, self.receive = log, ident, receive
+        self.log, self.ident, self.receive, self.active = log, ident, receive, True
 
     def _complete(self) -> None:
         if self.receive:
@@ -54,8 +56,6 @@ class Request:
             write(buf, offsets, world.collect(key, what))
             self.receive = None
         self.active = False
-
-    active = True
 
     def _ready(self) -> bool:
         return not self.receive or self.receive[0].has(self.receive[1])
@@ -106,6 +106,8 @@ class Request:
 
 class Prequest(Request):
     """A persistent request: every Start logs (and for a send, delivers) a new message."""
+
+    __slots__ = ("comm", "kind", "peer", "spec", "tag")
 
     def __init__(self, comm: "StandInComm", kind: type[Isend] | type[Irecv], peer: int, spec: Any, tag: int):
         super().__init__(comm.log, None)
