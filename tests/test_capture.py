@@ -14,6 +14,7 @@ from a2a.algos.registry import REGISTRY, register
 from a2a.errors import CaptureError
 from a2a.simulate import capture as capture_module
 from a2a.simulate import world
+from a2a.simulate.bytemaps import Datatype, whole_blocks
 from a2a.simulate.capture import capture, capture_scaled, capture_unit, stepped
 from a2a.simulate.events import collectives, copied, traffic
 
@@ -60,6 +61,14 @@ def test_hierarchical_logs_node_collectives_on_the_layout():
     s = capture("hierarchical", {}, 6, 1, "float32", nodes=[[0, 1, 2], [3, 4, 5]])
     assert collectives(s.events[4]) == [("gather", (3, 4, 5)), ("scatter", (3, 4, 5))]
     assert collectives(s.events[3]) == [("gather", (3, 4, 5)), ("alltoallv", (0, 3)), ("scatter", (3, 4, 5))]
+
+
+def test_an_alltoallv_of_equal_packed_blocks_moves_as_whole_blocks():
+    """Equal counts at packed displacements are one (n, bytes) view, as an alltoall's; any other layout is not."""
+    buf, byte = np.arange(12, dtype=np.uint8), Datatype.basic(1, "BYTE")
+    assert whole_blocks([buf, ([4, 4, 4], [0, 4, 8]), byte], 3).tolist() == buf.reshape(3, 4).tolist()
+    assert whole_blocks([buf, ([4, 4, 4], [0, 5, 8]), byte], 3) is None
+    assert whole_blocks([buf, ([4, 4, 3], [0, 4, 8]), byte], 3) is None
 
 
 def test_scaled_capture_equals_capture_at_size():

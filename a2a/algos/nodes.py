@@ -59,8 +59,10 @@ def split_nodes(nodes: list[list[int]], parts: int) -> list[list[int]]:
     """
     groups = []
     for members in nodes:
-        count = min(parts, len(members))
-        size, extra = divmod(len(members), count)
-        starts = [k * size + min(k, extra) for k in range(count + 1)]
+        if len(members) <= parts:  # a run per member (at one rank per node, every node)
+            groups += [[m] for m in members]
+            continue
+        size, extra = divmod(len(members), parts)
+        starts = [k * size + min(k, extra) for k in range(parts + 1)]
         groups += [members[a:b] for a, b in zip(starts, starts[1:])]
     return sorted(groups)

@@ -277,11 +277,12 @@ def member_maps(spec: Any, n: int) -> tuple[np.ndarray, list[np.ndarray]]:
 def whole_blocks(spec: Any, n: int) -> np.ndarray | None:
     """The n equal, back-to-back blocks of a collective buffer as an (n, bytes) view; None if it has others.
 
-    An alltoall of the whole job at 4096 ranks would otherwise map 4096 blocks on each rank.
+    An alltoall of the whole job at 4096 ranks would otherwise map 4096 blocks on each rank; so would
+    an alltoallv whose counts are equal and displacements packed.
     """
-    if isinstance(spec, (list, tuple)) and len(spec) == 3 and is_count(spec[1]) \
-            and isinstance(spec[2], Datatype) and spec[2].dense:
-        buf, nbytes = np.asarray(spec[0]), n * int(spec[1]) * spec[2].extent
+    count = _even_count(spec[1], n) if isinstance(spec, (list, tuple)) and len(spec) == 3 else None
+    if count is not None and isinstance(spec[2], Datatype) and spec[2].dense:
+        buf, nbytes = np.asarray(spec[0]), n * count * spec[2].extent
     elif isinstance(spec, np.ndarray):
         buf, nbytes = np.asarray(spec), spec.nbytes
     else:
@@ -289,6 +290,18 @@ def whole_blocks(spec: Any, n: int) -> np.ndarray | None:
     if not buf.flags.c_contiguous or nbytes % n or nbytes > buf.nbytes:
         return None
     return buf.reshape(-1).view(np.uint8)[:nbytes].reshape(n, -1)
+
+
+def _even_count(counts: Any, n: int) -> int | None:
+    """The count of each of n members: one count, or (counts, displacements) that are equal and packed."""
+    if is_count(counts):
+        return int(counts)
+    if not (isinstance(counts, tuple) and len(counts) == 2 and hasattr(counts[0], "__len__")):
+        return None
+    each, displs = np.asarray(counts[0]).reshape(-1), np.asarray(counts[1]).reshape(-1)
+    if n and len(each) == n and (each == each[0]).all() and np.array_equal(displs, np.arange(n) * each[0]):
+        return int(each[0])
+    return None
 
 
 def split(spec: Any, n: int) -> list[np.ndarray]:

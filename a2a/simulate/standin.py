@@ -129,6 +129,14 @@ _OPS = {"SUM": np.add, "MIN": np.minimum, "MAX": np.maximum, "PROD": np.multiply
         "LOR": np.logical_or, "LAND": np.logical_and, "BOR": np.bitwise_or, "BAND": np.bitwise_and}
 
 
+def _split_groups(values: list[tuple[int, int]]) -> dict[int, list[int]]:
+    """Comm.Split's members per color, from every rank's (color, key): ordered by key, then rank (made once)."""
+    groups: dict[int, list[tuple[int, int]]] = {}
+    for rank, (color, key) in enumerate(values):
+        groups.setdefault(color, []).append((key, rank))
+    return {color: [rank for _, rank in sorted(members)] for color, members in groups.items()}
+
+
 def _fold(values: list[Any], f: Callable[[Any, Any], Any]) -> Any:
     result = values[0]
     for v in values[1:]:
@@ -202,11 +210,10 @@ class StandInComm:
 
     def Split(self, color: int = 0, key: int = 0) -> Any:
         call = next(self._calls)
-        everyone = self.world.meet((self.key, call, "Split"), self.size, self.rank, (color, key), list)
+        groups = self.world.meet((self.key, call, "Split"), self.size, self.rank, (color, key), _split_groups)
         if color == UNDEFINED:
             return COMM_NULL
-        mine = sorted((k, i) for i, (c, k) in enumerate(everyone) if c == color)
-        ranks = [i for _, i in mine]
+        ranks = groups[color]
         return StandInComm(self.world, tuple(self.members[i] for i in ranks), ranks.index(self.rank),
                            (self.key, call, "split", color), self.log)
 
@@ -335,22 +342,21 @@ class StandInComm:
         return self._meet(name, value, combine)
 
     def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
+        self._exchange("alltoall", sendbuf, recvbuf)
+
+    def Alltoallv(self, sendbuf: Any, recvbuf: Any) -> None:
+        self._exchange("alltoallv", sendbuf, recvbuf)
+
+    def _exchange(self, name: str, sendbuf: Any, recvbuf: Any) -> None:
+        """Every member's block for every member, as one (n, n, bytes) array where the blocks are even."""
         n = self.size
         outgoing, incoming = whole_blocks(sendbuf, n), whole_blocks(recvbuf, n)
         if outgoing is not None and incoming is not None and outgoing.shape == incoming.shape:
-            width = (outgoing.shape[1],) * n  # one (n, n, bytes) array for the whole exchange
-            incoming[...] = self._collective("alltoall", None, width, width, outgoing, np.stack)[:, self.rank]
+            width = (outgoing.shape[1],) * n
+            incoming[...] = self._collective(name, None, width, width, outgoing, np.stack)[:, self.rank]
             return
         pieces = split(sendbuf, n)
-        everyone = self._collective("alltoall", None, tuple(map(len, pieces)), vector_bytes(recvbuf, n),
-                                    pieces, list)
-        place(recvbuf, [everyone[i][self.rank] for i in range(n)])
-
-    def Alltoallv(self, sendbuf: Any, recvbuf: Any) -> None:
-        n = self.size
-        pieces = split(sendbuf, n)
-        everyone = self._collective("alltoallv", None, tuple(map(len, pieces)), vector_bytes(recvbuf, n),
-                                    pieces, list)
+        everyone = self._collective(name, None, tuple(map(len, pieces)), vector_bytes(recvbuf, n), pieces, list)
         place(recvbuf, [everyone[i][self.rank] for i in range(n)])
 
     def Alltoallw(self, sendbuf: Any, recvbuf: Any) -> None:

@@ -89,15 +89,16 @@ def leader_permutations(nodes: list[list[int]], n: int, p: int) -> tuple[np.ndar
     in local order; so incoming from node c holds, for each local destination, c's sources.
     """
     here = len(nodes[n])
-    pack = [source * p + dest for members in nodes for dest in members for source in range(here)]
+    members = np.array([r for node in nodes for r in node], dtype=np.intp)  # every rank, node by node
+    sizes = np.array([len(node) for node in nodes], dtype=np.intp)
+    local = np.arange(here, dtype=np.intp)[:, None]
+    pack = (members[:, None] + local.T * p).reshape(-1)
+    before = np.repeat(np.cumsum(sizes) - sizes, sizes)  # per source: the ranks of the nodes before its node c
+    # incoming from c starts at here x before; in it, local dest d's run of |c| blocks, the source's i-th
     unpack = np.empty(here * p, dtype=np.intp)
-    offset = 0
-    for sources in nodes:
-        for dest in range(here):
-            for i, source in enumerate(sources):
-                unpack[dest * p + source] = offset + dest * len(sources) + i
-        offset += here * len(sources)
-    return np.array(pack, dtype=np.intp), unpack
+    unpack[(local * p + members).reshape(-1)] = (here * before + local * np.repeat(sizes, sizes)
+                                                 + np.arange(p) - before).reshape(-1)
+    return pack, unpack
 
 
 @register("hierarchical", collective="alltoallv", limits=NODE_LIMITS,
