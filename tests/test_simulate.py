@@ -496,7 +496,7 @@ class LoggedReplay:
 
     def __call__(self, schedule, *args, **kwargs) -> "LoggedReplay":
         job = LoggedReplay(self.log, self.interrupt, self.signum, self.bytes)
-        job.name = self.log[-1].split()[-1]  # the variant captured last (one size per variant here)
+        job.name = next(e for e in reversed(self.log) if e.startswith("capture")).split()[-1]  # one size a variant
         return job
 
     def identity(self, config) -> str:
@@ -577,6 +577,24 @@ def test_replays_that_do_not_fit_in_memory_together_run_one_at_a_time(tmp_path, 
     assert json.loads((tmp_path / "sim" / "meta.json").read_text()).get("replays_waited_for_memory", 0) == waits
 
 
+@pytest.mark.parametrize("memory", [None, "100G"])
+def test_under_a_memory_bound_a_captured_schedule_waits_for_the_replays(tmp_path, capsys, monkeypatch, memory):
+    """parallel_split's schedule is captured by running its plans, whose memory is not known before: under
+    --memory the capture starts once linear's replay is done (linear's is read from its batches: no wait)."""
+    log: list[str] = []
+    logged_replays(monkeypatch, LoggedReplay(log))
+    code, _, err = simulate(tmp_path, capsys, "--nprocs", "4", "--sizes", "8", "--algorithms",
+                            "linear,parallel_split", "--jobs", "2", "--schedule-cache", "none",
+                            *(["--memory", memory] if memory else []))
+    assert code == 0, err
+    first, split = ["capture linear", "start linear", "capture parallel_split"], "parallel_split"
+    beside = [*first, f"start {split}", "result linear", f"result {split}"]
+    after = [*first, "result linear", f"start {split}", f"result {split}"]
+    assert log == (after if memory else beside)
+    waited = json.loads((tmp_path / "sim" / "meta.json").read_text()).get("captures_waited_for_replays", 0)
+    assert waited == (1 if memory else 0)
+
+
 @pytest.mark.parametrize("memory", ["0", "4X"])
 def test_a_bad_memory_is_refused_once_before_anything_runs(tmp_path, capsys, memory):
     code, _, err = simulate(tmp_path, capsys, "--nprocs", "4", "--sizes", "8", "--algorithms", "linear",
@@ -587,7 +605,7 @@ def test_a_bad_memory_is_refused_once_before_anything_runs(tmp_path, capsys, mem
 
 def test_a_traces_memory_counts_the_requests_each_rank_has_in_flight(tmp_path):
     """linear posts its 7 receives and 7 sends at once on each of 8 ranks; pairwise one of each at a time; SMPI's
-    own MPI_Alltoall (one trace line) is taken to post all 8 x 7 messages at once."""
+    own MPI_Alltoall (one trace line) is taken to post all 8 x 7 messages at once, each as a send and a receive."""
     written = {}
     for name, pending in (("linear", 8 * 14), ("pairwise", 8 * 2)):
         traces = written[name] = simgrid.write_traces(stepped(name, {}, 8), tmp_path / name, 1e10)
@@ -597,6 +615,6 @@ def test_a_traces_memory_counts_the_requests_each_rank_has_in_flight(tmp_path):
     native = simgrid.write_traces(capture("native", {}, 8, 1), tmp_path / "native", 1e10)
     assert native.collective and native.pending == 0
     assert native.memory() - simgrid.REPLAY_LINE_BYTES * native.lines - simgrid.REPLAY_BASE_BYTES == \
-        simgrid.REPLAY_REQUEST_BYTES * 8 * 7
+        simgrid.REPLAY_REQUEST_BYTES * 8 * 14
     assert simgrid.most_pending("0 init\n0 isend 1 0 8\n0 wait 0 1 0\n0 irecv 1 0 8\n0 isend 1 1 8\n"
                                 "0 wait 1 0 0\n0 wait 0 1 1\n0 finalize\n") == 2

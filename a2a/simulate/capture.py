@@ -156,10 +156,10 @@ def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float
 
 
 def capture_unit(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float32",
-                 **layout: Any) -> Schedule:
+                 before: Callable[[], None] | None = None, **layout: Any) -> Schedule:
     """The schedule at one element per peer: read from the algorithm's Steps if it registered them (and runs on
     the whole job), else captured at 1 and 2 elements and checked to scale, at once in two processes where
-    this one may use two cores.
+    this one may use two cores (`before()` is called first).
 
     Buffers of p ranks x p peers do not fit at large p and sizes; schedules whose byte
     counts grow in proportion to the count (every built-in) are captured small and scaled
@@ -168,6 +168,8 @@ def capture_unit(name: str, options: dict[str, Any], nprocs: int, dtype: str = "
     read = None if layout.get("group") else stepped(name, options, nprocs, dtype, layout.get("nodes"))
     if read is not None:
         return read
+    if before:
+        before()
     parallel = len(os.sched_getaffinity(0)) >= 2
     memory = memory_limit(share=2) if parallel else None
 

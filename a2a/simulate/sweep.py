@@ -131,7 +131,8 @@ def simulate_sweep(directory: Path, state: SweepState, machine: Machine, output:
                    keep: Path | None = None, replay_timeout: float = 3600, jobs: int = 1,
                    cache: ScheduleCache | None = None, memory: int | None = None) -> int:
     """Simulate every point not yet recorded, up to `jobs` replays at a time that hold about `memory` bytes together
-    (default: three quarters of the memory available); 0 when complete, 143 when interrupted (the record is kept)."""
+    (default: three quarters of the memory available; a given `memory` also keeps each capture from running beside
+    replays); 0 when complete, 143 when interrupted (the record is kept)."""
     cost = machine.message_cost
     charged = f"; {cost.send * 1e6:.3g} us a send, {cost.recv * 1e6:.3g} us a receive" if cost.config() else ""
     charged += f"; bandwidth factor {machine.bandwidth.factor:.3g}" if machine.bandwidth.factor else ""
@@ -143,8 +144,8 @@ def simulate_sweep(directory: Path, state: SweepState, machine: Machine, output:
         session.say(f"note: SimGrid {session.meta['simgrid']} replays many small messages in flight slowly "
                     "(linear: O(p^4), hours at 1024 ranks); `make simgrid` builds SimGrid 4.1")
     cache = cache or ScheduleCache(None)
-    memory = memory or (available_bytes() or 1 << 62) * 3 // 4
-    replays = Replays(session, machine, keep, replay_timeout, (jobs, memory), cache, facts["s4u_replayer"])
+    bounded, memory = memory is not None, memory or (available_bytes() or 1 << 62) * 3 // 4
+    replays = Replays(session, machine, keep, replay_timeout, (jobs, memory, bounded), cache, facts["s4u_replayer"])
     try:
         with _stop_signals_interrupt():
             replays.run(sorted(state.todo, key=lambda p: (p.nprocs, str(p.layout), p.variant.label)))
@@ -191,13 +192,15 @@ class Replayed:
 
 class Replays:
     """The points' replays in the background, each started once its traces are written, while fewer than `jobs`
-    run and its memory fits beside theirs in `memory` bytes (or none runs): `room` is (jobs, memory). Points are
-    recorded in order. `s4u` is the S4U replayer program (None: smpirun replays every point)."""
+    run and its memory fits beside theirs in `memory` bytes (or none runs): `room` is (jobs, memory, bounded).
+    With `bounded`, a schedule captured by running the plans (whose memory is not known before) waits until no
+    replay runs. Points are recorded in order. `s4u` is the S4U replayer program (None: smpirun replays every
+    point)."""
 
     def __init__(self, session: Session, machine: Machine, keep: Path | None, replay_timeout: float,
                  room: tuple[int, int], cache: ScheduleCache, s4u: str | None = None):
         self.session, self.machine, self.keep, self.replay_timeout = session, machine, keep, replay_timeout
-        (self.jobs, self.memory), self.cache, self.s4u = room, cache, s4u
+        (self.jobs, self.memory, self.bounded), self.cache, self.s4u = room, cache, s4u
         self.schedules: dict[tuple, Schedule | str] = {}
         self.traces: dict[tuple, simgrid.Traces] = {}  # the unit schedule's, which the S4U replayer scales
         self.replayed: dict[str, tuple[str, simgrid.Replay]] = {}  # ReplayJob.identity -> (variant, its replay)
@@ -236,6 +239,12 @@ class Replays:
             seconds = self._simulated(row, job) if job else None
             self.running.popleft()
             self.session.end_point(row, [seconds] if seconds is not None else [])
+
+    def _room(self) -> None:
+        """Before a capture that runs the plans: under a memory bound, wait for the replays running."""
+        if self.bounded and any(job for _, job in self.running):
+            self.session.add("captures_waited_for_replays", 1)
+            self._collect(0)
 
     def _held(self) -> int:
         """About the bytes the replays running hold."""
@@ -318,7 +327,7 @@ class Replays:
                "ppn": ppn, "layout": [point.layout.mesh, point.layout.keep] if point.layout else None}
         try:
             return self.cache.schedule(key, lambda: capture_unit(point.variant.name, options, point.nprocs,
-                                                                 point.dtype, nodes=nodes, group=group))
+                                                                 point.dtype, self._room, nodes=nodes, group=group))
         except A2AError as refused:
             return f"refused: {refused}"
 
