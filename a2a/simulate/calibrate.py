@@ -23,6 +23,7 @@ from a2a.errors import BadConfig
 from a2a.record.results import Row, load
 from a2a.simulate import simgrid
 from a2a.simulate.capture import capture_unit
+from a2a.simulate.events import Schedule
 from a2a.simulate.sweep import Machine
 
 ALGORITHM = "linear"
@@ -74,7 +75,8 @@ def bandwidth_factor(directory: Path, machine: Machine) -> simgrid.BandwidthFact
                                             "or more on 2 ranks or more")
     fewest = min(r.nprocs for r in rows)
     row = max((r for r in rows if r.nprocs == fewest), key=lambda r: r.bytes_per_peer)
-    at_one, at_half = (_simulated_us(machine, row.nprocs, row.bytes_per_peer, f) for f in (1.0, 0.5))
+    schedule = capture_unit(ALGORITHM, {}, row.nprocs, "uint8", nodes=machine.node_ranks(row.nprocs))
+    at_one, at_half = (_simulated_us(machine, schedule.scaled(row.bytes_per_peer), f) for f in (1.0, 0.5))
     bytes_part = at_half - at_one
     rest = at_one - bytes_part
     where = f"linear at {row.nprocs} ranks and {row.bytes_per_peer} B per peer"
@@ -91,11 +93,11 @@ def _linear_rows(directory: Path) -> list[Row]:
             and not r.mesh and r.collective == "alltoall"]
 
 
-def _simulated_us(machine: Machine, nprocs: int, nbytes: int, factor: float) -> float:
-    """linear's simulated time (us) at `nbytes` per peer on the machine, with the given bandwidth factor."""
-    schedule = capture_unit(ALGORITHM, {}, nprocs, "uint8", nodes=machine.node_ranks(nprocs)).scaled(nbytes)
+def _simulated_us(machine: Machine, schedule: Schedule, factor: float) -> float:
+    """The schedule's simulated time (us) on the machine, with the given bandwidth factor."""
     s4u = simgrid.s4u_replayer() if machine.replayer == "s4u" else None
-    job = simgrid.ReplayJob(schedule, machine.placement(nprocs)[0], machine.link, machine.copy_bandwidth, None, s4u)
+    fabric = machine.placement(schedule.nprocs)[0]
+    job = simgrid.ReplayJob(schedule, fabric, machine.link, machine.copy_bandwidth, None, s4u)
     config = replace(machine, bandwidth=simgrid.BandwidthFactor(factor)).config()
     return job.start(config).result().seconds * 1e6
 

@@ -360,13 +360,11 @@ def _burst_lines(e: Burst, rank: int, sent: Counter, received: Counter) -> list[
 def _sendrecv_lines(e: Sendrecvs, rank: int, sent: Counter, received: Counter) -> list[str]:
     """Sendrecvs' lines as its expanded events give them: per Sendrecv its receive and its send (as flush orders
     posts), then a wait for each in request order."""
-    lines, counts = [], {}  # bytes -> their count in the trace: few sizes, many rounds
+    lines = []
     for d, outgoing, q, incoming in e.rounds():
         told, heard = sent[d], received[q]
         sent[d], received[q] = told + 1, heard + 1
-        inward = counts.get(incoming) or counts.setdefault(incoming, _count(incoming))
-        outward = counts.get(outgoing) or counts.setdefault(outgoing, _count(outgoing))
-        lines += [f"{rank} irecv {q} {heard} {inward}", f"{rank} isend {d} {told} {outward}",
+        lines += [f"{rank} irecv {q} {heard} {_count(incoming)}", f"{rank} isend {d} {told} {_count(outgoing)}",
                   f"{rank} wait {rank} {d} {told}", f"{rank} wait {q} {rank} {heard}"]
     return lines
 

@@ -198,7 +198,7 @@ class Replays:
     point)."""
 
     def __init__(self, session: Session, machine: Machine, keep: Path | None, replay_timeout: float,
-                 room: tuple[int, int], cache: ScheduleCache, s4u: str | None = None):
+                 room: tuple[int, int, bool], cache: ScheduleCache, s4u: str | None = None):
         self.session, self.machine, self.keep, self.replay_timeout = session, machine, keep, replay_timeout
         (self.jobs, self.memory, self.bounded), self.cache, self.s4u = room, cache, s4u
         self.schedules: dict[tuple, Schedule | str] = {}
