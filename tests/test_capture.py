@@ -15,8 +15,8 @@ from a2a.errors import CaptureError
 from a2a.simulate import capture as capture_module
 from a2a.simulate import world
 from a2a.simulate.bytemaps import Datatype, whole_blocks
-from a2a.simulate.capture import capture, capture_scaled, capture_unit, stepped
-from a2a.simulate.events import collectives, copied, traffic
+from a2a.simulate.capture import capture, capture_scaled, capture_unit, digests, stepped
+from a2a.simulate.events import Posts, collectives, copied, traffic
 
 
 @pytest.mark.mpi
@@ -234,9 +234,22 @@ def test_an_error_of_the_forked_capture_is_raised_here(plugin, monkeypatch):
         capture_scaled("capture_test_fails_at_two", {}, 3, 1)
 
 
-def test_bad_option_stays_a_bad_option():
+@pytest.mark.parametrize("cores", [1, 2])
+def test_bad_option_stays_a_bad_option(monkeypatch, cores):
+    """In this process, and from a forked capture."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
     with pytest.raises(a2a.BadOption, match="power-of-two"):
         capture("pairwise", {"schedule": "xor"}, 6, 1)
+    with pytest.raises(a2a.BadOption, match="power-of-two"):
+        capture_unit("pairwise", {"schedule": "xor"}, 6, nodes=[[r] for r in range(6)], group=lambda world: world)
+
+
+def test_a_packed_schedule_is_compared_whole():
+    """capture_unit compares its two captures by their events' text: a Posts' text is whole, not numpy's summary."""
+    many = np.arange(2000)
+    posts = [Posts(many % 2 == 0, many, np.ones(2000, np.int64), many) for _ in range(2)]
+    posts[1].nbytes[1500] = 2
+    assert digests([[posts[0]]]) != digests([[posts[1]]])
 
 
 def test_wrong_result_is_caught(plugin):

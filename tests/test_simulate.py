@@ -19,7 +19,7 @@ from a2a.errors import BadConfig, BadOption
 from a2a.record.results import Recorder, Row
 from a2a.simulate import simgrid
 from a2a.simulate.calibrate import message_cost
-from a2a.simulate.capture import capture, stepped
+from a2a.simulate.capture import capture, capture_unit, stepped
 from a2a.simulate.events import Burst, Collective, Copy, Irecv, Isend, Recv, Send, Sendrecvs, Wait, unpacked
 from a2a.simulate.sweep import Machine
 from bench.cli import entry
@@ -123,6 +123,20 @@ def test_a_compact_event_writes_the_lines_of_its_messages(name, options, p, comp
     assert sum(isinstance(e, (Burst, Sendrecvs)) for e in schedule.events[0]) == compact
     for r, (compacted, one_by_one) in enumerate(zip(schedule.events, schedule.expanded().events)):
         assert list(simgrid.trace_lines(compacted, r, p, 1e9)) == list(simgrid.trace_lines(one_by_one, r, p, 1e9))
+
+
+@pytest.mark.parametrize("cores", [1, 2])
+def test_a_packed_capture_writes_the_lines_of_its_events(monkeypatch, cores):
+    """The simulator's capture keeps a long run of posts as one Posts event and a wait for them as a range (in this
+    process, or in forked ones); expanded, it is the capture event for event, and its trace is line for line."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+    p = 20  # locality_aware at one rank per node: 19 sends and 19 receives, then a copy and one wait
+    captured, packed = capture("locality_aware", {}, p, 3), capture_unit("locality_aware", {}, p).scaled(3)
+    assert [e.kind for e in packed.events[0]] == ["posts", "copy", "wait", "copy", "coll", "copy"]
+    assert packed.events[0][2].requests == range(2 * (p - 1))
+    assert packed.expanded().events == captured.events
+    for r, (events, one_by_one) in enumerate(zip(packed.events, captured.events)):
+        assert list(simgrid.trace_lines(events, r, p, 1e9)) == list(simgrid.trace_lines(one_by_one, r, p, 1e9))
 
 
 def test_compact_events_count_tags_on_and_lower_a_message_to_themselves():

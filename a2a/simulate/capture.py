@@ -158,12 +158,13 @@ def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float
 def capture_unit(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float32",
                  before: Callable[[], None] | None = None, **layout: Any) -> Schedule:
     """The schedule at one element per peer: read from the algorithm's Steps if it registered them (and runs on
-    the whole job), else captured at 1 and 2 elements and checked to scale, at once in two processes where
-    this one may use two cores (`before()` is called first).
+    the whole job), else captured at 1 and 2 elements, packed (`Schedule.packed`) and checked to scale; where this
+    process may use two cores, each capture runs in a forked process of its own (`before()` is called first).
 
     Buffers of p ranks x p peers do not fit at large p and sizes; schedules whose byte
     counts grow in proportion to the count (every built-in) are captured small and scaled
-    (`Schedule.scaled`). A schedule that is not proportional is refused, naming the rank.
+    (`Schedule.scaled`). A schedule that is not proportional is refused, naming the rank. In a process of its
+    own, what a capture leaves of the heap (most of it, at thousands of ranks) is given back when it ends.
     """
     read = None if layout.get("group") else stepped(name, options, nprocs, dtype, layout.get("nodes"))
     if read is not None:
@@ -173,17 +174,22 @@ def capture_unit(name: str, options: dict[str, Any], nprocs: int, dtype: str = "
     parallel = len(os.sched_getaffinity(0)) >= 2
     memory = memory_limit(share=2) if parallel else None
 
-    def at_two() -> list[bytes]:
-        return _digests(capture(name, options, nprocs, 2, dtype, memory=memory, **layout).events)
+    def at(count: int) -> Schedule:
+        return capture(name, options, nprocs, count, dtype, memory=memory, **layout).packed()
 
-    second = Forked(at_two) if parallel else None
-    try:
-        one = capture(name, options, nprocs, 1, dtype, memory=memory, **layout)
-        expected = second.result() if second else at_two()
-    finally:
-        if second:
+    def at_two() -> list[bytes]:
+        return digests(at(2).events)
+
+    if parallel:
+        first, second = Forked(lambda: at(1)), Forked(at_two)
+        try:
+            one, expected = first.result(), second.result()
+        finally:
+            first.stop()
             second.stop()
-    doubled = _digests(one.scaled(2).events)
+    else:
+        one, expected = at(1), at_two()
+    doubled = digests(one.scaled(2).events)
     if doubled != expected:
         rank = next(r for r in range(nprocs) if doubled[r] != expected[r])
         raise CaptureError(f"{name}'s schedule on rank {rank} is not proportional to the message size "
@@ -192,13 +198,14 @@ def capture_unit(name: str, options: dict[str, Any], nprocs: int, dtype: str = "
     return one
 
 
-def _digests(events: list[list[Any]]) -> list[bytes]:
+def digests(events: list[list[Any]]) -> list[bytes]:
     """Each rank's events, as the SHA-256 of their text (equal events, equal text)."""
     return [hashlib.sha256(repr(rank).encode()).digest() for rank in events]
 
 
 class Forked:
-    """`work()` in a forked process; its result, or its error's text, is pickled back through a pipe."""
+    """`work()` in a forked process; its result, or its error, is pickled back through a pipe (an A2AError as itself,
+    any other as its text)."""
 
     def __init__(self, work: Callable[[], Any]):
         reader, writer = os.pipe()
@@ -208,8 +215,8 @@ class Forked:
             try:
                 answer = (True, work())
             except BaseException as problem:  # noqa: BLE001  (told to the parent, which raises it)
-                answer = (False, str(problem) if isinstance(problem, A2AError) else
-                          f"{type(problem).__name__}: {problem}")
+                answer = (False, problem if _travels(problem) else str(problem) if isinstance(problem, A2AError)
+                          else f"{type(problem).__name__}: {problem}")
             with os.fdopen(writer, "wb") as out:
                 pickle.dump(answer, out)
             os._exit(0)
@@ -221,10 +228,10 @@ class Forked:
         data = self.reader.read()
         self.stop()
         if not data:
-            raise CaptureError(f"the second capture's process ended without an answer (status {self.status})")
+            raise CaptureError(f"a capture's process ended without an answer (status {self.status})")
         done, value = pickle.loads(data)
         if not done:
-            raise CaptureError(value)
+            raise value if isinstance(value, A2AError) else CaptureError(value)
         return value
 
     def stop(self) -> None:
@@ -237,6 +244,14 @@ class Forked:
             _, self.status = os.waitpid(self.pid, 0)
             self.pid = 0
             self.reader.close()
+
+
+def _travels(problem: BaseException) -> bool:
+    """Whether an error is ours and comes back from a pickle as itself."""
+    try:
+        return isinstance(problem, A2AError) and isinstance(pickle.loads(pickle.dumps(problem)), type(problem))
+    except Exception:  # noqa: BLE001  (an exception whose arguments do not rebuild it)
+        return False
 
 
 def capture_scaled(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: str = "float32",

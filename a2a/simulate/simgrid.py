@@ -42,6 +42,7 @@ from a2a.simulate.events import (
     Irecv,
     Isend,
     Messages,
+    Posts,
     Recv,
     Schedule,
     Send,
@@ -401,7 +402,8 @@ def _lowered(events: list[Event], rank: int, nprocs: int) -> Iterator[Event | Wh
                 selfish.add(e.request)
         elif isinstance(e, Wait):
             yield Wait(tuple(i for i in e.requests if i not in selfish))
-        elif isinstance(e, Messages) and ((e.sources == rank).any() or (e.dests == rank).any()):
+        elif isinstance(e, Posts) or (isinstance(e, Messages) and ((e.sources == rank).any()
+                                                                 or (e.dests == rank).any())):
             yield from _lowered(e.expanded(), rank, nprocs)
         elif isinstance(e, Collective):
             yield from _collective(e, rank, nprocs, fresh)
