@@ -49,5 +49,9 @@ class CaptureError(A2AError):
     """A call the stand-in communicator cannot answer, or a schedule it cannot record."""
 
 
+class CaptureOutgrew(CaptureError):
+    """A capture that grew past the memory it was given."""
+
+
 class HarnessError(A2AError):
     """A program the testbed launches (mpiexec, mpicc, the C reference) is missing, failed or timed out."""

@@ -61,8 +61,8 @@ DEFAULTS = {"platform": "switch", "link": "100Gbps,1us", "nprocs": "64", "sizes"
 @click.option("--jobs", type=click.IntRange(min=1), default=None,
               help="Replays run at once (each is one process). [default: this process's cores]")
 @click.option("--memory", help="Memory the replays running at once may hold together, e.g. 4G; one that needs "
-                               "more runs alone, and a schedule captured by running the plans waits for them. "
-                               "[default: three quarters of the memory available, and captures run beside replays]")
+                               "more runs alone, and a schedule captured by running the plans runs in what they "
+                               "leave, or after them. [default: three quarters of the memory available]")
 @click.option("--schedule-cache", help="Where captured schedules are kept for the next simulation, or 'none'. "
                                        "[default: $A2A_SCHEDULE_CACHE, else ~/.cache/a2a-testbed/schedules]")
 @click.option("--replayer", type=click.Choice(simgrid.REPLAYERS), default=None,

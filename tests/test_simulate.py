@@ -17,7 +17,7 @@ import a2a
 from a2a import fabric
 from a2a.errors import BadConfig, BadOption
 from a2a.record.results import Recorder, Row
-from a2a.simulate import simgrid
+from a2a.simulate import simgrid, world
 from a2a.simulate.calibrate import message_cost
 from a2a.simulate.capture import capture, capture_unit, stepped
 from a2a.simulate.events import Burst, Collective, Copy, Irecv, Isend, Recv, Send, Sendrecvs, Wait, unpacked
@@ -591,22 +591,30 @@ def test_replays_that_do_not_fit_in_memory_together_run_one_at_a_time(tmp_path, 
     assert json.loads((tmp_path / "sim" / "meta.json").read_text()).get("replays_waited_for_memory", 0) == waits
 
 
-@pytest.mark.parametrize("memory", [None, "100G"])
-def test_under_a_memory_bound_a_captured_schedule_waits_for_the_replays(tmp_path, capsys, monkeypatch, memory):
-    """parallel_split's schedule is captured by running its plans, whose memory is not known before: under
-    --memory the capture starts once linear's replay is done (linear's is read from its batches: no wait)."""
+@pytest.mark.parametrize("memory, retried", [(None, False), ("100G", False), ("22G", True)])
+def test_under_a_memory_bound_a_capture_runs_in_what_the_replays_leave(tmp_path, capsys, monkeypatch, memory,
+                                                                      retried):
+    """parallel_split's schedule is captured by running its plans, whose memory is not known before: beside
+    linear's replay (3 GiB) its two captures may hold what that leaves of --memory. Under 22G that is 9.5 GiB each,
+    less than the 10 GiB they take here, so they stop and run again once linear's replay is done (linear's
+    schedule is read from its batches: no capture)."""
+    monkeypatch.setattr(world, "CHECK_SECONDS", 0.0)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})  # two captures, each in a process of its own
+    held = world.resident_bytes
+    monkeypatch.setattr(world, "resident_bytes", lambda: held() + (10 << 30))  # a capture holds 10 GiB more
     log: list[str] = []
-    logged_replays(monkeypatch, LoggedReplay(log))
+    logged_replays(monkeypatch, LoggedReplay(log, memory=3 << 30))
     code, _, err = simulate(tmp_path, capsys, "--nprocs", "4", "--sizes", "8", "--algorithms",
                             "linear,parallel_split", "--jobs", "2", "--schedule-cache", "none",
                             *(["--memory", memory] if memory else []))
     assert code == 0, err
     first, split = ["capture linear", "start linear", "capture parallel_split"], "parallel_split"
     beside = [*first, f"start {split}", "result linear", f"result {split}"]
-    after = [*first, "result linear", f"start {split}", f"result {split}"]
-    assert log == (after if memory else beside)
+    after = [*first, "result linear", f"capture {split}", f"start {split}", f"result {split}"]
+    assert log == (after if retried else beside)
     waited = json.loads((tmp_path / "sim" / "meta.json").read_text()).get("captures_waited_for_replays", 0)
-    assert waited == (1 if memory else 0)
+    assert waited == (1 if retried else 0)
+    assert [r["valid"] for r in rows(tmp_path / "sim")] == ["true", "true"]
 
 
 @pytest.mark.parametrize("memory", ["0", "4X"])

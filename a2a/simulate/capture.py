@@ -24,10 +24,10 @@ from a2a.algos.pattern import expected_pattern, send_pattern
 from a2a.algos.prebuilt import WATCHER
 from a2a.algos.registry import get, steps_for
 from a2a.algos.schedule import Batches, Exchanges, Rounds
-from a2a.errors import A2AError, CaptureError
+from a2a.errors import A2AError, CaptureError, CaptureOutgrew
 from a2a.simulate.events import Burst, Copy, Event, Irecv, Isend, RankLog, Schedule, Sendrecvs, Wait
 from a2a.simulate.standin import StandInComm, standin_module, standin_mpi
-from a2a.simulate.world import Aborted, World, memory_limit
+from a2a.simulate.world import Aborted, World, memory_limit, resident_bytes
 
 
 class Tracked(np.ndarray):
@@ -103,7 +103,7 @@ def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: 
     with standin_mpi(standin_module()):
         world.run(rank_main, [copy_context() for _ in range(nprocs)])
     if world.overflow:
-        raise CaptureError(f"{name}: {world.overflow}")
+        raise CaptureOutgrew(f"{name}: {world.overflow}")
     if failures:
         rank, problem = failures[0]
         if isinstance(problem, CaptureError):
@@ -156,23 +156,24 @@ def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float
 
 
 def capture_unit(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float32",
-                 before: Callable[[], None] | None = None, **layout: Any) -> Schedule:
+                 room: Callable[[], int | None] | None = None, **layout: Any) -> Schedule:
     """The schedule at one element per peer: read from the algorithm's Steps if it registered them (and runs on
     the whole job), else captured at 1 and 2 elements, packed (`Schedule.packed`) and checked to scale; where this
-    process may use two cores, each capture runs in a forked process of its own (`before()` is called first).
+    process may use two cores, each capture runs in a forked process of its own.
 
     Buffers of p ranks x p peers do not fit at large p and sizes; schedules whose byte
     counts grow in proportion to the count (every built-in) are captured small and scaled
     (`Schedule.scaled`). A schedule that is not proportional is refused, naming the rank. In a process of its
     own, what a capture leaves of the heap (most of it, at thousands of ranks) is given back when it ends.
+    `room()`, called before the plans run, gives the bytes the captures may hold together beyond this process
+    (None: three quarters of the memory available); one that grows past it raises CaptureOutgrew.
     """
     read = None if layout.get("group") else stepped(name, options, nprocs, dtype, layout.get("nodes"))
     if read is not None:
         return read
-    if before:
-        before()
     parallel = len(os.sched_getaffinity(0)) >= 2
-    memory = memory_limit(share=2) if parallel else None
+    share, given = (2 if parallel else 1), room() if room else None
+    memory = memory_limit(share) if given is None else resident_bytes() + given // share
 
     def at(count: int) -> Schedule:
         return capture(name, options, nprocs, count, dtype, memory=memory, **layout).packed()

@@ -14,11 +14,11 @@ from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from a2a import fabric
 from a2a.algos.registry import NATIVE, candidates
-from a2a.errors import A2AError, BadConfig, BadOption, CaptureError
+from a2a.errors import A2AError, BadConfig, BadOption, CaptureError, CaptureOutgrew
 from a2a.measure.grid import Point, SweepConfig, Variant, parse_variant, variants
 from a2a.measure.mesh import group_comm
 from a2a.measure.session import STOP_SIGNALS, Backend, Output, Session, SweepState, resume_state
@@ -131,7 +131,7 @@ def simulate_sweep(directory: Path, state: SweepState, machine: Machine, output:
                    keep: Path | None = None, replay_timeout: float = 3600, jobs: int = 1,
                    cache: ScheduleCache | None = None, memory: int | None = None) -> int:
     """Simulate every point not yet recorded, up to `jobs` replays at a time that hold about `memory` bytes together
-    (default: three quarters of the memory available; a given `memory` also keeps each capture from running beside
+    (default: three quarters of the memory available; a given `memory` also bounds the captures that run beside
     replays); 0 when complete, 143 when interrupted (the record is kept)."""
     cost = machine.message_cost
     charged = f"; {cost.send * 1e6:.3g} us a send, {cost.recv * 1e6:.3g} us a receive" if cost.config() else ""
@@ -193,9 +193,9 @@ class Replayed:
 class Replays:
     """The points' replays in the background, each started once its traces are written, while fewer than `jobs`
     run and its memory fits beside theirs in `memory` bytes (or none runs): `room` is (jobs, memory, bounded).
-    With `bounded`, a schedule captured by running the plans (whose memory is not known before) waits until no
-    replay runs. Points are recorded in order. `s4u` is the S4U replayer program (None: smpirun replays every
-    point)."""
+    With `bounded`, a schedule captured by running the plans (whose memory is not known before) runs in what the
+    replays leave of `memory`, and again once none runs if it outgrew that. Points are recorded in order. `s4u` is
+    the S4U replayer program (None: smpirun replays every point)."""
 
     def __init__(self, session: Session, machine: Machine, keep: Path | None, replay_timeout: float,
                  room: tuple[int, int, bool], cache: ScheduleCache, s4u: str | None = None):
@@ -240,11 +240,21 @@ class Replays:
             self.running.popleft()
             self.session.end_point(row, [seconds] if seconds is not None else [])
 
-    def _room(self) -> None:
-        """Before a capture that runs the plans: under a memory bound, wait for the replays running."""
-        if self.bounded and any(job for _, job in self.running):
-            self.session.add("captures_waited_for_replays", 1)
-            self._collect(0)
+    def _room(self) -> int | None:
+        """Before a capture that runs the plans: under a memory bound, the bytes the replays running leave of it
+        (None when none runs, or without a bound)."""
+        return max(self.memory - self._held(), 0) if self.bounded and any(job for _, job in self.running) else None
+
+    def _captured(self, capture: Callable[[Callable[[], int | None]], Schedule]) -> Schedule:
+        """`capture(room)` beside the replays running, in what they leave; once more after them if it outgrew that."""
+        try:
+            return capture(self._room)
+        except CaptureOutgrew:
+            if self._room() is None:
+                raise
+        self.session.add("captures_waited_for_replays", 1)
+        self._collect(0)
+        return capture(self._room)
 
     def _held(self) -> int:
         """About the bytes the replays running hold."""
@@ -326,8 +336,9 @@ class Replays:
         key = {"algorithm": point.variant.name, "options": options, "nprocs": point.nprocs, "dtype": point.dtype,
                "ppn": ppn, "layout": [point.layout.mesh, point.layout.keep] if point.layout else None}
         try:
-            return self.cache.schedule(key, lambda: capture_unit(point.variant.name, options, point.nprocs,
-                                                                 point.dtype, self._room, nodes=nodes, group=group))
+            return self.cache.schedule(key, lambda: self._captured(
+                lambda room: capture_unit(point.variant.name, options, point.nprocs, point.dtype, room, nodes=nodes,
+                                          group=group)))
         except A2AError as refused:
             return f"refused: {refused}"
 

@@ -86,8 +86,7 @@ class World:
         if held > self.memory_limit:
             self.failed = True
             self.overflow = (f"the capture of {self.nprocs} ranks holds {held / 2**30:.1f} GiB, above its limit of "
-                             f"{self.memory_limit / 2**30:.1f} GiB (its share of three quarters of the memory "
-                             "available when it began): every rank's plan lives in this one process")
+                             f"{self.memory_limit / 2**30:.1f} GiB: every rank's plan lives in this one process")
 
     def deposit(self, key: tuple, payload: np.ndarray) -> None:
         """A sent message waits in its box until received (sends never block: infinite buffering)."""
