@@ -16,7 +16,7 @@ from a2a.algos.builtin.hierarchical import leader_permutations
 from a2a.algos.builtin.locality_aware import collected
 from a2a.algos.builtin.pairwise_inplace import one_factor
 from a2a.algos.builtin.parallel_split import split_factor
-from a2a.algos.nodes import split_nodes
+from a2a.algos.nodes import split_nodes, virtual_nodes
 from a2a.algos.registry import candidates
 from a2a.algos.schedule import pairs, slots
 from a2a.record.results import read_rows
@@ -298,6 +298,12 @@ def test_bine_row_says_it_ran_pairwise_where_p_is_not_a_power_of_two(tmp_path):
     notes = {row.nprocs: row.note for row in read_rows(tmp_path / "run")}
     assert "bine: 3 ranks is not a power of two; ran pairwise, as Open MPI does" in notes[3]
     assert "pairwise" not in notes[4]
+def test_virtual_nodes_list_each_nodes_ranks_nodes_by_lowest_rank():
+    assert virtual_nodes(7, 3, "block") == [[0, 1, 2], [3, 4, 5], [6]]
+    assert virtual_nodes(7, 3, "cyclic") == [[0, 3, 6], [1, 4], [2, 5]]
+    assert virtual_nodes(4, 1, "cyclic") == [[0], [1], [2], [3]]
+
+
 def test_split_nodes_cuts_each_node_into_consecutive_runs():
     assert split_nodes([[0, 1, 2], [3, 4], [5, 6, 7]], 2) == [[0, 1], [2], [3], [4], [5, 6], [7]]
     assert split_nodes([[0, 1, 2, 3, 4]], 3) == [[0, 1], [2, 3], [4]]

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 PLACEMENTS = ("block", "cyclic")
 # The limits of the options `ppn` and `placement` that node-aware algorithms share
 NODE_LIMITS = {
@@ -35,11 +37,14 @@ def virtual_nodes(size: int, ppn: int, placement: str) -> list[list[int]]:
 
 
 def _grouped(node_of: list[int]) -> list[list[int]]:
-    """Ranks grouped by the node each is on, each node's ranks ascending, nodes by lowest rank."""
-    groups: dict[int, list[int]] = {}
-    for rank, node in enumerate(node_of):
-        groups.setdefault(node, []).append(rank)
-    return sorted(groups.values())
+    """Ranks grouped by the node each is on, each node's ranks ascending, nodes by lowest rank.
+
+    In numpy: a capture runs this on every one of thousands of ranks."""
+    nodes = np.asarray(node_of)
+    ranks = np.argsort(nodes, kind="stable")  # by node, ascending within each
+    starts = np.flatnonzero(np.r_[True, nodes[ranks[1:]] != nodes[ranks[:-1]]])
+    flat, bounds = ranks.tolist(), [*starts.tolist(), len(ranks)]
+    return [flat[bounds[k]: bounds[k + 1]] for k in np.argsort(ranks[starts]).tolist()]
 
 
 def one_per_node(size: int) -> list[list[int]]:
@@ -55,11 +60,15 @@ def my_node(nodes: list[list[int]], rank: int) -> int:
 def split_nodes(nodes: list[list[int]], parts: int) -> list[list[int]]:
     """Each node's ranks cut into min(parts, its size) runs of consecutive members, sizes within one.
 
-    Ordered by lowest rank, as node_groups orders nodes.
+    Ordered by lowest rank, as node_groups orders nodes. A one-rank node's run is its own list, not a copy (at one
+    rank per node a capture's ranks would each hold p copies).
     """
     groups = []
     for members in nodes:
-        if len(members) <= parts:  # a run per member (at one rank per node, every node)
+        if len(members) == 1:
+            groups.append(members)
+            continue
+        if len(members) <= parts:  # a run per member
             groups += [[m] for m in members]
             continue
         size, extra = divmod(len(members), parts)

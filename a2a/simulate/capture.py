@@ -10,12 +10,14 @@ events (a2a.simulate.events) are the schedule SimGrid replays.
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import pickle
 import signal
+from contextlib import contextmanager
 from contextvars import copy_context
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -100,7 +102,7 @@ def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: 
             failures.append((rank, problem))
             world.failed = True
 
-    with standin_mpi(standin_module()):
+    with standin_mpi(standin_module()), _no_cycle_collection():
         world.run(rank_main, [copy_context() for _ in range(nprocs)])
     if world.overflow:
         raise CaptureOutgrew(f"{name}: {world.overflow}")
@@ -113,6 +115,19 @@ def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: 
         raise CaptureError(f"{name} failed on rank {rank} of {nprocs} during capture: "
                            f"{type(problem).__name__}: {problem}") from problem
     return Schedule(nprocs, count, kind.itemsize, [log.events for log in logs])
+
+
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Python's cycle collector off: at thousands of ranks the plans hold millions of objects, all live until the
+    call ends, which each full collection would walk again (docs/simulation.md has the times)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float32",

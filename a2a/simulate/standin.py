@@ -10,6 +10,7 @@ clearly instead of producing a wrong schedule.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import sys
@@ -129,12 +130,14 @@ _OPS = {"SUM": np.add, "MIN": np.minimum, "MAX": np.maximum, "PROD": np.multiply
         "LOR": np.logical_or, "LAND": np.logical_and, "BOR": np.bitwise_or, "BAND": np.bitwise_and}
 
 
-def _split_groups(values: list[tuple[int, int]]) -> dict[int, list[int]]:
-    """Comm.Split's members per color, from every rank's (color, key): ordered by key, then rank (made once)."""
+def _split_groups(values: list[tuple[int, int]], members: tuple[int, ...]) -> dict[int, tuple[list[int], tuple]]:
+    """Comm.Split's ranks per color, from every rank's (color, key): ordered by key, then rank; and the world ranks
+    they are (`members`: the split communicator's). Made once, for all ranks."""
     groups: dict[int, list[tuple[int, int]]] = {}
     for rank, (color, key) in enumerate(values):
         groups.setdefault(color, []).append((key, rank))
-    return {color: [rank for _, rank in sorted(members)] for color, members in groups.items()}
+    found = {color: [rank for _, rank in sorted(keyed)] for color, keyed in groups.items()}
+    return {color: (ranks, tuple(members[i] for i in ranks)) for color, ranks in found.items()}
 
 
 def _fold(values: list[Any], f: Callable[[Any, Any], Any]) -> Any:
@@ -210,12 +213,12 @@ class StandInComm:
 
     def Split(self, color: int = 0, key: int = 0) -> Any:
         call = next(self._calls)
-        groups = self.world.meet((self.key, call, "Split"), self.size, self.rank, (color, key), _split_groups)
+        groups = self.world.meet((self.key, call, "Split"), self.size, self.rank, (color, key),
+                                 functools.partial(_split_groups, members=self.members))
         if color == UNDEFINED:
             return COMM_NULL
-        ranks = groups[color]
-        return StandInComm(self.world, tuple(self.members[i] for i in ranks), ranks.index(self.rank),
-                           (self.key, call, "split", color), self.log)
+        ranks, members = groups[color]
+        return StandInComm(self.world, members, ranks.index(self.rank), (self.key, call, "split", color), self.log)
 
     def Split_type(self, split_type: int, key: int = 0, info: Any = None) -> Any:
         if split_type != COMM_TYPE_SHARED:

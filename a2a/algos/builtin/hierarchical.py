@@ -5,6 +5,8 @@ copied), exchanges q*q*m bytes with each of the N-1 other leaders (Alltoallv), u
 and scatters p m to each of the q-1 others. The leader is the critical path:
   T = 2 alpha_intra + 2 (q-1) p m beta_intra + (N-1) (alpha_inter + q^2 m beta_inter) + 2 q p m gamma
 """
+import itertools
+
 import numpy as np
 
 from a2a.algos.buffers import packed
@@ -52,7 +54,7 @@ def through_leaders(comm, sendbuf, recvbuf, nodes: list[list[int]]):
     here = len(nodes[n])
     gathered, outgoing, incoming, scattered = (np.empty((here * p, width), np.uint8) for _ in range(4))
     pack, unpack = leader_permutations(nodes, n, p)
-    outbound = [len(members) * here * width for members in nodes]
+    outbound = (node_sizes(nodes) * (here * width)).tolist()
     layout = (outbound, packed(outbound).tolist())
     take = take_function()
     exchange, outbox, inbox = leaders.Alltoallv, [outgoing, layout, MPI.BYTE], [incoming, layout, MPI.BYTE]
@@ -88,9 +90,8 @@ def leader_permutations(nodes: list[list[int]], n: int, p: int) -> tuple[np.ndar
     Outgoing to node b holds, for each destination m on b, the blocks of every local source
     in local order; so incoming from node c holds, for each local destination, c's sources.
     """
-    here = len(nodes[n])
-    members = np.array([r for node in nodes for r in node], dtype=np.intp)  # every rank, node by node
-    sizes = np.array([len(node) for node in nodes], dtype=np.intp)
+    here, sizes = len(nodes[n]), node_sizes(nodes)
+    members = np.fromiter(itertools.chain.from_iterable(nodes), np.intp, p)  # every rank, node by node
     local = np.arange(here, dtype=np.intp)[:, None]
     pack = (members[:, None] + local.T * p).reshape(-1)
     before = np.repeat(np.cumsum(sizes) - sizes, sizes)  # per source: the ranks of the nodes before its node c
@@ -99,6 +100,11 @@ def leader_permutations(nodes: list[list[int]], n: int, p: int) -> tuple[np.ndar
     unpack[(local * p + members).reshape(-1)] = (here * before + local * np.repeat(sizes, sizes)
                                                  + np.arange(p) - before).reshape(-1)
     return pack, unpack
+
+
+def node_sizes(nodes: list[list[int]]) -> np.ndarray:
+    """The ranks on each node, as an array."""
+    return np.fromiter(map(len, nodes), np.intp, len(nodes))
 
 
 @register("hierarchical", collective="alltoallv", limits=NODE_LIMITS,
