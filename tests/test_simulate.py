@@ -505,8 +505,8 @@ def test_replay_over_its_time_is_stopped_and_recorded(tmp_path, capsys, replayer
 class LoggedReplay:
     """A stand-in for simgrid.ReplayJob that logs when each replay starts, is waited for and stops."""
 
-    def __init__(self, log: list[str], interrupt: str = "", signum: int = signal.SIGINT, memory: int | dict = 0):
-        self.log, self.interrupt, self.signum, self.bytes = log, interrupt, signum, memory  # bytes, or by variant
+    def __init__(self, log: list[str], interrupt: str = "", signum: int = signal.SIGINT, memory: int = 0):
+        self.log, self.interrupt, self.signum, self.bytes = log, interrupt, signum, memory
 
     def __call__(self, schedule, *args, **kwargs) -> "LoggedReplay":
         job = LoggedReplay(self.log, self.interrupt, self.signum, self.bytes)
@@ -517,7 +517,7 @@ class LoggedReplay:
         return self.name  # no two variants here send the same messages
 
     def memory(self) -> int:
-        return self.bytes.get(self.name, 0) if isinstance(self.bytes, dict) else self.bytes
+        return self.bytes
 
     def start(self, config, timeout):
         self.log.append(f"start {self.name}")
@@ -589,20 +589,6 @@ def test_replays_that_do_not_fit_in_memory_together_run_one_at_a_time(tmp_path, 
     assert code == 0, err
     assert log == ORDER["2" if not waits else "1"]
     assert json.loads((tmp_path / "sim" / "meta.json").read_text()).get("replays_waited_for_memory", 0) == waits
-
-
-def test_a_replay_that_fits_passes_one_that_does_not(tmp_path, capsys, monkeypatch):
-    """Under --memory 5G, node_aware's replay (3 GiB) waits for linear's (3 GiB); pairwise's, prepared meanwhile,
-    starts beside linear's. The points are recorded in order all the same."""
-    log: list[str] = []
-    logged_replays(monkeypatch, LoggedReplay(log, memory={"linear": 3 << 30, "node_aware": 3 << 30}))
-    code, _, err = simulate(tmp_path, capsys, "--nprocs", "4", "--sizes", "8", "--algorithms",
-                            "linear,node_aware,pairwise", "--jobs", "2", "--memory", "5G", "--schedule-cache", "none")
-    assert code == 0, err
-    assert log == ["capture linear", "start linear", "capture node_aware", "capture pairwise", "start pairwise",
-                   "result linear", "start node_aware", "result node_aware", "result pairwise"]
-    assert [r["algorithm"] for r in rows(tmp_path / "sim")] == ["linear", "node_aware", "pairwise"]
-    assert json.loads((tmp_path / "sim" / "meta.json").read_text())["replays_waited_for_memory"] == 1
 
 
 @pytest.mark.parametrize("memory, retried", [(None, False), ("100G", False), ("22G", True)])

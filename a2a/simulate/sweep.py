@@ -8,7 +8,6 @@ sweep; meta.json holds the machine below, so `--resume` simulates on the same on
 """
 from __future__ import annotations
 
-import itertools
 import math
 import signal
 from collections import deque
@@ -191,35 +190,12 @@ class Replayed:
         pass
 
 
-@dataclass(eq=False)
-class Queued:
-    """A point waiting to be recorded: its row, its replay's files and configuration (no job: not simulated, the
-    row says why), and once started what replays it; once done, its simulated seconds (None: the row says why)."""
-
-    row: Row
-    job: simgrid.ReplayJob | None
-    config: list[str]
-    identity: str = ""
-    runner: simgrid.ReplayJob | Replayed | None = None
-    done: bool = False
-    seconds: float | None = None
-    waited: bool = False  # for memory, once counted
-
-    @property
-    def running(self) -> bool:
-        return self.runner is not None and not self.done
-
-
-LOOKAHEAD = 4  # points prepared beyond those replaying: a large replay's variant has one per size
-
-
 class Replays:
     """The points' replays in the background, each started once its traces are written, while fewer than `jobs`
     run and its memory fits beside theirs in `memory` bytes (or none runs): `room` is (jobs, memory, bounded).
-    Up to LOOKAHEAD points beyond them are prepared, and one that fits starts before an earlier one that does
-    not; points are recorded in order. With `bounded`, a schedule captured by running the plans (whose memory is
-    not known before) runs in what the replays leave of `memory`, and again once none runs if it outgrew that.
-    `s4u` is the S4U replayer program (None: smpirun replays every point)."""
+    With `bounded`, a schedule captured by running the plans (whose memory is not known before) runs in what the
+    replays leave of `memory`, and again once none runs if it outgrew that. Points are recorded in order. `s4u` is
+    the S4U replayer program (None: smpirun replays every point)."""
 
     def __init__(self, session: Session, machine: Machine, keep: Path | None, replay_timeout: float,
                  room: tuple[int, int, bool], cache: ScheduleCache, s4u: str | None = None):
@@ -228,7 +204,7 @@ class Replays:
         self.schedules: dict[tuple, Schedule | str] = {}
         self.traces: dict[tuple, simgrid.Traces] = {}  # the unit schedule's, which the S4U replayer scales
         self.replayed: dict[str, tuple[str, simgrid.Replay]] = {}  # ReplayJob.identity -> (variant, its replay)
-        self.queue: deque[Queued] = deque()
+        self.running: deque[tuple[Row, simgrid.ReplayJob | Replayed | None]] = deque()
         self.nprocs: int | None = None
 
     def run(self, todo: list[Point]) -> None:
@@ -236,67 +212,38 @@ class Replays:
         for point in todo:
             row, job = self._ready(point)
             if point.nprocs != self.nprocs:
-                self._settle(0)
+                self._collect(0)
                 self._end_nprocs()
                 self.nprocs = point.nprocs
                 self.session.start_nprocs(point.nprocs, {"nnodes": row.nnodes, "ppn": row.ppn,
                                                          "platform": row.platform})
-            self.queue.append(self._queued(row, job, point))
-            self._settle(self.jobs + LOOKAHEAD)
-        self._settle(0)
+            self._collect(self.jobs - 1)
+            self.running.append((row, self._started(row, job, point) if job else None))
+        self._collect(0)
         self._end_nprocs()
 
     def stop(self) -> None:
-        """Stop the replays still running and drop the files of those not started (after an interrupt)."""
-        for queued in self.queue:
-            if not queued.done:
-                (queued.runner or queued.job).stop()
+        """Stop the replays still running (after an interrupt)."""
+        for _, job in self.running:
+            if job:
+                job.stop()
 
-    def _settle(self, left: int) -> None:
-        """Start the replays that fit, record the points done in order, and wait for replays until at most `left`
-        points are not recorded."""
-        while True:
-            self._start()
-            while self.queue and self.queue[0].done:
-                done = self.queue.popleft()
-                self.session.end_point(done.row, [done.seconds] if done.seconds is not None else [])
-            if len(self.queue) <= left:
-                return
-            self._finish(next(q for q in self.queue if q.running))  # the head runs, or waits for one that does
-
-    def _start(self) -> None:
-        """Start, in order, each point whose replay fits now; a later one may pass an earlier that does not fit."""
-        for index, queued in enumerate(self.queue):
-            if queued.done or queued.runner:
-                continue
-            twin = self.replayed.get(queued.identity)
-            if twin is not None:
-                queued.job.stop()
-                queued.row.note = f"replayed once with {twin[0]}: the same traces"
-                self.session.add("replays_shared", 1)
-                queued.runner = Replayed(twin[1])
-                self._finish(queued)
-                continue
-            if any(q.identity == queued.identity and not q.done for q in itertools.islice(self.queue, index)):
-                continue  # an earlier point replays the same: take its time once it is done
-            running = [q for q in self.queue if q.running]
-            if len(running) >= self.jobs:
-                return
-            if running and self._held() + queued.job.memory() > self.memory:
-                if not queued.waited:
-                    queued.waited = True
-                    self.session.add("replays_waited_for_memory", 1)
-                continue
-            queued.runner = queued.job.start(queued.config, self.replay_timeout)
-
-    def _finish(self, queued: Queued) -> None:
-        """Wait for a point's replay and fill its row."""
-        queued.seconds, queued.done = self._simulated(queued), True
+    def _collect(self, left: int, memory: int = 0) -> None:
+        """Record points in order, waiting for their replays, until at most `left` replays run and `memory` more
+        bytes fit beside theirs."""
+        if self.running and self._held() + memory > self.memory:
+            self.session.add("replays_waited_for_memory", 1)
+        while self.running and (self.running[0][1] is None or sum(j is not None for _, j in self.running) > left
+                                or self._held() + memory > self.memory):
+            row, job = self.running[0]
+            seconds = self._simulated(row, job) if job else None
+            self.running.popleft()
+            self.session.end_point(row, [seconds] if seconds is not None else [])
 
     def _room(self) -> int | None:
         """Before a capture that runs the plans: under a memory bound, the bytes the replays running leave of it
         (None when none runs, or without a bound)."""
-        return max(self.memory - self._held(), 0) if self.bounded and any(q.running for q in self.queue) else None
+        return max(self.memory - self._held(), 0) if self.bounded and any(job for _, job in self.running) else None
 
     def _captured(self, capture: Callable[[Callable[[], int | None]], Schedule]) -> Schedule:
         """`capture(room)` beside the replays running, in what they leave; once more after them if it outgrew that."""
@@ -306,13 +253,12 @@ class Replays:
             if self._room() is None:
                 raise
         self.session.add("captures_waited_for_replays", 1)
-        for queued in [q for q in self.queue if q.running]:
-            self._finish(queued)
+        self._collect(0)
         return capture(self._room)
 
     def _held(self) -> int:
         """About the bytes the replays running hold."""
-        return sum(q.runner.memory() for q in self.queue if q.running)
+        return sum(job.memory() for _, job in self.running if job)
 
     def _end_nprocs(self) -> None:
         if self.nprocs is not None:
@@ -347,21 +293,24 @@ class Replays:
             row.note = f"not simulated: {failed}"
             return row, None
 
-    def _queued(self, row: Row, job: simgrid.ReplayJob | None, point: Point) -> Queued:
-        """A point for the queue, with its replay's configuration: SMPI's selector or algorithm for native."""
-        if job is None:
-            return Queued(row, None, [], done=True)
+    def _started(self, row: Row, job: simgrid.ReplayJob, point: Point) -> simgrid.ReplayJob | Replayed:
         native = point.variant.name == NATIVE
         config = (simgrid.native_config(point.variant.options.get("selector", "default"),
                                         point.variant.options.get("algorithm", "")) if native else [])
         if native and point.layout:
             row.note = "native in groups runs a linear point-to-point lowering, not SMPI's MPI_Alltoall"
         config = config + self.machine.config()
-        return Queued(row, job, config, job.identity(config))
+        twin = self.replayed.get(job.identity(config))
+        if twin is not None:
+            job.stop()
+            row.note = f"replayed once with {twin[0]}: the same traces"
+            self.session.add("replays_shared", 1)
+            return Replayed(twin[1])
+        self._collect(self.jobs - 1, job.memory())
+        return job.start(config, self.replay_timeout)
 
-    def _simulated(self, queued: Queued) -> float | None:
+    def _simulated(self, row: Row, job: simgrid.ReplayJob | Replayed) -> float | None:
         """Fill the row from a finished replay; its simulated seconds, or None with the note why not."""
-        row, job = queued.row, queued.runner
         try:
             result = job.result()
         except CaptureError as failed:
@@ -375,7 +324,8 @@ class Replays:
         self.session.add("replay_wall_seconds", result.wall_seconds)
         self.session.add("replay_cpu_seconds", result.cpu_seconds)
         if not isinstance(job, Replayed):
-            self.replayed[queued.identity] = (row.algorithm + (f":{row.options}" if row.options else ""), result)
+            self.replayed[job.identity(job.config)] = (row.algorithm + (f":{row.options}" if row.options else ""),
+                                                       result)
         return result.seconds
 
     def _capture(self, point: Point, ppn: int) -> Schedule | str:
