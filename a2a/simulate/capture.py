@@ -171,7 +171,7 @@ def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float
 
 
 def capture_unit(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float32",
-                 room: Callable[[], int | None] | None = None, **layout: Any) -> Schedule:
+                 room: int | None = None, **layout: Any) -> Schedule:
     """The schedule at one element per peer: read from the algorithm's Steps if it registered them (and runs on
     the whole job), else captured at 1 and 2 elements, packed (`Schedule.packed`) and checked to scale; where this
     process may use two cores, each capture runs in a forked process of its own.
@@ -180,15 +180,15 @@ def capture_unit(name: str, options: dict[str, Any], nprocs: int, dtype: str = "
     counts grow in proportion to the count (every built-in) are captured small and scaled
     (`Schedule.scaled`). A schedule that is not proportional is refused, naming the rank. In a process of its
     own, what a capture leaves of the heap (most of it, at thousands of ranks) is given back when it ends.
-    `room()`, called before the plans run, gives the bytes the captures may hold together beyond this process
-    (None: three quarters of the memory available); one that grows past it raises CaptureOutgrew.
+    `room`: the bytes the captures may hold together beyond this process (None: three quarters of the memory
+    available); one that grows past it raises CaptureOutgrew.
     """
     read = None if layout.get("group") else stepped(name, options, nprocs, dtype, layout.get("nodes"))
     if read is not None:
         return read
     parallel = len(os.sched_getaffinity(0)) >= 2
-    share, given = (2 if parallel else 1), room() if room else None
-    memory = memory_limit(share) if given is None else resident_bytes() + given // share
+    share = 2 if parallel else 1
+    memory = memory_limit(share) if room is None else resident_bytes() + room // share
 
     def at(count: int) -> Schedule:
         return capture(name, options, nprocs, count, dtype, memory=memory, **layout).packed()

@@ -232,8 +232,8 @@ def unpacked(events: list[Event]) -> list[Event]:
 
 def packed(events: list[Event]) -> list[Event]:
     """The events with each run of PACKED_RUN or more Isend and Irecv as one Posts, and a Wait's requests as a range
-    where they are PACKED_RUN or more in a row: a captured linear is 2(p-1) posts a rank, about a million events
-    at 1,024 ranks, which Python objects hold in 0.8 GB."""
+    where they are PACKED_RUN or more in a row: a captured linear posts 2(p-1) a rank, millions of events at
+    thousands of ranks."""
     found: list[Event] = []
     run: list[Isend | Irecv] = []
 

@@ -241,20 +241,21 @@ class Replays:
             self.session.end_point(row, [seconds] if seconds is not None else [])
 
     def _room(self) -> int | None:
-        """Before a capture that runs the plans: under a memory bound, the bytes the replays running leave of it
-        (None when none runs, or without a bound)."""
+        """What a capture beside the replays running may hold: under a memory bound, what they leave of it (None
+        when none runs, or without a bound)."""
         return max(self.memory - self._held(), 0) if self.bounded and any(job for _, job in self.running) else None
 
-    def _captured(self, capture: Callable[[Callable[[], int | None]], Schedule]) -> Schedule:
+    def _captured(self, capture: Callable[[int | None], Schedule]) -> Schedule:
         """`capture(room)` beside the replays running, in what they leave; once more after them if it outgrew that."""
+        room = self._room()
         try:
-            return capture(self._room)
+            return capture(room)
         except CaptureOutgrew:
-            if self._room() is None:
+            if room is None:
                 raise
         self.session.add("captures_waited_for_replays", 1)
         self._collect(0)
-        return capture(self._room)
+        return capture(None)
 
     def _held(self) -> int:
         """About the bytes the replays running hold."""
