@@ -241,6 +241,7 @@ def test_bad_option_stays_a_bad_option(monkeypatch, cores):
     with pytest.raises(a2a.BadOption, match="power-of-two"):
         capture("pairwise", {"schedule": "xor"}, 6, 1)
     with pytest.raises(a2a.BadOption, match="power-of-two"):
+        # a group: the plans run (a schedule read from steps would not get as far as the option)
         capture_unit("pairwise", {"schedule": "xor"}, 6, nodes=[[r] for r in range(6)], group=lambda world: world)
 
 

@@ -17,6 +17,7 @@ import a2a
 from a2a import fabric
 from a2a.errors import BadConfig, BadOption
 from a2a.record.results import Recorder, Row
+from a2a.simulate import capture as capture_module
 from a2a.simulate import simgrid, world
 from a2a.simulate.calibrate import message_cost
 from a2a.simulate.capture import capture, capture_unit, stepped
@@ -600,8 +601,9 @@ def test_under_a_memory_bound_a_capture_runs_in_what_the_replays_leave(tmp_path,
     schedule is read from its batches: no capture)."""
     monkeypatch.setattr(world, "CHECK_SECONDS", 0.0)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})  # two captures, each in a process of its own
-    held = world.resident_bytes
-    monkeypatch.setattr(world, "resident_bytes", lambda: held() + (10 << 30))  # a capture holds 10 GiB more
+    held = world.resident_bytes  # this process at the capture's start; the capture, as it runs, 10 GiB more
+    monkeypatch.setattr(capture_module, "resident_bytes", held)
+    monkeypatch.setattr(world, "resident_bytes", lambda: held() + (10 << 30))
     log: list[str] = []
     logged_replays(monkeypatch, LoggedReplay(log, memory=3 << 30))
     code, _, err = simulate(tmp_path, capsys, "--nprocs", "4", "--sizes", "8", "--algorithms",

@@ -1,6 +1,7 @@
 """Which ranks share a node: real nodes from MPI, or virtual nodes of `ppn` ranks."""
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,16 @@ def _grouped(node_of: list[int]) -> list[list[int]]:
     starts = np.flatnonzero(np.r_[True, nodes[ranks[1:]] != nodes[ranks[:-1]]])
     flat, bounds = ranks.tolist(), [*starts.tolist(), len(ranks)]
     return [flat[bounds[k]: bounds[k + 1]] for k in np.argsort(ranks[starts]).tolist()]
+
+
+def node_sizes(nodes: list[list[int]]) -> np.ndarray:
+    """The number of ranks on each node."""
+    return np.fromiter(map(len, nodes), np.intp, len(nodes))
+
+
+def node_members(nodes: list[list[int]]) -> np.ndarray:
+    """Every rank, node by node."""
+    return np.fromiter(itertools.chain.from_iterable(nodes), np.intp, sum(map(len, nodes)))
 
 
 def one_per_node(size: int) -> list[list[int]]:

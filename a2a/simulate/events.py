@@ -227,7 +227,8 @@ class Schedule:
 def unpacked(events: list[Event]) -> list[Event]:
     """The events as a capture logs them: each Burst, Sendrecvs or Posts as its events, a Wait's range as a tuple."""
     return [x for e in events for x in (e.expanded() if isinstance(e, (Messages, Posts)) else
-                                        (Wait(tuple(e.requests)),) if isinstance(e, Wait) else (e,))]
+                                        (Wait(tuple(e.requests)),) if isinstance(e, Wait) and
+                                        isinstance(e.requests, range) else (e,))]
 
 
 def packed(events: list[Event]) -> list[Event]:

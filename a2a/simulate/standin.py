@@ -136,8 +136,8 @@ def _split_groups(values: list[tuple[int, int]], members: tuple[int, ...]) -> di
     groups: dict[int, list[tuple[int, int]]] = {}
     for rank, (color, key) in enumerate(values):
         groups.setdefault(color, []).append((key, rank))
-    found = {color: [rank for _, rank in sorted(keyed)] for color, keyed in groups.items()}
-    return {color: (ranks, tuple(members[i] for i in ranks)) for color, ranks in found.items()}
+    ordered = {color: [rank for _, rank in sorted(keyed)] for color, keyed in groups.items()}
+    return {color: (ranks, tuple(members[i] for i in ranks)) for color, ranks in ordered.items()}
 
 
 def _fold(values: list[Any], f: Callable[[Any, Any], Any]) -> Any:

@@ -5,13 +5,11 @@ copied), exchanges q*q*m bytes with each of the N-1 other leaders (Alltoallv), u
 and scatters p m to each of the q-1 others. The leader is the critical path:
   T = 2 alpha_intra + 2 (q-1) p m beta_intra + (N-1) (alpha_inter + q^2 m beta_inter) + 2 q p m gamma
 """
-import itertools
-
 import numpy as np
 
 from a2a.algos.buffers import packed
 from a2a.algos.cost import Formula, Placement, node_placement
-from a2a.algos.nodes import NODE_LIMITS, my_node, node_groups
+from a2a.algos.nodes import NODE_LIMITS, my_node, node_groups, node_members, node_sizes
 from a2a.algos.prebuilt import copier, take_function
 from a2a.algos.registry import blocks, register
 
@@ -91,7 +89,7 @@ def leader_permutations(nodes: list[list[int]], n: int, p: int) -> tuple[np.ndar
     in local order; so incoming from node c holds, for each local destination, c's sources.
     """
     here, sizes = len(nodes[n]), node_sizes(nodes)
-    members = np.fromiter(itertools.chain.from_iterable(nodes), np.intp, p)  # every rank, node by node
+    members = node_members(nodes)
     local = np.arange(here, dtype=np.intp)[:, None]
     pack = (members[:, None] + local.T * p).reshape(-1)
     before = np.repeat(np.cumsum(sizes) - sizes, sizes)  # per source: the ranks of the nodes before its node c
@@ -100,11 +98,6 @@ def leader_permutations(nodes: list[list[int]], n: int, p: int) -> tuple[np.ndar
     unpack[(local * p + members).reshape(-1)] = (here * before + local * np.repeat(sizes, sizes)
                                                  + np.arange(p) - before).reshape(-1)
     return pack, unpack
-
-
-def node_sizes(nodes: list[list[int]]) -> np.ndarray:
-    """The ranks on each node, as an array."""
-    return np.fromiter(map(len, nodes), np.intp, len(nodes))
 
 
 @register("hierarchical", collective="alltoallv", limits=NODE_LIMITS,

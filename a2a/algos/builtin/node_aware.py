@@ -6,12 +6,11 @@ n+i; the q messages of one step overlap.
 beta_inter is per byte one rank sends; the q ranks of a node share its network link, so it
 includes that sharing at the measured q.
 """
-import itertools
 
 import numpy as np
 
 from a2a.algos.cost import DIRECT, Formula, Placement, node_placement
-from a2a.algos.nodes import NODE_LIMITS, node_groups, virtual_nodes
+from a2a.algos.nodes import NODE_LIMITS, node_groups, node_members, node_sizes, virtual_nodes
 from a2a.algos.registry import blocks, register
 from a2a.algos.schedule import Batches, batch_plan
 
@@ -27,8 +26,7 @@ def node_batches(nodes: list[list[int]], rank: int) -> Batches:
     """Batch i receives from every rank of node n-i and sends to every rank of node n+i (mod the node count),
     for the own node n = the one of `rank`; `rank` itself is left out (its block is copied first), and so
     is batch 0 when no other rank shares its node."""
-    sizes = np.fromiter(map(len, nodes), np.int64, len(nodes))
-    members = np.fromiter(itertools.chain.from_iterable(nodes), np.int64, int(sizes.sum()))
+    sizes, members = node_sizes(nodes), node_members(nodes)
     starts = np.cumsum(sizes) - sizes
     n = int(np.searchsorted(np.cumsum(sizes), np.flatnonzero(members == rank)[0], side="right"))
     found = []
