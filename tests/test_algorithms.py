@@ -13,7 +13,7 @@ from a2a.algos.buffers import alltoall_call
 from a2a.algos.builtin import bine, bruck_zero_copy
 from a2a.algos.builtin.dimensional import balanced, factors
 from a2a.algos.builtin.hierarchical import leader_permutations
-from a2a.algos.builtin.locality_aware import collected
+from a2a.algos.builtin.locality_aware import Aggregation
 from a2a.algos.builtin.pairwise_inplace import one_factor
 from a2a.algos.builtin.parallel_split import split_factor
 from a2a.algos.nodes import split_nodes, virtual_nodes
@@ -315,13 +315,15 @@ def test_split_nodes_cuts_each_node_into_consecutive_runs():
 def test_locality_aware_collectors_by_hand():
     parts = [[0, 1, 2], [3, 4], [5, 6, 7]]
     # equal groups would give "member i of every group"; group 1 has 2 members, so k mod 2 decides
-    assert collected(parts, 1, 0) == [0, 2, 3, 5, 7]
-    assert collected(parts, 1, 1) == [1, 4, 6]
-    assert collected(parts, 0, 2) == [2, 7]
-    assert collected([[0, 1], [2, 3]], 0, 1) == [1, 3]
-    for g, part in enumerate(parts):  # every source has exactly one collector in every group
-        held = [q for i in range(len(part)) for q in collected(parts, g, i)]
+    assert Aggregation.of(parts, 3).held.tolist() == [0, 2, 3, 5, 7]
+    assert Aggregation.of(parts, 4).held.tolist() == [1, 4, 6]
+    assert Aggregation.of(parts, 2).held.tolist() == [2, 7]
+    assert Aggregation.of([[0, 1], [2, 3]], 1).held.tolist() == [1, 3]
+    assert Aggregation.of(parts, 4).dests.tolist() == [1, 6]  # member 1 of group 0, member 1 mod 3 of group 2
+    for part in parts:  # every source has exactly one collector in every group
+        held = [q for rank in part for q in Aggregation.of(parts, rank).held.tolist()]
         assert sorted(held) == list(range(8))
+        assert sorted(Aggregation.of(parts, part[0]).delivered.tolist()) == list(range(8))
 
 
 def test_parallel_split_factor_is_lowered_as_acoll_does():

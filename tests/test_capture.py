@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 
 import numpy as np
@@ -11,6 +12,7 @@ from support import ROOT, mpiexec
 
 import a2a
 from a2a.algos.registry import REGISTRY, register
+from a2a.algos.schedule import Among, Phases
 from a2a.errors import CaptureError
 from a2a.simulate import capture as capture_module
 from a2a.simulate import world
@@ -82,7 +84,13 @@ STEPPED = [("ring", {}, (1, 2, 3, 6)), ("bine", {}, (1, 2, 6, 8, 16)), ("bruck_z
            ("pairwise", {"schedule": "xor"}, (4, 8)), ("linear", {}, (1, 2, 5)), ("linear_sync", {}, (1, 2, 6)),
            ("throttled", {}, (2, 5)), ("throttled", {"window": 3}, (5, 7, 8)), ("pairwise_inplace", {}, (1, 2, 5, 6)),
            ("node_aware", {}, (1, 2, 5)), ("node_aware", {"ppn": 2}, (5, 6)),
-           ("node_aware", {"ppn": 3, "placement": "cyclic"}, (7,))]
+           ("node_aware", {"ppn": 3, "placement": "cyclic"}, (7,)), ("hierarchical", {}, (1, 2, 5)),
+           ("hierarchical", {"ppn": 2}, (5, 6)), ("hierarchical", {"ppn": 3, "placement": "cyclic"}, (7,)),
+           ("multileader", {"ppn": 4}, (6, 8)), ("multileader", {"ppn": 4, "leaders": 3}, (9,)),
+           ("locality_aware", {}, (1, 2, 5)), ("locality_aware", {"ppn": 3}, (7,)),
+           ("locality_aware", {"ppn": 4, "groups": 3, "placement": "cyclic"}, (10,)),
+           ("parallel_split", {}, (2, 6)), ("parallel_split", {"factor": 4}, (8, 12)),
+           ("parallel_split", {"factor": 8}, (16,))]
 
 
 @pytest.mark.parametrize("name,options,sizes", STEPPED)
@@ -98,12 +106,13 @@ def test_the_simulator_reads_the_steps_the_plan_runs(name, options, sizes, monke
 
 @pytest.mark.parametrize("nodes", [[[0, 1, 2], [3, 4, 5]], [[0, 1], [2, 3], [4]], [[0, 2, 4], [1, 3]],
                                    [[0], [1, 2, 3]]])
-def test_node_aware_reads_the_nodes_it_runs_on(nodes):
-    """node_aware's batches on the job's nodes (its default: as MPI tells) are event for event its capture there."""
+@pytest.mark.parametrize("name", ["node_aware", "hierarchical", "multileader", "locality_aware"])
+def test_node_algorithms_read_the_nodes_they_run_on(nodes, name):
+    """Steps on the job's nodes (the default: as MPI tells) are event for event the capture there."""
     p = sum(map(len, nodes))
-    assert stepped("node_aware", {}, p, nodes=nodes).scaled(2).expanded().events == \
-        capture("node_aware", {}, p, 2, nodes=nodes).events
-    assert stepped("node_aware", {}, p, nodes=nodes).events != stepped("node_aware", {}, p).events
+    assert stepped(name, {}, p, nodes=nodes).scaled(2).expanded().events == capture(name, {}, p, 2, nodes=nodes).events
+    if name != "multileader" or max(map(len, nodes)) > 2:  # its two leaders a node: on two ranks, one rank a node
+        assert stepped(name, {}, p, nodes=nodes).expanded().events != stepped(name, {}, p).expanded().events
 
 
 def test_a_mutated_step_breaks_the_match(monkeypatch):
@@ -134,10 +143,41 @@ def test_a_mutated_batch_breaks_the_match(monkeypatch):
     assert stepped("linear", {}, 4).expanded().events != capture("linear", {}, 4, 1).events
 
 
-@pytest.mark.parametrize("name,options,p", [("pairwise", {"schedule": "xor"}, 6), ("linear_sync", {"window": 2}, 6)])
+def _one_post_fewer(phases: Phases) -> Phases:
+    first = phases.phases[0]
+    return Phases((first._replace(dests=first.dests[:-1], sent=first.sent[:-1]), *phases.phases[1:]))
+
+
+def _one_leader_fewer(phases: Phases) -> Phases:
+    among = [k for k, phase in enumerate(phases.phases) if isinstance(phase, Among) and phase.name == "alltoallv"][0]
+    found = list(phases.phases)
+    found[among] = found[among]._replace(members=found[among].members[:-1], sent=found[among].sent[:-1],
+                                         received=found[among].received[:-1])
+    return Phases(tuple(found))
+
+
+@pytest.mark.parametrize("name,mutation", [("parallel_split", _one_post_fewer), ("locality_aware", _one_post_fewer),
+                                           ("hierarchical", _one_leader_fewer)])
+def test_a_mutated_phase_breaks_the_match(name, mutation, monkeypatch):
+    """Phases the plan does not run (rank 2 sends one aggregate fewer, or its leaders' Alltoallv leaves one out) no
+    longer match its capture."""
+    kind = a2a.get(name).kinds["alltoall"]
+    real = kind.steps
+    assert stepped(name, {}, 4).expanded().events == capture(name, {}, 4, 1).events
+    @functools.wraps(real)  # its signature too: steps_for gives `nodes` to steps that declare it
+    def mutated(p: int, rank: int, **options):
+        return mutation(real(p, rank, **options)) if rank == 2 else real(p, rank, **options)
+
+    monkeypatch.setitem(a2a.get(name).kinds, "alltoall", dataclasses.replace(kind, steps=mutated))
+    assert stepped(name, {}, 4).expanded().events != capture(name, {}, 4, 1).events
+
+
+@pytest.mark.parametrize("name,options,p", [("pairwise", {"schedule": "xor"}, 6), ("linear_sync", {"window": 2}, 6),
+                                            ("parallel_split", {}, 5)])
 def test_steps_are_not_read_where_the_factory_runs_something_else(name, options, p):
-    """pairwise with schedule=xor at 6 ranks is refused by its factory, and linear_sync's narrower window refills
-    as requests complete: neither registers steps there."""
+    """pairwise with schedule=xor at 6 ranks is refused by its factory, linear_sync's narrower window refills
+    as requests complete, and parallel_split relays an odd p's last rank by blocking sends: none registers steps
+    there."""
     assert stepped(name, options, p) is None
 
 

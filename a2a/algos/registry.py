@@ -385,9 +385,11 @@ def _stepped_traffic(name: str, p: int, m: float, options: dict) -> list[Round]:
         mine = steps(p, rank)
         if mine is None:
             return everything(p, m)
-        ranks.append([step.sends() for step in mine])  # the blocks themselves are not kept
-    return [[(rank, dest, blocks * m) for rank, mine in enumerate(ranks) if k < len(mine) for dest, blocks in mine[k]]
-            for k in range(max(map(len, ranks), default=0))]
+        rounds = getattr(mine, "rounds", None)  # Phases and Rounds list their messages without naming blocks
+        ranks.append(rounds() if rounds else [step.sends() for step in mine])
+    found = ([(rank, dest, blocks * m) for rank, mine in enumerate(ranks) if k < len(mine) for dest, blocks in mine[k]
+              if dest != rank] for k in range(max(map(len, ranks), default=0)))
+    return [messages for messages in found if messages]  # a collective on one node's ranks sends none at one per node
 
 
 def matrix_cost(name: str) -> MatrixCost | None:

@@ -4,7 +4,9 @@ A Step is one Sendrecv of blocks with one peer each way; a Batch posts one block
 many peers at once and waits for them all. At thousands of ranks an object per step is too many, so runs
 of them are kept as arrays: Exchanges, Sendrecvs of one block each way (pairwise's p-1 steps); Rounds,
 Sendrecvs of many blocks, as peers and counts (ring's); Batches, one Batch after another. A block is named
-by its (source, destination) ranks.
+by its (source, destination) ranks. Phases are a whole call that also copies and calls collectives between its
+messages (the leader-based algorithms, parallel_split): Posted messages of many blocks, Rounds, Copied blocks,
+and collectives Among a communicator's members, in order.
 
 zero_copy_plan runs Steps of block moves with MPI derived datatypes on absolute addresses: no
 packing copies. A block starts in the send buffer, ends in the receive buffer (received there
@@ -83,10 +85,14 @@ class Rounds:
     sources: np.ndarray
     sent: np.ndarray
     received: np.ndarray
-    named: Callable[[], list[Step]]
+    named: Callable[[], list[Step]] | None = None  # for a plan that moves the named blocks (ring's zero copy)
 
     def __iter__(self) -> Iterator[Step]:
         return iter(self.named())
+
+    def rounds(self) -> list[list[tuple[int, int]]]:
+        """(destination, blocks) of each round's message."""
+        return [[(d, n)] for d, n in zip(self.dests.tolist(), self.sent.tolist())]
 
 
 @dataclass(frozen=True)
@@ -108,6 +114,60 @@ class Batches:
 
     def __iter__(self) -> Iterator[Batch]:
         return map(Batch, cut(self.sources, self.source_ends), cut(self.dests, self.dest_ends))
+
+
+class Posted(NamedTuple):
+    """Receives of received[k] blocks from sources[k], then sends of sent[k] blocks to dests[k], all posted at once;
+    then `meanwhile` blocks copied locally while they travel, and one wait for them all."""
+
+    sources: np.ndarray
+    received: np.ndarray
+    dests: np.ndarray
+    sent: np.ndarray
+    meanwhile: int = 0
+
+    def rounds(self) -> list[list[tuple[int, int]]]:
+        """(destination, blocks) of each message: one round."""
+        return [list(zip(self.dests.tolist(), self.sent.tolist()))]
+
+
+class Copied(NamedTuple):
+    """A local copy of `blocks` blocks."""
+
+    blocks: int
+
+    def rounds(self) -> list[list[tuple[int, int]]]:
+        return []
+
+
+class Among(NamedTuple):
+    """The collective `name` ("gather", "scatter", "alltoallv") on a communicator of the ranks `members`, rooted at
+    the rank `root` (None: no root): this rank sends sent[k] blocks to members[k] and receives received[k] from it."""
+
+    name: str
+    members: tuple[int, ...]
+    root: int | None
+    sent: tuple[int, ...]
+    received: tuple[int, ...]
+
+    def rounds(self) -> list[list[tuple[int, int]]]:
+        """(member, blocks) of each message this rank sends, to itself too: one round."""
+        return [[(m, n) for m, n in zip(self.members, self.sent) if n]]
+
+
+Phase = Posted | Copied | Among | Rounds
+
+
+@dataclass(frozen=True)
+class Phases:
+    """A rank's whole call, phase after phase: unlike Steps and Batches, it copies its own block only where a phase
+    says so."""
+
+    phases: tuple[Phase, ...]
+
+    def rounds(self) -> list[list[tuple[int, int]]]:
+        """(destination, blocks) of each message, round by round."""
+        return [found for phase in self.phases for found in phase.rounds()]
 
 
 def cut(values: Sequence, ends: np.ndarray) -> Iterator[Sequence]:

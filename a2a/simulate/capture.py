@@ -25,9 +25,9 @@ from a2a.algos.nodes import one_per_node
 from a2a.algos.pattern import expected_pattern, send_pattern
 from a2a.algos.prebuilt import WATCHER
 from a2a.algos.registry import get, steps_for
-from a2a.algos.schedule import Batches, Exchanges, Rounds
+from a2a.algos.schedule import Among, Batches, Copied, Exchanges, Phases, Posted, Rounds
 from a2a.errors import A2AError, CaptureError, CaptureOutgrew
-from a2a.simulate.events import Burst, Copy, Event, Irecv, Isend, RankLog, Schedule, Sendrecvs, Wait
+from a2a.simulate.events import Burst, Collective, Copy, Event, Irecv, Isend, Posts, RankLog, Schedule, Sendrecvs, Wait
 from a2a.simulate.standin import StandInComm, standin_module, standin_mpi
 from a2a.simulate.world import Aborted, World, memory_limit, resident_bytes
 
@@ -150,6 +150,9 @@ def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float
         steps = steps_of(nprocs, rank)
         if steps is None:
             return None
+        if isinstance(steps, Phases):
+            events.append(list(phase_events(steps, width)))
+            continue
         if isinstance(steps, Exchanges):
             events.append([Copy(width * steps.copied), Sendrecvs(steps.sources, steps.dests, width, 0)])
             continue
@@ -168,6 +171,37 @@ def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float
             request += 2
         events.append(mine)
     return Schedule(nprocs, 1, width, events)
+
+
+def phase_events(phases: Phases, width: int) -> Iterator[Event]:
+    """The events a capture logs for a rank's Phases, blocks of `width` bytes: each Posted's receives and sends as
+    one Posts, its copy, and a Wait for them all; Rounds as one Sendrecvs; each collective as a Collective."""
+    request = 0
+    for phase in phases.phases:
+        if isinstance(phase, Copied):
+            yield Copy(phase.blocks * width)
+        elif isinstance(phase, Among):
+            sent, received = (tuple((np.asarray(b, np.int64) * width).tolist()) for b in (phase.sent, phase.received))
+            yield Collective(phase.name, phase.members, phase.root, sent, received)
+        elif isinstance(phase, Rounds):
+            yield Sendrecvs(phase.sources, phase.dests, width, request, phase.sent, phase.received)
+            request += 2 * len(phase.dests)
+        else:
+            yield from _posted_events(phase, width, request)
+            request += len(phase.sources) + len(phase.dests)
+
+
+def _posted_events(phase: Posted, width: int, first: int) -> Iterator[Event]:
+    posts = len(phase.sources) + len(phase.dests)
+    if posts:
+        yield Posts(np.repeat([False, True], [len(phase.sources), len(phase.dests)]),
+                    np.concatenate([phase.sources, phase.dests]).astype(np.int32),
+                    np.concatenate([phase.received, phase.sent]).astype(np.int64) * width,
+                    np.arange(first, first + posts, dtype=np.int64))
+    if phase.meanwhile:
+        yield Copy(phase.meanwhile * width)
+    if posts:
+        yield Wait(range(first, first + posts))
 
 
 def capture_unit(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float32",

@@ -9,9 +9,10 @@ import numpy as np
 
 from a2a.algos.buffers import packed
 from a2a.algos.cost import Formula, Placement, node_placement
-from a2a.algos.nodes import NODE_LIMITS, my_node, node_groups, node_members, node_sizes
+from a2a.algos.nodes import NODE_LIMITS, my_node, node_groups, node_members, node_sizes, virtual_nodes
 from a2a.algos.prebuilt import copier, take_function
 from a2a.algos.registry import blocks, register
+from a2a.algos.schedule import Among, Copied, Phases
 
 
 def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
@@ -25,11 +26,39 @@ def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
 LINK_PARAMS = ("alpha_inter", "beta_inter", "alpha_intra", "beta_intra", "gamma")
 
 
+def leader_blocks(nodes: list[list[int]], n: int) -> np.ndarray:
+    """Blocks node n's leader sends to, and receives from, each leader in their Alltoallv: |n| x |that node|."""
+    return node_sizes(nodes) * len(nodes[n])
+
+
+def leader_phases(p: int, rank: int, nodes: list[list[int]]) -> Phases:
+    """What through_leaders runs on `rank`, as data: the node's Gather on its leader, on the leader the packing
+    copy, the leaders' Alltoallv and the unpacking copy, then the node's Scatter."""
+    sizes, members = node_sizes(nodes), node_members(nodes)
+    n = int(np.searchsorted(np.cumsum(sizes), np.flatnonzero(members == rank)[0], side="right"))
+    node, here = tuple(nodes[n]), len(nodes[n])
+    leader, nothing = node[0], (0,) * here
+    to_leader = (p,) + nothing[1:]
+    if rank != leader:
+        return Phases((Among("gather", node, leader, to_leader, nothing), Among("scatter", node, leader, nothing,
+                                                                                 to_leader)))
+    exchanged = tuple(leader_blocks(nodes, n).tolist())
+    leaders = tuple(members[np.cumsum(sizes) - sizes].tolist())
+    return Phases((Among("gather", node, leader, to_leader, (p,) * here), Copied(here * p),
+                   Among("alltoallv", leaders, None, exchanged, exchanged), Copied(here * p),
+                   Among("scatter", node, leader, (p,) * here, to_leader)))
+
+
+def steps(p: int, r: int, ppn: int, placement: str, nodes: list[list[int]]) -> Phases:
+    """What the factory runs on rank r, as data, on virtual nodes of `ppn` ranks or else on `nodes`."""
+    return leader_phases(p, r, virtual_nodes(p, ppn, placement) if ppn else nodes)
+
+
 @register("hierarchical", mirrors="leader-based two-level alltoall (as in MVAPICH/HAN-style designs)",
           limits=NODE_LIMITS,
           cost=Formula("2 alpha_intra + 2 (q-1) p m beta_intra + (N-1) (alpha_inter + q^2 m beta_inter)"
                        " + 2 q p m gamma", LINK_PARAMS, terms),
-          simplicity=12)
+          steps=steps, simplicity=12)
 def hierarchical(comm, sendbuf, recvbuf, *, ppn: int = 0, placement: str = "block"):
     """Gather each node's buffers on its leader, leaders exchange (Alltoallv), leaders scatter."""
     return through_leaders(comm, sendbuf, recvbuf, node_groups(comm, ppn, placement))
@@ -52,7 +81,7 @@ def through_leaders(comm, sendbuf, recvbuf, nodes: list[list[int]]):
     here = len(nodes[n])
     gathered, outgoing, incoming, scattered = (np.empty((here * p, width), np.uint8) for _ in range(4))
     pack, unpack = leader_permutations(nodes, n, p)
-    outbound = (node_sizes(nodes) * (here * width)).tolist()
+    outbound = (leader_blocks(nodes, n) * width).tolist()
     layout = (outbound, packed(outbound).tolist())
     take = take_function()
     exchange, outbox, inbox = leaders.Alltoallv, [outgoing, layout, MPI.BYTE], [incoming, layout, MPI.BYTE]

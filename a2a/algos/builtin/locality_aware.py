@@ -6,14 +6,17 @@ phase 2 (Alltoallv in the group) sends (p/c) m to each of c-1 members; repack an
   T = (N-1) G (alpha_inter + c m beta_inter) + (G-1) (alpha_intra + c m beta_intra)
       + (c-1) (alpha_intra + (p/c) m beta_intra) + 2 p m gamma
 """
+from typing import NamedTuple
+
 import numpy as np
 
 from a2a.algos.buffers import packed
 from a2a.algos.builtin.hierarchical import LINK_PARAMS
 from a2a.algos.cost import Formula, Placement, leader_split
-from a2a.algos.nodes import NODE_LIMITS, my_node, node_groups, split_nodes
+from a2a.algos.nodes import NODE_LIMITS, node_groups, node_members, node_sizes, split_nodes, virtual_nodes
 from a2a.algos.prebuilt import copier, copy_function, take_function
 from a2a.algos.registry import blocks, register
+from a2a.algos.schedule import Among, Copied, Phases, Posted
 
 
 def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
@@ -24,6 +27,49 @@ def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
             "alpha_inter": others * groups, "beta_inter": others * groups * c * m, "gamma": 2 * p * m}
 
 
+class Aggregation(NamedTuple):
+    """A rank's part in locality_aware on groups `parts`: member k of group b sends group g's blocks to member
+    k mod |g| of g, its collector for g (with equal groups, member i of every group; with uneven ones every source
+    still has exactly one collector in each group)."""
+
+    group: int  # the rank's group g
+    other_groups: np.ndarray  # every other group b, ascending
+    dests: np.ndarray  # the rank each other group's blocks go to
+    sent: np.ndarray  # and their number: that group's size
+    held: np.ndarray  # the sources whose blocks for g this rank collects, itself among them, group by group
+    redistributed: np.ndarray  # blocks it sends each member of g in g's Alltoallv: one per held source
+    collected: np.ndarray  # blocks it receives from each member of g there: one per source that member collects
+    delivered: np.ndarray  # the source of each block that Alltoallv delivers, in order
+
+    @classmethod
+    def of(cls, parts: list[list[int]], rank: int) -> "Aggregation":
+        sizes, members = node_sizes(parts), node_members(parts)
+        starts = np.cumsum(sizes) - sizes
+        place = int(np.flatnonzero(members == rank)[0])
+        g = int(np.searchsorted(starts, place, side="right")) - 1
+        i, size = place - starts[g], sizes[g]
+        collector = (np.arange(len(members)) - np.repeat(starts, sizes)) % size  # in g, of each source
+        held = members[collector == i]
+        others = np.flatnonzero(np.arange(len(parts)) != g)
+        collected = np.bincount(collector, minlength=size)
+        return cls(g, others, members[starts[others] + i % sizes[others]], sizes[others], held,
+                   np.full(size, len(held)), collected, members[np.argsort(collector, kind="stable")])
+
+
+def steps(p: int, r: int, groups: int, ppn: int, placement: str, nodes: list[list[int]]) -> Phases:
+    """What the factory runs on rank r, as data, on virtual nodes of `ppn` ranks or else on `nodes`."""
+    parts = split_nodes(virtual_nodes(p, ppn, placement) if ppn else nodes, groups)
+    at = Aggregation.of(parts, r)
+    mine = len(parts[at.group])
+    sources = at.held[at.held != r]
+    reordered = bool((node_members(parts) != np.arange(p)).any())
+    return Phases((*[Copied(p)] * reordered, Posted(sources, np.full(len(sources), mine), at.dests, at.sent, mine),
+                   Copied(mine * len(at.held)),
+                   Among("alltoallv", tuple(parts[at.group]), None, tuple(at.redistributed.tolist()),
+                         tuple(at.collected.tolist())),
+                   Copied(p)))
+
+
 @register("locality_aware",
           mirrors="mpi-advance locality_aware alltoall_locality_aware_nonblocking (Bienz group; "
                   "Kinkead et al., arXiv 2601.17606)",
@@ -31,7 +77,7 @@ def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
           cost=Formula("(N-1) G (alpha_inter + c m beta_inter) + (G-1) (alpha_intra + c m beta_intra)"
                        " + (c-1) (alpha_intra + (p/c) m beta_intra) + 2 p m gamma  (G groups per node, c = q/G)",
                        LINK_PARAMS, terms),
-          simplicity=14)
+          steps=steps, simplicity=14)
 def locality_aware(comm, sendbuf, recvbuf, *, groups: int = 1, ppn: int = 0, placement: str = "block"):
     """Rank i of each group sends a whole group's blocks to rank i of every other group; groups redistribute."""
     from mpi4py import MPI
@@ -40,27 +86,24 @@ def locality_aware(comm, sendbuf, recvbuf, *, groups: int = 1, ppn: int = 0, pla
     send, recv = blocks(sendbuf, p), blocks(recvbuf, p)
     width = send.shape[1]
     parts = split_nodes(node_groups(comm, ppn, placement), groups)
-    g = my_node(parts, rank)
-    mine, i = parts[g], parts[g].index(rank)
-    order = np.array([q for part in parts for q in part], dtype=np.intp)  # send rows by destination group
+    at = Aggregation.of(parts, rank)
+    g, mine = at.group, parts[at.group]
+    order = node_members(parts)  # send rows by destination group
     starts = np.cumsum([0] + [len(part) for part in parts]).tolist()
     by_group = send if (order == np.arange(p)).all() else np.empty_like(send)
-    held = collected(parts, g, i)
+    held = at.held.tolist()
     gathered = np.empty((len(held), len(mine), width), np.uint8)  # per held source, its rows for my group
     own = copier(gathered[held.index(rank)], by_group[starts[g]: starts[g + 1]])
-    requests = [comm.Send_init(by_group[starts[b]: starts[b + 1]], part[i % len(part)])
-                for b, part in enumerate(parts) if b != g]
-    requests += [comm.Recv_init(gathered[slot], q) for slot, q in enumerate(held) if q != rank]
+    requests = [comm.Recv_init(gathered[slot], q) for slot, q in enumerate(held) if q != rank]
+    requests += [comm.Send_init(by_group[starts[b]: starts[b + 1]], q)
+                 for b, q in zip(at.other_groups.tolist(), at.dests.tolist())]
 
     local = comm.Split(g, key=rank)
-    holdings = [collected(parts, g, j) for j in range(len(mine))]
     outgoing = np.empty((len(mine), len(held), width), np.uint8)
     incoming = np.empty_like(send)
-    sent = [len(held) * width] * len(mine)
-    came = [len(h) * width for h in holdings]
+    sent, came = ((blocks_each * width).tolist() for blocks_each in (at.redistributed, at.collected))
     layouts = ((sent, packed(sent).tolist()), (came, packed(came).tolist()))
-    sources = np.array([q for h in holdings for q in h], dtype=np.intp)  # incoming row k came from sources[k]
-    by_source = np.argsort(sources)  # recv[j] = incoming[by_source[j]]
+    by_source = np.argsort(at.delivered)  # recv[j] = incoming[by_source[j]]
     start, wait, copy, take = MPI.Prequest.Startall, MPI.Request.Waitall, copy_function(), take_function()
     exchange, outbox, inbox = local.Alltoallv, [outgoing, layouts[0], MPI.BYTE], [incoming, layouts[1], MPI.BYTE]
     by_destination = gathered.transpose(1, 0, 2)
@@ -76,13 +119,3 @@ def locality_aware(comm, sendbuf, recvbuf, *, groups: int = 1, ppn: int = 0, pla
         take(incoming, by_source, recv)  # reorder by source
 
     return run, lambda: ([q.Free() for q in requests], local.Free())
-
-
-def collected(parts: list[list[int]], g: int, i: int) -> list[int]:
-    """Sources whose blocks for group g go to its member i: member k of group b sends to member k mod |g|.
-
-    With equal groups that is member i of every group, the source's group communicator;
-    with uneven groups every source still has exactly one collector in each group.
-    """
-    size = len(parts[g])
-    return [q for part in parts for k, q in enumerate(part) if k % size == i]

@@ -14,6 +14,7 @@ import numpy as np
 from a2a.algos.cost import Formula, Placement, option
 from a2a.algos.prebuilt import copier, spec
 from a2a.algos.registry import blocks, register
+from a2a.algos.schedule import Copied, Phases, Posted, Rounds
 
 FACTORS = (2, 4, 8)
 SUBGROUP = 8  # acoll's sg_size default: ranks per leader that relays an odd p's last rank
@@ -43,11 +44,32 @@ COST = Formula("(f + 2s[p odd]) alpha + (g-1) alpha_msg + ((g-1) f + (f-1) g + (
                ("alpha", "beta", "alpha_msg", "gamma"), terms)
 
 
+def lanes(r: int, f: int, body: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rank r's lane-mates (rank k*f + j of every other group k, for r = its group's first + j) and its f-1 swaps'
+    destinations and sources (swap s: the members j+s and j-s of its own group)."""
+    j, mine = r % f, r - r % f
+    mates = np.arange(j, body, f)
+    shifts = np.arange(1, f)
+    return mates[mates != r], mine + (j + shifts) % f, mine + (j - shifts) % f
+
+
+def steps(p: int, r: int, factor: int) -> Phases | None:
+    """What the factory runs on rank r, as data: None for an odd p, whose last rank is relayed by blocking
+    sends (captured)."""
+    f = split_factor(p, factor)
+    if p % f:
+        return None
+    mates, dests, sources = lanes(r, f, p)
+    aggregates, columns = np.full(len(mates), f), np.full(f - 1, p // f)
+    return Phases((Posted(mates, aggregates, mates, aggregates, meanwhile=f), Rounds(dests, sources, columns, columns),
+                   *[Copied(p // f)] * (f - 1)))
+
+
 @register("parallel_split",
           mirrors="Open MPI coll/acoll alltoall (parallel split, split_factor 2/4/8; odd p: the last rank "
                   "through subgroup leaders)",
           limits={"factor": (lambda f: f in FACTORS, "2, 4 or 8 (halved as acoll does while p mod f > 1)")},
-          cost=COST, simplicity=10)
+          cost=COST, steps=steps, simplicity=10)
 def parallel_split(comm, sendbuf, recvbuf, *, factor: int = 2):
     """Ranks equal mod f swap f-block aggregates (Isend/Irecv); then f consecutive ranks do f-1 Sendrecv."""
 
@@ -75,20 +97,19 @@ def _split_steps(comm, send: np.ndarray, recv: np.ndarray, f: int, body: int) ->
     from mpi4py import MPI
 
     r, width = comm.rank, send.shape[1]
-    j, mine, count = r % f, r - r % f, body // f  # my lane, my group's first rank, groups
+    mine, count = r - r % f, body // f  # my group's first rank, groups
+    mates, dests, sources = lanes(r, f, body)
     # phase 1: to lane-mate k*f+j the f blocks for group k; its f blocks for my group land in recv[k*f:]
-    rows = [slice(k * f, k * f + f) for k in range(count)]
-    requests = [comm.Recv_init(recv[rows[k]], k * f + j, AGGREGATES) for k in range(count) if k * f != mine]
-    requests += [comm.Send_init(send[rows[k]], k * f + j, AGGREGATES) for k in range(count) if k * f != mine]
-    # now recv[k*f + t] holds lane-mate k's block for member t of my group; step s sends member
+    rows = [slice(q - q % f, q - q % f + f) for q in mates.tolist()]
+    requests = [comm.Recv_init(recv[at], q, AGGREGATES) for at, q in zip(rows, mates.tolist())]
+    requests += [comm.Send_init(send[at], q, AGGREGATES) for at, q in zip(rows, mates.tolist())]
+    # now recv[k*f + t] holds lane-mate k's block for member t of my group; swap s sends member
     # j+s its column (one strided datatype, as acoll) and takes member j-s's column of blocks for me
     column = MPI.BYTE.Create_vector(count, width, f * width).Commit()
     work = np.empty((max(f - 1, 0), count, width), np.uint8)
-    swaps, places = [], []
-    for s in range(1, f):
-        swaps.append(partial(comm.Sendrecv, (MPI.buffer(recv[(j + s) % f:]), 1, column), mine + (j + s) % f,
-                             INSIDE, spec(work[s - 1]), mine + (j - s) % f, INSIDE))
-        places.append(copier(recv[(j - s) % f: body: f], work[s - 1]))
+    swaps = [partial(comm.Sendrecv, (MPI.buffer(recv[d - mine:]), 1, column), d, INSIDE, spec(work[s]), q, INSIDE)
+             for s, (d, q) in enumerate(zip(dests.tolist(), sources.tolist()))]
+    places = [copier(recv[q - mine: body: f], work[s]) for s, q in enumerate(sources.tolist())]
     start, wait = MPI.Prequest.Startall, MPI.Request.Waitall
     steps = [partial(start, requests), copier(recv[mine: mine + f], send[mine: mine + f]),
              partial(wait, requests), *swaps, *places]
