@@ -68,6 +68,12 @@ def my_node(nodes: list[list[int]], rank: int) -> int:
     return next(i for i, members in enumerate(nodes) if rank in members)
 
 
+def node_index(sizes: np.ndarray, members: np.ndarray, rank: int) -> int:
+    """my_node from the nodes' node_sizes and node_members, where they are at hand (a schedule read at thousands of
+    ranks does this on every rank)."""
+    return int(np.searchsorted(np.cumsum(sizes), np.flatnonzero(members == rank)[0], side="right"))
+
+
 def split_nodes(nodes: list[list[int]], parts: int) -> list[list[int]]:
     """Each node's ranks cut into min(parts, its size) runs of consecutive members, sizes within one.
 

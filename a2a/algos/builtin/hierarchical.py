@@ -34,8 +34,7 @@ def leader_blocks(nodes: list[list[int]], n: int) -> np.ndarray:
 def leader_phases(p: int, rank: int, nodes: list[list[int]]) -> Phases:
     """What through_leaders runs on `rank`, as data: the node's Gather on its leader, on the leader the packing
     copy, the leaders' Alltoallv and the unpacking copy, then the node's Scatter."""
-    sizes, members = node_sizes(nodes), node_members(nodes)
-    n = int(np.searchsorted(np.cumsum(sizes), np.flatnonzero(members == rank)[0], side="right"))
+    n = my_node(nodes, rank)
     node, here = tuple(nodes[n]), len(nodes[n])
     leader, nothing = node[0], (0,) * here
     to_leader = (p,) + nothing[1:]
@@ -43,7 +42,7 @@ def leader_phases(p: int, rank: int, nodes: list[list[int]]) -> Phases:
         return Phases((Among("gather", node, leader, to_leader, nothing), Among("scatter", node, leader, nothing,
                                                                                  to_leader)))
     exchanged = tuple(leader_blocks(nodes, n).tolist())
-    leaders = tuple(members[np.cumsum(sizes) - sizes].tolist())
+    leaders = tuple(members[0] for members in nodes)
     return Phases((Among("gather", node, leader, to_leader, (p,) * here), Copied(here * p),
                    Among("alltoallv", leaders, None, exchanged, exchanged), Copied(here * p),
                    Among("scatter", node, leader, (p,) * here, to_leader)))

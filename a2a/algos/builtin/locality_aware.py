@@ -13,7 +13,7 @@ import numpy as np
 from a2a.algos.buffers import packed
 from a2a.algos.builtin.hierarchical import LINK_PARAMS
 from a2a.algos.cost import Formula, Placement, leader_split
-from a2a.algos.nodes import NODE_LIMITS, node_groups, node_members, node_sizes, split_nodes, virtual_nodes
+from a2a.algos.nodes import NODE_LIMITS, node_groups, node_index, node_members, node_sizes, split_nodes, virtual_nodes
 from a2a.algos.prebuilt import copier, copy_function, take_function
 from a2a.algos.registry import blocks, register
 from a2a.algos.schedule import Among, Copied, Phases, Posted
@@ -45,9 +45,8 @@ class Aggregation(NamedTuple):
     def of(cls, parts: list[list[int]], rank: int) -> "Aggregation":
         sizes, members = node_sizes(parts), node_members(parts)
         starts = np.cumsum(sizes) - sizes
-        place = int(np.flatnonzero(members == rank)[0])
-        g = int(np.searchsorted(starts, place, side="right")) - 1
-        i, size = place - starts[g], sizes[g]
+        g = node_index(sizes, members, rank)
+        i, size = parts[g].index(rank), sizes[g]
         collector = (np.arange(len(members)) - np.repeat(starts, sizes)) % size  # in g, of each source
         held = members[collector == i]
         others = np.flatnonzero(np.arange(len(parts)) != g)

@@ -10,7 +10,7 @@ includes that sharing at the measured q.
 import numpy as np
 
 from a2a.algos.cost import DIRECT, Formula, Placement, node_placement
-from a2a.algos.nodes import NODE_LIMITS, node_groups, node_members, node_sizes, virtual_nodes
+from a2a.algos.nodes import NODE_LIMITS, node_groups, node_index, node_members, node_sizes, virtual_nodes
 from a2a.algos.registry import blocks, register
 from a2a.algos.schedule import Batches, batch_plan
 
@@ -28,7 +28,7 @@ def node_batches(nodes: list[list[int]], rank: int) -> Batches:
     is batch 0 when no other rank shares its node."""
     sizes, members = node_sizes(nodes), node_members(nodes)
     starts = np.cumsum(sizes) - sizes
-    n = int(np.searchsorted(np.cumsum(sizes), np.flatnonzero(members == rank)[0], side="right"))
+    n = node_index(sizes, members, rank)
     found = []
     for direction in (-1, 1):
         order = (n + direction * np.arange(len(nodes))) % len(nodes)
