@@ -1,12 +1,12 @@
-"""The steps a factory runs after copying its own block, as data the simulator and the contention model read too.
+"""The steps a factory runs, as data the simulator and the contention model read too.
 
 A Step is one Sendrecv of blocks with one peer each way; a Batch posts one block from and to each of
 many peers at once and waits for them all. At thousands of ranks an object per step is too many, so runs
 of them are kept as arrays: Exchanges, Sendrecvs of one block each way (pairwise's p-1 steps); Rounds,
 Sendrecvs of many blocks, as peers and counts (ring's); Batches, one Batch after another. A block is named
-by its (source, destination) ranks. Phases are a whole call that also copies and calls collectives between its
-messages (the leader-based algorithms, parallel_split): Posted messages of many blocks, Rounds, Copied blocks,
-and collectives Among a communicator's members, in order.
+by its (source, destination) ranks. All of these follow the copy of the rank's own block. Phases are a whole
+call that also copies and calls collectives between its messages (the leader-based algorithms, parallel_split):
+Posted messages of many blocks, Rounds, Copied blocks, and collectives Among a communicator's members, in order.
 
 zero_copy_plan runs Steps of block moves with MPI derived datatypes on absolute addresses: no
 packing copies. A block starts in the send buffer, ends in the receive buffer (received there
