@@ -139,7 +139,7 @@ def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float
     Step of the step's blocks (zero_copy_plan, or pairwise's contiguous blocks), or starts each Batch's requests
     at once and waits for all (batch_plan). The stand-in logs a Sendrecv as an Isend, an Irecv and one Wait for
     both; Batches are one Burst event, and Exchanges and Rounds one Sendrecvs event, for what it logs one by one
-    (test_capture holds the two equal).
+    (test_capture holds the two equal). Phases are the whole call, own copy included where it is (phase_events).
     """
     steps_of = steps_for(name, options, nodes or one_per_node(nprocs))
     if steps_of is None:
