@@ -131,13 +131,15 @@ def test_a_packed_capture_writes_the_lines_of_its_events(monkeypatch, cores):
     """The simulator's capture keeps a long run of posts as one Posts event and a wait for them as a range (in this
     process, or in forked ones); expanded, it is the capture event for event, and its trace is line for line."""
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
-    p = 20  # locality_aware at one rank per node: 19 sends and 19 receives, then a copy and one wait
-    captured, packed = capture("locality_aware", {}, p, 3), capture_unit("locality_aware", {}, p).scaled(3)
-    assert [e.kind for e in packed.events[0]] == ["posts", "copy", "wait", "copy", "coll", "copy"]
-    assert packed.events[0][2].requests == range(2 * (p - 1))
+    p, window = 20, {"window": 16}  # linear_sync posts 16 receives and 16 sends, then refills one slot per Waitany
+    captured, packed = capture("linear_sync", window, p, 3), capture_unit("linear_sync", window, p).scaled(3)
+    assert [e.kind for e in packed.events[0][:3]] == ["copy", "posts", "wait"]
     assert packed.expanded().events == captured.events
     for r, (events, one_by_one) in enumerate(zip(packed.events, captured.events)):
         assert list(simgrid.trace_lines(events, r, p, 1e9)) == list(simgrid.trace_lines(one_by_one, r, p, 1e9))
+    whole = capture("locality_aware", {}, p, 1).packed()  # 19 receives and 19 sends, a copy, one wait for all
+    assert [e.kind for e in whole.events[0]] == ["posts", "copy", "wait", "copy", "coll", "copy"]
+    assert whole.events[0][2].requests == range(2 * (p - 1))
 
 
 def test_compact_events_count_tags_on_and_lower_a_message_to_themselves():
@@ -595,10 +597,10 @@ def test_replays_that_do_not_fit_in_memory_together_run_one_at_a_time(tmp_path, 
 @pytest.mark.parametrize("memory, retried", [(None, False), ("100G", False), ("22G", True)])
 def test_under_a_memory_bound_a_capture_runs_in_what_the_replays_leave(tmp_path, capsys, monkeypatch, memory,
                                                                       retried):
-    """parallel_split's schedule is captured by running its plans, whose memory is not known before: beside
-    linear's replay (3 GiB) its two captures may hold what that leaves of --memory. Under 22G that is 9.5 GiB each,
-    less than the 10 GiB they take here, so they stop and run again once linear's replay is done (linear's
-    schedule is read from its batches: no capture)."""
+    """linear_sync's schedule with a window of 2 is captured by running its plans, whose memory is not known
+    before: beside linear's replay (3 GiB) its two captures may hold what that leaves of --memory. Under 22G that is 9.5 GiB each, less
+    than the 10 GiB they take here, so they stop and run again once linear's replay is done (linear's schedule is
+    read from its batches: no capture)."""
     monkeypatch.setattr(world, "CHECK_SECONDS", 0.0)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})  # two captures, each in a process of its own
     held = world.resident_bytes  # this process at the capture's start; the capture, as it runs, 10 GiB more
@@ -607,12 +609,13 @@ def test_under_a_memory_bound_a_capture_runs_in_what_the_replays_leave(tmp_path,
     log: list[str] = []
     logged_replays(monkeypatch, LoggedReplay(log, memory=3 << 30))
     code, _, err = simulate(tmp_path, capsys, "--nprocs", "4", "--sizes", "8", "--algorithms",
-                            "linear,parallel_split", "--jobs", "2", "--schedule-cache", "none",
+                            "linear,linear_sync:window=2", "--jobs", "2", "--schedule-cache", "none",
                             *(["--memory", memory] if memory else []))
     assert code == 0, err
-    first, split = ["capture linear", "start linear", "capture parallel_split"], "parallel_split"
-    beside = [*first, f"start {split}", "result linear", f"result {split}"]
-    after = [*first, "result linear", f"capture {split}", f"start {split}", f"result {split}"]
+    windowed = "linear_sync"
+    first = ["capture linear", "start linear", f"capture {windowed}"]
+    beside = [*first, f"start {windowed}", "result linear", f"result {windowed}"]
+    after = [*first, "result linear", f"capture {windowed}", f"start {windowed}", f"result {windowed}"]
     assert log == (after if retried else beside)
     waited = json.loads((tmp_path / "sim" / "meta.json").read_text()).get("captures_waited_for_replays", 0)
     assert waited == (1 if retried else 0)
