@@ -598,9 +598,9 @@ def test_replays_that_do_not_fit_in_memory_together_run_one_at_a_time(tmp_path, 
 def test_under_a_memory_bound_a_capture_runs_in_what_the_replays_leave(tmp_path, capsys, monkeypatch, memory,
                                                                       retried):
     """linear_sync's schedule with a window of 2 is captured by running its plans, whose memory is not known
-    before: beside linear's replay (3 GiB) its two captures may hold what that leaves of --memory. Under 22G that is 9.5 GiB each, less
-    than the 10 GiB they take here, so they stop and run again once linear's replay is done (linear's schedule is
-    read from its batches: no capture)."""
+    before: beside linear's replay (3 GiB) its two captures may hold what that leaves of --memory. Under 22G that
+    is 9.5 GiB each, less than the 10 GiB they take here, so they stop and run again once linear's replay is done
+    (linear's schedule is read from its batches: no capture)."""
     monkeypatch.setattr(world, "CHECK_SECONDS", 0.0)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})  # two captures, each in a process of its own
     held = world.resident_bytes  # this process at the capture's start; the capture, as it runs, 10 GiB more
