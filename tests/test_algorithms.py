@@ -298,6 +298,8 @@ def test_bine_row_says_it_ran_pairwise_where_p_is_not_a_power_of_two(tmp_path):
     notes = {row.nprocs: row.note for row in read_rows(tmp_path / "run")}
     assert "bine: 3 ranks is not a power of two; ran pairwise, as Open MPI does" in notes[3]
     assert "pairwise" not in notes[4]
+
+
 def test_virtual_nodes_list_each_nodes_ranks_nodes_by_lowest_rank():
     assert virtual_nodes(7, 3, "block") == [[0, 1, 2], [3, 4, 5], [6]]
     assert virtual_nodes(7, 3, "cyclic") == [[0, 3, 6], [1, 4], [2, 5]]
@@ -323,7 +325,11 @@ def test_locality_aware_collectors_by_hand():
     for part in parts:  # every source has exactly one collector in every group
         held = [q for rank in part for q in Aggregation.of(parts, rank).held.tolist()]
         assert sorted(held) == list(range(8))
-        assert sorted(Aggregation.of(parts, part[0]).delivered.tolist()) == list(range(8))
+        # the group's Alltoallv gives each member what every member collected, member by member
+        assert Aggregation.of(parts, part[0]).delivered.tolist() == held
+        assert Aggregation.of(parts, part[0]).collected.tolist() == \
+            [len(Aggregation.of(parts, rank).held) for rank in part]
+    assert not Aggregation.of(parts, 0).reordered and Aggregation.of([[0, 2], [1, 3]], 0).reordered
 
 
 def test_parallel_split_factor_is_lowered_as_acoll_does():

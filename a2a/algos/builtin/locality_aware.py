@@ -33,6 +33,7 @@ class Aggregation(NamedTuple):
     still has exactly one collector in each group)."""
 
     group: int  # the rank's group g
+    order: np.ndarray  # every rank, group by group: the send buffer's rows by destination group
     other_groups: np.ndarray  # every other group b, ascending
     dests: np.ndarray  # the rank each other group's blocks go to
     sent: np.ndarray  # and their number: that group's size
@@ -40,6 +41,11 @@ class Aggregation(NamedTuple):
     redistributed: np.ndarray  # blocks it sends each member of g in g's Alltoallv: one per held source
     collected: np.ndarray  # blocks it receives from each member of g there: one per source that member collects
     delivered: np.ndarray  # the source of each block that Alltoallv delivers, in order
+
+    @property
+    def reordered(self) -> bool:
+        """Whether the send buffer's rows must be put in group order first (groups not of consecutive ranks)."""
+        return bool((self.order != np.arange(len(self.order))).any())
 
     @classmethod
     def of(cls, parts: list[list[int]], rank: int) -> "Aggregation":
@@ -51,7 +57,7 @@ class Aggregation(NamedTuple):
         held = members[collector == i]
         others = np.flatnonzero(np.arange(len(parts)) != g)
         collected = np.bincount(collector, minlength=size)
-        return cls(g, others, members[starts[others] + i % sizes[others]], sizes[others], held,
+        return cls(g, members, others, members[starts[others] + i % sizes[others]], sizes[others], held,
                    np.full(size, len(held)), collected, members[np.argsort(collector, kind="stable")])
 
 
@@ -61,8 +67,7 @@ def steps(p: int, r: int, groups: int, ppn: int, placement: str, nodes: list[lis
     at = Aggregation.of(parts, r)
     mine = len(parts[at.group])
     sources = at.held[at.held != r]
-    reordered = bool((node_members(parts) != np.arange(p)).any())
-    return Phases((*[Copied(p)] * reordered, Posted(sources, np.full(len(sources), mine), at.dests, at.sent, mine),
+    return Phases((*[Copied(p)] * at.reordered, Posted(sources, np.full(len(sources), mine), at.dests, at.sent, mine),
                    Copied(mine * len(at.held)),
                    Among("alltoallv", tuple(parts[at.group]), None, tuple(at.redistributed.tolist()),
                          tuple(at.collected.tolist())),
@@ -87,9 +92,8 @@ def locality_aware(comm, sendbuf, recvbuf, *, groups: int = 1, ppn: int = 0, pla
     parts = split_nodes(node_groups(comm, ppn, placement), groups)
     at = Aggregation.of(parts, rank)
     g, mine = at.group, parts[at.group]
-    order = node_members(parts)  # send rows by destination group
     starts = np.cumsum([0] + [len(part) for part in parts]).tolist()
-    by_group = send if (order == np.arange(p)).all() else np.empty_like(send)
+    by_group = np.empty_like(send) if at.reordered else send
     held = at.held.tolist()
     gathered = np.empty((len(held), len(mine), width), np.uint8)  # per held source, its rows for my group
     own = copier(gathered[held.index(rank)], by_group[starts[g]: starts[g + 1]])
@@ -109,7 +113,7 @@ def locality_aware(comm, sendbuf, recvbuf, *, groups: int = 1, ppn: int = 0, pla
 
     def run():
         if by_group is not send:
-            take(send, order, by_group)
+            take(send, at.order, by_group)
         start(requests)
         own()
         wait(requests)
