@@ -31,6 +31,11 @@ def node_groups(comm: Any, ppn: int = 0, placement: str = "block") -> list[list[
     return _grouped(comm.allgather(lowest))
 
 
+def nodes_of_job(nodes: list[list[int]], ppn: int, placement: str) -> list[list[int]]:
+    """What node_groups gives on a job whose ranks MPI places on `nodes`: virtual nodes where `ppn` asks for them."""
+    return virtual_nodes(sum(map(len, nodes)), ppn, placement) if ppn else nodes
+
+
 def virtual_nodes(size: int, ppn: int, placement: str) -> list[list[int]]:
     """`size` ranks on virtual nodes of `ppn` ranks, placed as node_groups says."""
     nnodes = -(-size // ppn)

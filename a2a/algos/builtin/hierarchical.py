@@ -9,7 +9,7 @@ import numpy as np
 
 from a2a.algos.buffers import packed
 from a2a.algos.cost import Formula, Placement, node_placement
-from a2a.algos.nodes import NODE_LIMITS, my_node, node_groups, node_members, node_sizes, virtual_nodes
+from a2a.algos.nodes import NODE_LIMITS, my_node, node_groups, node_members, node_sizes, nodes_of_job
 from a2a.algos.prebuilt import copier, take_function
 from a2a.algos.registry import blocks, register
 from a2a.algos.schedule import Among, Copied, Phases
@@ -50,7 +50,7 @@ def leader_phases(p: int, rank: int, nodes: list[list[int]]) -> Phases:
 
 def steps(p: int, r: int, ppn: int, placement: str, nodes: list[list[int]]) -> Phases:
     """What the factory runs on rank r, as data, on virtual nodes of `ppn` ranks or else on `nodes`."""
-    return leader_phases(p, r, virtual_nodes(p, ppn, placement) if ppn else nodes)
+    return leader_phases(p, r, nodes_of_job(nodes, ppn, placement))
 
 
 @register("hierarchical", mirrors="leader-based two-level alltoall (as in MVAPICH/HAN-style designs)",

@@ -13,7 +13,7 @@ import numpy as np
 from a2a.algos.buffers import packed
 from a2a.algos.builtin.hierarchical import LINK_PARAMS
 from a2a.algos.cost import Formula, Placement, leader_split
-from a2a.algos.nodes import NODE_LIMITS, node_groups, node_index, node_members, node_sizes, split_nodes, virtual_nodes
+from a2a.algos.nodes import NODE_LIMITS, node_groups, node_index, node_members, node_sizes, nodes_of_job, split_nodes
 from a2a.algos.prebuilt import copier, copy_function, take_function
 from a2a.algos.registry import blocks, register
 from a2a.algos.schedule import Among, Copied, Phases, Posted
@@ -63,7 +63,7 @@ class Aggregation(NamedTuple):
 
 def steps(p: int, r: int, groups: int, ppn: int, placement: str, nodes: list[list[int]]) -> Phases:
     """What the factory runs on rank r, as data, on virtual nodes of `ppn` ranks or else on `nodes`."""
-    parts = split_nodes(virtual_nodes(p, ppn, placement) if ppn else nodes, groups)
+    parts = split_nodes(nodes_of_job(nodes, ppn, placement), groups)
     at = Aggregation.of(parts, r)
     mine = len(parts[at.group])
     sources = at.held[at.held != r]

@@ -8,7 +8,7 @@ and L (N-1) on the others (Alltoallv), unpacks and scatters. L = 1 is hierarchic
 """
 from a2a.algos.builtin.hierarchical import LINK_PARAMS, leader_phases, through_leaders
 from a2a.algos.cost import Formula, Placement, leader_split
-from a2a.algos.nodes import NODE_LIMITS, node_groups, split_nodes, virtual_nodes
+from a2a.algos.nodes import NODE_LIMITS, node_groups, nodes_of_job, split_nodes
 from a2a.algos.registry import register
 from a2a.algos.schedule import Phases
 
@@ -23,7 +23,7 @@ def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
 
 def steps(p: int, r: int, leaders: int, ppn: int, placement: str, nodes: list[list[int]]) -> Phases:
     """What the factory runs on rank r, as data, on virtual nodes of `ppn` ranks or else on `nodes`."""
-    return leader_phases(p, r, split_nodes(virtual_nodes(p, ppn, placement) if ppn else nodes, leaders))
+    return leader_phases(p, r, split_nodes(nodes_of_job(nodes, ppn, placement), leaders))
 
 
 @register("multileader",

@@ -10,7 +10,7 @@ includes that sharing at the measured q.
 import numpy as np
 
 from a2a.algos.cost import DIRECT, Formula, Placement, node_placement
-from a2a.algos.nodes import NODE_LIMITS, node_groups, node_index, node_members, node_sizes, virtual_nodes
+from a2a.algos.nodes import NODE_LIMITS, node_groups, node_index, node_members, node_sizes, nodes_of_job
 from a2a.algos.registry import blocks, register
 from a2a.algos.schedule import Batches, batch_plan
 
@@ -42,7 +42,7 @@ def node_batches(nodes: list[list[int]], rank: int) -> Batches:
 
 def steps(p: int, r: int, ppn: int, placement: str, nodes: list[list[int]]) -> Batches:
     """What node_steps runs after copying its own block, on virtual nodes of `ppn` ranks or else on `nodes`."""
-    return node_batches(virtual_nodes(p, ppn, placement) if ppn else nodes, r)
+    return node_batches(nodes_of_job(nodes, ppn, placement), r)
 
 
 @register("node_aware", mirrors="Kutzner's node-ordered Isend/Irecv loop (Open MPI users' list, 2005)",
