@@ -5,6 +5,7 @@ import csv
 import json
 import os
 import signal
+import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -324,6 +325,43 @@ def test_without_a_compiler_the_s4u_replayer_is_refused_before_anything_runs(tmp
     code, _, err = simulate(tmp_path, capsys, "--nprocs", "4", "--sizes", "8", "--algorithms", "linear")
     assert code == 2 and err.count("C++ compiler") == 1 and "--replayer smpi" in err
     assert not (tmp_path / "sim").exists()
+
+
+TWO_HOSTS = """<?xml version='1.0'?>
+<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
+<platform version="4.1"><zone id="z" routing="Full">
+  <host id="h0" speed="1Gf"/><host id="h1" speed="1Gf"/><link id="l" bandwidth="1GBps" latency="1us"/>
+  <route src="h0" dst="h1"><link_ctn id="l"/></route>
+</zone></platform>
+"""
+
+
+@needs_simgrid
+@pytest.mark.parametrize("line,error", [
+    ("", None),
+    ("0 isend 1 0 8abc", "cannot read '0 isend 1 0 8abc'"),
+    ("0 isend 1 0 8 0 9", "cannot read '0 isend 1 0 8 0 9'"),
+    ("0 wait 0 1", "cannot read '0 wait 0 1'"),
+    ("0 compute 1e3x", "cannot read '0 compute 1e3x'"),
+    ("0 isend 1 0 8 3", "datatype 3 is not replayed"),
+    ("0 alltoall 8 8", "'alltoall' is not replayed here"),
+    ("1 isend 1 0 8", "a line of rank 1 in the trace of rank 0"),
+])
+def test_the_s4u_replayer_names_the_trace_line_it_cannot_read(tmp_path, line, error):
+    """A trace line the replayer cannot read stops it with the file and the line; blank lines are skipped."""
+    (tmp_path / "platform.xml").write_text(TWO_HOSTS)
+    (tmp_path / "hostfile").write_text("h0\nh1\n")
+    (tmp_path / "rank0.txt").write_text(f"0 init\n{line}\n\n0 isend 1 0 1000000 0\n0 wait 0 1 0\n0 finalize\n")
+    (tmp_path / "rank1.txt").write_text("1 init\n  \n1 irecv 0 0 8000000\n1 wait 0 1 0\n1 finalize")
+    (tmp_path / "traces.txt").write_text("rank0.txt\nrank1.txt\n")
+    done = subprocess.run([simgrid.s4u_replayer(), "platform.xml", "hostfile", "traces.txt", "--scale=2",
+                           "--log=root.thres:warning"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    if error is None:  # 16 MB (8 MB as MPI_DOUBLEs, scaled twice) at 1 GB/s, less SMPI's bandwidth factor (0.94)
+        assert done.returncode == 0, done.stderr
+        assert 16e-3 < float(done.stdout.split()[-1]) < 18e-3
+    else:
+        assert done.returncode == 2 and done.stderr.startswith("s4u_replay: rank0.txt: ") and error in done.stderr
 
 
 @needs_simgrid

@@ -25,6 +25,8 @@
 #endif
 
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -32,8 +34,8 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
-#include <sstream>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -70,57 +72,96 @@ struct Options {
   std::exit(2);
 }
 
-double item_bytes(std::istringstream& rest)
+// The first words of one trace line, split at spaces, and how many it has.
+struct Words {
+  std::array<std::string_view, 7> at;
+  size_t size = 0;
+};
+
+Words words_of(std::string_view line)
 {
-  std::string datatype;  // SMPI's traces: none is MPI_BYTE, 0 is MPI_DOUBLE
-  if (!(rest >> datatype)) {
-    rest.clear();
-    return 1;
+  Words words;
+  auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\r'; };
+  for (size_t at = 0; at < line.size();) {
+    if (blank(line[at])) {
+      at++;
+      continue;
+    }
+    size_t end = at;
+    while (end < line.size() && !blank(line[end]))
+      end++;
+    if (words.size < words.at.size())
+      words.at[words.size] = line.substr(at, end - at);
+    words.size++;
+    at = end;
   }
-  if (datatype == "0")
-    return 8;
-  fail("datatype " + datatype + " is not replayed (MPI_BYTE or 0, MPI_DOUBLE)");
+  return words;
+}
+
+template <typename Number> bool parse(std::string_view word, Number& value)
+{
+  auto [end, error] = std::from_chars(word.data(), word.data() + word.size(), value);
+  return error == std::errc() && end == word.data() + word.size();
+}
+
+// One line's action; false when it names none (init, finalize, a blank line), fails when it cannot be read. Parsed by
+// hand: an istringstream per line made reading millions of lines a large part of the replay.
+bool read_action(std::string_view line, int rank, double scale, const std::string& path, Action& a)
+{
+  auto words = words_of(line);
+  int who;
+  if (words.size == 0)  // a blank line
+    return false;
+  if (words.size < 2 || !parse(words.at[0], who))
+    fail(path + ": cannot read '" + std::string(line) + "'");
+  if (who != rank)
+    fail(path + ": a line of rank " + std::to_string(who) + " in the trace of rank " + std::to_string(rank));
+  std::string_view verb = words.at[1];
+  bool read;
+  if (verb == "isend" || verb == "irecv" || verb == "send" || verb == "recv") {
+    a.kind = verb == "isend" ? Kind::isend : verb == "irecv" ? Kind::irecv : verb == "send" ? Kind::send : Kind::recv;
+    double count;
+    read = (words.size == 5 || words.size == 6) && parse(words.at[2], a.peer) && parse(words.at[3], a.tag) &&
+           parse(words.at[4], count);
+    if (words.size == 6 && words.at[5] != "0")  // SMPI's traces: no datatype is MPI_BYTE, 0 is MPI_DOUBLE
+      fail(path + ": datatype " + std::string(words.at[5]) + " is not replayed (MPI_BYTE or 0, MPI_DOUBLE)");
+    a.bytes = count * (words.size == 6 ? 8 : 1) * scale;
+  } else if (verb == "wait") {
+    int src, dst;
+    read = words.size == 5 && parse(words.at[2], src) && parse(words.at[3], dst) && parse(words.at[4], a.tag);
+    a.kind = Kind::wait;
+    a.sent = src == rank;
+    a.peer = a.sent ? dst : src;
+  } else if (verb == "compute") {
+    a.kind = Kind::compute;
+    read = words.size == 3 && parse(words.at[2], a.bytes);
+    a.bytes = std::nearbyint(a.bytes * scale);
+  } else if (verb == "init" || verb == "finalize") {
+    return false;
+  } else {
+    fail(path + ": '" + std::string(verb) +
+         "' is not replayed here (point-to-point and compute only; smpirun replays collectives)");
+  }
+  if (!read)
+    fail(path + ": cannot read '" + std::string(line) + "'");
+  return true;
 }
 
 std::vector<Action> read_trace(const std::string& path, int rank, double scale)
 {
-  std::ifstream in(path);
-  if (!in)
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  std::string text(in ? static_cast<size_t>(in.tellg()) : 0, '\0');
+  if (!in || !in.seekg(0) || !in.read(text.data(), static_cast<std::streamsize>(text.size())))
     fail("cannot read " + path);
   std::vector<Action> actions;
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream words(line);
-    int who;
-    std::string verb;
-    if (!(words >> who >> verb))
-      continue;
-    if (who != rank)
-      fail(path + ": a line of rank " + std::to_string(who) + " in the trace of rank " + std::to_string(rank));
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    size_t end = rest.find('\n');
+    std::string_view line = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
     Action a{};
-    if (verb == "isend" || verb == "irecv" || verb == "send" || verb == "recv") {
-      a.kind = verb == "isend" ? Kind::isend : verb == "irecv" ? Kind::irecv : verb == "send" ? Kind::send : Kind::recv;
-      double count;
-      if (words >> a.peer >> a.tag >> count)
-        a.bytes = count * item_bytes(words) * scale;
-    } else if (verb == "wait") {
-      int src, dst;
-      words >> src >> dst >> a.tag;
-      a.kind = Kind::wait;
-      a.sent = src == rank;
-      a.peer = a.sent ? dst : src;
-    } else if (verb == "compute") {
-      a.kind = Kind::compute;
-      words >> a.bytes;
-      a.bytes = std::nearbyint(a.bytes * scale);
-    } else if (verb == "init" || verb == "finalize") {
-      continue;
-    } else {
-      fail(path + ": '" + verb + "' is not replayed here (point-to-point and compute only; smpirun replays collectives)");
-    }
-    if (words.fail())
-      fail(path + ": cannot read '" + line + "'");
-    actions.push_back(a);
+    if (read_action(line, rank, scale, path, a))
+      actions.push_back(a);
   }
   return actions;
 }
