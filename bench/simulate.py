@@ -62,7 +62,8 @@ DEFAULTS = {"platform": "switch", "link": "100Gbps,1us", "nprocs": "64", "sizes"
               help="Replays run at once (each is one process). [default: this process's cores]")
 @click.option("--memory", help="Memory the replays running at once may hold together, e.g. 4G; one that needs "
                                "more runs alone, and a schedule captured by running the plans runs in what they "
-                               "leave, or after them. [default: three quarters of the memory available]")
+                               "leave, or after them within the whole bound (or is refused). [default: three "
+                               "quarters of the memory available]")
 @click.option("--schedule-cache", help="Where captured schedules are kept for the next simulation, or 'none'. "
                                        "[default: $A2A_SCHEDULE_CACHE, else ~/.cache/a2a-testbed/schedules]")
 @click.option("--replayer", type=click.Choice(simgrid.REPLAYERS), default=None,

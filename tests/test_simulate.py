@@ -632,13 +632,15 @@ def test_replays_that_do_not_fit_in_memory_together_run_one_at_a_time(tmp_path, 
     assert json.loads((tmp_path / "sim" / "meta.json").read_text()).get("replays_waited_for_memory", 0) == waits
 
 
-@pytest.mark.parametrize("memory, retried", [(None, False), ("100G", False), ("22G", True)])
+@pytest.mark.parametrize("memory, outcome", [(None, "beside"), ("100G", "beside"), ("22G", "after"),
+                                             ("18G", "refused")])
 def test_under_a_memory_bound_a_capture_runs_in_what_the_replays_leave(tmp_path, capsys, monkeypatch, memory,
-                                                                      retried):
+                                                                      outcome):
     """linear_sync's schedule with a window of 2 is captured by running its plans, whose memory is not known
     before: beside linear's replay (3 GiB) its two captures may hold what that leaves of --memory. Under 22G that
     is 9.5 GiB each, less than the 10 GiB they take here, so they stop and run again once linear's replay is done
-    (linear's schedule is read from its batches: no capture)."""
+    (linear's schedule is read from its batches: no capture). Under 18G even the whole bound (9 GiB each) is too
+    little: it is refused, not captured past the bound."""
     monkeypatch.setattr(world, "CHECK_SECONDS", 0.0)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})  # two captures, each in a process of its own
     held = world.resident_bytes  # this process at the capture's start; the capture, as it runs, 10 GiB more
@@ -652,12 +654,15 @@ def test_under_a_memory_bound_a_capture_runs_in_what_the_replays_leave(tmp_path,
     assert code == 0, err
     windowed = "linear_sync"
     first = ["capture linear", "start linear", f"capture {windowed}"]
-    beside = [*first, f"start {windowed}", "result linear", f"result {windowed}"]
-    after = [*first, "result linear", f"capture {windowed}", f"start {windowed}", f"result {windowed}"]
-    assert log == (after if retried else beside)
+    after = [*first, "result linear", f"capture {windowed}"]
+    assert log == {"beside": [*first, f"start {windowed}", "result linear", f"result {windowed}"],
+                   "after": [*after, f"start {windowed}", f"result {windowed}"], "refused": after}[outcome]
     waited = json.loads((tmp_path / "sim" / "meta.json").read_text()).get("captures_waited_for_replays", 0)
-    assert waited == (1 if retried else 0)
-    assert [r["valid"] for r in rows(tmp_path / "sim")] == ["true", "true"]
+    assert waited == (0 if outcome == "beside" else 1)
+    record = rows(tmp_path / "sim")
+    assert [r["valid"] for r in record] == ["true", "true" if outcome != "refused" else "false"]
+    if outcome == "refused":
+        assert record[1]["note"].startswith("refused:") and "above its limit of 9." in record[1]["note"]
 
 
 @pytest.mark.parametrize("memory", ["0", "4X"])

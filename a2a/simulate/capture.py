@@ -214,15 +214,16 @@ def capture_unit(name: str, options: dict[str, Any], nprocs: int, dtype: str = "
     counts grow in proportion to the count (every built-in) are captured small and scaled
     (`Schedule.scaled`). A schedule that is not proportional is refused, naming the rank. In a process of its
     own, what a capture leaves of the heap (most of it, at thousands of ranks) is given back when it ends.
-    `room`: the bytes the captures may hold together beyond this process (None: three quarters of the memory
-    available); one that grows past it raises CaptureOutgrew.
+    `room`: the bytes the captures may hold together beyond this process, and never more than three quarters of
+    the memory available (None: that); one that grows past it raises CaptureOutgrew.
     """
     read = None if layout.get("group") else stepped(name, options, nprocs, dtype, layout.get("nodes"))
     if read is not None:
         return read
     parallel = len(os.sched_getaffinity(0)) >= 2
     share = 2 if parallel else 1
-    memory = memory_limit(share) if room is None else resident_bytes() + room // share
+    limit = memory_limit(share)
+    memory = limit if room is None else min(resident_bytes() + room // share, limit or 1 << 62)
 
     def at(count: int) -> Schedule:
         return capture(name, options, nprocs, count, dtype, memory=memory, **layout).packed()

@@ -241,21 +241,22 @@ class Replays:
             self.session.end_point(row, [seconds] if seconds is not None else [])
 
     def _room(self) -> int | None:
-        """What a capture beside the replays running may hold: under a memory bound, what they leave of it (None
-        when none runs, or without a bound)."""
-        return max(self.memory - self._held(), 0) if self.bounded and any(job for _, job in self.running) else None
+        """What a capture may hold beside the replays running: what they leave of the memory bound (None: no
+        bound)."""
+        return max(self.memory - self._held(), 0) if self.bounded else None
 
     def _captured(self, capture: Callable[[int | None], Schedule]) -> Schedule:
-        """`capture(room)` beside the replays running, in what they leave; once more after them if it outgrew that."""
+        """`capture(room)` beside the replays running, in what they leave of the bound; once more after them, in
+        the whole bound, if it outgrew that."""
         room = self._room()
         try:
             return capture(room)
         except CaptureOutgrew:
-            if room is None:
+            if room is None or not any(job for _, job in self.running):
                 raise
         self.session.add("captures_waited_for_replays", 1)
         self._collect(0)
-        return capture(None)
+        return capture(self._room())
 
     def _held(self) -> int:
         """About the bytes the replays running hold."""
