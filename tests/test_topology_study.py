@@ -8,7 +8,7 @@ import pytest
 from support import python
 
 from a2a import fabric
-from a2a.algos.builtin.bruck import steps as bruck_steps
+from a2a.algos.builtin.bruck import offsets as bruck_offsets
 from a2a.algos.registry import with_defaults
 from a2a.analysis import contention, model
 from a2a.analysis import study as topology_study
@@ -66,10 +66,10 @@ def test_rounds_follow_the_algorithms_schedules():
     assert all(m == 2.0 and len(step) == 10 for step in batched for *_, m in step)
 
 
-def test_bruck_steps_follow_the_digits():
-    assert bruck_steps(8, 2) == [(1, 4), (2, 4), (4, 4)]
-    assert bruck_steps(5, 2) == [(1, 2), (2, 2), (4, 1)]
-    assert bruck_steps(9, 3) == [(1, 3), (2, 3), (3, 3), (6, 3)]
+def test_bruck_offsets_follow_the_digits():
+    assert bruck_offsets(8, 2) == [(1, 4), (2, 4), (4, 4)]
+    assert bruck_offsets(5, 2) == [(1, 2), (2, 2), (4, 1)]
+    assert bruck_offsets(9, 3) == [(1, 3), (2, 3), (3, 3), (6, 3)]
 
 
 def modelled_rows(topology: str, algorithms: tuple[str, ...] = ("pairwise", "linear")) -> list[Row]:

@@ -5,11 +5,14 @@ p/k (k-1) log_k p; at k=2: ceil(lg p) rounds of p/2 blocks). Locally it rotates 
 (p m), gathers and scatters the moved blocks around each round (2 B m) and unrotates (p m).
   T = R alpha + B m beta + (2p + 2B) m gamma
 """
+import functools
+
 import numpy as np
 
 from a2a.algos.cost import Formula, Placement, Round, option
 from a2a.algos.prebuilt import copier, spec
 from a2a.algos.registry import blocks, register
+from a2a.algos.schedule import Copied, Phases, Rounds
 
 RADIX = {"radix": (lambda k: k >= 2, "an integer >= 2")}  # the limit of every Bruck variant's radix
 
@@ -31,15 +34,36 @@ def bruck_rounds(p: int, radix: int) -> list[tuple[int, int, np.ndarray]]:
     return rounds
 
 
-def steps(p: int, radix: int) -> list[tuple[int, int]]:
+def offsets(p: int, radix: int) -> list[tuple[int, int]]:
     """Bruck's rounds as (offset, blocks): round (d, v) sends the blocks whose digit d is v to r + v k^d."""
     return [(digit * distance, len(moved)) for distance, digit, moved in bruck_rounds(p, radix)]
 
 
 def schedule_size(p: int, radix: int) -> tuple[int, int]:
     """Rounds and blocks sent in all."""
-    done = steps(p, radix)
+    done = offsets(p, radix)
     return len(done), sum(count for _, count in done)
+
+
+@functools.lru_cache(maxsize=4)  # the same on every rank: a schedule read at p ranks asks p times
+def _rounds_read(p: int, radix: int) -> tuple[tuple[int, int, tuple[int, ...]], ...]:
+    """(offset, blocks sent, blocks of each unpacking copy) per round."""
+    return tuple((digit * distance, len(moved), unpacked_blocks(p, distance, digit, radix))
+                 for distance, digit, moved in bruck_rounds(p, radix))
+
+
+def phases(p: int, r: int, radix: int) -> Phases:
+    """What the factory runs on rank r, as data: the rotation's copies, each round's Sendrecv and the copies that
+    put its blocks in place, the unrotation's copies."""
+    found = _copies(p - r, r)
+    for offset, sent, unpacked in _rounds_read(p, radix):
+        found += [Rounds(np.array([(r + offset) % p]), np.array([(r - offset) % p]), np.array([sent]),
+                         np.array([sent])), *_copies(*unpacked)]
+    return Phases(tuple(found + _copies(r + 1, p - r - 1)))
+
+
+def _copies(*blocks: int) -> list[Copied]:
+    return [Copied(n) for n in blocks if n]
 
 
 def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
@@ -51,7 +75,7 @@ def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
 def traffic(p: int, m: float, options: dict) -> list[Round]:
     """Every rank r sends `blocks` x m bytes to r + offset, one round per Bruck step."""
     return [[(r, (r + offset) % p, count * m) for r in range(p)]
-            for offset, count in steps(p, option(options, "radix"))]
+            for offset, count in offsets(p, option(options, "radix"))]
 
 
 # the same messages as ours, with or without our copies (bruck_zero_copy has these twins too)
@@ -62,7 +86,7 @@ COST = Formula("R alpha + B m beta + (2p + 2B) m gamma  (R rounds, B blocks sent
 
 
 @register("bruck", mirrors="Open MPI modified_bruck (3) at radix 2; MPICH brucks, k_brucks (radix k)",
-          limits=RADIX, cost=COST, traffic=traffic, twins=TWINS, simplicity=3)
+          limits=RADIX, cost=COST, traffic=traffic, steps=phases, twins=TWINS, simplicity=3)
 def bruck(comm, sendbuf, recvbuf, *, radix: int = 2):
     """Rotate, then per base-`radix` digit send the blocks with that digit to r + digit*k^d; unrotate."""
     from mpi4py import MPI
@@ -110,13 +134,25 @@ def _unpack(work: np.ndarray, incoming: np.ndarray, distance: int, digit: int, r
     rows: one strided view covers all whole periods, one slice the partial last period.
     """
     p, width = work.shape
-    period = radix * distance
-    whole = p // period
-    start = whole * period + digit * distance
-    pairs = [(work[: whole * period].reshape(whole, radix, distance, width)[:, digit],
+    whole, start, _ = _unpack_runs(p, distance, digit, radix)
+    pairs = [(work[: whole * radix * distance].reshape(whole, radix, distance, width)[:, digit],
               incoming[: whole * distance].reshape(whole, distance, width)),
              (work[start: start + distance], incoming[whole * distance:])]
     return _nonempty(pairs)
+
+
+def _unpack_runs(p: int, distance: int, digit: int, radix: int) -> tuple[int, int, int]:
+    """Where a round's blocks go back: the digit's run of `distance` rows in each of `whole` periods of radix x
+    distance rows, then `rows` rows from `start` in the last, partial period."""
+    whole = p // (radix * distance)
+    start = whole * radix * distance + digit * distance
+    return whole, start, max(0, min(distance, p - start))
+
+
+def unpacked_blocks(p: int, distance: int, digit: int, radix: int) -> tuple[int, ...]:
+    """The blocks each of a round's unpacking copies moves (_unpack's pairs)."""
+    whole, _, rows = _unpack_runs(p, distance, digit, radix)
+    return tuple(n for n in (whole * distance, rows) if n)
 
 
 def _nonempty(pairs: list) -> list:
