@@ -91,7 +91,8 @@ STEPPED = [("ring", {}, (1, 2, 3, 6)), ("bine", {}, (1, 2, 6, 8, 16)), ("bruck_z
            ("locality_aware", {"ppn": 4, "groups": 3, "placement": "cyclic"}, (10,)),
            ("parallel_split", {}, (2, 6)), ("parallel_split", {"factor": 4}, (8, 12)),
            ("parallel_split", {"factor": 8}, (16,)), ("bruck", {}, (1, 2, 5, 8, 13)), ("bruck", {"radix": 3}, (4, 10)),
-           ("bruck", {"radix": 4}, (7, 16))]
+           ("bruck", {"radix": 4}, (7, 16)), ("dimensional", {}, (1, 2, 5, 6, 16)),
+           ("dimensional", {"dims": "2x3x2"}, (12,)), ("native", {}, (1, 2, 5))]
 
 
 @pytest.mark.parametrize("name,options,sizes", STEPPED)
@@ -157,15 +158,16 @@ def _one_leader_fewer(phases: Phases) -> Phases:
     return Phases(tuple(found))
 
 
-def _one_copy_fewer(phases: Phases) -> Phases:
+def _last_phase_left_out(phases: Phases) -> Phases:
     return Phases(phases.phases[:-1])
 
 
 @pytest.mark.parametrize("name,mutation", [("parallel_split", _one_post_fewer), ("locality_aware", _one_post_fewer),
-                                           ("hierarchical", _one_leader_fewer), ("bruck", _one_copy_fewer)])
+                                           ("hierarchical", _one_leader_fewer), ("bruck", _last_phase_left_out),
+                                           ("dimensional", _last_phase_left_out)])
 def test_a_mutated_phase_breaks_the_match(name, mutation, monkeypatch):
     """Phases the plan does not run (rank 2 sends one aggregate fewer, its leaders' Alltoallv leaves one out, or it
-    leaves out its last copy) no longer match its capture."""
+    leaves out its last phase: Bruck's last copy, dimensional's last Alltoall) no longer match its capture."""
     kind = a2a.get(name).kinds["alltoall"]
     real = kind.steps
     assert stepped(name, {}, 4).expanded().events == capture(name, {}, 4, 1).events

@@ -36,6 +36,10 @@ def test_busiest_links_match_the_switch_formulas_and_add_up_on_a_ring():
     # everything at once on the torus: 3 links per node share the 7 outgoing blocks -> 6 on the busiest
     assert contention.busiest_link_bytes("linear", 8, 1, torus) == 6
     assert contention.against_switch("pairwise", 8, ring) == pytest.approx(16 / 7)
+    # dimensional 2x4, a round per phase: 4 blocks to r+4 (4 hops the + way: 4 messages on each + link), then 2 to
+    # each other rank of the row (link 1->2 carries 0->2, 0->3, 1->2 and 1->3); a switch carries 4, then 3 x 2
+    assert contention.busiest_link_bytes("dimensional", 8, 1, ring, {"dims": "2x4"}) == 4 * 4 + 4 * 2
+    assert contention.busiest_link_bytes("dimensional", 8, 1, switch, {"dims": "2x4"}) == 4 + 3 * 2
     # two ranks per node: the messages inside a node use no link
     assert contention.busiest_link_bytes("pairwise", 16, 1, fabric.parse("switch", 8)) == 2 * 14
     assert [sorted(r) for r in contention.rounds("native", 4, 1)] == \
@@ -43,7 +47,8 @@ def test_busiest_links_match_the_switch_formulas_and_add_up_on_a_ring():
 
 
 @pytest.mark.parametrize("name,options", [("bine", {}), ("bruck_zero_copy", {}), ("bruck_zero_copy", {"radix": "3"}),
-                                          ("ring", {}), ("parallel_split", {}), ("parallel_split", {"factor": "4"})])
+                                          ("ring", {}), ("parallel_split", {}), ("parallel_split", {"factor": "4"}),
+                                          ("dimensional", {})])
 def test_rounds_read_from_steps_carry_the_formulas_bytes(name, options):
     """No `traffic` given: each rank's k-th step is round k; on a switch, the busiest link is beta's coefficient."""
     for p in (8, 16):

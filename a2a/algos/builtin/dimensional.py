@@ -19,6 +19,7 @@ import numpy as np
 
 from a2a.algos.cost import Formula, Placement
 from a2a.algos.registry import blocks, register
+from a2a.algos.schedule import Among, Phases
 from a2a.errors import BadOption
 
 DIMS = re.compile(r"auto|[1-9]\d*(x[1-9]\d*)*")
@@ -57,13 +58,26 @@ def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
             "gamma": 2 * len(extents) * p * m}
 
 
+def steps(p: int, r: int, dims: str) -> Phases:
+    """What the factory runs on rank r, as data: per dimension, one Alltoall among the ranks of r's line along it
+    (the row-major grid's), p / n_k blocks to each."""
+    extents = factors(dims, p)
+    found = []
+    for k, n in enumerate(extents):
+        stride = math.prod(extents[k + 1:])
+        first = r - (r // stride % n) * stride
+        each = (p // n,) * n
+        found.append(Among("alltoall", tuple(range(first, first + n * stride, stride)), None, each, each))
+    return Phases(tuple(found))
+
+
 @register("dimensional", mirrors="Traff's dimension-wise all-to-all on a Cartesian grid (one MPI_Alltoall "
           "per dimension, reordering by derived datatypes); source: Traff et al., arXiv 1910.13373",
           limits={"dims": (lambda s: bool(DIMS.fullmatch(s)), "auto, or extents such as 4x2 or 2x2x2 "
                            "whose product is the process count")},
           cost=Formula("sum_k (n_k-1) (alpha + p/n_k m beta) + 2 d p m gamma  (grid n_1 x .. x n_d)",
                        ("alpha", "beta", "gamma"), terms),
-          simplicity=9)
+          steps=steps, simplicity=9)
 def dimensional(comm, sendbuf, recvbuf, *, dims: str = "auto"):
     """One Alltoall per grid dimension (Cartesian sub-communicators); subarray datatypes reorder."""
     from mpi4py import MPI

@@ -6,13 +6,20 @@ subtree, Intel's default), so a tuning file leaves such ranges to the library.
 from a2a.algos.buffers import mpi_type, peers
 from a2a.algos.cost import DIRECT, GENERIC
 from a2a.algos.registry import register
+from a2a.algos.schedule import Among, Phases
 
 TWINS = {"Open MPI": lambda options, p: ("ignore", 0), "MPICH": lambda options, p: ("native",),
          "Intel MPI": lambda options, p: "native"}
 
 
+def steps(p: int, r: int) -> Phases:
+    """What the factory runs, as data: one MPI_Alltoall of the whole job, a block to and from each rank."""
+    everyone = (1,) * p
+    return Phases((Among("alltoall", tuple(range(p)), None, everyone, everyone),))
+
+
 @register("native", mirrors="MPI_Alltoall as the library chooses (Open MPI tuned, MPICH's selection)",
-          cost=GENERIC, twins=TWINS, simplicity=0, intercomm=True, in_place=True)
+          cost=GENERIC, steps=steps, twins=TWINS, simplicity=0, intercomm=True, in_place=True)
 def native(comm, sendbuf, recvbuf):
     """Call the MPI library's MPI_Alltoall on message specs built once, not parsed again per call."""
     from mpi4py import MPI
