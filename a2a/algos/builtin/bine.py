@@ -17,7 +17,7 @@ from a2a.algos.builtin.pairwise import steps as pairwise_steps
 from a2a.algos.builtin.pairwise import terms as pairwise_terms
 from a2a.algos.cost import Formula, Placement
 from a2a.algos.registry import Prepared, register
-from a2a.algos.schedule import Exchanges, Step, pairs, zero_copy_plan
+from a2a.algos.schedule import Exchanges, Rounds, Step, pairs, zero_copy_plan
 
 MASK = 0xAAAAAAAA  # negabinary <-> binary through the alternating-bit mask (32-bit words)
 
@@ -71,9 +71,14 @@ def rounds(p: int, rank: int) -> list[Step]:
     return mine
 
 
-def steps(p: int, rank: int) -> list[Step] | Exchanges:
-    """What the factory runs: the rounds at a power of two, else pairwise's steps."""
-    return pairwise_steps(p, rank, "shift") if p & (p - 1) else rounds(p, rank)
+def steps(p: int, rank: int) -> Rounds | Exchanges:
+    """What the factory runs: the rounds at a power of two, half of the blocks each (named only for the real run:
+    a simulation reads their number), else pairwise's steps."""
+    if p & (p - 1):
+        return pairwise_steps(p, rank, "shift")
+    peers = np.array([partner(rank, step, p) for step in range(p.bit_length() - 1)])
+    half = np.full(len(peers), p // 2)
+    return Rounds(peers, peers, half, half, named=functools.partial(rounds, p, rank))
 
 
 @functools.lru_cache(maxsize=2)  # the same for every rank: one simulation per process count (a capture runs p ranks)
@@ -120,5 +125,5 @@ def bine(comm, sendbuf, recvbuf):
     if p & (p - 1):
         return Prepared(pairwise(comm, sendbuf, recvbuf),
                         note=f"bine: {p} ranks is not a power of two; ran pairwise, as Open MPI does")
-    run, free = zero_copy_plan(comm, sendbuf, recvbuf, steps(p, comm.rank))
+    run, free = zero_copy_plan(comm, sendbuf, recvbuf, list(steps(p, comm.rank)))
     return Prepared(run, free)
