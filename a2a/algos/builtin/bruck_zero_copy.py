@@ -7,10 +7,14 @@ Its messages are MPICH's brucks / k_brucks and Open MPI's modified_bruck: Bruck'
 """
 from __future__ import annotations
 
-from a2a.algos.builtin.bruck import RADIX, TWINS, bruck_rounds, schedule_size
+import functools
+
+import numpy as np
+
+from a2a.algos.builtin.bruck import RADIX, TWINS, bruck_rounds, round_sizes, schedule_size
 from a2a.algos.cost import Formula, Placement, option
 from a2a.algos.registry import register
-from a2a.algos.schedule import Step, pairs, zero_copy_plan
+from a2a.algos.schedule import Rounds, Step, pairs, zero_copy_plan
 
 
 def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
@@ -34,12 +38,21 @@ def rounds(p: int, rank: int, radix: int) -> list[Step]:
     return mine
 
 
+def steps(p: int, rank: int, radix: int) -> Rounds:
+    """The rounds as peers and block counts, the blocks named only for the real run (a simulation reads their
+    number)."""
+    sizes = round_sizes(p, radix)
+    offsets, sent = (np.array([size[k] for size in sizes], np.int64) for k in (0, 1))
+    return Rounds((rank + offsets) % p, (rank - offsets) % p, sent, sent,
+                  named=functools.partial(rounds, p, rank, radix))
+
+
 @register("bruck_zero_copy", mirrors="Bruck with MPI datatypes and double buffering instead of rotations and "
           "packing; the messages of MPICH brucks (radix 2) / k_brucks (radix k); source: Traff, Rougier, Hunold, "
           "Implementing a classic: zero-copy all-to-all communication with MPI datatypes (ICS 2014)",
           limits=RADIX, cost=Formula("R alpha + B m beta  (Bruck's R rounds, B blocks sent; no copies)",
                                      ("alpha", "beta"), terms),
-          steps=rounds, twins=TWINS, simplicity=8)
+          steps=steps, twins=TWINS, simplicity=8)
 def bruck_zero_copy(comm, sendbuf, recvbuf, *, radix: int = 2):
     """Bruck's rounds (any p, base `radix`); each block is sent from and received into where it lies."""
-    return zero_copy_plan(comm, sendbuf, recvbuf, rounds(comm.size, comm.rank, radix))
+    return zero_copy_plan(comm, sendbuf, recvbuf, list(steps(comm.size, comm.rank, radix)))
