@@ -36,7 +36,7 @@ def bruck_rounds(p: int, radix: int) -> list[tuple[int, int, np.ndarray]]:
 
 def offsets(p: int, radix: int) -> list[tuple[int, int]]:
     """Bruck's rounds as (offset, blocks): round (d, v) sends the blocks whose digit d is v to r + v k^d."""
-    return [(offset, sent) for offset, sent, _ in round_sizes(p, radix)]
+    return [(offset, sent) for offset, sent, _ in _round_sizes(p, radix)]
 
 
 def schedule_size(p: int, radix: int) -> tuple[int, int]:
@@ -46,9 +46,9 @@ def schedule_size(p: int, radix: int) -> tuple[int, int]:
 
 
 @functools.lru_cache(maxsize=4)  # the same on every rank: a schedule read at p ranks asks p times
-def round_sizes(p: int, radix: int) -> tuple[tuple[int, int, tuple[int, ...]], ...]:
+def _round_sizes(p: int, radix: int) -> tuple[tuple[int, int, tuple[int, ...]], ...]:
     """(offset, blocks sent, blocks of each unpacking copy) per round of bruck_rounds."""
-    return tuple((digit * distance, len(moved), unpacked_blocks(p, distance, digit, radix))
+    return tuple((digit * distance, len(moved), _unpacked_blocks(p, distance, digit, radix))
                  for distance, digit, moved in bruck_rounds(p, radix))
 
 
@@ -56,7 +56,7 @@ def phases(p: int, r: int, radix: int) -> Phases:
     """What the factory runs on rank r, as data: the rotation's copies, each round's Sendrecv and the copies that
     put its blocks in place, the unrotation's copies."""
     found = _copies(p - r, r)
-    for offset, sent, unpacked in round_sizes(p, radix):
+    for offset, sent, unpacked in _round_sizes(p, radix):
         found += [Rounds(np.array([(r + offset) % p]), np.array([(r - offset) % p]), np.array([sent]),
                          np.array([sent])), *_copies(*unpacked)]
     return Phases(tuple(found + _copies(r + 1, p - r - 1)))
@@ -149,7 +149,7 @@ def _unpack_runs(p: int, distance: int, digit: int, radix: int) -> tuple[int, in
     return whole, start, max(0, min(distance, p - start))
 
 
-def unpacked_blocks(p: int, distance: int, digit: int, radix: int) -> tuple[int, ...]:
+def _unpacked_blocks(p: int, distance: int, digit: int, radix: int) -> tuple[int, ...]:
     """The blocks each of a round's unpacking copies moves (_unpack's pairs)."""
     whole, _, rows = _unpack_runs(p, distance, digit, radix)
     return tuple(n for n in (whole * distance, rows) if n)

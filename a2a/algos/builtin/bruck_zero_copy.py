@@ -11,7 +11,7 @@ import functools
 
 import numpy as np
 
-from a2a.algos.builtin.bruck import RADIX, TWINS, bruck_rounds, round_sizes, schedule_size
+from a2a.algos.builtin.bruck import RADIX, TWINS, bruck_rounds, offsets, schedule_size
 from a2a.algos.cost import Formula, Placement, option
 from a2a.algos.registry import register
 from a2a.algos.schedule import Rounds, Step, pairs, zero_copy_plan
@@ -41,10 +41,8 @@ def rounds(p: int, rank: int, radix: int) -> list[Step]:
 def steps(p: int, rank: int, radix: int) -> Rounds:
     """The rounds as peers and block counts, the blocks named only for the real run (a simulation reads their
     number)."""
-    sizes = round_sizes(p, radix)
-    offsets, sent = (np.array([size[k] for size in sizes], np.int64) for k in (0, 1))
-    return Rounds((rank + offsets) % p, (rank - offsets) % p, sent, sent,
-                  named=functools.partial(rounds, p, rank, radix))
+    shift, sent = np.array(offsets(p, radix), np.int64).reshape(-1, 2).T
+    return Rounds((rank + shift) % p, (rank - shift) % p, sent, sent, named=functools.partial(rounds, p, rank, radix))
 
 
 @register("bruck_zero_copy", mirrors="Bruck with MPI datatypes and double buffering instead of rotations and "
