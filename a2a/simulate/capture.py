@@ -181,8 +181,8 @@ def phase_events(phases: Phases, width: int) -> Iterator[Event]:
         if isinstance(phase, Copied):
             yield Copy(phase.blocks * width)
         elif isinstance(phase, Among):
-            sent, received = (tuple((np.asarray(b, np.int64) * width).tolist()) for b in (phase.sent, phase.received))
-            yield Collective(phase.name, phase.members, phase.root, sent, received)
+            blocks = Collective(phase.name, phase.members, phase.root, tuple(phase.sent), tuple(phase.received))
+            yield blocks.scaled(width)
         elif isinstance(phase, Rounds):
             yield Sendrecvs(phase.sources, phase.dests, width, request, phase.sent, phase.received)
             request += 2 * len(phase.dests)

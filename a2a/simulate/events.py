@@ -6,6 +6,7 @@ count of elements per peer (capture_unit checks that it does).
 """
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass, replace
 from typing import ClassVar, Iterator
@@ -99,8 +100,13 @@ class Collective:
     kind: ClassVar[str] = "coll"
 
     def scaled(self, factor: int) -> "Collective":
-        return Collective(self.name, self.members, self.root, tuple(b * factor for b in self.sends),
-                          tuple(b * factor for b in self.recvs))
+        return Collective(self.name, self.members, self.root, times(self.sends, factor), times(self.recvs, factor))
+
+
+@functools.lru_cache(maxsize=8)  # ranks share their counts (a collective of the whole job): one tuple, not p
+def times(counts: tuple[int, ...], factor: int) -> tuple[int, ...]:
+    """Each of `counts` times `factor`."""
+    return tuple(int(c) * factor for c in counts)
 
 
 @dataclass(slots=True, eq=False)

@@ -3,6 +3,8 @@
 Its twin in each library is the library's own decision (Open MPI's rule 0, MPICH's built-in
 subtree, Intel's default), so a tuning file leaves such ranges to the library.
 """
+import functools
+
 from a2a.algos.buffers import mpi_type, peers
 from a2a.algos.cost import DIRECT, GENERIC
 from a2a.algos.registry import register
@@ -14,6 +16,11 @@ TWINS = {"Open MPI": lambda options, p: ("ignore", 0), "MPICH": lambda options, 
 
 def steps(p: int, r: int) -> Phases:
     """What the factory runs, as data: one MPI_Alltoall of the whole job, a block to and from each rank."""
+    return _whole_job(p)
+
+
+@functools.lru_cache(maxsize=2)  # the same on every rank: a schedule read at p ranks asks p times
+def _whole_job(p: int) -> Phases:
     everyone = (1,) * p
     return Phases((Among("alltoall", tuple(range(p)), None, everyone, everyone),))
 
