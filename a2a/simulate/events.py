@@ -100,11 +100,11 @@ class Collective:
     kind: ClassVar[str] = "coll"
 
     def scaled(self, factor: int) -> "Collective":
-        return Collective(self.name, self.members, self.root, times(self.sends, factor), times(self.recvs, factor))
+        return Collective(self.name, self.members, self.root, _times(self.sends, factor), _times(self.recvs, factor))
 
 
 @functools.lru_cache(maxsize=8)  # ranks share their counts (a collective of the whole job): one tuple, not p
-def times(counts: tuple[int, ...], factor: int) -> tuple[int, ...]:
+def _times(counts: tuple[int, ...], factor: int) -> tuple[int, ...]:
     """Each of `counts` times `factor`."""
     return tuple(int(c) * factor for c in counts)
 
