@@ -76,7 +76,7 @@ def steps(p: int, rank: int) -> Rounds | Exchanges:
     a simulation reads their number), else pairwise's steps."""
     if p & (p - 1):
         return pairwise_steps(p, rank, "shift")
-    peers = np.array([partner(rank, step, p) for step in range(p.bit_length() - 1)])
+    peers = np.array([partner(rank, step, p) for step in range(p.bit_length() - 1)], np.int64)
     half = np.full(len(peers), p // 2)
     return Rounds(peers, peers, half, half, named=functools.partial(rounds, p, rank))
 
