@@ -1,5 +1,8 @@
 """a2a: pluggable MPI all-to-all algorithms; importing it starts no MPI work."""
-from a2a.algos.registry import Algorithm, Plan, Prepared, algorithms, alltoall, alltoallv, get, load_plugin, register
+from a2a.algos.calls import alltoall, alltoallv
+from a2a.algos.plan import Plan, Prepared
+from a2a.algos.plugins import load_plugin
+from a2a.algos.registry import Algorithm, algorithms, get, register
 from a2a.errors import A2AError, BadInput, BadOption, BadResults, PluginError, UnknownAlgorithm
 from a2a.record.meta import version
 

@@ -5,17 +5,12 @@ from pathlib import Path
 
 import click
 
-from a2a.algos.registry import NATIVE
 from a2a.analysis import decide as decision
-from a2a.analysis.compare import compare as compare_runs
-from a2a.analysis.compare import render_comparison
-from a2a.analysis.export import export as export_table
-from a2a.analysis.export import formats
-from a2a.analysis.revert import revert_slower
+from a2a.analysis.compare import compared
+from a2a.analysis.export.formats import export_report, formats
 from a2a.analysis.validate import render_validation
 from a2a.analysis.validate import validate as validate_records
-from a2a.errors import BadConfig
-from a2a.record.decision import read_decision, write_decision
+from a2a.record.results import NATIVE
 
 from .group import main
 
@@ -30,15 +25,7 @@ from .group import main
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the table as JSON (decision.json).")
 def decide(results: tuple[str, ...], metric: str, alpha: float, dtype: str | None, output: str | None) -> None:
     """Choose the best algorithm per process count and size from one or more results directories."""
-    document = decision.decide([Path(r) for r in results], metric, alpha, dtype)
-    click.echo(decision.render(document))
-    ties = sum(c["tie"] for t in document["tables"] for r in t["ranges"] for c in r["cells"])
-    click.echo(f"\n{ties} cell(s) went to a simpler algorithm not significantly slower (tie, alpha={alpha}).")
-    if output:
-        if not Path(output).resolve().parent.is_dir():
-            raise BadConfig(f"--output {output}: its directory does not exist")
-        write_decision(document, Path(output))
-        click.echo(f"wrote {output}")
+    click.echo(decision.decided([Path(r) for r in results], metric, alpha, dtype, Path(output) if output else None))
 
 
 @main.command("export")
@@ -52,22 +39,10 @@ def decide(results: tuple[str, ...], metric: str, alpha: float, dtype: str | Non
               help="Print only the KEY=VALUE lines that apply the written file (for scripts; needs -o).")
 def export(table: str, fmt: str, output: str | None, libmpi: str | None, env_only: bool) -> None:
     """Write a decision table as an Open MPI, MPICH or Intel MPI tuning file."""
-    options = {"libmpi": libmpi} if libmpi and fmt == "mpich" else {}
-    if libmpi and fmt != "mpich":
-        raise BadConfig("--libmpi goes with --format mpich only (only MPICH's library is read)")
-    if env_only and not output:
-        raise BadConfig("--env needs --output FILE")
-    exported = export_table(table, fmt, Path(output) if output else None, **options)
-    for warning in exported.warnings:
-        click.echo(f"warning: {warning}", err=True)
-    if env_only:
-        for key, value in exported.environment(str(Path(output).resolve())).items():
-            click.echo(f"{key}={value}")
-    elif output:
-        click.echo(f"wrote {output}; apply it with:\n  {exported.apply(str(Path(output).resolve()))}")
-    else:
-        click.echo(exported.text, nl=False)
-        click.echo(f"apply it with:\n  {exported.apply('FILE')}", err=True)
+    text, said = export_report(table, fmt, Path(output) if output else None, libmpi, env_only)
+    for line in said:
+        click.echo(line, err=True)
+    click.echo(text)
 
 
 @main.command("compare")
@@ -86,16 +61,8 @@ def compare(baseline: tuple[str, ...], tuned: tuple[str, ...], algorithm: str, m
 
     For example native with and without an exported tuning file; each run of a set is one replicate.
     """
-    rows = compare_runs([Path(d) for d in baseline], [Path(d) for d in tuned], algorithm, metric)
-    click.echo(render_comparison(rows, metric, alpha))
-    if bool(table) != bool(output):
-        raise BadConfig("--revert-slower and --output go together")
-    if table:
-        document = read_decision(table)
-        for line in revert_slower(document, rows, alpha) or ["nothing was slower: the table stands"]:
-            click.echo(line)
-        write_decision(document, Path(output))
-        click.echo(f"wrote {output}")
+    click.echo(compared([Path(d) for d in baseline], [Path(d) for d in tuned], algorithm, metric, alpha,
+                        Path(table) if table else None, Path(output) if output else None))
 
 
 @main.command("validate")

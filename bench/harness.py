@@ -5,12 +5,10 @@ from pathlib import Path
 
 import click
 
-from a2a.errors import HarnessError
-from a2a.measure.harness import build_reference, idle_notes, measure, render, verdict
-from a2a.mpi import launcher_size
+from a2a.sweep.parsing import parse_list
+from a2a.workflows.harness import harness_report
 
 from .group import echo, main
-from .options import parse_list
 
 
 @main.command("harness")
@@ -23,21 +21,13 @@ from .options import parse_list
 @click.option("--repeats", default=3, show_default=True, type=click.IntRange(1),
               help="Alternate C and Python runs this many times; report the medians.")
 @click.option("--reference", default="build/alltoall_ref", show_default=True, type=click.Path(dir_okay=False),
-              help="The C reference binary; built with mpicc from a2a/measure/c/alltoall_ref.c when missing or stale.")
+              help="The C reference binary; built with mpicc from a2a/workflows/c/alltoall_ref.c when missing or "
+                   "stale.")
 @click.option("--imb", type=click.Path(exists=True, dir_okay=False),
               help="An IMB-MPI1 binary: also run its Alltoall on the same sizes and iterations, beside --timing imb.")
 def harness(nprocs: int, sizes: str, iterations: int, warmup: int, repeats: int, reference: str,
             imb: str | None) -> None:
     """Compare MPI_Alltoall timed by the C reference and by `bench run` (native), in each protocol, and by
     IMB-MPI1 when given."""
-    if launcher_size() > 1:
-        raise HarnessError("run `python -m bench harness` without mpirun: it launches its own MPI jobs")
-    size_list = parse_list(sizes, "size")
-    binary = build_reference(Path(reference))
-    measured = measure(binary, nprocs, size_list, iterations, warmup, repeats, Path(imb) if imb else None)
-    echo(f"MPI_Alltoall at {nprocs} ranks, {iterations} iterations after {warmup} warm-up, "
-         f"median of {repeats} alternating runs; sync quotes the median sample, pipelined and imb the mean "
-         "over ranks (IMB's t_avg)")
-    echo(render(measured.comparisons))
-    for line in [*verdict(measured.comparisons), *idle_notes(measured.idle), *measured.warnings]:
-        echo(line)
+    echo(harness_report(nprocs, parse_list(sizes, "size"), iterations, warmup, repeats, Path(reference),
+                        Path(imb) if imb else None))

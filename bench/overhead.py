@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 import click
-from tabulate import tabulate
 
-from a2a.measure.overhead import HEADERS, overhead_rows
-from a2a.mpi import mpi_tool
+from a2a.sweep.parsing import parse_counts, parse_list
+from a2a.workflows.overhead import overhead_report
 
 from .group import main
-from .options import parse_count, parse_list
 
 
 @main.command("overhead")
@@ -22,8 +20,5 @@ from .options import parse_count, parse_list
 def overhead(nprocs: str, sizes: str, iterations: int, repeats: int, algorithms: str | None,
              launcher: str | None) -> None:
     """Print ours/native median ratios with the library forced to the same algorithm (MPICH, Open MPI)."""
-    chosen = [spec.strip() for spec in algorithms.split(",") if spec.strip()] if algorithms else None
-    table = overhead_rows(launcher or mpi_tool("mpiexec"), parse_list(nprocs, "process count", parse_count),
-                          parse_list(sizes, "size"), iterations, repeats, chosen)
-    click.echo(tabulate(table, headers=HEADERS, disable_numparse=True))
-    click.echo("ratio = our p50 / native p50 in the same launch (< 1: ours is faster)")
+    click.echo(overhead_report(launcher, parse_counts(nprocs, "--nprocs"), parse_list(sizes, "size"), iterations,
+                               repeats, algorithms))

@@ -8,7 +8,6 @@ from tabulate import tabulate
 
 import a2a
 from a2a.record import report
-from a2a.record.results import load
 
 from .group import main
 
@@ -30,13 +29,4 @@ def list_algorithms(plugin: tuple[str, ...]) -> None:
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
 def show(results: str, fmt: str) -> None:
     """Print the tables of an earlier run."""
-    run = load(Path(results))
-    if fmt != "table":
-        click.echo(report.as_csv(run.rows) if fmt == "csv" else report.as_json(run.rows), nl=fmt == "json")
-        return
-    library = (run.meta.get("mpi_library") or "unknown MPI library").splitlines()[0]
-    click.echo(f"{results}: {run.meta.get('status', 'unknown status')}; {library}")
-    for nprocs in sorted({r.nprocs for r in run.rows}):
-        click.echo(f"\n{nprocs} ranks (times in microseconds; ! = stalled)")
-        rows = [r for r in run.rows if r.nprocs == nprocs]
-        click.echo(report.explained_table(rows, run.meta.get("option_defaults")))
+    click.echo(report.show(Path(results), fmt))

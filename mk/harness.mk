@@ -1,4 +1,4 @@
-# The C reference (a2a/measure/c/alltoall_ref.c), built with the MPI library's own mpicc, and
+# The C reference (a2a/workflows/c/alltoall_ref.c), built with the MPI library's own mpicc, and
 # `make bench-harness`: C and `python -m bench run --algorithms native` side by side at 2 ranks,
 # and IMB-MPI1 beside the imb protocol when HARNESS_IMB names its binary (docs/harness.md: how to build it).
 HARNESS_REFERENCE := build/alltoall_ref
@@ -10,7 +10,7 @@ HARNESS_IMB ?=
 
 harness-reference: $(HARNESS_REFERENCE)
 
-$(HARNESS_REFERENCE): a2a/measure/c/alltoall_ref.c | $(BIN)/.installed
+$(HARNESS_REFERENCE): a2a/workflows/c/alltoall_ref.c | $(BIN)/.installed
 	@mkdir -p $(dir $@)
 	$(BIN)/mpicc -O2 -o $@ $<
 

@@ -9,15 +9,15 @@ from support import assert_collective_tests_pass, runs_alike, self_comm, shared_
 import a2a
 from a2a.algos.buffers import overlap, packed
 from a2a.algos.builtin.bruck import bruck_rounds
-from a2a.algos.registry import register
+from a2a.algos.registry import candidates, register
 from a2a.errors import BadConfig, PluginError
-from a2a.measure.workload import imbalance, parse_workload, read_matrix
+from a2a.sweep.workload import imbalance, parse_workload, read_matrix
 
-VARIANTS = [
-    ("native", {}), ("linear", {}), ("pairwise", {}), ("throttled", {"window": 2}), ("node_aware", {"ppn": 3}),
-    ("hierarchical", {}), ("hierarchical", {"ppn": 3, "placement": "cyclic"}),
-    ("padded_bruck", {}), ("padded_bruck", {"radix": 3}), ("two_phase_bruck", {}), ("tuna", {}),
-    ("tuna", {"radix": 3}),
+# every alltoallv algorithm that may be chosen, at its defaults (a new one is checked with no line here), and the
+# options that change a schedule
+VARIANTS = [(name, {}) for name in candidates("alltoallv")] + [
+    ("throttled", {"window": 2}), ("node_aware", {"ppn": 3}), ("hierarchical", {"ppn": 3, "placement": "cyclic"}),
+    ("padded_bruck", {"radix": 3}), ("tuna", {"radix": 3}),
 ]
 # (workload, dtype, mean bytes per peer, blocks out of order with holes between them)
 WORKLOADS = [

@@ -8,8 +8,8 @@ import pytest
 from support import assert_refused_before_measuring, bench, mpiexec
 
 import a2a
-from a2a.measure.workload import parse_workload
 from a2a.record.results import COLUMNS, Row, point_key, read_rows
+from a2a.sweep.workload import parse_workload
 
 # drops the last byte of every nonempty block: the check must notice
 WRONG_PLUGIN = '''

@@ -14,7 +14,8 @@ import pytest
 from support import assert_collective_tests_pass, assert_refused_before_measuring, self_comm
 
 import a2a
-from a2a.algos.registry import NATIVE, candidates
+from a2a.algos.registry import candidates
+from a2a.record.results import NATIVE
 
 ALLTOALL = candidates("alltoall")
 ALLTOALLV = candidates("alltoallv")

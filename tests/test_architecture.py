@@ -1,6 +1,12 @@
-"""The layout's rules hold: import contracts checked by lint, one file per built-in algorithm."""
+"""The layout's rules hold: import contracts checked by lint, no import cycle, one file per built-in algorithm, and a
+new algorithm is one file."""
 from __future__ import annotations
 
+import ast
+import csv
+import io
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -9,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import a2a
-from a2a.algos.registry import BUILTIN_PACKAGE, builtin_modules
+from a2a.algos.registry import BUILTIN_PACKAGE, builtin_modules, candidates
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,26 +28,26 @@ def lint_imports(tree: Path) -> subprocess.CompletedProcess:
     return subprocess.run([str(tool), "--no-cache"], cwd=tree, capture_output=True, text=True, timeout=300)
 
 
-def copy_of_project(tmp_path: Path) -> Path:
+def copy_of_project(tmp_path: Path, parts: tuple[str, ...] = ("a2a", "bench")) -> Path:
     tree = tmp_path / "tree"
     tree.mkdir()
-    for part in ("a2a", "bench"):
+    for part in parts:
         shutil.copytree(ROOT / part, tree / part, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tree)
     return tree
 
 
 @pytest.mark.parametrize("module, stray, contract", [
-    ("a2a/simulate/capture.py", "import a2a.measure.driver", "never the MPI driver"),
-    ("a2a/analysis/decide.py", "import a2a.measure.grid", "each imports only the wings below it"),
+    ("a2a/sweep/grid.py", "import a2a.simulate.capture", "Wings are layered"),
+    ("a2a/analysis/decide.py", "import a2a.sweep.grid", "Wings are layered"),
     ("a2a/record/results.py", "from a2a.record import report", "No import cycle anywhere"),
-    ("a2a/measure/session.py", "import bench.group", "never imports the command line"),
+    ("a2a/sweep/session.py", "import bench.group", "never imports the command line"),
     ("bench/simulate.py", "from . import run", "A command imports no other command"),
 ])
 def test_a_stray_import_fails_lint(tmp_path: Path, module: str, stray: str, contract: str):
     tree = copy_of_project(tmp_path)
     with open(tree / module, "a") as source:
-        source.write(f"\n{stray}  # noqa: E402,F401\n")
+        source.write(f"\n{stray}  # noqa: E402,F401\n")  # the last example: a cycle through a function's import
     done = lint_imports(tree)
     assert done.returncode != 0, done.stdout
     broken = [line for line in done.stdout.splitlines() if line.endswith("BROKEN")]
@@ -75,3 +81,164 @@ def test_the_console_script_is_python_m_bench(tmp_path: Path):
                           capture_output=True, text=True, timeout=120, env=clean_launcher_env())
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("size '7Q' is not a byte count") == 1, done.stderr
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the project modules it imports, counting imports inside functions (a package is its __init__)."""
+    modules = {".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): path
+               for part in ("a2a", "bench") for path in (root / part).rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base
+                                                                                                    else []))
+                found |= {f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names}
+        graph[name] = {m for m in found if m in modules and m != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_module_imports_itself_back_even_from_inside_a_function(tmp_path: Path):
+    """No cycle among any modules, a package and its members included, counting every import statement; a stray
+    import inside a function makes one."""
+    assert cycles(import_graph(ROOT)) == []
+    tree = copy_of_project(tmp_path)
+    with open(tree / "a2a/analysis/export/mpich.py", "a") as source:
+        source.write("\n\ndef stray():\n    from a2a.analysis.export import formats  # noqa: F401\n")
+    assert cycles(import_graph(tree)) == [["a2a.analysis.export.formats", "a2a.analysis.export.mpich"]]
+
+
+def test_no_command_holds_more_than_its_options_and_one_call():
+    """Each command's body is a few lines: the longest command function (its decorators and docstring aside)."""
+    longest = {}
+    for path in (ROOT / "bench").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and any("command" in ast.unparse(d) or "group" in ast.unparse(d)
+                                                         for d in node.decorator_list):
+                body = [n for n in node.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+                longest[f"{path.name}:{node.name}"] = sum(n.end_lineno - n.lineno + 1 for n in body)
+    assert max(longest.values()) <= 8, sorted(longest.items(), key=lambda item: -item[1])[:5]
+
+
+def algorithm_table_names(text: str, heading: str) -> set[str]:
+    """The algorithm names in the first column of the table under `heading` (a Markdown table)."""
+    section = text.split(heading, 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    return {name for row in rows for name in re.findall(r"`([a-z_0-9]+)`", row.split("|")[1])}
+
+
+@pytest.mark.parametrize("page, heading, collective", [("README.md", "## The algorithms", None),
+                                                       ("docs/algorithms.md", "## The catalogue", "alltoall"),
+                                                       ("docs/alltoallv.md", "## The algorithms", "alltoallv")])
+def test_the_algorithm_tables_name_every_registered_algorithm(page: str, heading: str, collective: str | None):
+    """The hand-written tables of the README and the docs list exactly the registry's algorithms (candidates, where a
+    page is about one collective: auto, which replays a table, is named in its text)."""
+    expected = set(a2a.algorithms()) if collective is None else set(candidates(collective))
+    assert algorithm_table_names((ROOT / page).read_text(), heading) == expected
+
+
+NEW_ALGORITHM = '''"""Pairwise exchange with the shifts in reverse: a test's algorithm, one file and nothing else."""
+import numpy as np
+
+from a2a.algos.buffers import blocks
+from a2a.algos.cost import Formula
+from a2a.algos.prebuilt import copier, sendrecv_steps, spec
+from a2a.algos.registry import register
+from a2a.algos.schedule import Exchanges
+
+
+def steps(p, r):
+    """Step k sends to r + (p-1-k) and receives from r - (p-1-k)."""
+    shifts = np.arange(p - 1, 0, -1)
+    return Exchanges(r, (r + shifts) % p, (r - shifts) % p)
+
+
+@register("reversed_pairwise", cost=Formula("(p-1) (alpha + m beta)", ("alpha", "beta"),
+                                            lambda s, m, o: {"alpha": s.nprocs - 1, "beta": (s.nprocs - 1) * m}),
+          steps=steps, simplicity=60)
+def reversed_pairwise(comm, sendbuf, recvbuf):
+    """p-1 Sendrecv steps, the largest shift first."""
+    p, r = comm.size, comm.rank
+    send, recv = blocks(sendbuf, p), blocks(recvbuf, p)
+    mine = steps(p, r)
+    calls = [(spec(send[d]), d, spec(recv[q]), q) for d, q in zip(mine.dests.tolist(), mine.sources.tolist())]
+    return sendrecv_steps(comm, copier(recv[r], send[r]), calls)
+'''
+
+
+def test_a_new_algorithm_is_one_file(tmp_path: Path):
+    """A file dropped into a2a/algos/builtin is in `bench list`, the correctness and schedule tests' parameters,
+    a measured sweep and its decision, and a simulation, with no other file edited."""
+    from support import launch_command
+
+    from a2a.mpi import clean_launcher_env
+
+    tree = copy_of_project(tmp_path, ("a2a", "bench", "tests"))
+    (tree / "a2a/algos/builtin/reversed_pairwise.py").write_text(NEW_ALGORITHM)
+    env = clean_launcher_env({**os.environ, "PYTHONPATH": str(tree)})
+    run = lambda *args, n=0: subprocess.run(  # noqa: E731
+        launch_command(n, sys.executable, *args) if n else [sys.executable, *args], cwd=tree, env=env,
+        capture_output=True, text=True, timeout=600)
+    listed = run("-m", "bench", "list")
+    assert "reversed_pairwise" in listed.stdout, listed.stderr
+    collected = run("-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "tests/test_algorithms.py",
+                    "tests/test_capture.py", "tests/test_mesh.py")
+    for test in ("test_algorithms.py::test_matches_mpi_alltoall[reversed_pairwise]",
+                 "test_capture.py::test_the_simulator_reads_the_steps_the_plan_runs[reversed_pairwise-options",
+                 "test_mesh.py::test_concurrent_groups_give_correct_data[reversed_pairwise]"):
+        assert any(test in line and "reversed_pairwise" in line for line in collected.stdout.splitlines()), test
+    checked = run("-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_capture.py", "-k", "reversed_pairwise")
+    assert checked.returncode == 0 and " passed" in checked.stdout, checked.stdout[-2000:]
+    swept = run("-m", "bench", "run", "--sizes", "8,1K", "--algorithms", "reversed_pairwise,native", "--iterations",
+                "3", "--output", str(tmp_path / "run"), "--quiet", n=2)
+    assert swept.returncode == 0, swept.stderr
+    decided = run("-m", "bench", "decide", str(tmp_path / "run"))
+    assert decided.returncode == 0 and "reversed_pairwise" in decided.stdout, decided.stdout + decided.stderr
+    from a2a.simulate.simgrid import missing
+
+    if missing():
+        pytest.skip(f"the simulation part needs SimGrid: {missing()}")
+    simulated = run("-m", "bench", "simulate", "--nprocs", "4", "--sizes", "8", "--algorithms", "reversed_pairwise",
+                    "--output", str(tmp_path / "sim"), "--quiet", "--format", "csv")
+    assert simulated.returncode == 0, simulated.stderr
+    rows = list(csv.DictReader(io.StringIO(simulated.stdout)))
+    assert [(r["algorithm"], r["valid"]) for r in rows] == [("reversed_pairwise", "true")], simulated.stdout

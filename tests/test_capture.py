@@ -79,26 +79,28 @@ def test_scaled_capture_equals_capture_at_size():
             capture(name, {}, 6, 40, nodes=[[0, 1], [2, 3], [4, 5]]).events, name
 
 
-STEPPED = [("ring", {}, (1, 2, 3, 6)), ("bine", {}, (1, 2, 6, 8, 16)), ("bruck_zero_copy", {}, (2, 5, 12)),
-           ("bruck_zero_copy", {"radix": 3}, (4, 9)), ("pairwise", {}, (1, 2, 5)),
-           ("pairwise", {"schedule": "xor"}, (4, 8)), ("linear", {}, (1, 2, 5)), ("linear_sync", {}, (1, 2, 6)),
-           ("throttled", {}, (2, 5)), ("throttled", {"window": 3}, (5, 7, 8)), ("pairwise_inplace", {}, (1, 2, 5, 6)),
-           ("node_aware", {}, (1, 2, 5)), ("node_aware", {"ppn": 2}, (5, 6)),
-           ("node_aware", {"ppn": 3, "placement": "cyclic"}, (7,)), ("hierarchical", {}, (1, 2, 5)),
-           ("hierarchical", {"ppn": 2}, (5, 6)), ("hierarchical", {"ppn": 3, "placement": "cyclic"}, (7,)),
-           ("multileader", {"ppn": 4}, (6, 8)), ("multileader", {"ppn": 4, "leaders": 3}, (9,)),
-           ("locality_aware", {}, (1, 2, 5)), ("locality_aware", {"ppn": 3}, (7,)),
-           ("locality_aware", {"ppn": 4, "groups": 3, "placement": "cyclic"}, (10,)),
-           ("parallel_split", {}, (2, 6)), ("parallel_split", {"factor": 4}, (8, 12)),
-           ("parallel_split", {"factor": 8}, (16,)), ("bruck", {}, (1, 2, 5, 8, 13)), ("bruck", {"radix": 3}, (4, 10)),
-           ("bruck", {"radix": 4}, (7, 16)), ("dimensional", {}, (1, 2, 5, 6, 16)),
-           ("dimensional", {"dims": "2x3x2"}, (12,)), ("native", {}, (1, 2, 5))]
+# Every alltoall algorithm that registers steps, at its defaults and at these process counts: a new one is checked
+# with no line here (docs/adding-an-algorithm.md)...
+STEPPED_SIZES = (1, 2, 5, 6, 8)
+STEPPED = [(name, {}, STEPPED_SIZES) for name in a2a.algorithms("alltoall") if a2a.get(name).kinds["alltoall"].steps]
+# ... and the options that change a schedule, where they do
+STEPPED += [("bine", {}, (16,)), ("bruck_zero_copy", {"radix": 3}, (4, 9)), ("pairwise", {"schedule": "xor"}, (4, 8)),
+            ("throttled", {"window": 3}, (5, 7, 8)), ("node_aware", {"ppn": 2}, (5, 6)),
+            ("node_aware", {"ppn": 3, "placement": "cyclic"}, (7,)), ("hierarchical", {"ppn": 2}, (5, 6)),
+            ("hierarchical", {"ppn": 3, "placement": "cyclic"}, (7,)), ("multileader", {"ppn": 4}, (6, 8)),
+            ("multileader", {"ppn": 4, "leaders": 3}, (9,)), ("locality_aware", {"ppn": 3}, (7,)),
+            ("locality_aware", {"ppn": 4, "groups": 3, "placement": "cyclic"}, (10,)),
+            ("parallel_split", {"factor": 4}, (8, 12)), ("parallel_split", {"factor": 8}, (16,)),
+            ("bruck", {}, (13,)), ("bruck", {"radix": 3}, (4, 10)), ("bruck", {"radix": 4}, (7, 16)),
+            ("dimensional", {}, (16,)), ("dimensional", {"dims": "2x3x2"}, (12,))]
 
 
 @pytest.mark.parametrize("name,options,sizes", STEPPED)
 def test_the_simulator_reads_the_steps_the_plan_runs(name, options, sizes, monkeypatch):
-    """Read from the registered Steps or Batches, a schedule is event for event the capture of the real plan;
-    and the simulator's schedule (capture_unit) is read, with no plan run."""
+    """Read from the registered steps, a schedule is event for event the capture of the real plan; and the
+    simulator's schedule (capture_unit) is read, with no plan run. Where the steps are None (the factory runs
+    something no schedule form describes at that p: parallel_split's odd last rank), the simulator captures."""
+    sizes = [p for p in sizes if stepped(name, options, p) is not None]
     for p in sizes:
         assert stepped(name, options, p).scaled(3).expanded().events == capture(name, options, p, 3).events, (name, p)
     monkeypatch.setattr(capture_module, "capture", lambda *args, **kwargs: pytest.fail("captured, not read"))

@@ -19,8 +19,8 @@ from support import ROOT, mpiexec, needs_mpich, python
 from a2a import fabric
 from a2a.emulate import cluster
 from a2a.errors import BadOption
+from a2a.record.mail_table import mail_table, stall_summary
 from a2a.record.results import Recorder, Row, read_rows
-from a2a.record.seed import seed_table, stall_summary
 
 LOCK = Path("/tmp/a2a-cluster.lock")  # one emulated cluster per machine: every user holds this
 LOCK_WAIT_SECONDS = 900
@@ -206,7 +206,7 @@ def test_shallow_switch_queue_stalls_with_tcp_timeouts(netns, tmp_path: Path):
     ok(bench("cluster", "run", "--", "run", *POINTS, "--output", str(tmp_path / "emulated")))
     after = sum(cluster.node_tcp_ext(h)["TCPTimeouts"] for h in shape.hosts)
     emulated = read_rows(tmp_path / "emulated")
-    assert any(r.stalls and r.tcp_timeouts for r in emulated), seed_table(emulated, "emulated")
+    assert any(r.stalls and r.tcp_timeouts for r in emulated), mail_table(emulated, "emulated")
     assert all(r.nnodes == 4 for r in emulated)
     # the points' counts are the nodes' own counters (read in each namespace), not the host's
     assert 0 < sum(r.tcp_timeouts for r in emulated) <= after - before
@@ -216,7 +216,7 @@ def test_shallow_switch_queue_stalls_with_tcp_timeouts(netns, tmp_path: Path):
     plain = read_rows(tmp_path / "plain")
     # on one host nothing stalls, unless ranks outnumber cores: a rank off its core for 0.1 s stalls too
     crowded = any("oversubscribed" in r.note for r in plain)
-    assert crowded or [r.stalls for r in plain] == [0] * 4, seed_table(plain, "one host")
+    assert crowded or [r.stalls for r in plain] == [0] * 4, mail_table(plain, "one host")
 
 
 # ---------------------------------------------------------------- topologies
@@ -431,7 +431,7 @@ def seed_rows() -> list[Row]:
 
 
 def test_seed_table_has_the_seed_shape():
-    text = seed_table(seed_rows(), "native")
+    text = mail_table(seed_rows(), "native")
     lines = text.splitlines()
     assert lines[3] == "#CPUs     floats  average   std.dev.    min.      max.     TCP timeouts"
     assert lines[4] == "   8           1  0.000450  0.000050    0.000300  0.000600          0"

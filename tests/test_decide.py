@@ -9,9 +9,11 @@ from decide_fixtures import LIBRARY_TABLE, minimal_table, record, row_for, sampl
 from support import needs_mpich, python
 
 import a2a
-from a2a.algos.registry import twin
+from a2a.algos.facts import twin
 from a2a.analysis import decide
-from a2a.analysis.export import counterpart, export, formats, mpich, translate
+from a2a.analysis.export import mpich
+from a2a.analysis.export.common import counterpart, translate
+from a2a.analysis.export.formats import export, formats
 from a2a.analysis.revert import revert_slower
 from a2a.errors import BadInput, BadResults
 from a2a.record import decision

@@ -14,12 +14,12 @@ import pytest
 from support import ROOT, assert_refused_before_measuring, bench, launch_command, mpi_library, mpiexec, needs_mpich
 
 from a2a.errors import BadConfig
-from a2a.measure.grid import default_nprocs
 from a2a.mpi import clean_launcher_env
 from a2a.record.results import read_rows, read_samples
 from a2a.record.stats import Stats, bandwidths
+from a2a.sweep.config import default_nprocs
+from a2a.sweep.parsing import parse_list
 from a2a.units import parse_size
-from bench.options import parse_list
 
 SLEEPY = "tests/plugins/sleepy.py"
 HEADER = ("nprocs,nnodes,ppn,algorithm,options,dtype,count,bytes_per_peer,iterations,warmup,t_min_us,"

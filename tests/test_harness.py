@@ -9,7 +9,8 @@ from click.testing import CliRunner
 from support import launch_command, python
 
 from a2a.errors import HarnessError
-from a2a.measure.harness import (
+from a2a.mpi import clean_launcher_env, mpi_tool
+from a2a.workflows.harness import (
     Comparison,
     build_reference,
     figures,
@@ -20,7 +21,6 @@ from a2a.measure.harness import (
     table_rows,
     verdict,
 )
-from a2a.mpi import clean_launcher_env, mpi_tool
 from bench.cli import main
 
 

@@ -8,9 +8,10 @@ import pytest
 from support import assert_collective_tests_pass, assert_refused_before_measuring, mpiexec
 
 import a2a
+from a2a.algos.registry import candidates
 from a2a.errors import BadOption
-from a2a.measure.mesh import Layout, group_comm, layouts, parse_groups, parse_mesh
 from a2a.record.results import read_rows
+from a2a.sweep.mesh import Layout, group_comm, layouts, parse_groups, parse_mesh
 
 MEMBERS = {
     ("2x2x2", "x"): [[0, 4], [1, 5], [2, 6], [3, 7]],
@@ -79,8 +80,7 @@ def test_cart_sub_groups_are_the_documented_ones(comm):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("name", ["native", "linear", "pairwise", "throttled", "bruck", "node_aware",
-                                  "hierarchical", "pairwise_inplace"])
+@pytest.mark.parametrize("name", candidates("alltoall"))
 def test_concurrent_groups_give_correct_data(comm, name):
     for layout in every_layout(comm.size):
         group = group_comm(comm, layout)

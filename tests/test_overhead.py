@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from a2a.errors import HarnessError
-from a2a.measure.overhead import forced_twin, library_of, with_twins
+from a2a.workflows.overhead import forced_twin, library_of, with_twins
 
 
 def test_mpich_twins_are_forced_through_its_cvars():

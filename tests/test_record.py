@@ -9,10 +9,12 @@ import pytest
 from support import bench, mpi_library
 
 from a2a.measure.driver import Context, set_thread_level
-from a2a.measure.grid import Point, SweepConfig, Variant, points
-from a2a.measure.mesh import Layout
 from a2a.mpi import LOCAL_SIZE_VARIABLES
 from a2a.record.results import KILL_BEFORE_ROW, read_rows, read_samples
+from a2a.sweep.config import SweepConfig
+from a2a.sweep.grid import Point, points
+from a2a.sweep.mesh import Layout
+from a2a.sweep.variants import Variant
 
 
 def meta_of(out) -> dict:

@@ -19,11 +19,11 @@ from a2a import fabric
 from a2a.errors import BadConfig, BadOption
 from a2a.record.results import Recorder, Row
 from a2a.simulate import capture as capture_module
-from a2a.simulate import simgrid, world
+from a2a.simulate import platforms, replay, simgrid, traces, world
 from a2a.simulate.calibrate import message_cost
 from a2a.simulate.capture import capture, capture_unit, stepped
+from a2a.simulate.driver import Machine
 from a2a.simulate.events import Burst, Collective, Copy, Irecv, Isend, Recv, Send, Sendrecvs, Wait, unpacked
-from a2a.simulate.sweep import Machine
 from bench.cli import entry
 
 needs_simgrid = pytest.mark.skipif(simgrid.missing() is not None, reason=str(simgrid.missing()))
@@ -47,7 +47,7 @@ def messages(p: int, lines: list[list[str]]) -> tuple[Counter, Counter]:
 def test_every_send_meets_its_receive(name):
     """The lowered traces of each algorithm pair every send with one receive of the same size and tag."""
     schedule = capture(name, {}, 6, 5, "float32", nodes=NODES)
-    lines = [list(simgrid.trace_lines(events, r, 6, 1e9)) for r, events in enumerate(schedule.events)]
+    lines = [list(traces.trace_lines(events, r, 6, 1e9)) for r, events in enumerate(schedule.events)]
     sent, received = messages(6, lines)
     assert sent == received
     for rank, trace in enumerate(lines):
@@ -64,7 +64,7 @@ def test_every_send_meets_its_receive(name):
 
 
 KINDS = {"isend": Isend, "irecv": Irecv, "send": Send, "recv": Recv, "wait": Wait, "copy": Copy, "coll": Collective,
-         "alltoall": simgrid.WholeAlltoall}
+         "alltoall": traces.WholeAlltoall}
 
 
 def typed(events: list[tuple]) -> list:
@@ -77,8 +77,8 @@ def test_lowering_by_hand():
     events = [("irecv", 1, 8, 0), ("irecv", 0, 8, 1), ("isend", 1, 8, 2), ("isend", 0, 8, 3), ("wait", (0, 1, 2, 3)),
               ("copy", 100), ("coll", "gather", (0, 2), 2, (0, 8), (0, 0)), ("coll", "alltoall", (0, 1, 2), None,
                                                                            (4, 4, 4), (4, 4, 4))]
-    lines = list(simgrid.trace_lines(typed(events), 0, 3, 2e9))
-    scale = simgrid.TIME_SCALE
+    lines = list(traces.trace_lines(typed(events), 0, 3, 2e9))
+    scale = platforms.TIME_SCALE
     assert lines == ["0 init", "0 irecv 1 0 8", "0 isend 1 0 8", f"0 compute {8 / 2e9 * 1e9 * scale:.0f}",
                      "0 wait 1 0 0", "0 wait 0 1 0", f"0 compute {100 / 2e9 * 1e9 * scale:.0f}", "0 isend 2 0 8",
                      "0 wait 0 2 0", "0 alltoall 4 4", "0 finalize"]
@@ -87,18 +87,18 @@ def test_lowering_by_hand():
 def test_every_wait_names_its_request():
     """A wait for all (SMPI 3.32's waitall is a waitany per request, O(n^2)) is one wait per request, in order."""
     events = [("isend", 1, 8, 0), ("isend", 2, 8, 1), ("irecv", 1, 8, 2), ("wait", (0,)), ("wait", (1, 2))]
-    assert list(simgrid.trace_lines(typed(events), 0, 3, 1e9))[4:7] == ["0 wait 0 1 0", "0 wait 0 2 0", "0 wait 1 0 0"]
+    assert list(traces.trace_lines(typed(events), 0, 3, 1e9))[4:7] == ["0 wait 0 1 0", "0 wait 0 2 0", "0 wait 1 0 0"]
 
 
 def test_messages_from_2_gib_count_in_doubles():
     """SMPI passes trace counts as int: 4 GiB go as 2^29 MPI_DOUBLEs (datatype 0), smaller sizes as bytes."""
     events = [("isend", 1, 4 << 30, 0), ("irecv", 1, 8, 1), ("wait", (0, 1)), ("coll", "alltoall", (0, 1), None,
                                                                            (4 << 20, 4 << 20), (4 << 20, 4 << 20))]
-    lines = list(simgrid.trace_lines(typed(events), 0, 1024, 1e9))
+    lines = list(traces.trace_lines(typed(events), 0, 1024, 1e9))
     assert lines[1:3] == ["0 irecv 1 0 8", f"0 isend 1 0 {1 << 29} 0"]
-    lines = list(simgrid.trace_lines(typed(events[3:]), 0, 2, 1e9))  # the whole job of 2: SMPI's own alltoall
+    lines = list(traces.trace_lines(typed(events[3:]), 0, 2, 1e9))  # the whole job of 2: SMPI's own alltoall
     assert lines[1] == f"0 alltoall {4 << 20} {4 << 20}"
-    lines = list(simgrid.trace_lines(typed([("alltoall", 4 << 20)]), 0, 1024, 1e9))
+    lines = list(traces.trace_lines(typed([("alltoall", 4 << 20)]), 0, 1024, 1e9))
     assert lines[1] == f"0 alltoall {1 << 19} {1 << 19} 0 0"
 
 
@@ -107,7 +107,7 @@ def test_posts_of_one_instant_go_receives_first_by_peer():
     events = [("irecv", 2, 8, 0), ("isend", 2, 8, 1), ("isend", 1, 8, 2), ("isend", 2, 16, 3), ("irecv", 1, 8, 4),
               ("copy", 8), ("isend", 3, 8, 5), ("irecv", 3, 8, 6), ("wait", (0, 1, 2, 3, 4, 5, 6)),
               ("isend", 1, 8, 7), ("irecv", 1, 8, 8), ("wait", (7, 8))]
-    lines = list(simgrid.trace_lines(typed(events), 0, 4, 1e9))
+    lines = list(traces.trace_lines(typed(events), 0, 4, 1e9))
     assert lines[1:7] == ["0 irecv 1 0 8", "0 irecv 2 0 8", "0 isend 1 0 8", "0 isend 2 0 8", "0 isend 2 1 16",
                           "0 compute 8000"]
     assert lines[7:9] == ["0 irecv 3 0 8", "0 isend 3 0 8"]
@@ -124,7 +124,7 @@ def test_a_compact_event_writes_the_lines_of_its_messages(name, options, p, comp
     schedule = stepped(name, options, p).scaled(4)
     assert sum(isinstance(e, (Burst, Sendrecvs)) for e in schedule.events[0]) == compact
     for r, (compacted, one_by_one) in enumerate(zip(schedule.events, schedule.expanded().events)):
-        assert list(simgrid.trace_lines(compacted, r, p, 1e9)) == list(simgrid.trace_lines(one_by_one, r, p, 1e9))
+        assert list(traces.trace_lines(compacted, r, p, 1e9)) == list(traces.trace_lines(one_by_one, r, p, 1e9))
 
 
 @pytest.mark.parametrize("cores", [1, 2])
@@ -137,7 +137,7 @@ def test_a_packed_capture_writes_the_lines_of_its_events(monkeypatch, cores):
     assert [e.kind for e in packed.events[0][:3]] == ["copy", "posts", "wait"]
     assert packed.expanded().events == captured.events
     for r, (events, one_by_one) in enumerate(zip(packed.events, captured.events)):
-        assert list(simgrid.trace_lines(events, r, p, 1e9)) == list(simgrid.trace_lines(one_by_one, r, p, 1e9))
+        assert list(traces.trace_lines(events, r, p, 1e9)) == list(traces.trace_lines(one_by_one, r, p, 1e9))
     whole = capture("locality_aware", {}, p, 1).packed()  # 19 receives and 19 sends, a copy, one wait for all
     assert [e.kind for e in whole.events[0]] == ["posts", "copy", "wait", "copy", "coll", "copy"]
     assert whole.events[0][2].requests == range(2 * (p - 1))
@@ -151,8 +151,8 @@ def test_compact_events_count_tags_on_and_lower_a_message_to_themselves():
     events = [Copy(8), Burst(line([1, 2]), line([2, 1]), 8, 0, two, two), Isend(1, 8, 4), Wait((4,)),
               Burst(line([1, 0]), line([0, 1]), 8, 5, two, two), Sendrecvs(line([2, 2]), line([1, 1]), 8, 9),
               Sendrecvs(line([0]), line([0]), 8, 13)]
-    lines = list(simgrid.trace_lines(events, 0, 3, 1e9))
-    assert lines == list(simgrid.trace_lines(unpacked(events), 0, 3, 1e9))
+    lines = list(traces.trace_lines(events, 0, 3, 1e9))
+    assert lines == list(traces.trace_lines(unpacked(events), 0, 3, 1e9))
     assert lines[2:6] == ["0 irecv 1 0 8", "0 irecv 2 0 8", "0 isend 1 0 8", "0 isend 2 0 8"]
     assert lines[10] == "0 isend 1 1 8"
     assert lines[12:17] == ["0 irecv 1 1 8", "0 compute 8000", "0 isend 1 2 8", "0 wait 1 0 1", "0 wait 0 1 2"]
@@ -162,12 +162,12 @@ def test_compact_events_count_tags_on_and_lower_a_message_to_themselves():
 
 
 def test_link_parsing():
-    link = simgrid.Link.parse("100Gbps,1us")
+    link = platforms.Link.parse("100Gbps,1us")
     assert link.bytes_per_second == 12.5e9 and link.latency == 1e-6
-    assert simgrid.Link.parse("125MBps,50us").bytes_per_second == 125e6
+    assert platforms.Link.parse("125MBps,50us").bytes_per_second == 125e6
     for bad in ("100Gbps", "fast,1us", "100Gbps,1 parsec", "0Gbps,1us"):
         with pytest.raises(BadOption, match="--link"):
-            simgrid.Link.parse(bad)
+            platforms.Link.parse(bad)
 
 
 def test_missing_simgrid_is_named(monkeypatch):
@@ -195,11 +195,12 @@ def test_simgrid_before_3_34_is_slow():
 
 
 def test_platforms_carry_their_shape():
-    link = simgrid.Link.parse("10Gbps,1us")
-    assert 'topology="TORUS" topo_parameters="4,4,4"' in simgrid.platform_xml(fabric.parse("torus:4x4x4"), link, 1e10)
-    assert 'topo_parameters="2;8,4;1,1;1,2"' in simgrid.platform_xml(fabric.parse("fattree:4x8,oversub=4"), link, 1e10)
-    assert 'topo_parameters="2,1;3,1;2,1;4"' in simgrid.platform_xml(fabric.parse("dragonfly:2x3x2x4"), link, 1e10)
-    assert 'bb_bw=' in simgrid.platform_xml(fabric.parse("switch", nodes=8), link, 1e10)
+    link = platforms.Link.parse("10Gbps,1us")
+    xml = lambda spec, **nodes: platforms.platform_xml(fabric.parse(spec, **nodes), link, 1e10)  # noqa: E731
+    assert 'topology="TORUS" topo_parameters="4,4,4"' in xml("torus:4x4x4")
+    assert 'topo_parameters="2;8,4;1,1;1,2"' in xml("fattree:4x8,oversub=4")
+    assert 'topo_parameters="2,1;3,1;2,1;4"' in xml("dragonfly:2x3x2x4")
+    assert 'bb_bw=' in xml("switch", nodes=8)
 
 
 def bench(capsys, *args: str) -> tuple[int, str, str]:
@@ -305,8 +306,8 @@ def test_one_trace_scaled_by_the_replayer_gives_each_sizes_own_times(tmp_path, c
     blocks of several peers (bruck), local copies (hierarchical) take the times of the traces each size writes
     itself (kept with --keep-traces); SMPI's own MPI_Alltoall is still written per size, for smpirun."""
     written = []
-    unit_traces = simgrid.unit_traces
-    monkeypatch.setattr(simgrid, "unit_traces", lambda *args: written.append(args[0].nprocs) or unit_traces(*args))
+    unit_traces = traces.unit_traces
+    monkeypatch.setattr(traces, "unit_traces", lambda *args: written.append(args[0].nprocs) or unit_traces(*args))
     args = ("--platform", "torus:2x2x2", "--nprocs", "8", "--sizes", "8,1K,64K,1M",
             "--algorithms", "linear,bruck,hierarchical,native:selector=mpich")
     scaled, _ = simulated(tmp_path / "scaled", capsys, *args)
@@ -544,7 +545,7 @@ def test_replay_over_its_time_is_stopped_and_recorded(tmp_path, capsys, replayer
 
 
 class LoggedReplay:
-    """A stand-in for simgrid.ReplayJob that logs when each replay starts, is waited for and stops."""
+    """A stand-in for replay.ReplayJob that logs when each replay starts, is waited for and stops."""
 
     def __init__(self, log: list[str], interrupt: str = "", signum: int = signal.SIGINT, memory: int = 0):
         self.log, self.interrupt, self.signum, self.bytes = log, interrupt, signum, memory
@@ -565,11 +566,11 @@ class LoggedReplay:
         self.config = config
         return self
 
-    def result(self) -> simgrid.Replay:
+    def result(self) -> replay.Replay:
         if self.name == self.interrupt:
             os.kill(os.getpid(), self.signum)
         self.log.append(f"result {self.name}")
-        return simgrid.Replay(1e-3, 0.0, 0.0)
+        return replay.Replay(1e-3, 0.0, 0.0)
 
     def stop(self) -> None:
         self.log.append(f"stop {self.name}")
@@ -577,7 +578,7 @@ class LoggedReplay:
 
 def logged_replays(monkeypatch, replays: LoggedReplay) -> None:
     """The sweep's captures log themselves in the stand-in's log, and its replays are the stand-in's."""
-    from a2a.simulate import sweep as command
+    from a2a.simulate import driver as command
 
     real = command.capture_unit
 
@@ -586,7 +587,7 @@ def logged_replays(monkeypatch, replays: LoggedReplay) -> None:
         return real(name, *args, **kwargs)
 
     monkeypatch.setattr(command, "capture_unit", capture_unit)
-    monkeypatch.setattr(simgrid, "ReplayJob", replays)
+    monkeypatch.setattr(replay, "ReplayJob", replays)
     monkeypatch.setattr(simgrid, "missing", lambda: None)
     monkeypatch.setattr(simgrid, "version", lambda: "4.1")
     monkeypatch.setattr(simgrid, "s4u_replayer", lambda: "s4u_replay")  # never run: the replays are stand-ins
@@ -678,13 +679,13 @@ def test_a_traces_memory_counts_the_requests_each_rank_has_in_flight(tmp_path):
     own MPI_Alltoall (one trace line) is taken to post all 8 x 7 messages at once, each as a send and a receive."""
     written = {}
     for name, pending in (("linear", 8 * 14), ("pairwise", 8 * 2)):
-        traces = written[name] = simgrid.write_traces(stepped(name, {}, 8), tmp_path / name, 1e10)
-        assert traces.pending == pending
-        assert traces.lines == sum(len(Path(f).read_text().splitlines()) for f in traces.listing.read_text().split())
+        made = written[name] = traces.write_traces(stepped(name, {}, 8), tmp_path / name, 1e10)
+        assert made.pending == pending
+        assert made.lines == sum(len(Path(f).read_text().splitlines()) for f in made.listing.read_text().split())
     assert written["linear"].memory() > written["pairwise"].memory()
-    native = simgrid.write_traces(capture("native", {}, 8, 1), tmp_path / "native", 1e10)
+    native = traces.write_traces(capture("native", {}, 8, 1), tmp_path / "native", 1e10)
     assert native.collective and native.pending == 0
-    assert native.memory() - simgrid.REPLAY_LINE_BYTES * native.lines - simgrid.REPLAY_BASE_BYTES == \
-        simgrid.REPLAY_REQUEST_BYTES * 8 * 14
-    assert simgrid.most_pending("0 init\n0 isend 1 0 8\n0 wait 0 1 0\n0 irecv 1 0 8\n0 isend 1 1 8\n"
+    assert native.memory() - traces.REPLAY_LINE_BYTES * native.lines - traces.REPLAY_BASE_BYTES == \
+        traces.REPLAY_REQUEST_BYTES * 8 * 14
+    assert traces.most_pending("0 init\n0 isend 1 0 8\n0 wait 0 1 0\n0 irecv 1 0 8\n0 isend 1 1 8\n"
                                 "0 wait 1 0 0\n0 wait 0 1 1\n0 finalize\n") == 2

@@ -15,7 +15,7 @@ from support import ROOT, python
 from a2a.mpi import launcher_flags
 from a2a.record.results import COLUMNS, load, read_samples
 
-SCRIPT = ROOT / "bench" / "slurm" / "sweep.sbatch"
+SCRIPT = ROOT / "a2a" / "workflows" / "slurm" / "sweep.sbatch"
 HOSTFILE = ROOT / "hostfiles" / "from-slurm.sh"
 JOB = ("--nodes=1", "--ntasks=4", "--overcommit", "--time=5")  # 4 ranks on however few cores
 NAP = '''\

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from support import python
 
+import a2a
 from a2a import fabric
 from a2a.algos.builtin.bruck import offsets as bruck_offsets
 from a2a.algos.registry import with_defaults
@@ -14,8 +15,8 @@ from a2a.analysis import contention, model
 from a2a.analysis import study as topology_study
 from a2a.errors import BadConfig
 from a2a.record.results import Recorder, Row
+from a2a.sweep.naming import empty_directory as empty_output
 from a2a.units import human_bytes
-from bench.options import empty_output
 
 SIZES = [8, 1024, 65536, 1 << 20]
 ALPHA, BETA = 50e-6, 8e-9  # 50 us per round, 1 Gbit/s
@@ -46,9 +47,16 @@ def test_busiest_links_match_the_switch_formulas_and_add_up_on_a_ring():
         [sorted(r) for r in contention.rounds("linear", 4, 1)]  # the same messages, in another order
 
 
-@pytest.mark.parametrize("name,options", [("bine", {}), ("bruck_zero_copy", {}), ("bruck_zero_copy", {"radix": "3"}),
-                                          ("ring", {}), ("parallel_split", {}), ("parallel_split", {"factor": "4"}),
-                                          ("dimensional", {})])
+def read_from_steps() -> list[tuple[str, dict]]:
+    """Every alltoall algorithm whose rounds of link traffic come from its steps (none of its own) and whose formula
+    has one beta (a rank's bytes; the node-aware ones split it by link class), at its defaults; and options."""
+    found = [(name, {}) for name in a2a.algorithms("alltoall")
+             if (kind := a2a.get(name).kinds["alltoall"]).steps and not kind.traffic
+             and "beta" in model.formula_for(name).params]
+    return found + [("bruck_zero_copy", {"radix": "3"}), ("parallel_split", {"factor": "4"})]
+
+
+@pytest.mark.parametrize("name,options", read_from_steps())
 def test_rounds_read_from_steps_carry_the_formulas_bytes(name, options):
     """No `traffic` given: each rank's k-th step is round k; on a switch, the busiest link is beta's coefficient."""
     for p in (8, 16):

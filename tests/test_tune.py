@@ -13,8 +13,8 @@ import pytest
 from support import ROOT, is_mpich, python
 
 from a2a.errors import BadConfig
-from a2a.measure.tune import library_format, library_only
 from a2a.mpi import clean_launcher_env
+from a2a.workflows.tune import library_format, library_only
 
 SMALL = ["--nprocs", "2", "--sizes", "8,64K", "--iterations", "5", "--verify-iterations", "5"]
 

@@ -19,7 +19,7 @@ from decide_fixtures import ALLTOALLV_TABLE, LIBRARY_TABLE, as_alltoallv, record
 from support import ROOT, needs_mpich
 
 from a2a.analysis import decide
-from a2a.analysis.export import export
+from a2a.analysis.export.formats import export
 from a2a.errors import BadInput
 from a2a.mpi import clean_launcher_env, mpi_tool
 from a2a.record.decision import write_decision

@@ -1,4 +1,4 @@
-"""What an all-to-all may be given, and the ranks' agreement on it, checked on every rank before any message moves.
+"""What an all-to-all may be given, checked on every rank before any message moves.
 
 Buffers are NumPy arrays, or what mpi4py also takes: `[buf, datatype]` and `[buf, count,
 datatype]` specs with a predefined datatype, `array.array`, `bytearray`, `memoryview`, `bytes`
@@ -6,20 +6,16 @@ datatype]` specs with a predefined datatype, `array.array`, `bytearray`, `memory
 GPU arrays, object dtypes, non-contiguous arrays, derived datatypes. Every dtype of a fixed size
 travels: numbers as MPI's own types, anything else (strings, records) as bytes.
 
-Each rank checks its own call, then one allgather at plan time (over both groups of an
-intercommunicator) brings every rank's problem and the signature of its call (algorithm,
-options, dtype, count, in place) to every rank: any problem, or a signature that differs, is
-one BadInput on every rank, never a hang. An alltoallv's counts are then checked against the
-peers' (one alltoall of the counts).
+Each rank checks its own call here; a2a.algos.agreement then makes every rank raise alike.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Hashable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from a2a.errors import A2AError, BadInput, BadOption
+from a2a.errors import BadInput
 
 GPU = "a GPU array ({kind}); the a2a algorithms move host memory. Accepted: NumPy arrays or other host buffers " \
       "(copy it to the host first, e.g. cupy.asnumpy); a CUDA-aware MPI takes it directly in comm.Alltoall"
@@ -141,50 +137,6 @@ def alltoall_call(comm: Any, sendbuf: Any, recvbuf: Any) -> tuple[np.ndarray | N
     return send, recv, (recv.dtype.str, recv.size // max(n, 1), in_place)
 
 
-def agree(comm: Any, problem: BadInput | A2AError | None, signature: Hashable) -> None:
-    """Raise, on every rank alike, the first rank's problem, or that the ranks' calls differ (naming how).
-
-    One allgather, over both groups of an intercommunicator (merged for it, then freed). A bad option
-    is a BadOption on every rank, any other problem a BadInput.
-    """
-    mine = (type(problem) is BadOption, str(problem)) if problem else None
-    everyone = comm.Merge() if is_inter(comm) else comm
-    try:
-        verdicts = everyone.allgather((mine, None if problem else signature))
-    finally:
-        if everyone is not comm:
-            everyone.Free()
-    if mine is None and verdicts.count(verdicts[0]) == len(verdicts):
-        return  # all alike, no problem: one comparison per rank in C (a capture runs every rank's call)
-    first = next(((rank, p) for rank, (p, _) in enumerate(verdicts) if p), None)
-    if first:
-        rank, (bad_option, text) = first
-        raise (BadOption if bad_option else BadInput)(f"rank {rank}: {text}")
-    if len({s for _, s in verdicts}) > 1:
-        by_call: dict[Hashable, list[int]] = {}
-        for rank, (_, s) in enumerate(verdicts):
-            by_call.setdefault(s, []).append(rank)
-        calls = "; ".join(f"{_ranks(ranks)}: {describe(s)}" for s, ranks in by_call.items())
-        raise BadInput(f"the ranks make different calls ({calls}); every rank must give the same algorithm, "
-                       "options, dtype and count (and MPI.IN_PLACE on all or none)")
-
-
-def describe(signature: Hashable) -> str:
-    """A call's signature as text: 'bruck radix=4, float32 x 8 per peer'."""
-    name, options, dtype, count, in_place = signature
-    text = ",".join(f"{k}={v}" for k, v in options)
-    return (f"{name}{' ' + text if text else ''}, {np.dtype(dtype).name} x {count}"
-            f"{' per peer' if isinstance(count, int) else ''}{', in place' if in_place else ''}")
-
-
-def _ranks(ranks: list[int]) -> str:
-    """'rank 3', 'ranks 0,1,2' or 'ranks 0..63 (40 of them)'."""
-    if len(ranks) == 1:
-        return f"rank {ranks[0]}"
-    listed = ",".join(map(str, ranks)) if len(ranks) < 6 else f"{ranks[0]}..{ranks[-1]} ({len(ranks)} of them)"
-    return f"ranks {listed}"
-
-
 @dataclass(frozen=True)
 class VBuffer:
     """One side of an alltoallv: the array, and per peer a count and a displacement in elements."""
@@ -214,6 +166,11 @@ class VBuffer:
 
         datatype, scale = mpi_type(self.array.dtype)
         return (MPI.buffer(self.array), ((self.counts * scale).tolist(), (self.displs * scale).tolist()), datatype)
+
+
+def blocks(buf: np.ndarray, nblocks: int) -> np.ndarray:
+    """View a buffer as `nblocks` rows of raw bytes, one per peer."""
+    return buf.reshape(-1).view(np.uint8).reshape(nblocks, buf.nbytes // nblocks)
 
 
 def packed(counts: Sequence[int]) -> np.ndarray:
@@ -248,18 +205,6 @@ def alltoallv_call(comm: Any, sendbuf: Any, sendcounts: Any, recvbuf: Any, recvc
         raise BadInput(f"receive blocks {clash[0]} and {clash[1]} overlap (rdispls and recvcounts); "
                        "MPI writes no element twice")
     return send, recv, (recv.array.dtype.str, "per-peer counts", in_place)
-
-
-def matched_counts(comm: Any, send: VBuffer | None, recv: VBuffer) -> None:
-    """Raise on every rank unless what each rank sends each peer is what that peer expects (collective).
-
-    In place, a rank sends each peer the block it receives from it: its recvcounts.
-    """
-    outgoing = (send or recv).counts.tolist()
-    incoming = comm.alltoall(outgoing)  # incoming[j]: what rank j will send here
-    mismatched = [(j, int(n), int(m)) for j, (n, m) in enumerate(zip(incoming, recv.counts)) if n != m]
-    text = "; ".join(f"rank {j} sends {n} but recvcounts[{j}] = {m}" for j, n, m in mismatched[:4])
-    agree(comm, BadInput(f"{text}; sendcounts must match the peers' recvcounts") if text else None, None)
 
 
 def _side(side: str, buf: Any, counts: Any, displs: Any, p: int) -> VBuffer:

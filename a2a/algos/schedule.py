@@ -23,8 +23,8 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
+from a2a.algos.buffers import blocks
 from a2a.algos.prebuilt import copier, sendrecv_steps
-from a2a.algos.registry import blocks
 
 
 class Step(NamedTuple):

@@ -8,10 +8,11 @@ from typing import Any
 import numpy as np
 from tabulate import tabulate
 
-from a2a.algos.registry import NATIVE
 from a2a.analysis.decide import Candidate, gather, mann_whitney_p
-from a2a.errors import BadResults
-from a2a.record.decision import CONTEXT_COLUMNS, context_dict
+from a2a.analysis.revert import revert_slower
+from a2a.errors import BadInput, BadResults
+from a2a.record.decision import CONTEXT_COLUMNS, context_dict, read_decision, write_decision
+from a2a.record.results import NATIVE
 from a2a.units import human_bytes
 
 
@@ -61,3 +62,19 @@ def _verdict(row: dict[str, Any], alpha: float) -> str:
     if row["p"] is None or row["p"] >= alpha:
         return "same (not significant)"
     return "faster" if row["ratio"] < 1 else "SLOWER"
+
+
+def compared(baseline: list[Path], tuned: list[Path], algorithm: str, metric: str, alpha: float,
+             table: Path | None = None, output: Path | None = None) -> str:
+    """`bench compare` as text: the comparison, and with `table` the cells measured slower given back to the
+    library in a table written to `output`."""
+    if bool(table) != bool(output):
+        raise BadInput("--revert-slower and --output go together")
+    rows = compare(baseline, tuned, algorithm, metric)
+    lines = [render_comparison(rows, metric, alpha)]
+    if table:
+        document = read_decision(table)
+        lines += revert_slower(document, rows, alpha) or ["nothing was slower: the table stands"]
+        write_decision(document, Path(output))
+        lines.append(f"wrote {output}")
+    return "\n".join(lines)

@@ -17,7 +17,8 @@ from __future__ import annotations
 import math
 
 from a2a.algos.cost import Round
-from a2a.algos.registry import traffic, with_defaults
+from a2a.algos.facts import traffic
+from a2a.algos.registry import with_defaults
 from a2a.fabric import Fabric, Switch, max_link_load
 
 

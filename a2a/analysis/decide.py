@@ -17,10 +17,20 @@ from typing import Any
 import numpy as np
 from tabulate import tabulate
 
-from a2a.algos.registry import NATIVE, known, simplicity
+from a2a.algos.facts import simplicity
+from a2a.algos.registry import known
 from a2a.errors import BadInput, BadResults
-from a2a.record.decision import CONTEXT_COLUMNS, SCHEMA, context_dict, context_of, decision_cell, ranges, where
-from a2a.record.results import Row, label, load, point_key
+from a2a.record.decision import (
+    CONTEXT_COLUMNS,
+    SCHEMA,
+    context_dict,
+    context_of,
+    decision_cell,
+    ranges,
+    where,
+    write_decision,
+)
+from a2a.record.results import NATIVE, Row, label, load, point_key
 from a2a.units import human_bytes
 
 METRICS = ("mean", "median", "p90", "p99", "max")
@@ -264,3 +274,18 @@ def summary(document: dict[str, Any]) -> list[str]:
                          f"{said}{tie}")
         lines.append(f"{where(table)}: " + "; ".join(parts))
     return lines
+
+
+def decided(directories: list[Path], metric: str = "mean", alpha: float = 0.05, dtype: str | None = None,
+            output: Path | None = None) -> str:
+    """`bench decide` as text: the table, how many cells went to a simpler algorithm, and the file written."""
+    if output is not None and not Path(output).resolve().parent.is_dir():
+        raise BadInput(f"--output {output}: its directory does not exist")
+    document = decide(directories, metric, alpha, dtype)
+    ties = sum(c["tie"] for t in document["tables"] for r in t["ranges"] for c in r["cells"])
+    lines = [render(document), f"\n{ties} cell(s) went to a simpler algorithm not significantly slower (tie, "
+                               f"alpha={alpha})."]
+    if output is not None:
+        write_decision(document, Path(output))
+        lines.append(f"wrote {output}")
+    return "\n".join(lines)

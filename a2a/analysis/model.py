@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from a2a.algos.cost import Formula, Placement
-from a2a.algos.registry import algorithms, formula, matrix_cost, with_defaults
+from a2a.algos.facts import formula, matrix_cost
+from a2a.algos.registry import algorithms, with_defaults
 from a2a.analysis import contention
 from a2a.errors import BadInput, BadResults
 from a2a.fabric import Fabric

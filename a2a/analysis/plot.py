@@ -15,10 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from a2a.algos.registry import NATIVE
 from a2a.analysis import model
 from a2a.errors import BadResults, MissingMatplotlib
-from a2a.record.results import Row, Run, point_key
+from a2a.record.results import NATIVE, Row, Run, point_key
 from a2a.record.stats import bandwidths, stall_mask
 from a2a.units import human_bytes
 

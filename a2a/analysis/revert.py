@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from a2a.algos.registry import NATIVE
 from a2a.record.decision import context_of, ranges, rounded, where
-from a2a.record.results import label
+from a2a.record.results import NATIVE, label
 
 Cell = tuple[tuple, int]  # (a table's context, bytes per peer)
 

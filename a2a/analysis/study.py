@@ -18,7 +18,7 @@ from tabulate import tabulate
 from a2a import fabric
 from a2a.analysis import model, plot
 from a2a.errors import BadResults
-from a2a.record.results import Row, label, read_rows
+from a2a.record.results import Row, label, load, read_rows
 from a2a.units import human_bytes
 
 STUDY_MANIFEST = "topology-study.json"  # in a study directory: the runs it planned, in order
@@ -279,3 +279,16 @@ def write_index(figures: list[plot.Figure], directory: Path) -> None:
     (directory / "index.html").write_text(
         f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>a2a topology study</title></head>'
         f"<body><h1>Topology study</h1>{sections}</body></html>\n")
+
+
+def draw(results: Path, output: Path | None = None) -> str:
+    """`bench plot`: a record's figures, or a topology study's, as PNG and SVG with an index.html (in
+    RESULTS/plots unless told); what was drawn, a line each."""
+    plot.pyplot()  # fail first, and clearly, when matplotlib is missing
+    directory = output or results / "plots"
+    if (results / STUDY_MANIFEST).is_file():
+        figures = plot_study(study_runs(results), directory)
+    else:
+        figures = plot.plot_all(load(results), directory)
+    return "\n".join([*(f"{directory / figure.name}.png  (.svg)  {figure.title}" for figure in figures),
+                      f"{directory / 'index.html'}  shows them all with the run's metadata"])

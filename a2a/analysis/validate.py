@@ -8,9 +8,8 @@ from typing import Any
 import numpy as np
 from tabulate import tabulate
 
-from a2a.algos.registry import NATIVE
 from a2a.errors import BadResults
-from a2a.record.results import Row, load, short_label
+from a2a.record.results import NATIVE, Row, load, short_label
 from a2a.units import human_bytes
 
 # the simulated native that stands for the measured library's own MPI_Alltoall

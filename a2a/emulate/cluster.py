@@ -29,6 +29,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tabulate import tabulate
+
 from a2a import fabric
 from a2a.errors import BadOption, ClusterError
 from a2a.mpi import TOPOLOGY_ENV, clean_launcher_env, mpi_tool
@@ -635,3 +637,60 @@ def current() -> State:
         raise ClusterError(f"the emulated cluster is damaged ({'; '.join(broken)}); "
                            "run `python -m bench cluster down` and `up` again")
     return state
+
+
+def run(program: Iterable[str], nprocs: int = 0, log: Path | None = None, state: State | None = None) -> int:
+    """Run `program` on the cluster's ranks (mpiexec in node 0, TCP forced); its exit code. Its output goes to
+    `log` when given, else to this process's."""
+    command = run_command(state or current(), program, nprocs)
+    if log is None:
+        return subprocess.run(command, check=False, env=run_env()).returncode
+    with open(log, "w") as out:
+        return subprocess.run(command, check=False, env=run_env(), stdout=out, stderr=subprocess.STDOUT).returncode
+
+
+def fresh(shape: ClusterSpec) -> State:
+    """The cluster of `shape` up, whatever was up before."""
+    state = read_state()
+    if state and state.shape == shape and state.status == "up":
+        return current()
+    down()
+    up(shape)
+    return current()
+
+
+def up_report(shape: ClusterSpec, hostfile_dir: Path | None = None) -> str:
+    """Make the cluster (a no-op if the same one is up); what was made, and how to use it."""
+    state, made = up(shape, hostfile_dir)
+    if not made:
+        return f"cluster already up: {shape.describe()}; nothing to do"
+    lines = [f"cluster up: {shape.describe()}"]
+    if shape.direct:
+        lines.append(f"  routers   namespaces {router_name(0)}..{router_name(shape.nodes - 1)} "
+                     "(forwarding; one veth toJ per neighbour J, static routes in dimension order)")
+    else:
+        bridges = BRIDGE if shape.topology == "switch" else "leafI (per leaf) and spine"
+        lines.append(f"  switch    namespace {SWITCH}, bridge {bridges}, ports p0..p{shape.nodes - 1}")
+    lines += [f"  node {k:<4} namespace {host}, {NODE_DEVICE} {node_address(k)}/24"
+              for k, host in enumerate(shape.hosts)]
+    lines += [f"  launcher  {state.launcher}", f"  hostfiles {', '.join(state.hostfiles)}",
+              "run with: python -m bench cluster run -- <bench arguments>"]
+    return "\n".join(lines)
+
+
+def status_report() -> str:
+    """The cluster: its shape, per node bytes and TCP timeouts, per link bytes, packets and drops."""
+    require_root()
+    state = read_state()
+    if state is None:
+        leftovers = namespaces()
+        return "no emulated cluster is up" + (f" (leftover namespaces: {', '.join(leftovers)}; "
+                                               "`cluster down` removes them)" if leftovers else "")
+    lines = [f"cluster {state.status}: {state.shape.describe()}"]
+    broken = problems(state.shape)
+    lines += [f"  problem: {problem}" for problem in broken]
+    if not broken:
+        lines += [tabulate(node_report(state.shape), headers="keys"), "\nlinks (each direction; drops at its egress "
+                  "qdisc):", tabulate(link_report(state.shape), headers="keys")]
+    lines.append(f"launcher {state.launcher}; hostfiles {', '.join(state.hostfiles)}")
+    return "\n".join(lines)

@@ -1,5 +1,3 @@
-"""Measuring with MPI: the grid, the session that walks it, the driver, timing, clocks, caches, traffic.
-
-The grid and the session serve the simulator too; the driver, timing, clock and cache are MPI's
-alone. Imports: analysis, algos, record and the ground.
-"""
+"""Measuring with MPI: the driver that plans, times and checks each point, the timing protocols, clocks, caches,
+the job's facts and a point's traffic. It walks the sweep wing's grid through its session. Imports: sweep,
+analysis, algos, record and the ground."""

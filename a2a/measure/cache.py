@@ -12,7 +12,6 @@ import numpy as np
 from a2a.errors import BadConfig
 from a2a.units import parse_size
 
-CACHES = ("warm", "cold")
 SYSFS_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
 ASSUMED_BYTES = 32 << 20  # when neither sysfs nor sysconf tell
 RING_OVER_CACHE = 2  # a cold ring holds at least this many last-level caches, so each set is evicted in turn

@@ -12,7 +12,6 @@ import numpy as np
 
 from a2a.algos.nodes import node_groups
 from a2a.algos.registry import get
-from a2a.analysis.decide import decide, summary
 from a2a.errors import A2AError, BadConfig
 from a2a.measure.cache import buffer_sets, cycling, evict
 from a2a.measure.clock import GlobalClock, synchronise
@@ -25,9 +24,16 @@ from a2a.measure.environment import (
     machine_of_this_rank,
     oversubscription,
 )
-from a2a.measure.grid import PER_RANK_MEANS, Point, SweepConfig, points
-from a2a.measure.mesh import Layout, group_comm
-from a2a.measure.session import (
+from a2a.measure.timing import harness_cost, time_global, time_imb, time_pipelined, time_sync
+from a2a.measure.traffic import traffic_of
+from a2a.mpi import abort_job, abort_on_error, idle_barrier, ranks_on_this_node
+from a2a.netstat import stall_counters
+from a2a.record.results import Row
+from a2a.record.stats import Stats
+from a2a.sweep.config import PER_RANK_MEANS, SweepConfig
+from a2a.sweep.grid import Point, points
+from a2a.sweep.mesh import Layout, group_comm
+from a2a.sweep.session import (
     EXIT_TERMINATED,
     Backend,
     Observer,
@@ -37,13 +43,6 @@ from a2a.measure.session import (
     SweepState,
     resume_state,
 )
-from a2a.measure.timing import harness_cost, time_global, time_imb, time_pipelined, time_sync
-from a2a.measure.traffic import traffic_of
-from a2a.mpi import abort_job, abort_on_error, idle_barrier, ranks_on_this_node
-from a2a.netstat import stall_counters
-from a2a.record.results import Row
-from a2a.record.stats import Stats
-from a2a.units import human_bytes
 
 
 def set_thread_level() -> None:
@@ -105,23 +104,7 @@ def measure_sweep(comm: Any, directory: Path, state: SweepState, output: Output,
         finished = run_sweep(comm, state.config, state.done, observer, stop)
         if comm.rank == 0:
             observer.finish("complete" if finished else f"terminated by {stop.name}")
-            if finished and output.fmt in ("table", "tpu") and not output.quiet:
-                print(decision_summary(directory, state.config), flush=True)
     return 0 if finished else EXIT_TERMINATED
-
-
-def decision_summary(directory: Path, config: SweepConfig) -> str:
-    """What the record decides, in short, and the commands that go on from it."""
-    try:
-        lines = summary(decide([directory]))
-    except A2AError as nothing:  # no valid point to decide from
-        return f"\nno decision: {nothing}"
-    grid = f"--nprocs {','.join(map(str, config.nprocs))} --sizes {','.join(map(human_bytes, config.sizes))}"
-    return "\n".join([f"\nDecision (by the mean; `python -m bench decide {directory}` has the full table):",
-                      *(f"  {line}" for line in lines),
-                      f"next: python -m bench tune {grid}   (sweeps, exports for this MPI library, verifies it there)",
-                      f"  or: python -m bench decide {directory} -o decision.json; "
-                      "python -m bench export decision.json --format ompi|mpich|intel"])
 
 
 def table_details(config: SweepConfig) -> str:

@@ -6,12 +6,13 @@ import io
 import json
 import math
 from dataclasses import asdict
+from pathlib import Path
 from typing import Iterable
 
 import numpy as np
 from tabulate import tabulate
 
-from a2a.record.results import COLUMNS, Defaults, Row, short_label
+from a2a.record.results import COLUMNS, Defaults, Row, load, short_label
 from a2a.record.stalls import explain
 from a2a.units import human_bytes
 
@@ -113,3 +114,17 @@ def as_json(rows: Iterable[Row]) -> str:
     clean = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(r).items()}
              for r in rows]
     return json.dumps(clean, indent=1)
+
+
+def show(directory: Path, fmt: str = "table") -> str:
+    """`bench show`: an earlier record's tables per process count, or its rows as CSV or JSON."""
+    run = load(directory)
+    if fmt != "table":
+        return as_csv(run.rows).rstrip("\n") if fmt == "csv" else as_json(run.rows)
+    library = (run.meta.get("mpi_library") or "unknown MPI library").splitlines()[0]
+    lines = [f"{directory}: {run.meta.get('status', 'unknown status')}; {library}"]
+    for nprocs in sorted({r.nprocs for r in run.rows}):
+        rows = [r for r in run.rows if r.nprocs == nprocs]
+        lines += [f"\n{nprocs} ranks (times in microseconds; ! = stalled)",
+                  explained_table(rows, run.meta.get("option_defaults"))]
+    return "\n".join(lines)

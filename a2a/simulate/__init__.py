@@ -1,4 +1,5 @@
-"""Simulating on SimGrid: schedules captured from the real plans, platforms, traces and replays.
+"""Simulating on SimGrid: schedules read or captured from the real plans, platforms, traces and replays.
 
-Walks the measure wing's grid through its session, never its MPI driver. Imports any wing but emulate.
+It walks the sweep wing's grid through its session, as the MPI driver does, and never imports it. Imports: sweep,
+analysis, algos, record and the ground.
 """

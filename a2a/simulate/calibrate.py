@@ -21,10 +21,10 @@ import numpy as np
 
 from a2a.errors import BadConfig
 from a2a.record.results import Row, load
-from a2a.simulate import simgrid
+from a2a.simulate import platforms, replay, simgrid
 from a2a.simulate.capture import capture_unit
 from a2a.simulate.events import Schedule
-from a2a.simulate.sweep import Machine
+from a2a.simulate.machine import Machine
 
 ALGORITHM = "linear"
 LARGEST_BYTES = 1024  # above this, the bytes begin to count in the slope
@@ -37,7 +37,7 @@ def calibrated(machine: Machine, directory: Path) -> Machine:
     return replace(machine, bandwidth=bandwidth_factor(directory, machine))
 
 
-def message_cost(directory: Path) -> simgrid.MessageCost:
+def message_cost(directory: Path) -> platforms.MessageCost:
     """The per-message cost that `linear`'s measured times in DIR show, fitted over its process counts."""
     points = linear_points(directory)
     x = np.array([p - 1 for p in points], dtype=float)
@@ -49,7 +49,7 @@ def message_cost(directory: Path) -> simgrid.MessageCost:
     counts = ", ".join(map(str, points))
     source = (f"{directory}: linear at {counts} ranks grew by {slope * 1e6:.3g} us per extra peer "
               f"({_listed(points)})")
-    return simgrid.MessageCost(slope / 2, slope / 2, source)
+    return platforms.MessageCost(slope / 2, slope / 2, source)
 
 
 def linear_points(directory: Path) -> dict[int, float]:
@@ -66,12 +66,12 @@ def linear_points(directory: Path) -> dict[int, float]:
     return {n: smallest[n][1] for n in sorted(smallest)}
 
 
-def bandwidth_factor(directory: Path, machine: Machine) -> simgrid.BandwidthFactor:
+def bandwidth_factor(directory: Path, machine: Machine) -> platforms.BandwidthFactor:
     """The bandwidth factor with which the simulated linear takes its measured time at its largest size of at least
     BANDWIDTH_BYTES per peer, at its fewest ranks (2 or more); none without such a point."""
     rows = [r for r in _linear_rows(directory) if r.bytes_per_peer >= BANDWIDTH_BYTES and r.nprocs >= 2]
     if not rows:
-        return simgrid.BandwidthFactor(0.0, f"none: {directory} has no linear at {BANDWIDTH_BYTES} bytes per peer "
+        return platforms.BandwidthFactor(0.0, f"none: {directory} has no linear at {BANDWIDTH_BYTES} bytes per peer "
                                             "or more on 2 ranks or more")
     fewest = min(r.nprocs for r in rows)
     row = max((r for r in rows if r.nprocs == fewest), key=lambda r: r.bytes_per_peer)
@@ -84,7 +84,7 @@ def bandwidth_factor(directory: Path, machine: Machine) -> simgrid.BandwidthFact
         raise BadConfig(f"{directory}: {where} took {row.t_p50_us:.1f} us, no more than the simulation puts on the "
                         f"latencies and message costs alone ({rest:.1f} us): no bandwidth factor fits it")
     factor = bytes_part / (row.t_p50_us - rest)
-    return simgrid.BandwidthFactor(factor, f"{directory}: {where} took {row.t_p50_us:.1f} us measured "
+    return platforms.BandwidthFactor(factor, f"{directory}: {where} took {row.t_p50_us:.1f} us measured "
                                            f"({row.nnodes} node(s)); simulated at factor 1: {at_one:.1f} us")
 
 
@@ -97,8 +97,8 @@ def _simulated_us(machine: Machine, schedule: Schedule, factor: float) -> float:
     """The schedule's simulated time (us) on the machine, with the given bandwidth factor."""
     s4u = simgrid.s4u_replayer() if machine.replayer == "s4u" else None
     fabric = machine.placement(schedule.nprocs)[0]
-    job = simgrid.ReplayJob(schedule, fabric, machine.link, machine.copy_bandwidth, None, s4u)
-    config = replace(machine, bandwidth=simgrid.BandwidthFactor(factor)).config()
+    job = replay.ReplayJob(schedule, fabric, machine.link, machine.copy_bandwidth, None, s4u)
+    config = replace(machine, bandwidth=platforms.BandwidthFactor(factor)).config()
     return job.start(config).result().seconds * 1e6
 
 

@@ -21,10 +21,11 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from a2a.algos.facts import steps_for
 from a2a.algos.nodes import one_per_node
 from a2a.algos.pattern import expected_pattern, send_pattern
 from a2a.algos.prebuilt import WATCHER
-from a2a.algos.registry import get, steps_for
+from a2a.algos.registry import get
 from a2a.algos.schedule import Among, Batches, Copied, Exchanges, Phases, Posted, Rounds
 from a2a.errors import A2AError, CaptureError, CaptureOutgrew
 from a2a.simulate.events import Burst, Collective, Copy, Event, Irecv, Isend, Posts, RankLog, Schedule, Sendrecvs, Wait

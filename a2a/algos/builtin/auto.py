@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from a2a.algos.registry import NATIVE, get, register
+from a2a.algos.registry import get, register
 from a2a.errors import A2AError, BadOption
 from a2a.record.decision import lookup, parse_options, read_decision
+from a2a.record.results import NATIVE
 
 MIRRORS = "a tuned MPI library: the table that `bench export` writes for it"
 LIMITS = {"table": (lambda path: bool(path), "the path of a decision.json from `bench decide`")}

@@ -16,7 +16,8 @@ from a2a.algos.builtin.pairwise import pairwise
 from a2a.algos.builtin.pairwise import steps as pairwise_steps
 from a2a.algos.builtin.pairwise import terms as pairwise_terms
 from a2a.algos.cost import Formula, Placement
-from a2a.algos.registry import Prepared, register
+from a2a.algos.plan import Prepared
+from a2a.algos.registry import register
 from a2a.algos.schedule import Exchanges, Rounds, Step, pairs, zero_copy_plan
 
 MASK = 0xAAAAAAAA  # negabinary <-> binary through the alternating-bit mask (32-bit words)

@@ -9,9 +9,10 @@ import functools
 
 import numpy as np
 
+from a2a.algos.buffers import blocks
 from a2a.algos.cost import Formula, Placement, Round, option
 from a2a.algos.prebuilt import copier, spec
-from a2a.algos.registry import blocks, register
+from a2a.algos.registry import register
 from a2a.algos.schedule import Copied, Phases, Rounds
 
 RADIX = {"radix": (lambda k: k >= 2, "an integer >= 2")}  # the limit of every Bruck variant's radix

@@ -17,8 +17,9 @@ import re
 
 import numpy as np
 
+from a2a.algos.buffers import blocks
 from a2a.algos.cost import Formula, Placement
-from a2a.algos.registry import blocks, register
+from a2a.algos.registry import register
 from a2a.algos.schedule import Among, Phases
 from a2a.errors import BadOption
 

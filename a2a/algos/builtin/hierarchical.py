@@ -7,11 +7,11 @@ and scatters p m to each of the q-1 others. The leader is the critical path:
 """
 import numpy as np
 
-from a2a.algos.buffers import packed
+from a2a.algos.buffers import blocks, packed
 from a2a.algos.cost import Formula, Placement, node_placement
 from a2a.algos.nodes import NODE_LIMITS, my_node, node_groups, node_members, node_sizes, nodes_of_job
 from a2a.algos.prebuilt import copier, take_function
-from a2a.algos.registry import blocks, register
+from a2a.algos.registry import register
 from a2a.algos.schedule import Among, Copied, Phases
 
 

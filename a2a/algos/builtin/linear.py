@@ -4,9 +4,10 @@ Cost: throttled's with one batch of all p-1 peers: T = alpha + (p-1) (alpha_msg 
 """
 import numpy as np
 
+from a2a.algos.buffers import blocks
 from a2a.algos.builtin.throttled import batch_terms
 from a2a.algos.cost import DIRECT, Formula
-from a2a.algos.registry import blocks, register
+from a2a.algos.registry import register
 from a2a.algos.schedule import Batches, batch_plan
 
 TWINS = {"Open MPI": lambda o, p: ("linear", 0), "MPICH": lambda o, p: ("scattered", 0),

@@ -9,9 +9,10 @@ scattered without a throttle and Intel's Isend/Irecv + waitall. A narrower windo
 """
 import numpy as np
 
+from a2a.algos.buffers import blocks
 from a2a.algos.cost import Formula, Placement, option
 from a2a.algos.prebuilt import copier
-from a2a.algos.registry import blocks, register
+from a2a.algos.registry import register
 from a2a.algos.schedule import Batches, batch_plan
 
 

@@ -10,12 +10,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from a2a.algos.buffers import packed
+from a2a.algos.buffers import blocks, packed
 from a2a.algos.builtin.hierarchical import LINK_PARAMS
 from a2a.algos.cost import Formula, Placement, leader_split
 from a2a.algos.nodes import NODE_LIMITS, node_groups, node_index, node_members, node_sizes, nodes_of_job, split_nodes
 from a2a.algos.prebuilt import copier, copy_function, take_function
-from a2a.algos.registry import blocks, register
+from a2a.algos.registry import register
 from a2a.algos.schedule import Among, Copied, Phases, Posted
 
 

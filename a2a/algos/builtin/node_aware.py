@@ -9,9 +9,10 @@ includes that sharing at the measured q.
 
 import numpy as np
 
+from a2a.algos.buffers import blocks
 from a2a.algos.cost import DIRECT, Formula, Placement, node_placement
 from a2a.algos.nodes import NODE_LIMITS, node_groups, node_index, node_members, node_sizes, nodes_of_job
-from a2a.algos.registry import blocks, register
+from a2a.algos.registry import register
 from a2a.algos.schedule import Batches, batch_plan
 
 

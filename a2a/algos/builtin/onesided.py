@@ -1,9 +1,10 @@
 """MPI one-sided (RMA): every rank puts its blocks into, or gets them from, the peers' windows."""
 import math
 
+from a2a.algos.buffers import blocks
 from a2a.algos.cost import Formula, Placement
 from a2a.algos.prebuilt import copier, spec
-from a2a.algos.registry import blocks, register
+from a2a.algos.registry import register
 
 SYNCS = ("fence", "lock", "pscw")
 OPS = ("put", "get")

@@ -4,9 +4,10 @@ Cost: p-1 Sendrecv rounds, one message of m bytes each: T = (p-1) (alpha + m bet
 """
 import numpy as np
 
+from a2a.algos.buffers import blocks
 from a2a.algos.cost import Formula, MatrixCost, Placement, off_diagonal
 from a2a.algos.prebuilt import copier, sendrecv_steps, spec
-from a2a.algos.registry import blocks, register
+from a2a.algos.registry import register
 from a2a.algos.schedule import Exchanges
 from a2a.errors import BadOption
 

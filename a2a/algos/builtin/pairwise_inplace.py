@@ -7,9 +7,10 @@ does not measure.
 """
 import numpy as np
 
+from a2a.algos.buffers import blocks
 from a2a.algos.cost import Formula, Placement
 from a2a.algos.prebuilt import copier, spec
-from a2a.algos.registry import blocks, register
+from a2a.algos.registry import register
 from a2a.algos.schedule import Exchanges
 
 

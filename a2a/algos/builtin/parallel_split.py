@@ -11,9 +11,10 @@ from functools import partial
 
 import numpy as np
 
+from a2a.algos.buffers import blocks
 from a2a.algos.cost import Formula, Placement, option
 from a2a.algos.prebuilt import copier, spec
-from a2a.algos.registry import blocks, register
+from a2a.algos.registry import register
 from a2a.algos.schedule import Copied, Phases, Posted, Rounds
 
 FACTORS = (2, 4, 8)

@@ -16,8 +16,9 @@ import math
 
 import numpy as np
 
+from a2a.algos.buffers import blocks
 from a2a.algos.cost import DIRECT, Formula, Placement, option
-from a2a.algos.registry import blocks, register
+from a2a.algos.registry import register
 from a2a.algos.schedule import Batches, batch_plan
 
 LIMITS = {"window": (lambda w: w >= 1, "an integer >= 1 (peers per batch)")}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from a2a.analysis.export import Exported, collective_of, counterpart, translate
+from a2a.analysis.export.common import Exported, collective_of, counterpart, translate
 
 LIBRARY = "Intel MPI"
 # I_MPI_ADJUST_ALLTOALL's ids by the names our algorithms' twins use (0: Intel's own choice)

@@ -25,9 +25,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from a2a.algos.registry import NATIVE
-from a2a.analysis.export import Exported, Segment, collective_of, counterpart, translate, translate_by_comm_size
+from a2a.analysis.export.common import Exported, Segment, collective_of, counterpart, translate, translate_by_comm_size
 from a2a.errors import BadInput
+from a2a.record.results import NATIVE
 
 TREE_START = re.compile(rb'\{"collective=')
 INT_MAX = 2147483647

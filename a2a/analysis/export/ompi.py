@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from a2a.analysis.export import Exported, collective_of, counterpart, translate, translate_by_comm_size
+from a2a.analysis.export.common import Exported, collective_of, counterpart, translate, translate_by_comm_size
 
 ALLTOALL_ID, ALLTOALLV_ID = 3, 4
 LIBRARY = "Open MPI"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from a2a.analysis.export import Exported, collective_of, counterpart, translate
+from a2a.analysis.export.common import Exported, collective_of, counterpart, translate
 from a2a.analysis.export.ompi import LIBRARY, NOTE, environment
 
 

@@ -12,12 +12,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from a2a.algos.registry import NATIVE, candidates, twin
+from tabulate import tabulate
+
+from a2a.algos.facts import twin
+from a2a.algos.registry import candidates
 from a2a.analysis.export import mpich, ompi
 from a2a.errors import HarnessError
-from a2a.measure.grid import parse_variant
-from a2a.mpi import launcher_flags, launcher_library, run_job
-from a2a.record.results import read_meta, read_rows
+from a2a.mpi import launcher_flags, launcher_library, mpi_tool, run_job
+from a2a.record.results import NATIVE, read_meta, read_rows
+from a2a.sweep.variants import parse_variant
 from a2a.units import human_bytes
 
 POINT_SECONDS = 20  # --max-time-per-point of each launch
@@ -93,3 +96,12 @@ def _ratios(out: Path) -> dict[int, float]:
     rows = read_rows(out)
     native = {r.bytes_per_peer: r.t_p50_us for r in rows if r.algorithm == NATIVE}
     return {r.bytes_per_peer: r.t_p50_us / native[r.bytes_per_peer] for r in rows if r.algorithm != NATIVE}
+
+
+def overhead_report(launcher: str | None, counts: list[int], sizes: list[int], iterations: int, repeats: int,
+                    algorithms: str | None) -> str:
+    """`bench overhead` as one call: our variants and their forced twins launched side by side, the table."""
+    chosen = [spec.strip() for spec in algorithms.split(",") if spec.strip()] if algorithms else None
+    table = overhead_rows(launcher or mpi_tool("mpiexec"), counts, sizes, iterations, repeats, chosen)
+    return (tabulate(table, headers=HEADERS, disable_numparse=True)
+            + "\nratio = our p50 / native p50 in the same launch (< 1: ours is faster)")

@@ -3,12 +3,13 @@
 Each variant is captured once per process count and layout (a2a.simulate.capture), or read
 back from the schedule cache (a2a.simulate.schedule_cache), and its schedule scaled to every
 size; replays run in the background, several at once, while the next point is captured and
-written. The session (a2a.measure.session) keeps the record, as for a measured
+written. The session (a2a.sweep.session) keeps the record, as for a measured
 sweep; meta.json holds the machine below, so `--resume` simulates on the same one.
 """
 from __future__ import annotations
 
 import math
+import os
 import signal
 from collections import deque
 from contextlib import contextmanager
@@ -16,109 +17,50 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from a2a import fabric
-from a2a.algos.registry import NATIVE, candidates
-from a2a.errors import A2AError, BadConfig, BadOption, CaptureError, CaptureOutgrew
-from a2a.measure.grid import Point, SweepConfig, Variant, parse_variant, variants
-from a2a.measure.mesh import group_comm
-from a2a.measure.session import STOP_SIGNALS, Backend, Output, Session, SweepState, resume_state
-from a2a.record.results import Row
+from a2a.errors import A2AError, BadConfig, CaptureError, CaptureOutgrew
+from a2a.record.results import NATIVE, Row
 from a2a.record.stats import bandwidths
-from a2a.simulate import simgrid
+from a2a.simulate import platforms, replay, simgrid, traces
+from a2a.simulate.calibrate import calibrated
 from a2a.simulate.capture import capture_unit
 from a2a.simulate.events import Schedule
-from a2a.simulate.schedule_cache import ScheduleCache
+from a2a.simulate.machine import Machine, simulated_variants
+from a2a.simulate.schedule_cache import OFF, ScheduleCache, default_directory
 from a2a.simulate.world import available_bytes
+from a2a.sweep.grid import Point
+from a2a.sweep.launch import fresh_sweep, refuse_with_resume
+from a2a.sweep.mesh import group_comm
+from a2a.sweep.session import STOP_SIGNALS, Backend, Output, Session, SweepState, resume_state
+from a2a.units import parse_size
 
-TIMING = "simulated"
-
-
-@dataclass(frozen=True)
-class Machine:
-    """What the simulated calls run on: the topology, its links, the memory copy rate, ranks per node, the
-    software cost of a message, the replayer, and the share of a link's rate a message gets."""
-
-    platform: str
-    link: simgrid.Link
-    copy_bandwidth: float
-    ppn: int
-    network: str = "calibrated"
-    message_cost: simgrid.MessageCost = simgrid.MessageCost()
-    replayer: str = simgrid.REPLAYERS[0]
-    bandwidth: simgrid.BandwidthFactor = simgrid.BandwidthFactor()
-
-    def placement(self, nprocs: int) -> tuple[Any, int]:
-        """The fabric for `nprocs` ranks and the ranks per node (block placement)."""
-        ppn = self.ppn or 1
-        kind = self.platform.split(":")[0].strip().lower()
-        if kind in ("switch", "ring"):
-            return fabric.parse(self.platform, nodes=math.ceil(nprocs / ppn)), ppn
-        shape = simgrid.routable(fabric.parse(self.platform))
-        ppn = self.ppn or math.ceil(nprocs / shape.nodes)
-        if math.ceil(nprocs / ppn) > shape.nodes:
-            raise BadConfig(f"{nprocs} ranks at --ppn {ppn} need {math.ceil(nprocs / ppn)} nodes; "
-                            f"{shape.spec} has {shape.nodes} (raise --ppn or leave it out)")
-        return shape, ppn
-
-    def node_ranks(self, nprocs: int) -> list[list[int]]:
-        """The ranks of each node (block placement)."""
-        ppn = self.placement(nprocs)[1]
-        return [list(range(start, min(start + ppn, nprocs))) for start in range(0, nprocs, ppn)]
-
-    def facts(self) -> dict[str, Any]:
-        """What meta.json keeps of the machine and the simulator."""
-        return {"platform": self.platform, "link": self.link.text, "copy_bandwidth": self.copy_bandwidth,
-                "ppn_option": self.ppn, "network": self.network, "message_cost": self.message_cost.facts(),
-                "bandwidth_factor": self.bandwidth.facts(),
-                "simgrid": simgrid.version(), "smpirun": simgrid.smpirun(), "replayer": simgrid.replayer(),
-                "replay": self.replayer,
-                "s4u_replayer": simgrid.s4u_replayer() if self.replayer == "s4u" else None}
-
-    @classmethod
-    def of(cls, meta: dict[str, Any]) -> "Machine":
-        """The machine a simulated record's meta.json describes."""
-        return cls(meta["platform"], simgrid.Link.parse(meta["link"]), meta["copy_bandwidth"], meta["ppn_option"],
-                   meta.get("network", "calibrated"), simgrid.MessageCost.of(meta.get("message_cost")),
-                   meta.get("replay", "smpi"), simgrid.BandwidthFactor.of(meta.get("bandwidth_factor")))
-
-    def config(self) -> list[str]:
-        """The SMPI options of every replay on it: the network model's, the message cost's and the bandwidth's."""
-        return simgrid.NETWORKS[self.network] + self.message_cost.config() + self.bandwidth.config()
+REPLAY_TIMEOUT = 3600.0  # seconds of wall time one replay may take, unless told
+# `bench simulate` options that go with --resume (the rest come from the record)
+RESUMABLE = ("resume", "quiet", "fmt", "keep_traces", "replay_timeout", "jobs", "memory", "schedule_cache")
 
 
-def simulated_variants(text: str, assignments: dict[str, dict[str, str]], ppn: int) -> list[Variant]:
-    """Our algorithms as `bench run` resolves them; native's options pick SMPI's MPI_Alltoall."""
-    specs = [s.strip() for s in text.split(",") if s.strip()]
-    if specs == ["all"]:
-        specs = candidates("alltoall")
-    natives = [s for s in specs if parse_variant(s)[0] == NATIVE]
-    ours = [s for s in specs if s not in natives]
-    chosen = variants(",".join(ours), {k: v for k, v in assignments.items() if k != NATIVE}, ppn) if ours else []
-    for spec in natives:
-        given = {**assignments.get(NATIVE, {}), **parse_variant(spec)[1]}
-        chosen += [Variant(NATIVE, o) for o in native_options(given)]
-    if not chosen:
-        raise BadConfig("no algorithms to simulate; name some with --algorithms (see `bench list`)")
-    return chosen
-
-
-def native_options(given: dict[str, str]) -> list[dict[str, str]]:
-    """native -> the mpich and ompi selectors; selector=S, algorithm=NAME or algorithm=all as asked."""
-    unknown = sorted(set(given) - {"selector", "algorithm"})
-    if unknown:
-        raise BadOption(f"native: unknown option {', '.join(unknown)} in the simulator; accepted: "
-                        f"selector ({', '.join(simgrid.SELECTORS)}) or algorithm (SMPI's alltoall names, or all)")
-    if "algorithm" in given:
-        names = simgrid.SMPI_ALLTOALL if given["algorithm"] == "all" else [given["algorithm"]]
-        bad = [n for n in names if n not in simgrid.SMPI_ALLTOALL]
-        if bad:
-            raise BadOption(f"native: algorithm={bad[0]!r}; accepted: {', '.join(simgrid.SMPI_ALLTOALL)} or all")
-        return [{"algorithm": n} for n in names]
-    selectors = [given["selector"]] if "selector" in given else ["mpich", "ompi"]
-    bad = [s for s in selectors if s not in simgrid.SELECTORS]
-    if bad:
-        raise BadOption(f"native: selector={bad[0]!r}; accepted: {', '.join(simgrid.SELECTORS)}")
-    return [{"selector": s} for s in selectors]
+def simulate(values: dict[str, Any], output: Output) -> int:
+    """`bench simulate` as one call: every option checked before anything is captured, then the sweep simulated.
+    The exit code."""
+    problem = simgrid.missing()
+    if problem:
+        raise BadConfig(problem)
+    if values.get("resume"):
+        directory = Path(values["resume"])
+        refuse_with_resume(directory, values, set(values) - set(RESUMABLE))
+        state, machine = resume_simulation(directory)
+    else:
+        directory, state = fresh_sweep(values, "simgrid", choose=simulated_variants, suffix="-sim")
+        machine = Machine.from_options(values, state.config)
+        if values.get("calibrate"):
+            machine = calibrated(machine, Path(values["calibrate"]))
+    memory = parse_size(values["memory"], "--memory") if values.get("memory") is not None else None
+    if memory == 0:
+        raise BadConfig("--memory '0': the replays need some; accepted: a byte count above 0, e.g. 4G")
+    cache = values.get("schedule_cache")
+    schedules = ScheduleCache(None if cache == OFF else Path(cache) if cache else default_directory())
+    keep = Path(values["keep_traces"]) if values.get("keep_traces") else None
+    return simulate_sweep(directory, state, machine, output, keep, values.get("replay_timeout") or REPLAY_TIMEOUT,
+                          values.get("jobs") or len(os.sched_getaffinity(0)), schedules, memory)
 
 
 def resume_simulation(directory: Path) -> tuple[SweepState, Machine]:
@@ -128,7 +70,7 @@ def resume_simulation(directory: Path) -> tuple[SweepState, Machine]:
 
 
 def simulate_sweep(directory: Path, state: SweepState, machine: Machine, output: Output,
-                   keep: Path | None = None, replay_timeout: float = 3600, jobs: int = 1,
+                   keep: Path | None = None, replay_timeout: float = REPLAY_TIMEOUT, jobs: int = 1,
                    cache: ScheduleCache | None = None, memory: int | None = None) -> int:
     """Simulate every point not yet recorded, up to `jobs` replays at a time that hold about `memory` bytes together
     (default: three quarters of the memory available; a given `memory` also bounds the captures that run beside
@@ -178,10 +120,10 @@ def _stop_signals_interrupt() -> Iterator[None]:
 class Replayed:
     """A point whose traces, platform and configuration were replayed already, for another variant: that time."""
 
-    replay: simgrid.Replay
+    earlier: replay.Replay
 
-    def result(self) -> simgrid.Replay:
-        return simgrid.Replay(self.replay.seconds, 0.0, 0.0)  # no simulator ran for it
+    def result(self) -> replay.Replay:
+        return replay.Replay(self.earlier.seconds, 0.0, 0.0)  # no simulator ran for it
 
     def memory(self) -> int:
         return 0
@@ -202,9 +144,9 @@ class Replays:
         self.session, self.machine, self.keep, self.replay_timeout = session, machine, keep, replay_timeout
         (self.jobs, self.memory, self.bounded), self.cache, self.s4u = room, cache, s4u
         self.schedules: dict[tuple, Schedule | str] = {}
-        self.traces: dict[tuple, simgrid.Traces] = {}  # the unit schedule's, which the S4U replayer scales
-        self.replayed: dict[str, tuple[str, simgrid.Replay]] = {}  # ReplayJob.identity -> (variant, its replay)
-        self.running: deque[tuple[Row, simgrid.ReplayJob | Replayed | None]] = deque()
+        self.traces: dict[tuple, traces.Traces] = {}  # the unit schedule's, which the S4U replayer scales
+        self.replayed: dict[str, tuple[str, replay.Replay]] = {}  # ReplayJob.identity -> (variant, its replay)
+        self.running: deque[tuple[Row, replay.ReplayJob | Replayed | None]] = deque()
         self.nprocs: int | None = None
 
     def run(self, todo: list[Point]) -> None:
@@ -266,7 +208,7 @@ class Replays:
         if self.nprocs is not None:
             self.session.end_nprocs(self.nprocs, [r for r in self.session.rows if r.nprocs == self.nprocs])
 
-    def _ready(self, point: Point) -> tuple[Row, simgrid.ReplayJob | None]:
+    def _ready(self, point: Point) -> tuple[Row, replay.ReplayJob | None]:
         """A point's row, and its replay's files (None with a note when it cannot be simulated)."""
         shape, ppn = self.machine.placement(point.nprocs)
         row = point.row(math.ceil(point.nprocs / ppn), ppn, iterations=1, warmup=0, platform=shape.spec)
@@ -284,20 +226,20 @@ class Replays:
             factor = row.count // schedule.count
             if self.s4u and not self.keep:  # one trace for every size, unless each point's own are to be kept
                 if key not in self.traces:
-                    self.traces[key] = simgrid.unit_traces(schedule, copy_bandwidth)
+                    self.traces[key] = traces.unit_traces(schedule, copy_bandwidth)
                 if not self.traces[key].collective:
-                    return row, simgrid.ReplayJob(self.traces[key], shape, link, copy_bandwidth, None, self.s4u,
+                    return row, replay.ReplayJob(self.traces[key], shape, link, copy_bandwidth, None, self.s4u,
                                                   factor)
             scaled = schedule.scaled(factor) if factor != 1 else schedule
             keep = self.keep / f"{point.nprocs}-{point.variant.label}-{point.bytes_per_peer}" if self.keep else None
-            return row, simgrid.ReplayJob(scaled, shape, link, copy_bandwidth, keep, self.s4u)
+            return row, replay.ReplayJob(scaled, shape, link, copy_bandwidth, keep, self.s4u)
         except CaptureError as failed:
             row.note = f"not simulated: {failed}"
             return row, None
 
-    def _started(self, row: Row, job: simgrid.ReplayJob, point: Point) -> simgrid.ReplayJob | Replayed:
+    def _started(self, row: Row, job: replay.ReplayJob, point: Point) -> replay.ReplayJob | Replayed:
         native = point.variant.name == NATIVE
-        config = (simgrid.native_config(point.variant.options.get("selector", "default"),
+        config = (platforms.native_config(point.variant.options.get("selector", "default"),
                                         point.variant.options.get("algorithm", "")) if native else [])
         if native and point.layout:
             row.note = "native in groups runs a linear point-to-point lowering, not SMPI's MPI_Alltoall"
@@ -311,7 +253,7 @@ class Replays:
         self._collect(self.jobs - 1, job.memory())
         return job.start(config, self.replay_timeout)
 
-    def _simulated(self, row: Row, job: simgrid.ReplayJob | Replayed) -> float | None:
+    def _simulated(self, row: Row, job: replay.ReplayJob | Replayed) -> float | None:
         """Fill the row from a finished replay; its simulated seconds, or None with the note why not."""
         try:
             result = job.result()
@@ -343,11 +285,3 @@ class Replays:
                                           group=group)))
         except A2AError as refused:
             return f"refused: {refused}"
-
-
-def simulation_config(sizes: list[int], dtype: str, nprocs: list[int], ppn: int, chosen: list[Variant],
-                      layouts: list) -> SweepConfig:
-    """The grid of a simulation: one replay per point, no warm-up, no check (the capture checks)."""
-    return SweepConfig(sizes=sizes, dtype=dtype, nprocs=nprocs, ppn=ppn, iterations=1, warmup=0, variants=chosen,
-                       timing=TIMING, layouts=layouts, check=False)
-

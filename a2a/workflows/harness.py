@@ -18,7 +18,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from a2a.errors import HarnessError
-from a2a.mpi import launcher_flags, mpi_tool, run_job
+from a2a.mpi import launcher_flags, launcher_size, mpi_tool, run_job
 from a2a.units import human_bytes
 
 SOURCE = Path(__file__).resolve().parent / "c" / "alltoall_ref.c"
@@ -264,3 +264,15 @@ def idle_notes(idle: list[float | None]) -> list[str]:
         notes.append(f"WARNING: other work was running (idle below {BUSY_BELOW_IDLE:.0%}); these "
                      "microseconds measure the scheduler as much as the harness: rerun on a quiet machine")
     return notes
+
+
+def harness_report(nprocs: int, sizes: list[int], iterations: int, warmup: int, repeats: int, reference: Path,
+                   imb: Path | None) -> str:
+    """`bench harness` as one call: the C reference built if stale, both programs (and IMB) timed, the report."""
+    if launcher_size() > 1:
+        raise HarnessError("run `python -m bench harness` without mpirun: it launches its own MPI jobs")
+    measured = measure(build_reference(reference), nprocs, sizes, iterations, warmup, repeats, imb)
+    head = (f"MPI_Alltoall at {nprocs} ranks, {iterations} iterations after {warmup} warm-up, median of {repeats} "
+            "alternating runs; sync quotes the median sample, pipelined and imb the mean over ranks (IMB's t_avg)")
+    lines = [*verdict(measured.comparisons), *idle_notes(measured.idle), *measured.warnings]
+    return "\n".join([head, render(measured.comparisons), *lines])

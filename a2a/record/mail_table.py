@@ -10,7 +10,7 @@ HEADER = ("       mesg size  time in seconds\n"
           "#CPUs     floats  average   std.dev.    min.      max.     TCP timeouts")
 
 
-def seed_table(rows: Iterable[Row], title: str) -> str:
+def mail_table(rows: Iterable[Row], title: str) -> str:
     """One algorithm's rows as the seed printed them (Kutzner, Open MPI users' list, 2005).
 
     Sizes are elements per peer ("floats" when the dtype is float32); times are the mean,

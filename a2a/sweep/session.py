@@ -4,7 +4,7 @@ A backend walks the grid's points and hands each point's row and samples to the 
 rank 0 when measuring); the session owns everything else: results.csv, samples.csv and
 meta.json (a2a.record.meta's schema), the progress line, the per-process-count tables, the
 closing output and the hint to resume. `bench run` drives it through the MPI driver
-(a2a.measure.driver), `bench simulate` through the simulator (a2a.simulate.sweep).
+(a2a.measure.driver), `bench simulate` through the simulator (a2a.simulate.driver).
 """
 from __future__ import annotations
 
@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from a2a.algos.registry import get, load_plugin
+from a2a.algos.plugins import load_plugin
+from a2a.algos.registry import get
 from a2a.errors import BadConfig
-from a2a.measure.grid import Point, SweepConfig, points
 from a2a.record import report
 from a2a.record.meta import BACKENDS, backend_of, launch_meta, now
 from a2a.record.results import Recorder, Row, read_meta, read_rows, write_meta
+from a2a.sweep.config import SweepConfig
+from a2a.sweep.grid import Point, points
 from a2a.units import human_bytes
 
 EXIT_TERMINATED = 143

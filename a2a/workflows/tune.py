@@ -22,27 +22,32 @@ import shlex
 import signal
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
 
-from a2a.algos.registry import NATIVE
+from a2a.algos.plugins import load_plugin
 from a2a.analysis.compare import compare
 from a2a.analysis.decide import decide, summary, unstable, winners_by_launch
-from a2a.analysis.export import Exported, export
+from a2a.analysis.export.common import Exported
+from a2a.analysis.export.formats import export
 from a2a.analysis.revert import back_to_native, revert_slower
 from a2a.errors import BadConfig, HarnessError
 from a2a.measure.environment import TUNING_PREFIXES
-from a2a.mpi import clean_launcher_env
+from a2a.mpi import clean_launcher_env, launcher_flags, launcher_size, mpi_tool
 from a2a.record.decision import write_decision
 from a2a.record.meta import now, software
-from a2a.record.results import read_meta, write_meta
+from a2a.record.results import NATIVE, read_meta, write_meta
+from a2a.sweep.config import from_options
+from a2a.sweep.naming import named
+from a2a.sweep.parsing import parse_counts
 from a2a.units import human_bytes
 
 FORMATS = {"MPICH": ("mpich", "json"), "Open MPI": ("ompi", "rules")}  # library -> (export format, file suffix)
 EXIT_STOPPED = 143
+GRID = {"nprocs": "2,4", "sizes": "8,1K,16K,128K,1M"}  # the grid tuned unless told
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,38 @@ class TuneConfig:
             return [*job, "--resume", str(output), "--quiet"]
         return [*job, "--nprocs", ",".join(map(str, self.nprocs)), "--sizes", self.sizes, "--algorithms", algorithms,
                 "--iterations", str(iterations), *self.options, "--output", str(output), "--quiet"]
+
+
+TUNE_DEFAULTS = {**GRID, **{f.name: f.default for f in fields(TuneConfig) if f.default is not MISSING}}
+
+
+def tune(values: dict[str, Any], say: Any = print) -> int:
+    """`bench tune` as one call: a new tune from its options (checked before any launch), or --resume DIR."""
+    if launcher_size() > 1:
+        raise HarnessError("run `python -m bench tune` without mpirun: it launches its own MPI jobs "
+                           "(inside an allocation, give --launcher srun)")
+    if values.get("resume"):
+        return Tune.resumed(Path(values["resume"]), say).run()
+    given = {k: v for k, v in values.items() if v is not None}
+    config = TuneConfig(launcher_words(given.get("launcher")), parse_counts(given.get("nprocs") or GRID["nprocs"],
+                        "--nprocs"), given.get("sizes") or GRID["sizes"], given.get("algorithms") or "all",
+                        [*(f"--option={o}" for o in given.get("option", ())),
+                         *(f"--plugin={p}" for p in given.get("plugin", ()))],
+                        **{k: given[k] for k in ("iterations", "verify_iterations", "launches", "rounds", "metric",
+                                                 "alpha", "revert_slower", "keep_unstable", "job_timeout")
+                           if k in given})
+    if not 0 < config.alpha < 1:
+        raise BadConfig(f"--alpha {config.alpha}; accepted: a level strictly between 0 and 1")
+    for plugin in given.get("plugin", ()):
+        load_plugin(plugin)
+    from_options({"sizes": config.sizes, "nprocs": ",".join(map(str, config.nprocs)),
+                  "algorithms": config.algorithms, "option": given.get("option", ())},
+                 world=max(config.nprocs))  # the whole grid refused now, not in the first job
+    directory = named(given.get("output"), prefix="tune-")
+    if (directory / "meta.json").exists():
+        raise BadConfig(f"{directory} already holds a tune; go on with --resume {directory}, "
+                        "or choose another --output")
+    return Tune(directory, config, say).run()
 
 
 def library_format(library: str) -> tuple[str, str, str]:
@@ -329,8 +366,6 @@ def job_environment() -> dict[str, str]:
 
 def launcher_words(text: str | None) -> list[str]:
     """--launcher as words (`srun --mpi=pmix`); by default the mpiexec beside this Python with its flags."""
-    from a2a.mpi import launcher_flags, mpi_tool
-
     if text:
         return shlex.split(text)
     mpiexec = mpi_tool("mpiexec")

@@ -1,0 +1,144 @@
+"""What every exporter shares: a decision table translated into the library's choices per byte range.
+
+Each algorithm names its twins in the libraries in its own file (register's `twins`); a cell
+whose algorithm has none in a library gets the best measured algorithm that has one, with a
+warning that names the cell and its cost. Cells then merge into byte ranges again.
+"""
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from a2a.algos.facts import twin
+from a2a.algos.registry import with_defaults
+from a2a.errors import BadInput
+from a2a.record.decision import lower_bounds, parse_options
+from a2a.record.results import KEY_DEFAULTS, NATIVE, label
+
+Counterpart = Callable[[str, dict[str, str], int], Hashable | None]  # (algorithm, options, nprocs) -> target
+
+
+def counterpart(library: str, collective: str = "alltoall") -> Counterpart:
+    """The library's own algorithm for one of ours: the twin its file names (None: it has none)."""
+    return lambda algorithm, options, nprocs: twin(algorithm, collective, library, options, nprocs)
+
+
+@dataclass
+class Exported:
+    """A tuning file's text, the environment that applies it, and what was lost on the way."""
+
+    text: str
+    environment: Callable[[str], dict[str, str]]  # file path -> variables that apply the file
+    warnings: list[str] = field(default_factory=list)
+    note: str = ""  # how else to apply it, or what the variables also change
+
+    def apply(self, path: str) -> str:
+        """The shell line that applies the file at `path` (and the note, if any)."""
+        variables = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.environment(path).items())
+        return f"export {variables}" + (f"\n  {self.note.format(path=path)}" if self.note else "")
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Bytes per peer from `low` to `high` (None: no limit) use the library's `target`."""
+
+    low: int
+    high: int | None
+    target: Hashable
+
+
+def translate(document: dict[str, Any], counterpart: Counterpart, library: str
+              ) -> tuple[list[tuple[int, list[Segment]]], list[str]]:
+    """Per process count, the library's choice for every byte range; plus the warnings."""
+    _check_context(document)
+    warnings: list[str] = []
+    tables = []
+    for table in sorted(document["tables"], key=lambda t: t["nprocs"]):
+        nprocs = table["nprocs"]
+        units = [unit for row in table["ranges"] for unit in _units(row)]
+        targets = [(low, _target(cell, nprocs, counterpart, library, warnings)) for low, cell in units]
+        tables.append((nprocs, _segments(targets)))
+    return tables, warnings
+
+
+def collective_of(document: dict[str, Any], library: str, served: tuple[str, ...]) -> str:
+    """The table's one collective; BadInput if `library`'s export does not serve it."""
+    _check_context(document)
+    collective = document["tables"][0].get("collective", KEY_DEFAULTS["collective"])
+    if collective not in served:
+        raise BadInput(f"the table decides {collective}; this {library} export covers {' and '.join(served)}")
+    return collective
+
+
+def translate_by_comm_size(document: dict[str, Any], counterpart: Counterpart, library: str
+                           ) -> tuple[list[tuple[int, Hashable]], list[str]]:
+    """One choice per process count, for libraries that pick alltoallv by communicator size alone.
+
+    The choice is the one most measured sizes of that count made; a warning names the others.
+    """
+    tables, warnings = translate(document, counterpart, library)
+    chosen = []
+    for (nprocs, segments), table in zip(tables, sorted(document["tables"], key=lambda t: t["nprocs"])):
+        sizes = [low for row in table["ranges"] for low, _ in _units(row)]
+        votes = Counter(next(s.target for s in reversed(segments) if s.low <= size) for size in sizes)
+        target = max(votes, key=lambda t: votes[t])
+        if len(votes) > 1:
+            warnings.append(f"{nprocs} ranks: {library} picks its alltoallv algorithm by communicator size "
+                            f"only; using its {target[0]} (the choice at {votes[target]} of {len(sizes)} "
+                            "measured sizes) at every size")
+        chosen.append((nprocs, target))
+    return chosen, warnings
+
+
+def _units(row: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+    """(first byte, cell) for each measured cell of a range; a range without cells is one unit."""
+    cells = row.get("cells") or [{"algorithm": row["algorithm"], "options": row["options"],
+                                  "bytes_per_peer": row["bytes_min"], "value_us": 0.0, "candidates": []}]
+    lows = [row["bytes_min"]] + lower_bounds([c["bytes_per_peer"] for c in cells])[1:]
+    return list(zip(lows, cells))
+
+
+def _target(cell: dict[str, Any], nprocs: int, counterpart: Counterpart, library: str,
+            warnings: list[str]) -> Hashable:
+    found = counterpart(cell["algorithm"], with_defaults(cell["algorithm"], parse_options(cell["options"])), nprocs)
+    if found is not None:
+        return found
+    where = f"{nprocs} ranks, {cell['bytes_per_peer']} B/peer"
+    chosen = label(cell["algorithm"], cell["options"])
+    for candidate in cell["candidates"]:
+        options = with_defaults(candidate["algorithm"], parse_options(candidate["options"]))
+        found = counterpart(candidate["algorithm"], options, nprocs)
+        if found is not None:
+            cost = candidate["value_us"] / cell["value_us"] - 1 if cell["value_us"] > 0 else 0.0
+            substitute = label(candidate["algorithm"], candidate["options"])
+            warnings.append(f"{where}: {chosen} has no {library} counterpart; using {substitute} "
+                            f"instead, {cost * 100:+.1f}% ({candidate['value_us']:.1f} us vs "
+                            f"{cell['value_us']:.1f} us)")
+            return found
+    warnings.append(f"{where}: no measured algorithm has a {library} counterpart; "
+                    f"leaving it to {library}'s default")
+    return counterpart(NATIVE, {}, nprocs)
+
+
+def _segments(targets: list[tuple[int, Hashable]]) -> list[Segment]:
+    merged: list[list[Any]] = []
+    for low, target in targets:
+        if merged and merged[-1][2] == target:
+            continue
+        if merged:
+            merged[-1][1] = low - 1
+        merged.append([low, None, target])
+    return [Segment(*m) for m in merged]
+
+
+def _check_context(document: dict[str, Any]) -> None:
+    for column in document.get("context_columns", ["nprocs"]):
+        if column == "nprocs":
+            continue
+        values = sorted({t.get(column, KEY_DEFAULTS.get(column, "")) for t in document["tables"]})
+        if len(values) > 1:
+            raise BadInput(f"the table has several {column} values ({values}); MPI libraries choose by "
+                           f"process count and size only: decide one {column} at a time")

@@ -1,0 +1,160 @@
+"""The sweep's configuration: every option's default (one place), and its check, for either backend.
+
+`from_options` turns option values (text from the command line, or YAML values) into a checked
+SweepConfig; the command line's help reads DEFAULTS. A config is stored in meta.json, so that
+--resume rebuilds it.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from a2a.algos.registry import COLLECTIVES
+from a2a.errors import BadConfig
+from a2a.record.results import KEY_DEFAULTS
+from a2a.sweep.mesh import Layout, mesh_layouts
+from a2a.sweep.parsing import (
+    as_list,
+    as_text,
+    at_least_one,
+    choice,
+    parse_assignments,
+    parse_count,
+    parse_dtype,
+    parse_list,
+    seconds,
+)
+from a2a.sweep.variants import Variant, variants
+from a2a.sweep.workload import parse_workload
+from a2a.units import parse_size
+
+TIMINGS = ("sync", "pipelined", "imb", "global")
+PER_RANK_MEANS = ("pipelined", "imb")  # timings whose samples are each rank's mean time per call
+CACHES = ("warm", "cold")
+SIMULATED = "simulated"  # the timing of a simulated record: one replay per point
+
+# Every sweep option's default. `nprocs` and `max_memory` of a measured sweep come from the job
+# (powers of two up to the world size; a share of the node's memory).
+DEFAULTS: dict[str, Any] = {
+    "sizes": "4:128K:x2", "dtype": "float32", "algorithms": "all", "collective": KEY_DEFAULTS["collective"],
+    "workload": KEY_DEFAULTS["workload"], "warmup": 1, "iterations": 25, "max_time_per_point": 10.0,
+    "stall_threshold": 0.1, "check": True, "timeout": 300.0, "ppn": 0, "seed": 0, "timing": KEY_DEFAULTS["timing"],
+    "cache": KEY_DEFAULTS["cache"], "mesh": "", "groups": (), "option": (), "plugin": (),
+}
+SIMULATION_DEFAULTS: dict[str, Any] = {**DEFAULTS, "sizes": "8,1K,64K", "nprocs": "64"}
+BACKEND_DEFAULTS = {"mpi": DEFAULTS, "simgrid": SIMULATION_DEFAULTS}
+# What --resume takes from the record instead (--timeout may change from one launch to the next)
+SWEEP_OPTIONS = tuple(k for k in (*DEFAULTS, "config", "nprocs", "max_memory") if k != "timeout")
+
+Chooser = Callable[[str, dict[str, dict[str, str]], int, str, str], list[Variant]]
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """Everything a sweep needs; stored in meta.json so that --resume can rebuild it."""
+
+    sizes: list[int]
+    dtype: str
+    variants: list[Variant]
+    nprocs: list[int]
+    warmup: int = DEFAULTS["warmup"]
+    iterations: int = DEFAULTS["iterations"]
+    max_time_per_point: float = DEFAULTS["max_time_per_point"]
+    stall_threshold: float = DEFAULTS["stall_threshold"]
+    check: bool = DEFAULTS["check"]
+    timeout: float = DEFAULTS["timeout"]
+    max_memory: int = 1 << 30
+    ppn: int = DEFAULTS["ppn"]
+    seed: int = DEFAULTS["seed"]
+    timing: str = DEFAULTS["timing"]
+    layouts: list[Layout] = field(default_factory=list)
+    collective: str = DEFAULTS["collective"]
+    workload: str = DEFAULTS["workload"]
+    cache: str = DEFAULTS["cache"]
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "SweepConfig":
+        """Rebuild from as_dict() output."""
+        values = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        values["variants"] = [Variant(v["name"], dict(v["options"])) for v in data["variants"]]
+        values["layouts"] = [Layout(tuple(m["mesh"]), tuple(m["keep"])) for m in data.get("layouts", [])]
+        return cls(**values)
+
+
+def default_nprocs(size: int) -> str:
+    """Powers of two from 2 up to the world size, and the world size itself."""
+    counts = {size}
+    n = 2
+    while n <= size:
+        counts.add(n)
+        n *= 2
+    return ",".join(map(str, sorted(counts)))
+
+
+def from_options(values: dict[str, Any], backend: str = "mpi", world: int | None = None, memory: int | None = None,
+                 choose: Chooser = variants) -> SweepConfig:
+    """A checked config from option values, every one not given at its default (BadConfig or BadOption names what
+    is wrong). `world`: the ranks of the measuring job (None: a simulation, any count); `memory`: the default
+    bytes of buffers per rank; `choose` resolves the algorithms (the simulator's knows SMPI's natives)."""
+    defaults = BACKEND_DEFAULTS[backend]
+    get = lambda key: defaults.get(key) if values.get(key) in (None, "") else values[key]  # noqa: E731
+    dtype = parse_dtype(str(get("dtype")))
+    sizes = parse_list(as_text(get("sizes")), "size")
+    check_sizes(sizes, dtype)
+    layouts = mesh_layouts(as_text(get("mesh")), as_list(get("groups")))
+    nprocs = _process_counts(values.get("nprocs"), layouts, world, defaults.get("nprocs"))
+    ppn = parse_count(get("ppn"), "--ppn")
+    collective = choice(get("collective"), COLLECTIVES, "--collective")
+    workload = parse_workload(str(get("workload"))).text
+    if collective == "alltoall" and workload != "uniform":
+        raise BadConfig(f"--workload {workload} makes uneven counts; add --collective alltoallv")
+    chosen = choose(as_text(get("algorithms")), parse_assignments(get("option"), "--option"), ppn, collective,
+                    workload)
+    if backend == "simgrid":  # one replay per point: no warm-up, no check (the capture checks)
+        return SweepConfig(sizes=sizes, dtype=dtype, nprocs=nprocs, ppn=ppn, variants=chosen, layouts=layouts,
+                           iterations=1, warmup=0, timing=SIMULATED, check=False)
+    return SweepConfig(
+        sizes=sizes, dtype=dtype, nprocs=nprocs, ppn=ppn, collective=collective, workload=workload, variants=chosen,
+        layouts=layouts, warmup=parse_count(get("warmup"), "--warmup"),
+        iterations=at_least_one(get("iterations"), "--iterations"),
+        max_time_per_point=seconds(get("max_time_per_point"), "--max-time-per-point"),
+        stall_threshold=seconds(get("stall_threshold"), "--stall-threshold"),
+        check=bool(get("check")), timeout=seconds(get("timeout"), "--timeout"),
+        max_memory=parse_size(str(values.get("max_memory") or memory or SweepConfig.max_memory), "--max-memory"),
+        seed=parse_count(get("seed"), "--seed"), timing=choice(get("timing"), TIMINGS, "--timing"),
+        cache=choice(get("cache"), CACHES, "--cache"),
+    )
+
+
+def _process_counts(given: Any, layouts: list[Layout], world: int | None, default: str | None) -> list[int]:
+    """--nprocs checked against the job and the meshes (default: the meshes' sizes, else `default`, else powers of
+    two up to the job's size)."""
+    for layout in layouts:
+        if world is not None and layout.nprocs > world:
+            raise BadConfig(f"mesh {layout.mesh_text} holds {layout.nprocs} ranks, more than the {world} of this job")
+    fallback = ",".join(str(m.nprocs) for m in layouts) if layouts else default or default_nprocs(world or 1)
+    nprocs = parse_list(as_text(given or fallback), "process count", parse_count)
+    if world is not None and (nprocs[0] < 1 or nprocs[-1] > world):
+        raise BadConfig(f"process counts {nprocs} must lie between 1 and the world size {world}")
+    if nprocs[0] < 1:
+        raise BadConfig("process counts must be 1 or more")
+    for layout in layouts:
+        if layout.nprocs not in nprocs:
+            job = f"; the world has {world}" if world is not None else ""
+            raise BadConfig(f"mesh {layout.mesh_text} holds {layout.nprocs} ranks, not a process count of this sweep "
+                            f"({', '.join(map(str, nprocs))}{job})")
+    return nprocs
+
+
+def check_sizes(sizes: list[int], dtype: str) -> None:
+    """BadConfig unless every size is a whole number of `dtype` items."""
+    itemsize = np.dtype(dtype).itemsize
+    odd = [s for s in sizes if s % itemsize]
+    if odd:
+        raise BadConfig(f"sizes {odd} are not multiples of {dtype}'s {itemsize} bytes")

@@ -1,0 +1,73 @@
+"""The grid: process counts x sizes x algorithm variants, and the points a sweep or a simulation walks."""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from a2a.record.results import KEY_DEFAULTS, Row, point_key
+from a2a.sweep.config import SweepConfig
+from a2a.sweep.mesh import Layout
+from a2a.sweep.variants import Variant
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measurement: a variant at a size on the first `nprocs` ranks (maybe in mesh groups) of a sweep.
+
+    Its identity is its row's key columns (results.KEY_COLUMNS): its own nprocs, size, variant and
+    layout, and the sweep's dtype, timing, collective, workload and cache.
+    """
+
+    config: SweepConfig = field(repr=False, compare=False)
+    nprocs: int
+    bytes_per_peer: int
+    variant: Variant
+    layout: Layout | None = None
+
+    algorithm = property(lambda self: self.variant.name)
+    options = property(lambda self: self.variant.options_text)
+    dtype = property(lambda self: self.config.dtype)
+    timing = property(lambda self: self.config.timing)
+    collective = property(lambda self: self.config.collective)
+    workload = property(lambda self: self.config.workload)
+    cache = property(lambda self: self.config.cache)
+    mesh = property(lambda self: self.layout.mesh_text if self.layout else "")
+    groups = property(lambda self: self.layout.strategy if self.layout else "")
+
+    @property
+    def key(self) -> tuple:
+        """The results key of this point: its row's key columns, by name."""
+        return point_key(self)
+
+    def row(self, nnodes: int, ppn: int, **columns: Any) -> Row:
+        """A row of this point, not yet measured: its key and layout columns filled in, and `columns`."""
+        layout = self.layout
+        return Row(self.nprocs, nnodes, ppn, self.algorithm, self.options, self.dtype,
+                   self.bytes_per_peer // np.dtype(self.dtype).itemsize, self.bytes_per_peer,
+                   timing=self.timing, collective=self.collective, workload=self.workload, cache=self.cache,
+                   mesh=self.mesh, groups=self.groups, group_size=layout.group_size if layout else None,
+                   ngroups=layout.ngroups if layout else None, **columns)
+
+    def __str__(self) -> str:
+        where = f" in groups {self.layout.strategy} of mesh {self.layout.mesh_text}" if self.layout else ""
+        plain = (KEY_DEFAULTS["collective"], KEY_DEFAULTS["workload"])
+        what = f" ({self.collective}, {self.workload})" if (self.collective, self.workload) != plain else ""
+        return f"{self.variant.label} at {self.bytes_per_peer} B per peer on {self.nprocs} ranks{where}{what}"
+
+
+def points(config: SweepConfig, nprocs: int) -> list[Point]:
+    """A process count's points: per layout, sizes ascending, algorithms in a seeded shuffle per size.
+
+    The shuffle keeps any algorithm from always running first (cold) or last (after the
+    others warmed caches and links); the seed makes the order the same on every rank.
+    """
+    order: list[Point] = []
+    for layout in [m for m in config.layouts if m.nprocs == nprocs] or [None]:
+        for size in config.sizes:
+            variants = list(config.variants)
+            random.Random(f"{config.seed}:{nprocs}:{size}").shuffle(variants)
+            order += [Point(config, nprocs, size, v, layout) for v in variants]
+    return order

@@ -1,0 +1,36 @@
+"""A launch's sweep from its options: fresh (the YAML file under the options given, plug-ins loaded, the config
+checked, a free directory named) or resumed (taken from the record, the options that would change it refused)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+from a2a.algos.plugins import load_plugin
+from a2a.errors import BadConfig
+from a2a.sweep.config import Chooser, from_options
+from a2a.sweep.naming import fresh_record
+from a2a.sweep.parsing import as_list, load_config
+from a2a.sweep.session import SweepState
+from a2a.sweep.variants import variants
+
+
+def fresh_sweep(values: dict[str, Any], backend: str = "mpi", world: int | None = None, memory: int | None = None,
+                choose: Chooser = variants, suffix: str = "") -> tuple[Path, SweepState]:
+    """The directory and sweep of a new launch, nothing measured yet (the same on every rank)."""
+    if values.get("force_resume"):
+        raise BadConfig("--force-resume goes with --resume DIR")
+    merged = load_config(Path(values["config"])) if values.get("config") else {}
+    merged.update({k: v for k, v in values.items() if k != "config" and v not in (None, "", ())})
+    plugins = as_list(merged.get("plugin"))
+    for plugin in plugins:
+        load_plugin(plugin)
+    config = from_options(merged, backend, world, memory, choose)
+    return fresh_record(merged.get("output"), suffix), SweepState(config, plugins)
+
+
+def refuse_with_resume(directory: Path, given: dict[str, Any], refused: Iterable[str]) -> None:
+    """BadConfig naming the options given that --resume takes from the record instead."""
+    clashing = sorted(k for k, v in given.items() if k in set(refused) and v not in (None, "", ()))
+    if clashing:
+        raise BadConfig(f"--resume takes the sweep from {directory}/meta.json; drop --"
+                        + ", --".join(k.replace("_", "-") for k in clashing))
