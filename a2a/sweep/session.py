@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -28,6 +29,8 @@ from a2a.units import human_bytes
 
 EXIT_TERMINATED = 143
 EXIT_TIMEOUT = 124
+EXIT_NOTHING = 1  # the launch ran, and not one of its points succeeded
+ERRORS_LOG = "errors.log"  # in the record: the full text (backtraces included) behind each failed point's note
 FORMATS = ("table", "tpu", "csv", "json")
 PROGRESS_EVERY = 15.0  # seconds between progress lines when stderr is not a terminal
 
@@ -128,8 +131,9 @@ class Observer:
     def start_point(self, point: Point) -> None:
         """A point is about to be measured."""
 
-    def end_point(self, row: Row, samples: Any) -> None:
-        """A point is measured (or skipped): its row and samples."""
+    def end_point(self, row: Row, samples: Any, detail: str = "") -> None:
+        """A point is measured (or skipped, or failed): its row and samples, and for a failure the full text behind
+        its one-line note."""
 
     def end_nprocs(self, nprocs: int, rows: list[Row]) -> None:
         """Every point of a process count is done."""
@@ -170,9 +174,11 @@ class Session(Observer):
             self.watchdog.daemon = True
             self.watchdog.start()
 
-    def end_point(self, row: Row, samples: Any) -> None:
+    def end_point(self, row: Row, samples: Any, detail: str = "") -> None:
         if self.watchdog:
             self.watchdog.cancel()
+        if detail:
+            self._log_error(row, detail)
         self.recorder.add(row, samples)
         self.rows.append(row)
         self.launch["points"] = len(self.rows)
@@ -211,9 +217,13 @@ class Session(Observer):
             what = "sweep" if self.backend.name == "mpi" else "simulation"
             _say(f"{what} {status} after {len(self.rows)} of {self.total} points; the record is in "
                  f"{self.directory}; finish it with: {self.resume_command}")
-        else:
-            self.say(f"results: {self.directory}")
-        return 0 if status == "complete" else EXIT_TERMINATED
+            return EXIT_TERMINATED
+        if self.rows and not any(row.valid for row in self.rows):
+            _say(f"error: {nothing_succeeded(self.rows, self.backend.name)}; the record is in {self.directory}"
+                 + (f", the full text in {self.directory / ERRORS_LOG}" if self.meta.get("errors_log") else ""))
+            return EXIT_NOTHING
+        self.say(f"results: {self.directory}")
+        return 0
 
     @property
     def resume_command(self) -> str:
@@ -231,6 +241,15 @@ class Session(Observer):
                              f"{row.nprocs} ranks {human_bytes(row.bytes_per_peer)} {row.label}")
         _say(("\r" + text.ljust(100)) if tty else text, nl=not tty or len(self.rows) == self.total)
 
+    def _log_error(self, row: Row, detail: str) -> None:
+        """Append a failed point's full text to the record's errors log, and name the log in meta.json."""
+        with open(self.directory / ERRORS_LOG, "a") as log:
+            log.write(f"== {row.label} at {row.bytes_per_peer} B per peer on {row.nprocs} ranks: {row.note}\n"
+                      f"{detail.rstrip()}\n\n")
+        if self.meta.get("errors_log") != ERRORS_LOG:
+            self.meta["errors_log"] = ERRORS_LOG
+            self.write()
+
     def _stamp(self, status: str) -> None:
         end = now()
         self.meta.update(status=status, end=end)
@@ -242,6 +261,16 @@ class Session(Observer):
         self._stamp(f"timeout at {point}")
         self.write()
         self.backend.abort(message, EXIT_TIMEOUT)
+
+
+def nothing_succeeded(rows: list[Row], backend: str) -> str:
+    """Why no point of a launch succeeded, once: its most common note, and how many points it covers."""
+    notes = Counter(row.note.split("; ")[0] or "no valid sample" for row in rows)
+    note, count = notes.most_common(1)[0]
+    what = "measured" if backend == "mpi" else "simulated"
+    others = f"{count} of {len(rows)} points, the others for {len(notes) - 1} other reasons" if len(notes) > 1 else \
+        f"all {len(rows)} points"
+    return f"no point was {what}: {note} ({others})"
 
 
 def _say(text: str, err: bool = True, nl: bool = True) -> None:
