@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from support import ROOT, is_mpich, python
 
+from a2a.analysis.export.common import Exported
 from a2a.errors import BadConfig
 from a2a.mpi import clean_launcher_env
-from a2a.workflows.tune import library_format, library_only
+from a2a.workflows.tune import Made, Tune, TuneConfig, library_format, library_only
 
 SMALL = ["--nprocs", "2", "--sizes", "8,64K", "--iterations", "5", "--verify-iterations", "5"]
 
@@ -23,8 +24,9 @@ def meta(directory: Path) -> dict:
     return json.loads((directory / "meta.json").read_text())
 
 
-def test_the_flow_runs_end_to_end_on_this_library_and_says_how_to_apply_the_file(tmp_path):
-    """Pairwise alone is swept, so the table names it: the flow exports, verifies and applies a file."""
+def test_the_flow_runs_end_to_end_on_this_library_and_applies_only_a_file_that_won(tmp_path):
+    """Pairwise alone is swept, so the table names it: the flow exports and verifies a file on the library; two
+    launches a side never reach p < 0.05, so the file is kept for inspection and not offered to apply."""
     out = tmp_path / "tune"
     done = python("-m", "bench", "tune", *SMALL, "--algorithms", "pairwise", "--launches", "2", "--rounds", "2",
                   "--revert-slower", "--output", str(out), timeout=900)
@@ -40,13 +42,37 @@ def test_the_flow_runs_end_to_end_on_this_library_and_says_how_to_apply_the_file
     assert meta(out / "tuned-with-1")["tuning"][variable] == str(tuned)
     assert variable not in meta(out / "tuned-default-1")["tuning"]
     assert {(g["nprocs"], g["bytes_per_peer"]) for g in record["gains"]} == {(2, 8), (2, 65536)}
-    assert "tuned/default" in done.stdout and "apply it with:\n  export " in done.stdout
-    assert f"{variable}={tuned}" in done.stdout
-    if not is_mpich():
-        assert "--mca coll_tuned_dynamic_rules_filename" in done.stdout
-    assert f'setenv("{variable}", "{tuned}")' in (out / "a2a-tuned.lua").read_text()
-    wrapper = (out / "mpirun-tuned").read_text()
-    assert f"export {variable}={tuned}" in wrapper and wrapper.rstrip().endswith('"$@"')
+    assert "tuned/default" in done.stdout and record["verified"] is False
+    assert f"not applied: the file made no cell significantly faster without making one slower (alpha 0.05); it " \
+           f"stays for inspection in {tuned}" in done.stdout
+    assert "apply it with" not in done.stdout and not (out / "a2a-tuned.lua").exists()
+
+
+def finished(tmp_path: Path, ratios: list[tuple[float, float]]) -> tuple[str, Path]:
+    """What a tune says at its end, and its directory, for verification rows of (ratio, p)."""
+    said: list[str] = []
+    out = tmp_path / "tune"
+    tune = Tune(out, TuneConfig(["mpiexec"], [2], "8"), lambda text: said.append(text))
+    tune.meta["library"] = "MPICH"
+    out.mkdir()
+    exported = Exported("{}", lambda path: {"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": path})
+    rows = [{"nprocs": 2, "bytes_per_peer": 8 << k, "baseline_us": 10.0, "tuned_us": 10.0 * ratio, "ratio": ratio,
+             "p": p} for k, (ratio, p) in enumerate(ratios)]
+    tune._finish(Made(str(out / "tuned.json"), exported), rows)
+    return "\n".join(said), out
+
+
+@pytest.mark.parametrize("ratios, applied", [
+    ([(0.7, 0.01), (1.0, 0.6)], True),     # faster at one cell, the same elsewhere
+    ([(0.7, 0.01), (1.3, 0.01)], False),   # faster at one, slower at another
+    ([(0.7, 0.2), (0.9, 0.3)], False),     # nothing significant
+])
+def test_the_apply_lines_come_only_with_a_file_faster_somewhere_and_slower_nowhere(tmp_path, ratios, applied):
+    said, out = finished(tmp_path, ratios)
+    assert ("apply it with:\n  export MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE=" in said) == applied, said
+    assert (out / "a2a-tuned.lua").exists() == applied and (out / "mpirun-tuned").exists() == applied
+    assert ("not applied: the file made no cell significantly faster without making one slower" in said) != applied
+    assert meta(out)["verified"] is applied
 
 
 def test_a_cell_whose_winner_changes_between_launches_is_unstable_and_left_to_the_library(tmp_path):
@@ -94,16 +120,34 @@ def test_a_tune_stopped_midway_resumes_where_it_stopped(tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["--launcher", "false"], "sweep-1 failed (exit 1): false -n 2"),
-    (["--algorithms", "wrong", "--plugin", "tests/plugins/wrong.py"], "no valid points"),
+    (["--algorithms", "wrong", "--plugin", "tests/plugins/wrong.py"], "sweep-1 measured no valid point (no point "
+                                                                      "was measured: WRONG RESULT on ranks 0-1"),
     (["--sizes", "7Q"], "size '7Q' is not a byte count"),
     (["--algorithms", "no_such"], "unknown algorithm 'no_such'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    """Refused by the first job, or (the grid) before any: tested below."""
     done = python("-m", "bench", "tune", *SMALL, "--launches", "1", "--rounds", "2", *args,
                   "--output", str(tmp_path / "tune"), timeout=600)
     assert done.returncode == 2, done.stdout + done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error")]
     assert len(errors) == 1 and message in errors[0], done.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--nprocs", "0"], "--nprocs '0': each must be 1 or more"),
+    (["--sizes", "0"], "--sizes 0: a tuning file chooses by bytes per peer"),
+    (["--sizes", "6"], "sizes [6] are not multiples of float32's 4 bytes"),
+    (["--algorithms", "pairwise:schedule=zigzag"], "pairwise: option schedule='zigzag'"),
+    (["--launcher", "no-such-launcher -x"], "--launcher no-such-launcher -x: no-such-launcher is not found"),
+    (["--alpha", "1.5"], "--alpha 1.5; accepted: a level strictly between 0 and 1"),
+])
+def test_the_whole_grid_is_checked_before_the_first_launch(tmp_path, args, message):
+    began = time.monotonic()
+    done = python("-m", "bench", "tune", *SMALL, *args, "--output", str(tmp_path / "tune"), timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count(message) == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert not (tmp_path / "tune").exists() and time.monotonic() - began < 20  # no job was launched
 
 
 def test_a_table_of_native_only_leaves_the_library_alone():

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import time
+import traceback
 from dataclasses import dataclass, replace
 from functools import partial
 from math import nan
@@ -34,7 +36,6 @@ from a2a.sweep.config import PER_RANK_MEANS, SweepConfig
 from a2a.sweep.grid import Point, points
 from a2a.sweep.mesh import Layout, group_comm
 from a2a.sweep.session import (
-    EXIT_TERMINATED,
     Backend,
     Observer,
     Output,
@@ -72,8 +73,8 @@ def resume_measured(comm: Any, directory: Path, dtype: str | None = None, force:
         raise BadConfig(f"{directory} sweeps up to {max(config.nprocs)} ranks; this job has {comm.size}")
     library, recorded = MPI.Get_library_version().strip(), state.meta.get("mpi_library") or ""
     if recorded and library != recorded and not force:
-        raise BadConfig(f"{directory} was measured with {_first_line(recorded)}, but this job runs "
-                        f"{_first_line(library)}; resume under the same library, or give --force-resume "
+        raise BadConfig(f"{directory} was measured with {_library_name(recorded)}, but this job runs "
+                        f"{_library_name(library)}; resume under the same library, or give --force-resume "
                         "to add this library's points to the record (meta.json lists each launch's library)")
     if dtype and dtype != config.dtype:
         if not force:
@@ -83,15 +84,17 @@ def resume_measured(comm: Any, directory: Path, dtype: str | None = None, force:
     return state
 
 
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else "an unknown MPI library"
+def _library_name(text: str) -> str:
+    return _first_line(text) or "an unknown MPI library"
 
 
 def measure_sweep(comm: Any, directory: Path, state: SweepState, output: Output, stop: StopRequest,
                   timeout: float) -> int:
-    """Measure every point of the sweep not yet recorded; rank 0 keeps the record. The exit code.
+    """Measure every point of the sweep not yet recorded; rank 0 keeps the record. The exit code, the same on
+    every rank.
 
-    A failure on any rank, rank 0's files included, ends the whole job with its message.
+    A point's error fails that point (measure); any other error on any rank (rank 0's files, say) ends the whole
+    job with its message.
     """
     with abort_on_error(comm):
         facts = describe_run(comm)
@@ -101,10 +104,9 @@ def measure_sweep(comm: Any, directory: Path, state: SweepState, output: Output,
             observer: Observer = Session(directory, state, backend, output)
         else:
             observer = Observer()
-        finished = run_sweep(comm, state.config, state.done, observer, stop)
-        if comm.rank == 0:
-            observer.finish("complete" if finished else f"terminated by {stop.name}")
-    return 0 if finished else EXIT_TERMINATED
+        finished = run_sweep(comm, state, observer, stop)
+        code = observer.finish("complete" if finished else f"terminated by {stop.name}") if comm.rank == 0 else None
+        return comm.bcast(code, root=0)
 
 
 def table_details(config: SweepConfig) -> str:
@@ -146,18 +148,18 @@ class Context:
                                    for m in layouts]}
 
 
-def run_sweep(world: Any, config: SweepConfig, done: set[tuple], observer: Observer,
-              stop_requested: Callable[[], bool]) -> bool:
-    """Measure every point not in `done`; return False if a stop request cut the sweep short."""
+def run_sweep(world: Any, state: SweepState, observer: Observer, stop_requested: Callable[[], bool]) -> bool:
+    """Measure every point not yet recorded; return False if a stop request cut the sweep short."""
     from mpi4py import MPI
 
+    config = state.config
     for nprocs in config.nprocs:
-        todo = [p for p in points(config, nprocs) if p.key not in done]
+        todo = [p for p in points(config, nprocs) if p.key not in state.done]
         member = world.rank < nprocs and bool(todo)
         sub = world.Split(0 if member else MPI.UNDEFINED, world.rank)
         stopped, rows = False, []
         if member:
-            stopped, rows = _measure_all(sub, config, todo, observer, stop_requested)
+            stopped, rows = _measure_all(sub, config, todo, state.ended, observer, stop_requested)
             sub.Free()
         idle_barrier(world)  # ranks outside this count sleep here instead of spinning
         if world.allreduce(stopped or stop_requested(), op=MPI.LOR):
@@ -167,44 +169,116 @@ def run_sweep(world: Any, config: SweepConfig, done: set[tuple], observer: Obser
     return True
 
 
-def _measure_all(sub: Any, config: SweepConfig, todo: list[Point], observer: Observer,
+def _measure_all(sub: Any, config: SweepConfig, todo: list[Point], ended: dict[tuple, str], observer: Observer,
                  stop_requested: Callable[[], bool]) -> tuple[bool, list[Row]]:
     context = Context.of(sub, config.ppn, config.timing)
     if sub.rank == 0:
         observer.start_nprocs(sub.size, context.facts([m for m in config.layouts if m.nprocs == sub.size]))
+    judge = sub.Dup()  # where the ranks agree on a point's failure, apart from every message of the point
     rows = []
-    for point in todo:
-        if sub.rank == 0:
-            observer.start_point(point)
-        measured = measure(sub, point, config, context, stop_requested)
-        if measured is None:
-            return True, rows
-        row, samples = measured
-        rows.append(row)
-        if sub.rank == 0:
-            observer.end_point(row, samples)
+    try:
+        for point in todo:
+            if sub.rank == 0:
+                observer.start_point(point)
+            measured = _skipped(point, context, ended[point.key]) if point.key in ended else \
+                measure(sub, judge, point, config, context, stop_requested)
+            if measured is None:
+                return True, rows
+            row, samples, detail = measured
+            rows.append(row)
+            if sub.rank == 0:
+                observer.end_point(row, samples, detail)
+    finally:
+        judge.Free()
     return False, rows
 
 
-def measure(comm: Any, point: Point, config: SweepConfig, context: Context,
-            stop_requested: Callable[[], bool]) -> tuple[Row, np.ndarray] | None:
+Measured = tuple[Row, np.ndarray, str]  # the row, its samples, and the full text behind a failure's note
+
+
+def _skipped(point: Point, context: Context, why: str) -> Measured:
+    """The row of a point not run again: it ended an earlier launch."""
+    row = point.row(context.nnodes, context.ppn)
+    if why:
+        _noted(row, f"skipped: {why}; resume does not run it again")
+    return row, np.zeros(0), ""
+
+
+def measure(comm: Any, judge: Any, point: Point, config: SweepConfig, context: Context,
+            stop_requested: Callable[[], bool]) -> Measured | None:
     """Plan, warm up, time and check one point (collective); None if a stop was requested.
 
-    With a mesh layout the algorithm runs in every replica group at once; timing and checks
-    still span all of `comm`, so a sample is the max over every rank of every group.
+    An exception on any rank (a plug-in's, the library's, a refused argument) makes the point failed on every
+    rank, with its one-line cause, and the sweep goes on, once every rank has come to agree on it (`judge`);
+    ranks that do not come within AGREEMENT_SECONDS are still inside the exchange, and the job ends. With a mesh
+    layout the algorithm runs in every replica group at once; timing and checks still span all of `comm`, so a
+    sample is the max over every rank of every group.
     """
     row = point.row(context.nnodes, context.ppn, warmup=config.warmup, note=describe_oversubscription(context.crowded),
                     topology=emulated_topology(), imbalance=1.0 if point.bytes_per_peer else nan)
     group = group_comm(comm, point.layout) if point.layout else comm
+    plans: list[Any] = []
     try:
-        return _time_and_check(comm, group, point, config, context, row, stop_requested)
-    finally:
-        if group is not comm:
-            group.Free()
+        measured, problem = _time_and_check(comm, group, point, config, context, row, stop_requested, plans), None
+    except Exception as error:  # any rank's error is every rank's failed point, agreed below
+        measured, problem = None, error
+    failures = agreed_failures(judge, problem, point)
+    for plan in plans:  # after the agreement: freeing may be collective (RMA windows)
+        plan.free()
+    if group is not comm:
+        group.Free()
+    if failures:
+        rank, kind, message, _ = failures[0]
+        note = f"failed on {'rank' if len(failures) == 1 else 'ranks'} {_ranges([f[0] for f in failures])}: " \
+               f"{kind}: {message}"
+        row, samples, _ = _noted(row, note)
+        return row, samples, "\n".join(f"rank {r}:\n{trace}" for r, _, _, trace in failures)
+    return measured
+
+
+# How long a rank whose call failed waits for the others to agree before the job ends: ranks that raise at the same
+# check arrive within a scheduler slice of each other, even oversubscribed; one stuck in the exchange never does.
+AGREEMENT_SECONDS = 10.0
+
+
+def agreed_failures(judge: Any, problem: BaseException | None, point: Point,
+                    seconds: float = AGREEMENT_SECONDS) -> list[tuple[int, str, str, str]]:
+    """Every rank's (rank, exception type, first line of its message, traceback) of this point, on every rank (none
+    when all succeeded). A rank that failed waits `seconds` for the others; if they do not come, they are stuck
+    in the exchange it left, and the job ends with its error."""
+    from mpi4py import MPI
+
+    mine, anyone = np.array([problem is not None], np.int32), np.zeros(1, np.int32)
+    request = judge.Iallreduce(mine, anyone, MPI.MAX)
+    if problem is None:
+        request.Wait()
+    elif not _within(request, seconds):
+        abort_job(judge, f"{point} failed on this rank, and the other ranks did not come to agree on it within "
+                         f"{seconds:g} s: they are still inside the exchange, so the job ends here; --resume skips "
+                         f"this point.\n{_traceback(problem)}", 1)
+    if not anyone[0]:
+        return []
+    said = None if problem is None else (type(problem).__name__, _first_line(str(problem)), _traceback(problem))
+    return [(rank, *found) for rank, found in enumerate(judge.allgather(said)) if found]
+
+
+def _within(request: Any, seconds: float) -> bool:
+    """Whether `request` completes within `seconds` (tested every millisecond, sleeping between)."""
+    deadline = time.monotonic() + seconds
+    while not request.Test():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True
+
+
+def _traceback(problem: BaseException) -> str:
+    return "".join(traceback.format_exception(problem)).rstrip()
 
 
 def _time_and_check(comm: Any, group: Any, point: Point, config: SweepConfig, context: Context, row: Row,
-                    stop_requested: Callable[[], bool]) -> tuple[Row, np.ndarray] | None:
+                    stop_requested: Callable[[], bool], plans: list[Any]) -> Measured | None:
+    """The point measured into `row`, its plans left in `plans` for the caller to free."""
     try:
         traffic = traffic_of(point.collective, point.workload, group.size, point.bytes_per_peer, point.dtype,
                              config.seed)
@@ -217,24 +291,20 @@ def _time_and_check(comm: Any, group: Any, point: Point, config: SweepConfig, co
     sets, short = buffer_sets(group, point.cache, traffic.buffers(group.rank),
                               config.warmup + 2 * config.iterations + 10, config.max_memory)
     tcp_before = _sum_over_hosts(comm, context)
-    algorithm, plans = get(point.variant.name), []
+    algorithm = get(point.variant.name)
     try:
-        try:
-            for sendbuf, recvbuf in sets:
-                plans.append(traffic.plan(algorithm, group, sendbuf, recvbuf, point.variant.options))
-        except A2AError as refused:  # raised alike on every rank (the checks are collective)
-            return _noted(row, f"refused: {refused}")
-        row.note = "; ".join(n for n in (row.note, plans[0].note) if n)  # e.g. bine's fallback to pairwise
-        if point.cache == "cold":
-            evict()
-        samples, stopped, timing_note, enough = _samples(comm, cycling([plan.run for plan in plans]), point, config,
-                                                         context, stop_requested)
-        if stopped:
-            return None
-        wrong = _check(comm, plans[0], sets[0][1], traffic.expected(group.rank)) if config.check else []
-    finally:
-        for plan in plans:
-            plan.free()
+        for sendbuf, recvbuf in sets:
+            plans.append(traffic.plan(algorithm, group, sendbuf, recvbuf, point.variant.options))
+    except A2AError as refused:  # raised alike on every rank (the checks are collective)
+        return _noted(row, f"refused: {refused}")
+    row.note = "; ".join(n for n in (row.note, plans[0].note) if n)  # e.g. bine's fallback to pairwise
+    if point.cache == "cold":
+        evict()
+    samples, stopped, timing_note, enough = _samples(comm, cycling([plan.run for plan in plans]), point, config,
+                                                     context, stop_requested)
+    if stopped:
+        return None
+    wrong = _check(comm, plans[0], sets[0][1], traffic.expected(group.rank)) if config.check else []
     tcp_after = _sum_over_hosts(comm, context)
     stats = Stats.of(samples, config.stall_threshold)
     _fill(row, stats, config, point.timing)
@@ -247,7 +317,7 @@ def _time_and_check(comm: Any, group: Any, point: Point, config: SweepConfig, co
         _noted(row, f"WRONG RESULT on ranks {_ranges(wrong)}")
     if tcp_before is not None and tcp_after is not None:
         row.tcp_timeouts, row.tcp_loss_probes = (after - before for after, before in zip(tcp_after, tcp_before))
-    return row, samples
+    return row, samples, ""
 
 
 def _samples(comm: Any, run: Callable[[], Any], point: Point, config: SweepConfig, context: Context,
@@ -265,10 +335,14 @@ def _samples(comm: Any, run: Callable[[], Any], point: Point, config: SweepConfi
     return (*timed, "", True)
 
 
-def _noted(row: Row, note: str) -> tuple[Row, np.ndarray]:
+def _noted(row: Row, note: str) -> Measured:
     """Put `note` first in the row's note (skip and refusal notes are read by their prefix)."""
     row.note = "; ".join(n for n in (note, row.note) if n)
-    return row, np.zeros(0)
+    return row, np.zeros(0), ""
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
 
 
 def _check(comm: Any, plan: Any, recvbuf: np.ndarray, expected: np.ndarray) -> list[int]:

@@ -219,6 +219,7 @@ def _open_csv(path: Path, columns: list[str]) -> tuple[Any, csv.DictWriter]:
     writer = csv.DictWriter(handle, fieldnames=columns)
     if fresh:
         writer.writeheader()
+        _sync(handle)  # a launch killed before its first row still leaves a record that resumes
     return handle, writer
 
 

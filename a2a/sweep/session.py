@@ -21,8 +21,8 @@ from a2a.algos.plugins import load_plugin
 from a2a.algos.registry import get
 from a2a.errors import BadConfig
 from a2a.record import report
-from a2a.record.meta import BACKENDS, backend_of, launch_meta, now
-from a2a.record.results import Recorder, Row, read_meta, read_rows, write_meta
+from a2a.record.meta import BACKENDS, RUNNING, backend_of, launch_meta, now
+from a2a.record.results import Recorder, Row, read_meta, read_rows, read_samples, write_meta
 from a2a.sweep.config import SweepConfig
 from a2a.sweep.grid import Point, points
 from a2a.units import human_bytes
@@ -30,6 +30,7 @@ from a2a.units import human_bytes
 EXIT_TERMINATED = 143
 EXIT_TIMEOUT = 124
 EXIT_NOTHING = 1  # the launch ran, and not one of its points succeeded
+NOTHING = "no point was {}"  # how a launch that measured (or simulated) no valid point begins to say so
 ERRORS_LOG = "errors.log"  # in the record: the full text (backtraces included) behind each failed point's note
 FORMATS = ("table", "tpu", "csv", "json")
 PROGRESS_EVERY = 15.0  # seconds between progress lines when stderr is not a terminal
@@ -43,6 +44,7 @@ class SweepState:
     plugins: list[str]
     done: set[tuple] = field(default_factory=set)
     meta: dict[str, Any] = field(default_factory=dict)
+    ended: dict[tuple, str] = field(default_factory=dict)  # points that ended an earlier launch, and how
 
     @property
     def todo(self) -> list[Point]:
@@ -62,7 +64,21 @@ def resume_state(directory: Path, backend: str) -> SweepState:
     for plugin in meta.get("plugins", []):
         load_plugin(plugin)
     done = {row.key for row in read_rows(directory)} if (directory / "results.csv").exists() else set()
-    return SweepState(SweepConfig.from_dict(meta["config"]), meta.get("plugins", []), done, meta)
+    ended = ended_by(meta)
+    if ended and set(ended) & set(read_samples(directory)):  # it was measured: the end came while it was recorded
+        ended = {}
+    return SweepState(SweepConfig.from_dict(meta["config"]), meta.get("plugins", []), done, meta, ended)
+
+
+def ended_by(meta: dict[str, Any]) -> dict[tuple, str]:
+    """The point a launch was inside when it died or timed out (not when it was stopped by a signal), and how."""
+    running = meta.get("point_in_progress")
+    last = (meta.get("launches") or [{}])[-1]
+    status = str(last.get("status") or meta.get("status"))
+    if not running or not (status == RUNNING or status.startswith("timeout")):
+        return {}
+    how = "the job died during it" if status == RUNNING else "it ran past --timeout"
+    return {tuple(running["key"]): f"{how} in the launch of {last.get('start', '?')}"}
 
 
 def option_defaults(config: SweepConfig) -> dict[str, dict[str, str]]:
@@ -152,6 +168,8 @@ class Session(Observer):
                                              self.recorder.dropped)
         self.write()
         self.say(f"a2a {'sweep' if backend.name == 'mpi' else 'simulation'}: {self.total} points -> {directory}")
+        for why in state.ended.values():
+            _say(f"note: skipping {state.meta['point_in_progress']['point']}: {why}; it is recorded as skipped")
 
     def write(self) -> None:
         """meta.json as it stands."""
@@ -169,6 +187,8 @@ class Session(Observer):
         self.write()
 
     def start_point(self, point: Point) -> None:
+        self.meta["point_in_progress"] = {"key": list(point.key), "point": str(point)}
+        self.write()
         if self.backend.timeout is not None:
             self.watchdog = threading.Timer(self.backend.timeout, self._timed_out, (point,))
             self.watchdog.daemon = True
@@ -180,6 +200,7 @@ class Session(Observer):
         if detail:
             self._log_error(row, detail)
         self.recorder.add(row, samples)
+        self.meta.pop("point_in_progress", None)
         self.rows.append(row)
         self.launch["points"] = len(self.rows)
         if not row.valid and "WRONG RESULT" in row.note:
@@ -270,7 +291,7 @@ def nothing_succeeded(rows: list[Row], backend: str) -> str:
     what = "measured" if backend == "mpi" else "simulated"
     others = f"{count} of {len(rows)} points, the others for {len(notes) - 1} other reasons" if len(notes) > 1 else \
         f"all {len(rows)} points"
-    return f"no point was {what}: {note} ({others})"
+    return f"{NOTHING.format(what)}: {note} ({others})"
 
 
 def _say(text: str, err: bool = True, nl: bool = True) -> None:

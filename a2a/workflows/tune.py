@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -43,6 +44,7 @@ from a2a.record.results import NATIVE, read_meta, write_meta
 from a2a.sweep.config import from_options
 from a2a.sweep.naming import named
 from a2a.sweep.parsing import parse_counts
+from a2a.sweep.session import EXIT_NOTHING, NOTHING
 from a2a.units import human_bytes
 
 FORMATS = {"MPICH": ("mpich", "json"), "Open MPI": ("ompi", "rules")}  # library -> (export format, file suffix)
@@ -96,18 +98,29 @@ def tune(values: dict[str, Any], say: Any = print) -> int:
                         **{k: given[k] for k in ("iterations", "verify_iterations", "launches", "rounds", "metric",
                                                  "alpha", "revert_slower", "keep_unstable", "job_timeout")
                            if k in given})
-    if not 0 < config.alpha < 1:
-        raise BadConfig(f"--alpha {config.alpha}; accepted: a level strictly between 0 and 1")
-    for plugin in given.get("plugin", ()):
-        load_plugin(plugin)
-    from_options({"sizes": config.sizes, "nprocs": ",".join(map(str, config.nprocs)),
-                  "algorithms": config.algorithms, "option": given.get("option", ())},
-                 world=max(config.nprocs))  # the whole grid refused now, not in the first job
+    check_grid(config, given.get("plugin", ()), given.get("option", ()))
     directory = named(given.get("output"), prefix="tune-")
     if (directory / "meta.json").exists():
         raise BadConfig(f"{directory} already holds a tune; go on with --resume {directory}, "
                         "or choose another --output")
     return Tune(directory, config, say).run()
+
+
+def check_grid(config: TuneConfig, plugins: tuple[str, ...], options: tuple[str, ...]) -> None:
+    """Everything the jobs would refuse, refused now (BadConfig or BadOption): process counts, sizes, algorithms,
+    options, plug-ins, the launcher, the significance level."""
+    if not 0 < config.alpha < 1:
+        raise BadConfig(f"--alpha {config.alpha}; accepted: a level strictly between 0 and 1")
+    if shutil.which(config.launcher[0]) is None:
+        raise BadConfig(f"--launcher {shlex.join(config.launcher)}: {config.launcher[0]} is not found; accepted: a "
+                        "command on PATH that launches MPI jobs with -n N (mpiexec, srun)")
+    for plugin in plugins:
+        load_plugin(plugin)
+    swept = from_options({"sizes": config.sizes, "nprocs": ",".join(map(str, config.nprocs)),
+                          "algorithms": config.algorithms, "option": options}, world=max(config.nprocs))
+    if 0 in swept.sizes:
+        raise BadConfig("--sizes 0: a tuning file chooses by bytes per peer, and 0 bytes moves nothing; accepted: "
+                        "sizes of 1 byte or more")
 
 
 def library_format(library: str) -> tuple[str, str, str]:
@@ -197,6 +210,11 @@ class Tune:
         code, self.child = self.child.returncode, None
         if self.stopped:
             raise Stopped()
+        said = f"error: {NOTHING.format('measured')}"
+        cause = next((line for line in err.splitlines() if line.startswith(said)), None)
+        if code == EXIT_NOTHING and cause:  # it ran, and says in a line of its own why no point was measured
+            raise HarnessError(f"{name} measured no valid point ({cause.removeprefix('error: ')}): "
+                               f"{shlex.join(command)}")
         if code != 0:
             raise HarnessError(f"{name} failed (exit {code}): {shlex.join(command)}\n{err.strip()[-3000:]}")
         self._done(name, {"command": command})
@@ -248,8 +266,8 @@ class Tune:
 
     def _finish(self, made: Made, rows: list[dict[str, Any]]) -> None:
         variables = made.environment
-        applying = self._apply_files(variables)
-        self.meta.update(status="complete", end=now(), file=made.path, environment=variables,
+        won = faster_and_none_slower(rows, self.config.alpha)
+        self.meta.update(status="complete", end=now(), file=made.path, environment=variables, verified=won,
                          gains=[{k: row[k] for k in ("nprocs", "bytes_per_peer", "baseline_us", "tuned_us", "ratio",
                                                      "p")} for row in rows])
         self._write()
@@ -259,6 +277,12 @@ class Tune:
         self.say(verdict(rows, self.config.alpha, self.config.revert_slower))
         for line in made.exported.warnings:
             self.say(f"warning: {line}")
+        if not won:
+            self.say(f"\nnot applied: the file made no cell significantly faster without making one slower "
+                     f"(alpha {self.config.alpha}); it stays for inspection in {made.path}, and MPI_Alltoall of "
+                     "this library stays as it is")
+            return
+        applying = self._apply_files(variables)
         self.say(f"\nthe verified file: {made.path}\napply it with:\n  export "
                  + " ".join(f"{k}={shlex.quote(v)}" for k, v in variables.items()))
         if self.meta["library"] == "Open MPI":
@@ -339,10 +363,21 @@ def gains_table(rows: list[dict[str, Any]], alpha: float) -> str:
                     disable_numparse=True)
 
 
+def significant(rows: list[dict[str, Any]], alpha: float) -> tuple[list[dict], list[dict]]:
+    """The cells the file made significantly faster, and those it made significantly slower."""
+    real = [r for r in rows if r["p"] is not None and r["p"] < alpha]
+    return [r for r in real if r["ratio"] < 1], [r for r in real if r["ratio"] > 1]
+
+
+def faster_and_none_slower(rows: list[dict[str, Any]], alpha: float) -> bool:
+    """Whether a file may be offered to apply: some cell significantly faster with it, none slower."""
+    faster, slower = significant(rows, alpha)
+    return bool(faster) and not slower
+
+
 def verdict(rows: list[dict[str, Any]], alpha: float, reverted: bool) -> str:
     """In one line: where the file made the library faster, and slower."""
-    faster = [r for r in rows if r["p"] is not None and r["p"] < alpha and r["ratio"] < 1]
-    slower = [r for r in rows if r["p"] is not None and r["p"] < alpha and r["ratio"] > 1]
+    faster, slower = significant(rows, alpha)
     text = (f"faster at {len(faster)} of {len(rows)} points (down to {min(r['ratio'] for r in faster):.2f} of the "
             "time)" if faster else f"no point significantly faster (alpha {alpha})")
     if slower:

@@ -102,7 +102,8 @@ def dimensional(comm, sendbuf, recvbuf, *, dims: str = "auto"):
     # the last phase writes recv; going back, the phases alternate between temp and recv
     targets = [recv if (len(extents) - 1 - k) % 2 == 0 else temp for k in range(len(extents))]
     sources = [send] + targets[:-1]
-    steps = [(line.Alltoall, [source, 1, layout], [target, 1, layout])
+    count = 1 if width else 0  # empty buffers may share an address, which MPI refuses as aliased unless nothing moves
+    steps = [(line.Alltoall, [source, count, layout], [target, count, layout])
              for (line, layout), source, target in zip(phases, sources, targets)]
 
     def run():
