@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Build SimGrid's SMPI (smpirun, smpireplaymain) from its source release on PyPI into PREFIX.
-# Why not Debian 12's SimGrid 3.32: it keeps every detached (eager) send of the whole job in one
-# list and removes each finished send by a scan of it, so a schedule with all p(p-1) messages in
-# flight (linear) replays in O(p^4); 3.34 made that list a set. About 12 minutes on 2 cores.
-# Usage: bash mk/simgrid.sh [PREFIX]   (default /usr/local; smpirun lands in PREFIX/bin)
+# Why not Debian 12's SimGrid 3.32 (which works: A2A_SMPIRUN=/usr/bin/smpirun picks it): it keeps
+# every detached (eager) send of the whole job in one list and removes each finished send by a scan
+# of it, so a schedule with all p(p-1) messages in flight (linear) replays in O(p^4); 3.34 made that
+# list a set. About 12 minutes on 2 cores.
+# Usage: bash mk/simgrid.sh [PREFIX]   (default /usr/local; smpirun lands in PREFIX/bin: put PREFIX/bin
+# first on PATH, or name it in A2A_SMPIRUN=PREFIX/bin/smpirun)
 set -euo pipefail
 VERSION=4.1
 SHA256=23ac24cb5b2467f1f051c992ec921b4a9f8f5ac2df16c489bd01bf1c44e6e817

@@ -171,13 +171,41 @@ def test_link_parsing():
 
 
 def test_missing_simgrid_is_named(monkeypatch):
+    monkeypatch.delenv(simgrid.SMPIRUN_VARIABLE, raising=False)
     monkeypatch.setattr(simgrid.shutil, "which", lambda name: None)
     problem = simgrid.missing()
     assert "no smpirun" in problem and "make simgrid" in problem and "libsimgrid-dev" in problem
 
 
+def test_an_smpirun_named_that_is_none_is_refused_once_before_anything_runs(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv(simgrid.SMPIRUN_VARIABLE, str(tmp_path / "nowhere" / "smpirun"))
+    code, _, err = simulate(tmp_path, capsys, "--nprocs", "4", "--sizes", "8", "--algorithms", "linear")
+    assert code == 2 and err.count(f"A2A_SMPIRUN={tmp_path / 'nowhere' / 'smpirun'} names no program") == 1
+    assert "/usr/bin/smpirun" in err and not (tmp_path / "sim").exists()
+
+
+def test_simgrid_before_3_32_is_refused_once_before_anything_runs(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(simgrid, "missing", lambda: None)
+    monkeypatch.setattr(simgrid, "version", lambda: "3.25")
+    code, _, err = simulate(tmp_path, capsys, "--nprocs", "4", "--sizes", "8", "--algorithms", "linear")
+    assert code == 2 and err.count("SimGrid 3.25") == 1 and "3.32 or later" in err and "make simgrid" in err
+    assert not (tmp_path / "sim").exists()
+    assert simgrid.unsupported("3.32") is None and simgrid.unsupported("4.1") is None
+
+
+def test_smpirun_before_3_34_reads_a_message_cost_as_a_threshold_table(monkeypatch):
+    """3.32's SMPI reads smpi/os only as THRESHOLD:BASE:PER_BYTE (one value crashes it); 3.34 and later read one."""
+    config = ["--cfg=smpi/os:0.5", "--cfg=smpi/ois:0.5", "--cfg=smpi/or:0.7", "--cfg=smpi/bw-factor:0:1"]
+    monkeypatch.setattr(simgrid, "version", lambda: "3.32")
+    assert simgrid.smpirun_config(config) == ["--cfg=smpi/os:0:0.5:0", "--cfg=smpi/ois:0:0.5:0",
+                                              "--cfg=smpi/or:0:0.7:0", "--cfg=smpi/bw-factor:0:1"]
+    monkeypatch.setattr(simgrid, "version", lambda: "4.1")
+    assert simgrid.smpirun_config(config) == config
+
+
 @pytest.mark.parametrize("layout", ["lib/simgrid", "lib/x86_64-linux-gnu/simgrid"])
 def test_the_replayer_is_the_one_of_smpiruns_simgrid(tmp_path, monkeypatch, layout):
+    monkeypatch.delenv(simgrid.SMPIRUN_VARIABLE, raising=False)
     for tree in ("built", "other"):  # a replayer on PATH from another SimGrid must not be taken
         for path in (tmp_path / tree / "bin" / "smpirun", tmp_path / tree / layout / "smpireplaymain"):
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -41,7 +41,7 @@ RESUMABLE = ("resume", "quiet", "fmt", "keep_traces", "replay_timeout", "jobs", 
 def simulate(values: dict[str, Any], output: Output) -> int:
     """`bench simulate` as one call: every option checked before anything is captured, then the sweep simulated.
     The exit code."""
-    problem = simgrid.missing()
+    problem = simgrid.missing() or simgrid.unsupported(simgrid.version())
     if problem:
         raise BadConfig(problem)
     if values.get("resume"):

@@ -151,7 +151,7 @@ def platform_xml(fabric: Any, link: Link, copy_bandwidth: float) -> str:
     return ("<?xml version='1.0'?>\n"
             '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n'
             '<platform version="4.1">\n'
-            # in a zone of its own: SimGrid 4.1 crashes on a torus or fat tree cluster at the top level
+            # in a zone of its own: SimGrid 4.1 crashes on a torus or fat tree cluster at the top level (3.32 does not)
             '  <zone id="world" routing="Full">\n'
             f"    <cluster {cluster}/>\n"
             "  </zone>\n"

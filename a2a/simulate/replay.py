@@ -17,7 +17,7 @@ from typing import Any
 from a2a.errors import CaptureError
 from a2a.simulate.events import Schedule
 from a2a.simulate.platforms import HOST_SPEED, TIME_SCALE, Link, hosts_of, platform_xml
-from a2a.simulate.simgrid import replayer, smpirun
+from a2a.simulate.simgrid import replayer, smpirun, smpirun_config
 from a2a.simulate.traces import Traces, write_traces
 
 
@@ -78,7 +78,7 @@ class ReplayJob:
             command = [smpirun(), "-np", str(self.nprocs), "-platform", str(self.platform), "-hostfile",
                        str(self.hostfile), "-replay", str(self.listing), replayer(),
                        f"--cfg=smpi/host-speed:{HOST_SPEED:.0f}f", "--log=root.thres:warning",
-                       "--log=smpi_replay.thres:info", *config]
+                       "--log=smpi_replay.thres:info", *smpirun_config(config)]
         self.began, self.timeout, self.expired = time.monotonic(), timeout, False
         with open(self.where / "replay.log", "w") as log:
             # a session of its own: smpirun is a script, and a stopped replay must not leave its simulator running

@@ -339,7 +339,11 @@ int main(int argc, char* argv[])
     fail("usage: s4u_replay PLATFORM HOSTFILE LISTING [--scale=F] [--cfg=smpi/os:S] [--cfg=smpi/ois:S] "
          "[--cfg=smpi/or:S] [--cfg=...]");
   sg4::Engine::set_config("network/model:SMPI");  // as smpirun sets them
+#if SIMGRID_VERSION_MAJOR > 3 || SIMGRID_VERSION_MINOR >= 34
   sg4::Engine::set_config("precision/timing:1e-9");
+#else  // Debian's 3.32: the same key by its old name (3.34 renamed it)
+  sg4::Engine::set_config("surf/precision:1e-9");
+#endif
   engine.load_platform(paths[0]);
 
   std::ifstream hostfile(paths[1]), listing(paths[2]);
