@@ -563,13 +563,50 @@ def test_bad_input_is_refused_once(tmp_path, capsys, args, message):
 @needs_simgrid
 @pytest.mark.parametrize("replayer", simgrid.REPLAYERS)
 def test_replay_over_its_time_is_stopped_and_recorded(tmp_path, capsys, replayer):
-    """A replay longer than --replay-timeout is stopped; its point is kept with a note, the others go on.
+    """A replay longer than --replay-timeout is stopped; its point is kept with a note, the others go on; with no
+    point simulated, the simulation ends with 1 and says why once.
     (64 ranks: each replay takes 0.1 s or more, the limit's timer may wait a few ms for the GIL.)"""
-    assert simulate(tmp_path, capsys, "--platform", "switch", "--nprocs", "64", "--sizes", "8",
-                    "--algorithms", "linear,pairwise", "--replay-timeout", "0.001", "--replayer", replayer)[0] == 0
+    code, _, err = simulate(tmp_path, capsys, "--platform", "switch", "--nprocs", "64", "--sizes", "8",
+                            "--algorithms", "linear,pairwise", "--replay-timeout", "0.001", "--replayer", replayer)
+    assert code == 1 and err.count("the replay took more than 0.001 s") == 1, err
     record = rows(tmp_path / "sim")
     assert [r["algorithm"] for r in record] == ["linear", "pairwise"]
     assert all("not simulated: the replay took more than 0.001 s" in r["note"] for r in record), record
+
+
+CRASHING = """#!/bin/sh
+case "$1" in --version|-version) echo "SimGrid version 4.1"; exit 0;; esac
+echo "terminate called after throwing an instance of 'std::out_of_range'"
+echo "Backtrace (displayed in actor maestro):"
+echo "  ->  #0 simgrid::xbt::Backtrace::Backtrace()"
+echo "  ->  #1 simgrid::smpi::utils::parse_factor(std::string const&)"
+kill -ABRT $$
+"""
+
+
+@pytest.mark.parametrize("replayer", simgrid.REPLAYERS)
+def test_a_simulation_whose_every_replay_fails_ends_with_1_and_says_why_once(tmp_path, capsys, monkeypatch,
+                                                                             replayer):
+    """Replayers that abort with a backtrace (smpirun and smpireplaymain of a SimGrid that A2A_SMPIRUN names, or
+    the S4U replayer): each note is one line, the backtraces are in the record's errors.log, the cause is said
+    once, and the simulation ends with 1."""
+    fake = tmp_path / "simgrid"
+    for program in (fake / "bin" / "smpirun", fake / "lib" / "simgrid" / "smpireplaymain", fake / "s4u_replay"):
+        program.parent.mkdir(parents=True, exist_ok=True)
+        program.write_text(CRASHING)
+        program.chmod(0o755)
+    monkeypatch.setenv(simgrid.SMPIRUN_VARIABLE, str(fake / "bin" / "smpirun"))
+    monkeypatch.setattr(simgrid, "s4u_replayer", lambda: str(fake / "s4u_replay"))
+    code, _, err = simulate(tmp_path, capsys, "--nprocs", "4", "--sizes", "8,1K", "--algorithms", "linear,pairwise",
+                            "--replayer", replayer)
+    failed = f"{'s4u_replay' if replayer == 's4u' else 'smpirun'} failed (exit -6, SIGABRT)"
+    assert code == 1 and err.count(failed) == 1 and err.count("no point was simulated") == 1, err
+    record = rows(tmp_path / "sim")
+    assert len(record) == 4 and {r["note"] for r in record} == {f"not simulated: {failed}"}
+    meta = json.loads((tmp_path / "sim" / "meta.json").read_text())
+    assert meta["errors_log"] == "errors.log" and meta["smpirun"] == str(fake / "bin" / "smpirun")
+    log = (tmp_path / "sim" / "errors.log").read_text()
+    assert log.count("parse_factor(std::string const&)") == 4 and log.count(failed) >= 4
 
 
 class LoggedReplay:

@@ -143,16 +143,17 @@ class Replays:
                  room: tuple[int, int, bool], cache: ScheduleCache, s4u: str | None = None):
         self.session, self.machine, self.keep, self.replay_timeout = session, machine, keep, replay_timeout
         (self.jobs, self.memory, self.bounded), self.cache, self.s4u = room, cache, s4u
-        self.schedules: dict[tuple, Schedule | str] = {}
+        self.schedules: dict[tuple, Schedule | A2AError] = {}
         self.traces: dict[tuple, traces.Traces] = {}  # the unit schedule's, which the S4U replayer scales
         self.replayed: dict[str, tuple[str, replay.Replay]] = {}  # ReplayJob.identity -> (variant, its replay)
-        self.running: deque[tuple[Row, replay.ReplayJob | Replayed | None]] = deque()
+        # each point's row, its replay (None: none runs), and the full text behind a failure's one-line note
+        self.running: deque[tuple[Row, replay.ReplayJob | Replayed | None, str]] = deque()
         self.nprocs: int | None = None
 
     def run(self, todo: list[Point]) -> None:
         """Replay each point; a variant's sizes come together (one capture serves them), process counts in order."""
         for point in todo:
-            row, job = self._ready(point)
+            row, job, detail = self._ready(point)
             if point.nprocs != self.nprocs:
                 self._collect(0)
                 self._end_nprocs()
@@ -160,13 +161,13 @@ class Replays:
                 self.session.start_nprocs(point.nprocs, {"nnodes": row.nnodes, "ppn": row.ppn,
                                                          "platform": row.platform})
             self._collect(self.jobs - 1)
-            self.running.append((row, self._started(row, job, point) if job else None))
+            self.running.append((row, self._started(row, job, point) if job else None, detail))
         self._collect(0)
         self._end_nprocs()
 
     def stop(self) -> None:
         """Stop the replays still running (after an interrupt)."""
-        for _, job in self.running:
+        for _, job, _ in self.running:
             if job:
                 job.stop()
 
@@ -175,12 +176,12 @@ class Replays:
         bytes fit beside theirs."""
         if self.running and self._held() + memory > self.memory:
             self.session.add("replays_waited_for_memory", 1)
-        while self.running and (self.running[0][1] is None or sum(j is not None for _, j in self.running) > left
+        while self.running and (self.running[0][1] is None or sum(j is not None for _, j, _ in self.running) > left
                                 or self._held() + memory > self.memory):
-            row, job = self.running[0]
-            seconds = self._simulated(row, job) if job else None
+            row, job, detail = self.running[0]
+            seconds, detail = self._simulated(row, job) if job else (None, detail)
             self.running.popleft()
-            self.session.end_point(row, [seconds] if seconds is not None else [])
+            self.session.end_point(row, [seconds] if seconds is not None else [], detail)
 
     def _room(self) -> int | None:
         """What a capture may hold beside the replays running: what they leave of the memory bound (None: no
@@ -194,7 +195,7 @@ class Replays:
         try:
             return capture(room)
         except CaptureOutgrew:
-            if room is None or not any(job for _, job in self.running):
+            if room is None or not any(job for _, job, _ in self.running):
                 raise
         self.session.add("captures_waited_for_replays", 1)
         self._collect(0)
@@ -202,14 +203,15 @@ class Replays:
 
     def _held(self) -> int:
         """About the bytes the replays running hold."""
-        return sum(job.memory() for _, job in self.running if job)
+        return sum(job.memory() for _, job, _ in self.running if job)
 
     def _end_nprocs(self) -> None:
         if self.nprocs is not None:
             self.session.end_nprocs(self.nprocs, [r for r in self.session.rows if r.nprocs == self.nprocs])
 
-    def _ready(self, point: Point) -> tuple[Row, replay.ReplayJob | None]:
-        """A point's row, and its replay's files (None with a note when it cannot be simulated)."""
+    def _ready(self, point: Point) -> tuple[Row, replay.ReplayJob | None, str]:
+        """A point's row, its replay's files (None with a note when it cannot be simulated), and the full text
+        behind that note."""
         shape, ppn = self.machine.placement(point.nprocs)
         row = point.row(math.ceil(point.nprocs / ppn), ppn, iterations=1, warmup=0, platform=shape.spec)
         key = (point.nprocs, point.variant.label, point.layout)
@@ -218,9 +220,8 @@ class Replays:
             self.traces.clear()  # (replays still running hold theirs)
             self.schedules[key] = self._capture(point, ppn)
         schedule = self.schedules[key]
-        if isinstance(schedule, str):
-            row.note = schedule
-            return row, None
+        if isinstance(schedule, A2AError):
+            return row, None, noted(row, "refused: ", schedule)
         link, copy_bandwidth = self.machine.link, self.machine.copy_bandwidth
         try:
             factor = row.count // schedule.count
@@ -229,13 +230,12 @@ class Replays:
                     self.traces[key] = traces.unit_traces(schedule, copy_bandwidth)
                 if not self.traces[key].collective:
                     return row, replay.ReplayJob(self.traces[key], shape, link, copy_bandwidth, None, self.s4u,
-                                                  factor)
+                                                  factor), ""
             scaled = schedule.scaled(factor) if factor != 1 else schedule
             keep = self.keep / f"{point.nprocs}-{point.variant.label}-{point.bytes_per_peer}" if self.keep else None
-            return row, replay.ReplayJob(scaled, shape, link, copy_bandwidth, keep, self.s4u)
+            return row, replay.ReplayJob(scaled, shape, link, copy_bandwidth, keep, self.s4u), ""
         except CaptureError as failed:
-            row.note = f"not simulated: {failed}"
-            return row, None
+            return row, None, noted(row, "not simulated: ", failed)
 
     def _started(self, row: Row, job: replay.ReplayJob, point: Point) -> replay.ReplayJob | Replayed:
         native = point.variant.name == NATIVE
@@ -253,13 +253,13 @@ class Replays:
         self._collect(self.jobs - 1, job.memory())
         return job.start(config, self.replay_timeout)
 
-    def _simulated(self, row: Row, job: replay.ReplayJob | Replayed) -> float | None:
-        """Fill the row from a finished replay; its simulated seconds, or None with the note why not."""
+    def _simulated(self, row: Row, job: replay.ReplayJob | Replayed) -> tuple[float | None, str]:
+        """Fill the row from a finished replay; its simulated seconds, or None with the note why not and the full
+        text behind it."""
         try:
             result = job.result()
         except CaptureError as failed:
-            row.note = f"not simulated: {failed}"
-            return None
+            return None, noted(row, "not simulated: ", failed)
         us = result.seconds * 1e6
         row.t_min_us = row.t_p50_us = row.t_p90_us = row.t_p95_us = row.t_p99_us = row.t_mean_us = row.t_max_us = us
         row.t_std_us = 0.0
@@ -270,10 +270,10 @@ class Replays:
         if not isinstance(job, Replayed):
             self.replayed[job.identity(job.config)] = (row.algorithm + (f":{row.options}" if row.options else ""),
                                                        result)
-        return result.seconds
+        return result.seconds, ""
 
-    def _capture(self, point: Point, ppn: int) -> Schedule | str:
-        """The schedule at unit size (scaled per size), or the refusal note."""
+    def _capture(self, point: Point, ppn: int) -> Schedule | A2AError:
+        """The schedule at unit size (scaled per size), or why it is refused."""
         nodes = self.machine.node_ranks(point.nprocs)
         options = {} if point.variant.name == NATIVE else point.variant.options
         group = (lambda world, layout=point.layout: group_comm(world, layout)) if point.layout else None
@@ -284,4 +284,13 @@ class Replays:
                 lambda room: capture_unit(point.variant.name, options, point.nprocs, point.dtype, room, nodes=nodes,
                                           group=group)))
         except A2AError as refused:
-            return f"refused: {refused}"
+            return refused
+
+
+def noted(row: Row, prefix: str, failure: Exception) -> str:
+    """Put a failure's first line in the row's note after `prefix`; the whole text when it has more lines (a replay's
+    output, a backtrace), for the record's errors log, else ''."""
+    text = str(failure).strip()
+    first = text.splitlines()[0] if text else type(failure).__name__
+    row.note = prefix + first
+    return text if text != first else ""

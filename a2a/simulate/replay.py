@@ -5,6 +5,7 @@ import hashlib
 import os
 import re
 import resource
+import shlex
 import signal
 import subprocess
 import tempfile
@@ -19,6 +20,9 @@ from a2a.simulate.events import Schedule
 from a2a.simulate.platforms import HOST_SPEED, TIME_SCALE, Link, hosts_of, platform_xml
 from a2a.simulate.simgrid import replayer, smpirun, smpirun_config
 from a2a.simulate.traces import Traces, write_traces
+
+TAIL_LINES = 40  # of a failed replay's output, for the record's errors.log (a backtrace included)
+SIGNALS = {int(s) for s in signal.Signals}
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,7 @@ class ReplayJob:
                        str(self.hostfile), "-replay", str(self.listing), replayer(),
                        f"--cfg=smpi/host-speed:{HOST_SPEED:.0f}f", "--log=root.thres:warning",
                        "--log=smpi_replay.thres:info", *smpirun_config(config)]
+        self.command = command
         self.began, self.timeout, self.expired = time.monotonic(), timeout, False
         with open(self.where / "replay.log", "w") as log:
             # a session of its own: smpirun is a script, and a stopped replay must not leave its simulator running
@@ -108,10 +113,19 @@ class ReplayJob:
             raise CaptureError(f"the replay took more than {self.timeout:g} s of wall time; stopped")
         match = re.search(r"Simulation time ([0-9.eE+-]+)", output)
         if self.running.returncode or not match:
-            tail = "\n".join(output.strip().splitlines()[-8:])
-            raise CaptureError(f"{'s4u_replay' if self.s4u else 'smpirun'} failed (exit {self.running.returncode}) on "
-                               f"{self.listing.parent}:\n{tail}")
+            raise CaptureError(self._failure(output))
         return Replay(float(match.group(1)) / TIME_SCALE, wall, cpu)
+
+    def _failure(self, output: str) -> str:
+        """Why the replay gave no time: one line (the program and how it ended), then the command and the end of
+        its output."""
+        code = self.running.returncode
+        ended = f"exit {code}" + (f", {signal.Signals(-code).name}" if -code in SIGNALS else "")
+        if not code:
+            ended += ", no simulated time printed"
+        tail = "\n".join(output.strip().splitlines()[-TAIL_LINES:])
+        return (f"{'s4u_replay' if self.s4u else 'smpirun'} failed ({ended})\n{shlex.join(self.command)}\n"
+                f"its output ends:\n{tail}")
 
     def stop(self) -> None:
         """End the replay if it still runs, and remove its files unless kept."""
