@@ -495,7 +495,7 @@ def test_a_stored_schedule_replays_on_another_platform_as_captured(tmp_path, cap
                                            ("c", "torus:2x2", "none")]]
     meta = [json.loads((tmp_path / name / "sim" / "meta.json").read_text()) for name in "abc"]
     assert [(m["schedules_captured"], m["schedules_from_cache"]) for m in meta] == [(2, 0), (0, 2), (2, 0)]
-    assert len(list((tmp_path / "schedules").glob("*.pickle"))) == 2
+    assert len(list((tmp_path / "schedules").glob("*.npz"))) == 2
     times = [sorted((r["algorithm"], r["bytes_per_peer"], r["t_p50_us"]) for r in run) for run in fresh]
     assert times[1] == times[2] != times[0]
 

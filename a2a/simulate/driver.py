@@ -98,6 +98,8 @@ def simulate_sweep(directory: Path, state: SweepState, machine: Machine, output:
         replays.stop()
         session.add("schedules_captured", cache.captured)
         session.add("schedules_from_cache", cache.stored)
+        if cache.replaced:
+            session.add("schedules_replaced", cache.replaced)
         session.add("capture_seconds", cache.capture_seconds)
     return session.finish(status)
 

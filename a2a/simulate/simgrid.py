@@ -17,6 +17,7 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -67,7 +68,19 @@ def cache_home() -> Path:
 
 
 def s4u_replayer() -> str:
-    """Our S4U replayer, compiled against smpirun's SimGrid once per source and library, then kept."""
+    """Our S4U replayer, compiled against smpirun's SimGrid once per source and library, then kept; one that another
+    user could have written is refused, not run."""
+    program, library = s4u_program()
+    private_directories(program.parent, cache_home())
+    if program.exists():
+        refuse_unless_private(program)
+    else:
+        _build(program, library)
+    return str(program)
+
+
+def s4u_program() -> tuple[Path, Path]:
+    """Where the S4U replayer of smpirun's SimGrid is kept (by its source and library), and that library."""
     home = prefix() or Path("/nonexistent")
     libraries = sorted([*home.glob("lib/libsimgrid.so*"), *home.glob("lib/*/libsimgrid.so*")])
     if not smpirun() or not libraries:
@@ -75,15 +88,11 @@ def s4u_replayer() -> str:
                         "--replayer smpi replays with smpirun alone")
     library = libraries[0].resolve()
     key = hashlib.sha256(S4U_SOURCE.read_bytes() + f"{library}:{library.stat().st_mtime_ns}".encode())
-    program = cache_home() / "s4u-replay" / key.hexdigest()[:16] / "s4u_replay"
-    if not program.exists():
-        program.parent.mkdir(parents=True, exist_ok=True)
-        _build(program, library)
-    return str(program)
+    return cache_home() / "s4u-replay" / key.hexdigest()[:16] / "s4u_replay", library
 
 
 def _build(program: Path, library: Path) -> None:
-    """Compile the S4U replayer against `library` into `program`."""
+    """Compile the S4U replayer against `library` into `program`, which this user alone may write."""
     home = prefix() or Path("/nonexistent")
     if not shutil.which("c++"):
         raise BadConfig("building the S4U replayer needs a C++ compiler (c++; Debian: apt-get install g++); "
@@ -102,7 +111,32 @@ def _build(program: Path, library: Path) -> None:
         tail = "\n".join(done.stderr.strip().splitlines()[-12:])
         raise BadConfig(f"building the S4U replayer failed ({' '.join(command)}):\n{tail}\n"
                         "--replayer smpi replays with smpirun alone")
+    os.chmod(building, 0o700)
     os.replace(building, program)
+
+
+def private_directories(directory: Path, top: Path) -> None:
+    """`directory` and every directory from `top` down to it, made (this user's alone) where missing, and each
+    refused unless it is private (refuse_unless_private)."""
+    for path in [*reversed(directory.relative_to(top).parents), directory.relative_to(top)]:
+        path = top / path
+        try:
+            path.mkdir(mode=0o700, parents=path == top)
+        except FileExistsError:
+            pass
+        refuse_unless_private(path)
+
+
+def refuse_unless_private(path: Path) -> None:
+    """BadConfig unless `path` is this user's own and no one else may write it: the testbed runs what it keeps."""
+    held = path.stat()
+    if held.st_uid != os.getuid():
+        raise BadConfig(f"{path} is owned by uid {held.st_uid}, not by this user (uid {os.getuid()}), so the "
+                        "testbed will not run what it holds; remove it, or set XDG_CACHE_HOME to a directory of "
+                        "your own")
+    if held.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise BadConfig(f"{path} is writable by its group or others (mode {stat.S_IMODE(held.st_mode):o}), so the "
+                        f"testbed will not run what it holds; `chmod go-w {path}`, or remove it")
 
 
 def missing() -> str | None:
