@@ -1,4 +1,4 @@
-"""Figures of a results directory (PNG and SVG) and an index.html that shows them with the run's metadata.
+"""Figures of a record (PNG and SVG) and an index.html that shows them under what the record is.
 
 Needs matplotlib (the optional `plot` extra); it is imported only when a figure is drawn, with
 the Agg backend, so this works on machines without a display. Never imports MPI.
@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,16 +18,24 @@ import numpy as np
 
 from a2a.analysis import model
 from a2a.errors import BadResults, MissingMatplotlib
-from a2a.record.results import NATIVE, Row, Run, point_key
+from a2a.record.meta import backend_of
+from a2a.record.results import NATIVE, Defaults, Row, Run, label, point_key, short_label
 from a2a.record.stats import bandwidths, stall_mask
 from a2a.units import human_bytes
 
 INSTALL_HINT = "pip install 'a2a-testbed[plot]'"
-PANEL = (4.6, 3.4)  # inches per panel
+PANEL = (5.4, 3.8)  # inches per panel of a figure with a panel per process count
+SMALL = (3.6, 2.7)  # inches per panel of a figure with a panel per series
 DPI = 110
 BAND = (10, 90)  # percentiles of the shaded band around each median
 STYLE = {"font.size": 9, "axes.titlesize": 10, "legend.fontsize": 8, "svg.fonttype": "none", "axes.grid": True,
          "grid.alpha": 0.3}  # applied while drawing only: the caller's rcParams stay as they were
+CROWD = 6  # more series than this on one axis: those fastest at some size drawn strong, the others light
+LABEL_WIDTH = 24  # characters per line of a series name in legends, titles and cells
+MARKERS = "osD^vPX*"
+LINES = ("-", "--", ":", "-.")
+SYMBOLS = dict(zip(MARKERS, "●■◆▲▼✚✖★"))  # each marker as the page's series table shows it
+DASHES = {"-": "", "--": "6,3", ":": "2,2", "-.": "6,2,2,2"}  # each line style in the page's SVG marks
 
 
 def pyplot() -> Any:
@@ -51,14 +60,60 @@ class Figure:
     caption: str
 
 
+@dataclass(frozen=True)
+class Style:
+    """How one series is drawn: colour (hex), marker and line style."""
+
+    color: str
+    marker: str
+    line: str
+
+
+def series_styles(names: list[str]) -> dict[str, Style]:
+    """A style per series, in order; no two of the first 80 share both colour and marker.
+
+    Series k takes colour k mod 10 and marker k mod 8 (40 different pairs), then marker k+1 mod 8
+    (40 more, colour and marker of opposite parity); its line style changes every ten series.
+    """
+    from matplotlib.colors import to_hex
+
+    colors = [to_hex(c) for c in pyplot().get_cmap("tab10").colors]
+    return {name: Style(colors[k % 10], MARKERS[(k + k // 40) % 8], LINES[(k // 10) % 4])
+            for k, name in enumerate(names)}
+
+
+def distinct_colors(count: int) -> list[Any]:
+    """`count` colours that differ, for cells coloured by name: tab10, tab20, then a spectrum."""
+    plt = pyplot()
+    if count <= 20:
+        return list(plt.get_cmap("tab10" if count <= 10 else "tab20").colors[:count])
+    return list(plt.get_cmap("turbo")(np.linspace(0.05, 0.95, count)))
+
+
+def wrap_label(name: str, width: int = LABEL_WIDTH) -> str:
+    """A name broken after its ':' separators into lines of at most `width` characters where it can be."""
+    lines = [""]
+    for part in re.split(r"(?<=:)", name):
+        if lines[-1] and len(lines[-1]) + len(part) > width:
+            lines.append("")
+        lines[-1] += part
+    return "\n".join(lines)
+
+
+def series_name(row: Row, defaults: Defaults | None) -> str:
+    """How every figure names a row's series: without options at the record's defaults, wrapped."""
+    return wrap_label(short_label(row, defaults))
+
+
 @dataclass
 class Data:
-    """What every figure draws from: valid rows, samples by point, fitted models, colours."""
+    """What every figure draws from: valid rows, samples by point, fitted models, styles and names."""
 
     run: Run
     rows: list[Row]
     fits: list[model.Fit]
-    colors: dict[str, Any]
+    styles: dict[str, Style]  # by series label
+    names: dict[str, str]  # series label -> the name the figures give it
     stall_threshold: float
 
     @property
@@ -74,6 +129,21 @@ class Data:
     def labels(self) -> list[str]:
         return sorted({r.label for r in self.rows})
 
+    @property
+    def simulated(self) -> bool:
+        return all(r.timing == "simulated" for r in self.rows)
+
+    @property
+    def baseline(self) -> str | None:
+        """The series speed-ups are measured against: native, else the first of native's variants."""
+        natives = [r.label for r in self.rows if r.algorithm == NATIVE]
+        return NATIVE if NATIVE in natives else min(natives, default=None)
+
+    def title(self, panel: Panel, unit: str = " processes") -> str:
+        """A panel's title: its context ('[pipelined timing]') only when the panels differ in it."""
+        shared = len({p[1] for p in self.panels}) == 1
+        return f"{panel[0]}{unit}" if shared else panel_title(panel, unit)
+
     def series(self, panel: Panel, name: str) -> list[Row]:
         """Rows of one series in one panel, by size."""
         return sorted((r for r in self.rows if panel_of(r) == panel and r.label == name),
@@ -82,8 +152,28 @@ class Data:
     def samples(self, row: Row) -> np.ndarray:
         return np.asarray(self.run.samples.get(point_key(row), []), dtype=float)
 
+    def winners(self, panel: Panel) -> dict[int, str]:
+        """Per size, the series with the lowest median in a panel."""
+        return {size: name for (where, size), name in fastest(self.rows).items() if where == panel}
+
+    def strong(self, panel: Panel) -> set[str]:
+        """The series drawn strong in a panel: all of them, or when crowded those fastest at some size."""
+        present = {r.label for r in self.rows if panel_of(r) == panel}
+        return present if len(present) <= CROWD else set(self.winners(panel).values())
+
 
 Panel = tuple  # (nprocs, (timing, mesh, groups)): what one panel, heat-map row or samples figure shows
+Maker = Callable[[Data, Path], list[Figure]]  # draws its figures of a record into a directory
+
+
+def fastest(rows: Iterable[Row]) -> dict[tuple[Panel, int], str]:
+    """Per panel and size, the series with the lowest median."""
+    best: dict[tuple[Panel, int], Row] = {}
+    for r in rows:
+        cell = panel_of(r), r.bytes_per_peer
+        if cell not in best or r.t_p50_us < best[cell].t_p50_us:
+            best[cell] = r
+    return {cell: r.label for cell, r in best.items()}
 
 
 def panel_of(row: Row) -> Panel:
@@ -96,44 +186,41 @@ def panel_title(panel: Panel, unit: str = " processes") -> str:
 
 
 def prepare(run: Run) -> Data:
-    """Valid measured rows, the model fits and one colour per series."""
-    plt = pyplot()
+    """Valid rows, the model fits, and a style and name per series."""
     rows = [r for r in run.rows if r.valid and r.t_p50_us > 0]
     if not rows:
         raise BadResults(f"{run.directory}: no valid measured points to plot")
-    labels = sorted({r.label for r in rows})
-    palette = plt.get_cmap("tab10" if len(labels) <= 10 else "tab20").colors
-    colors = {name: palette[i % len(palette)] for i, name in enumerate(labels)}
+    defaults = run.meta.get("option_defaults")
+    names = {r.label: series_name(r, defaults) for r in rows}
     fits = model.fit(rows) if any(model.row_placement(r).nprocs >= 2 for r in rows) else []
     threshold = float(run.meta.get("config", {}).get("stall_threshold", 0.1))
-    return Data(run, rows, fits, colors, threshold)
+    winners = sorted(set(fastest(rows).values()))  # styled first: the lines drawn strong differ in colour
+    order = winners + sorted(set(names) - set(winners))
+    return Data(run, rows, fits, series_styles(order), names, threshold)
 
 
 def plot_all(run: Run, directory: Path) -> list[Figure]:
-    """Draw every figure into `directory` (PNG and SVG) and write index.html; return the figures."""
+    """Draw the record's figures into `directory` (PNG and SVG) and write index.html; return the figures."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    figures: list[Figure] = []
     with pyplot().rc_context(STYLE):
         data = prepare(run)
-        for draw in (time_vs_size, busbw_vs_size, speedup_heatmaps, decision_map, model_overlay):
-            figures += draw(data, directory)
-        figures += samples_over_iterations(data, directory)
+        figures = [f for make in makers({r.timing for r in data.rows}) for f in make(data, directory)]
     write_index(data, figures, directory)
     return figures
 
 
 # --- helpers ------------------------------------------------------------------------------
 
-def panels(count: int, columns: int = 3) -> tuple[Any, list[Any]]:
-    """A figure with `count` panels in rows of at most `columns`; unused panels hidden."""
-    plt = pyplot()
+def panels(count: int, columns: int = 3, size: tuple[float, float] = PANEL) -> tuple[Any, list[Any]]:
+    """A figure laid out by matplotlib's constrained layout, `count` panels in rows of at most `columns`."""
     cols = min(columns, count)
     nrows = math.ceil(count / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(PANEL[0] * cols, PANEL[1] * nrows), squeeze=False)
+    fig, axes = pyplot().subplots(nrows, cols, figsize=(size[0] * cols, size[1] * nrows), squeeze=False,
+                                  layout="constrained", dpi=DPI)
     flat = list(axes.flat)
     for ax in flat[count:]:
-        ax.set_visible(False)
+        ax.remove()
     return fig, flat[:count]
 
 
@@ -149,24 +236,32 @@ def bytes_axis(ax: Any) -> None:
 
 def log_axis(ax: Any) -> None:
     """Log y axis with plain numbers (0.01, 10, 1000), not powers of ten."""
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, LogFormatter
 
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
 
 
-def legend_below(fig: Any, handles: list[Any], labels: list[str]) -> None:
-    """One legend for the whole figure, under the panels."""
-    fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), frameon=False,
-               bbox_to_anchor=(0.5, 0))
-    rows = math.ceil(len(labels) / 4)
-    fig.tight_layout(rect=(0, 0.04 + 0.035 * rows * 3.4 / fig.get_figheight(), 1, 1))
+def legend_below(fig: Any, handles: list[Any], labels: list[str], bold: Iterable[str] = ()) -> None:
+    """One legend under the panels, in as many columns as the figure's width holds; `bold` labels stand out."""
+    bold, renderer = set(bold), fig.canvas.get_renderer()
+    for columns in range(min(len(labels), 8), 0, -1):
+        legend = fig.legend(handles, labels, loc="outside lower center", ncol=columns, frameon=False)
+        for text in legend.get_texts():
+            text.set_fontweight("bold" if text.get_text() in bold else "normal")
+        if columns == 1 or legend.get_window_extent(renderer).width <= 0.98 * fig.bbox.width:
+            return
+        legend.remove()
 
 
 def save(fig: Any, directory: Path, name: str) -> None:
-    """Write NAME.png and NAME.svg, then free the figure."""
-    fig.savefig(directory / f"{name}.png", dpi=DPI)
-    fig.savefig(directory / f"{name}.svg")
+    """Write NAME.png and NAME.svg, widened to whatever was drawn outside the figure; then free it."""
+    fig.canvas.draw()  # lays the figure out once; both files keep that layout
+    box = fig.get_tightbbox().padded(0.1)
+    fig.set_layout_engine("none")
+    fig.savefig(directory / f"{name}.png", dpi=DPI, bbox_inches=box)
+    fig.savefig(directory / f"{name}.svg", bbox_inches=box)
     pyplot().close(fig)
 
 
@@ -184,66 +279,83 @@ def each_panel(data: Data, draw: Callable[[Any, Panel], None]) -> tuple[Any, lis
     fig, axes = panels(len(data.panels))
     for ax, panel in zip(axes, data.panels):
         draw(ax, panel)
-        ax.set_title(panel_title(panel))
+        ax.set_title(data.title(panel))
     return fig, axes
 
 
-def series_legend(data: Data, fig: Any, names: Iterable[str]) -> None:
-    plt = pyplot()
-    names = list(names)
-    handles = [plt.Line2D([], [], color=data.colors[n], marker="o", markersize=4) for n in names]
-    legend_below(fig, handles, names)
+def line(ax: Any, x: list[float], y: list[float], style: Style, strong: bool = True) -> None:
+    """One series' line: strong in front, or light behind the strong ones."""
+    ax.plot(x, y, color=style.color, marker=style.marker, linestyle=style.line,
+            markersize=4.5 if strong else 3, linewidth=1.6 if strong else 0.8, alpha=1 if strong else 0.4,
+            zorder=3 if strong else 2)
+
+
+def handle(style: Style) -> Any:
+    """A legend entry drawn as the series' lines are."""
+    return pyplot().Line2D([], [], color=style.color, marker=style.marker, linestyle=style.line, markersize=4.5)
+
+
+def series_legend(data: Data, fig: Any, names: list[str], bold: Iterable[str] = ()) -> None:
+    legend_below(fig, [handle(data.styles[n]) for n in names], [data.names[n] for n in names],
+                 {data.names[n] for n in bold})
 
 
 # --- the figures --------------------------------------------------------------------------
 
+CROWDED = (f"Where a panel has more than {CROWD} series, those fastest at some size are drawn strong "
+           "(bold in the legend) and the others light.")
+
+
 def size_figure(data: Data, directory: Path, figure: Figure, ylabel: str,
-                draw_series: Callable[[Any, str, list[Row]], None]) -> list[Figure]:
-    """A log-log figure against bytes per peer, a panel per process count, a series per algorithm."""
+                draw_series: Callable[[Any, str, list[Row], bool], None]) -> list[Figure]:
+    """A log-log figure against bytes per peer, a panel per process count, a line per series."""
     def draw(ax: Any, panel: Panel) -> None:
+        strong = data.strong(panel)
         for name in data.labels:
-            rows = data.series(panel, name)
-            if rows:
-                draw_series(ax, name, rows)
+            if rows := data.series(panel, name):
+                draw_series(ax, name, rows, name in strong)
         bytes_axis(ax)
         log_axis(ax)
         ax.set_xlabel("bytes per peer")
         ax.set_ylabel(ylabel)
 
     fig, _ = each_panel(data, draw)
-    series_legend(data, fig, data.labels)
+    crowded = any(len(data.strong(p)) < len({r.label for r in data.rows if panel_of(r) == p}) for p in data.panels)
+    bold = set().union(*(data.strong(p) for p in data.panels)) if crowded else set()
+    series_legend(data, fig, data.labels, bold)
     save(fig, directory, figure.name)
     return [figure]
 
 
 def time_vs_size(data: Data, directory: Path) -> list[Figure]:
     """Median time vs bytes per peer, log-log, a panel per process count, p10-p90 bands."""
-    def draw(ax: Any, name: str, rows: list[Row]) -> None:
-        x = [r.bytes_per_peer for r in rows]
-        low, high = zip(*(band(data, r) for r in rows))
-        ax.fill_between(x, low, high, color=data.colors[name], alpha=0.15, linewidth=0)
-        ax.plot(x, [r.t_p50_us for r in rows], "o-", color=data.colors[name], markersize=3)
+    def draw(ax: Any, name: str, rows: list[Row], strong: bool) -> None:
+        x, style = [r.bytes_per_peer for r in rows], data.styles[name]
+        if strong and not data.simulated:
+            low, high = zip(*(band(data, r) for r in rows))
+            ax.fill_between(x, low, high, color=style.color, alpha=0.12, linewidth=0)
+        line(ax, x, [r.t_p50_us for r in rows], style, strong)
         stalled = [r for r in rows if r.stalls]
         ax.plot([r.bytes_per_peer for r in stalled], [r.t_p50_us for r in stalled], "o",
-                markersize=9, markerfacecolor="none", markeredgecolor="red")
+                markersize=9, markerfacecolor="none", markeredgecolor="red", zorder=4)
 
-    return size_figure(data, directory, Figure(
-        "time_vs_size", "Time vs message size",
-        f"Median time per all-to-all (line) with the p{BAND[0]}-p{BAND[1]} band of its samples (shaded), "
-        "log-log, one panel per process count. Red rings: points with stalls."),
-        "time per all-to-all (us)", draw)
+    what = ("Simulated time per all-to-all, log-log, one panel per process count. " if data.simulated else
+            f"Median time per all-to-all (line) with the p{BAND[0]}-p{BAND[1]} band of its samples (shaded), "
+            "log-log, one panel per process count. Red rings: points with stalls. ")
+    return size_figure(data, directory, Figure("time_vs_size", "Time vs message size", what + CROWDED),
+                       ("simulated" if data.simulated else "median") + " time per all-to-all (us)", draw)
 
 
 def busbw_vs_size(data: Data, directory: Path) -> list[Figure]:
     """Bus bandwidth (nccl-tests convention) vs bytes per peer, a panel per process count."""
-    def draw(ax: Any, name: str, rows: list[Row]) -> None:
+    def draw(ax: Any, name: str, rows: list[Row], strong: bool) -> None:
         busbw = [bandwidths(r.bytes_per_peer, model.row_placement(r).nprocs, r.t_p50_us * 1e-6)[1] for r in rows]
-        ax.plot([r.bytes_per_peer for r in rows], busbw, "o-", color=data.colors[name], markersize=3)
+        line(ax, [r.bytes_per_peer for r in rows], busbw, data.styles[name], strong)
 
     return size_figure(data, directory, Figure(
         "busbw_vs_size", "Bus bandwidth vs message size",
         "busbw = bytes_per_peer x nprocs / median time x (nprocs-1)/nprocs, as nccl-tests reports it; "
-        "higher is better."), "bus bandwidth (GB/s)", draw)
+        "higher is better. " + CROWDED), "bus bandwidth (GB/s)", draw)
 
 
 def median_grid(data: Data, name: str) -> np.ndarray:
@@ -256,99 +368,133 @@ def median_grid(data: Data, name: str) -> np.ndarray:
 
 
 def cell_axes(ax: Any, sizes: list[int], rows: list[str], ylabel: str = "") -> None:
-    """Sizes across, `rows` up (process counts, topologies), one cell each."""
-    ax.set_xticks(range(len(sizes)), [human_bytes(s) for s in sizes], rotation=60)
+    """Sizes across, `rows` up or down (process counts, topologies, series), one cell each."""
+    ax.set_xticks(range(len(sizes)), [human_bytes(s) for s in sizes], rotation=60 if len(sizes) > 6 else 0)
     ax.set_yticks(range(len(rows)), rows)
     ax.set_xlabel("bytes per peer")
     ax.set_ylabel(ylabel)
     ax.grid(False)
 
 
-def speedup_heatmaps(data: Data, directory: Path) -> list[Figure]:
-    """native median / series median per (size, nprocs): > 1 means faster than native."""
-    from matplotlib.colors import LogNorm
-
-    others = [n for n in data.labels if n != NATIVE]
-    if NATIVE not in data.labels or not others:
-        return []
-    native = median_grid(data, NATIVE)
-    ratios = {name: native / median_grid(data, name) for name in others}
-    finite = np.concatenate([r[np.isfinite(r)] for r in ratios.values()])
-    span = max(2.0, float(np.max(np.abs(np.log2(finite))))) if finite.size else 2.0
-    norm, cmap = LogNorm(2 ** -span, 2 ** span), pyplot().get_cmap("RdBu")
-    fig, axes = panels(len(others))
-    image = None
-    for ax, name in zip(axes, others):
-        grid = np.ma.masked_invalid(ratios[name])
-        image = ax.imshow(grid, cmap=cmap, norm=norm, aspect="auto", origin="lower")
-        annotate(ax, grid, lambda v: f"{v:.2g}", lambda i, j, v: cmap(norm(v)))
-        cell_axes(ax, data.sizes, [panel_title(p, "") for p in data.panels], "processes")
-        ax.set_title(f"{name} vs native")
-    fig.tight_layout(rect=(0, 0, 0.92, 1))
-    bar = fig.colorbar(image, ax=axes, fraction=0.03, pad=0.02)
-    bar.set_label("speed-up over native")
+def log_colorbar(fig: Any, image: Any, axes: Any, span: float, title: str) -> None:
+    """A colour bar of ratios on a log scale from 2^-span to 2^span, ticks at powers of two."""
+    bar = fig.colorbar(image, ax=axes, fraction=0.05, shrink=0.9)
+    bar.set_label(title)
     step = 1 if span <= 3 else 2 if span <= 8 else 4
     exponents = [e for e in range(-math.floor(span), math.floor(span) + 1) if e % step == 0]
     bar.set_ticks([2.0 ** e for e in exponents], labels=[f"{2.0 ** e:.3g}" for e in exponents])
     bar.ax.minorticks_off()
+
+
+def speedup_heatmaps(data: Data, directory: Path) -> list[Figure]:
+    """The baseline's median / each series' median, a series per row, a panel per process count."""
+    from matplotlib.colors import LogNorm
+
+    base = data.baseline
+    others = [n for n in data.labels if n != base]
+    if base is None or not others:
+        return []
+    base_grid = median_grid(data, base)
+    ratios = np.stack([base_grid / median_grid(data, n) for n in others], axis=1)  # panel x series x size
+    finite = ratios[np.isfinite(ratios)]
+    span = max(2.0, float(np.max(np.abs(np.log2(finite))))) if finite.size else 2.0
+    norm, cmap = LogNorm(2 ** -span, 2 ** span), pyplot().get_cmap("RdBu")
+    lines = max(data.names[n].count("\n") + 1 for n in others)
+    columns = min(4, len(data.panels))
+    room = (1.1 * lines + 1.2) / columns  # the names (first column only) and the colour bar, shared out
+    fig, axes = panels(len(data.panels), columns, (max(3.6, 0.6 * len(data.sizes) + 0.5 + room),
+                                                   max(2.6, 0.17 * lines * len(others) + 1.4)))
+    for k, (ax, panel, grid) in enumerate(zip(axes, data.panels, ratios)):
+        cells = np.ma.masked_invalid(grid)
+        image = ax.imshow(cells, cmap=cmap, norm=norm, aspect="auto")
+        annotate(ax, cells, lambda v: f"{v:.2g}", lambda i, j, v: cmap(norm(v)))
+        cell_axes(ax, data.sizes, [data.names[n] for n in others])
+        ax.tick_params(labelleft=k % columns == 0)  # the series' names once per row of panels
+        ax.set_title(data.title(panel))
+    log_colorbar(fig, image, axes, span, f"speed-up over {data.names[base]}")
     save(fig, directory, "speedup_heatmap")
-    return [Figure("speedup_heatmap", "Speed-up over native",
-                   "Median time of native divided by the algorithm's, per size and process count. "
-                   "Blue: faster than native; red: slower; blank: not measured.")]
+    return [Figure("speedup_heatmap", f"Speed-up over {short(data, base)}",
+                   f"Median time of {short(data, base)} divided by each series', per size, a panel per process "
+                   f"count. Blue: faster than {short(data, base)}; red: slower; blank: not measured.")]
+
+
+def short(data: Data, name: str) -> str:
+    """A series' name on one line, for text."""
+    return data.names[name].replace("\n", "")
 
 
 def annotate(ax: Any, grid: np.ndarray, text: Callable[[float], str],
              background: Callable[[int, int, float], Any] | None = None) -> None:
     """Write each cell's value in it (white on dark cells) when the grid is small enough to read."""
-    if grid.size > 200:
+    values = np.ma.filled(grid, np.nan)
+    write_cells(ax, [[text(v) if np.isfinite(v) else "" for v in row] for row in values],
+                lambda i, j: background(i, j, values[i, j]) if background else "white")
+
+
+def write_cells(ax: Any, texts: list[list[str]], background: Callable[[int, int], Any], fontsize: float = 7) -> None:
+    """Write a text in each cell of an image, white on dark cells, unless there are too many cells to read."""
+    if sum(map(len, texts)) > 200:
         return
-    for (i, j), value in np.ndenumerate(np.ma.filled(grid, np.nan)):
-        if np.isfinite(value):
-            dark = background is not None and luminance(background(i, j, value)) < 0.45
-            ax.text(j, i, text(value), ha="center", va="center", fontsize=7,
-                    color="white" if dark else "black")
+    for i, row in enumerate(texts):
+        for j, text in enumerate(row):
+            if text:
+                ax.text(j, i, text, ha="center", va="center", fontsize=fontsize,
+                        color="white" if luminance(background(i, j)) < 0.45 else "black")
 
 
 def luminance(rgba: Any) -> float:
     """Perceived brightness of a colour, 0 (black) to 1 (white)."""
-    r, g, b = rgba[:3]
+    from matplotlib.colors import to_rgb
+
+    r, g, b = to_rgb(rgba)
     return 0.299 * r + 0.587 * g + 0.114 * b
 
 
-
-
 def decision_map(data: Data, directory: Path) -> list[Figure]:
-    """Size x process count coloured by the series with the lowest median."""
+    """Size x process count coloured by the series with the lowest median, named in its cell."""
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
-    grids = {name: median_grid(data, name) for name in data.labels}
-    stack = np.stack([grids[n] for n in data.labels])
-    filled = np.where(np.isfinite(stack), stack, np.inf)
-    measured = np.isfinite(stack).any(axis=0)
-    best = np.where(measured, np.argmin(filled, axis=0), -1)
-    fastest = np.where(measured, np.min(filled, axis=0), np.nan)
-    winners = sorted({data.labels[i] for i in best.flat if i >= 0})
-    index = {data.labels.index(n): k for k, n in enumerate(winners)}
-    cells = np.ma.masked_less(np.vectorize(lambda i: index.get(i, -1))(best), 0)
-    fig, axes = panels(1, 1)
+    best = [[data.winners(p).get(s) for s in data.sizes] for p in data.panels]
+    winners = sorted({n for row in best for n in row if n})
+    colors = [data.styles[n].color for n in winners]
+    if len(set(colors)) < len(colors):
+        colors = distinct_colors(len(winners))
+    cells = np.array([[winners.index(n) if n else -1 for n in row] for row in best])
+    named = len(data.sizes) <= 12
+    fig, axes = panels(1, 1, (max(6.0, (1.3 if named else 0.55) * len(data.sizes) + 2.5),
+                              max(2.8, (0.5 if named else 0.35) * len(data.panels) + 2.2)))
     ax = axes[0]
-    names = max(len(panel_title(p, "")) for p in data.panels)
-    fig.set_size_inches(max(6.0, 0.55 * len(data.sizes) + 2 + 0.07 * names),
-                        max(3.0, 0.45 * len(data.panels) + 2.2))
-    ax.imshow(cells, cmap=ListedColormap([data.colors[n] for n in winners]), vmin=-0.5,
-              vmax=len(winners) - 0.5, aspect="auto", origin="lower")
-    if NATIVE in grids:
-        annotate(ax, np.ma.masked_invalid(grids[NATIVE] / fastest),
-                 lambda v: f"{v:.1f}x", lambda i, j, v: data.colors[winners[cells[i, j]]])
-    cell_axes(ax, data.sizes, [panel_title(p, "") for p in data.panels], "processes")
-    ax.set_title("Fastest by median (text: speed-up over native)")
-    handles = [Patch(color=data.colors[n]) for n in winners]
-    legend_below(fig, handles, winners)
+    ax.imshow(np.ma.masked_less(cells, 0), cmap=ListedColormap(colors), vmin=-0.5, vmax=len(winners) - 0.5,
+              aspect="auto", origin="lower")
+    speedup = baseline_speedup(data)
+    texts = [[cell_text(data, n, speedup[i, j] if speedup is not None else None, named) if n else ""
+              for j, n in enumerate(row)] for i, row in enumerate(best)]
+    write_cells(ax, texts, lambda i, j: colors[cells[i, j]], 8)
+    cell_axes(ax, data.sizes, [data.title(p, "") for p in data.panels], "processes")
+    over = f"speed-up over {short(data, data.baseline)}" if data.baseline else ""
+    ax.set_title("Fastest by median" + (f" (text: {over})" if over else ""))
+    legend_below(fig, [Patch(color=c) for c in colors], [data.names[n] for n in winners])
     save(fig, directory, "decision_map")
     return [Figure("decision_map", "Decision map",
                    "The series with the lowest median time in each cell (measured, not tested for "
-                   "significance; `bench decide` does that), with its speed-up over native.")]
+                   f"significance; `bench decide` does that){', with its ' + over if over else ''}.")]
+
+
+def cell_text(data: Data, name: str, speedup: float | None, named: bool) -> str:
+    """A decision map cell's text: the winner's name and its speed-up over the baseline."""
+    parts = ([data.names[name]] if named else []) + \
+        ([f"{speedup:.1f}x"] if speedup is not None and np.isfinite(speedup) else [])
+    return "\n".join(parts)
+
+
+def baseline_speedup(data: Data) -> np.ndarray | None:
+    """The baseline's median over the fastest median per (panel, size), or None without a baseline."""
+    if data.baseline is None:
+        return None
+    stack = np.stack([median_grid(data, n) for n in data.labels])
+    fastest = np.nanmin(np.where(np.isfinite(stack), stack, np.inf), axis=0)
+    return median_grid(data, data.baseline) / fastest
 
 
 def model_overlay(data: Data, directory: Path) -> list[Figure]:
@@ -357,9 +503,8 @@ def model_overlay(data: Data, directory: Path) -> list[Figure]:
         return []
     plt = pyplot()
     counts = sorted({p for fit in data.fits for p in fit.nprocs})
-    palette = plt.get_cmap("viridis")(np.linspace(0, 0.85, len(counts)))
-    shade = dict(zip(counts, palette))
-    fig, axes = panels(len(data.fits))
+    shade = dict(zip(counts, plt.get_cmap("viridis")(np.linspace(0, 0.85, len(counts)))))
+    fig, axes = panels(len(data.fits), 4, SMALL)
     grid = np.geomspace(min(data.sizes), max(data.sizes), 80)
     for ax, fit in zip(axes, data.fits):
         for p in fit.nprocs:
@@ -373,7 +518,9 @@ def model_overlay(data: Data, directory: Path) -> list[Figure]:
                         markeredgecolor="black")
         bytes_axis(ax)
         log_axis(ax)
-        ax.set_title(f"{fit.label}\nmedian error {fit.error:.0%}", fontsize=9)
+        name = data.names.get(label(fit.algorithm, fit.options)) or wrap_label(label(fit.algorithm, fit.options))
+        context = model.context_text(fit.context) if len({p[1] for p in data.panels}) > 1 else ""
+        ax.set_title(f"{name}{context}\nmedian error {fit.error:.0%}", fontsize=9)
         ax.set_xlabel("bytes per peer")
         ax.set_ylabel("time (us)")
     handles = [plt.Line2D([], [], color=shade[p], marker="o", markersize=4) for p in counts]
@@ -388,61 +535,74 @@ def model_overlay(data: Data, directory: Path) -> list[Figure]:
 
 def samples_over_iterations(data: Data, directory: Path) -> list[Figure]:
     """Every sample of every point in iteration order, a figure per process count, stalls marked."""
-    plt = pyplot()
-    from matplotlib.colors import LogNorm
-
     if not data.run.samples:
         return []
-    figures = []
+    return [samples_figure(data, panel, directory) for panel in data.panels]
+
+
+def samples_figure(data: Data, panel: Panel, directory: Path) -> Figure:
+    """One process count's samples: a panel per series, a line per size, stalls as red crosses."""
+    from matplotlib.colors import LogNorm
+
+    plt = pyplot()
     norm = LogNorm(min(data.sizes), max(data.sizes) if len(data.sizes) > 1 else min(data.sizes) * 2)
     cmap = plt.get_cmap("viridis")
-    for panel in data.panels:
-        fig, axes = panels(len(data.labels), columns=4)
-        stalls = 0
-        for ax, name in zip(axes, data.labels):
-            for row in data.series(panel, name):
-                samples = data.samples(row)
-                if not samples.size:
-                    continue
-                ax.plot(samples * 1e6, "-", color=cmap(norm(row.bytes_per_peer)), linewidth=0.9)
-                stalled = np.flatnonzero(stall_mask(samples, data.stall_threshold))
-                stalls += stalled.size
-                ax.plot(stalled, samples[stalled] * 1e6, "x", color="red", markersize=7, markeredgewidth=2)
-            log_axis(ax)
-            ax.set_title(name)
-            ax.set_xlabel("iteration")
-            ax.set_ylabel("time (us)")
-        fig.suptitle(f"{panel_title(panel)}: every sample (max over ranks); red x: stall "
-                     f"(>= fastest + {data.stall_threshold:g} s); stalls: {stalls}")
-        fig.tight_layout(rect=(0, 0, 0.93, 0.97))
-        bar = fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=axes, fraction=0.02, pad=0.01)
-        bar.set_label("bytes per peer")
-        ticks = data.sizes[:: max(1, len(data.sizes) // 8)]
-        bar.set_ticks(ticks, labels=[human_bytes(t) for t in ticks])
-        bar.ax.minorticks_off()
-        name = f"samples_p{panel[0]}" + "".join(f"_{re.sub('[^A-Za-z0-9]+', '-', part)}"
-                                                for part, plain in zip(panel[1], model.PLAIN) if part != plain)
-        save(fig, directory, name)
-        figures.append(Figure(name, f"Samples over iterations, {panel_title(panel)}",
-                              "Every timed iteration of every point, coloured by size; red crosses "
-                              "mark stalls, the seed's 0.2 s TCP retransmission delays."))
-    return figures
+    fig, axes = panels(len(data.labels), 4, SMALL)
+    stalls = 0
+    for ax, name in zip(axes, data.labels):
+        for row in data.series(panel, name):
+            samples = data.samples(row)
+            if not samples.size:
+                continue
+            ax.plot(samples * 1e6, "-", color=cmap(norm(row.bytes_per_peer)), linewidth=0.9)
+            stalled = np.flatnonzero(stall_mask(samples, data.stall_threshold))
+            stalls += stalled.size
+            ax.plot(stalled, samples[stalled] * 1e6, "x", color="red", markersize=7, markeredgewidth=2)
+        log_axis(ax)
+        ax.set_title(data.names[name], fontsize=9)
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("time (us)")
+    fig.suptitle(f"{data.title(panel)}: every sample (max over ranks); red x: stall "
+                 f"(>= fastest + {data.stall_threshold:g} s); stalls: {stalls}")
+    bar = fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=axes, fraction=0.02, shrink=0.8)
+    bar.set_label("bytes per peer")
+    ticks = data.sizes[:: max(1, len(data.sizes) // 8)]
+    bar.set_ticks(ticks, labels=[human_bytes(t) for t in ticks])
+    bar.ax.minorticks_off()
+    name = f"samples_p{panel[0]}" + "".join(f"_{re.sub('[^A-Za-z0-9]+', '-', part)}"
+                                            for part, plain in zip(panel[1], model.PLAIN) if part != plain)
+    save(fig, directory, name)
+    return Figure(name, f"Samples over iterations, {data.title(panel)}",
+                  "Every timed iteration of every point, coloured by size; red crosses mark stalls, "
+                  "the seed's 0.2 s TCP retransmission delays.")
+
+
+# The figures of a record, by the timing mode of its rows: a mode not listed gets MEASURED. A protocol
+# with figures of its own (columns only its rows have) lists MEASURED and its own makers here.
+MEASURED: list[Maker] = [time_vs_size, busbw_vs_size, speedup_heatmaps, decision_map, model_overlay,
+                         samples_over_iterations]
+MAKERS: dict[str, list[Maker]] = {"simulated": MEASURED[:-1]}  # a simulated point has one sample
+
+
+def makers(timings: Iterable[str]) -> list[Maker]:
+    """The figure makers for rows of these timing modes, each once, in order."""
+    return list(dict.fromkeys(m for t in sorted(timings) for m in MAKERS.get(t, MEASURED)))
 
 
 # --- index.html -----------------------------------------------------------------------------
 
 def metadata(run: Run) -> list[tuple[str, str]]:
-    """The run's metadata worth showing beside its figures."""
+    """A measured run's facts worth showing beside its figures."""
     meta = run.meta
     config = meta.get("config", {})
-    library = (meta.get("mpi_library") or "").splitlines()
     hosts = meta.get("hosts") or {}
     items = [
         ("results", str(Path(run.directory).resolve())),
         ("command", meta.get("command", "")),
-        ("MPI library", library[0] if library else ""),
+        ("MPI library", library(meta)),
         ("hosts", ", ".join(f"{h} ({n} ranks)" for h, n in hosts.items()) if isinstance(hosts, dict) else str(hosts)),
-        ("process counts", ", ".join(str(p) for p in config.get("nprocs", sorted({r.nprocs for r in run.rows})))),
+        ("process counts", counts(run)),
+        ("timing", str(config.get("timing", ""))),
         ("dtype", str(config.get("dtype", ""))),
         ("iterations / warm-up", f"{config.get('iterations', '')} / {config.get('warmup', '')}"),
         ("stall threshold", f"{config.get('stall_threshold', '')} s"),
@@ -456,27 +616,138 @@ def metadata(run: Run) -> list[tuple[str, str]]:
     return [(k, v) for k, v in items if v.strip(" /()")]
 
 
-def write_index(data: Data, figures: list[Figure], directory: Path) -> None:
-    """index.html: the run's metadata, the model's fit and every figure (PNG, linked to SVG)."""
+def library(meta: dict[str, Any]) -> str:
+    """The first line of the MPI library's own description."""
+    lines = (meta.get("mpi_library") or "").splitlines()
+    return lines[0] if lines else ""
+
+
+def counts(run: Run) -> str:
+    return ", ".join(str(p) for p in run.meta.get("config", {}).get("nprocs", sorted({r.nprocs for r in run.rows})))
+
+
+def simulated_metadata(run: Run) -> list[tuple[str, str]]:
+    """A simulated record's facts: the platform, its links and the costs the simulator charged."""
+    meta = run.meta
+    rate, _, latency = str(meta.get("link", "")).partition(",")
+    factor = meta.get("bandwidth_factor") or {}
+    nodes = ", ".join(f"{p} processes on {f.get('nnodes')} nodes" for p, f in (meta.get("by_nprocs") or {}).items())
+    items = [
+        ("results", str(Path(run.directory).resolve())),
+        ("command", meta.get("command", "")),
+        ("platform", f"{meta.get('platform', '')} ({nodes})" if nodes else str(meta.get("platform", ""))),
+        ("link", f"{rate} bandwidth, {latency} latency" if latency else rate),
+        ("network model", str(meta.get("network", ""))),
+        ("message cost", message_cost(meta.get("message_cost") or {})),
+        ("bandwidth factor", f"{factor['factor']:g} (from {factor.get('source')})" if factor.get("factor")
+         else "SMPI's own"),
+        ("local copies", f"{meta['copy_bandwidth'] / 1e9:.3g} GB/s" if meta.get("copy_bandwidth") else ""),
+        ("process counts", counts(run)),
+        ("simulator", f"SimGrid {meta.get('simgrid', '?')}, {meta.get('replay', '')} replay"),
+        ("versions", ", ".join(f"{k} {meta[k]}" for k in ("a2a", "numpy", "python") if meta.get(k))),
+        ("git commit", meta.get("git_commit") or ""),
+        ("started / ended", f"{meta.get('start', '')} / {meta.get('end', '')}"),
+        ("status", str(meta.get("status", ""))),
+        ("points", f"{len(run.rows)} ({sum(r.valid for r in run.rows)} simulated)"),
+    ]
+    return [(k, v) for k, v in items if v.strip(" /(),")]
+
+
+def message_cost(cost: dict[str, Any]) -> str:
+    """The software cost charged per message, or that there was none."""
+    send, recv = float(cost.get("send_us") or 0), float(cost.get("recv_us") or 0)
+    if not send and not recv:
+        return "none: a message costs only its time on the links (set one with --message-cost or --calibrate)"
+    return f"send {send:g} us + receive {recv:g} us per message (from {cost.get('source', '?')})"
+
+
+def measured_heading(run: Run) -> tuple[str, str, list[tuple[str, str]]]:
+    """A measured run's title, what its figures show, and its facts."""
+    meta, name = run.meta, Path(run.directory).name
+    where = library(meta) or "the MPI library"
+    return (f"All-to-all measured: {name}",
+            f"Times measured by bench run with {where}: each point is the median of its timed iterations, "
+            "each iteration the slowest rank's time.", metadata(run))
+
+
+def simulated_heading(run: Run) -> tuple[str, str, list[tuple[str, str]]]:
+    """A simulated record's title, what its figures show, and its facts."""
+    meta, name = run.meta, Path(run.directory).name
+    return (f"All-to-all simulated: {name}",
+            f"Simulated, not measured: every schedule replayed by SimGrid {meta.get('simgrid', '')} on the "
+            f"platform {meta.get('platform', '?')} (links {meta.get('link', '?')}); each point is one simulated "
+            "time.", simulated_metadata(run))
+
+
+HEADINGS: dict[str, Callable[[Run], tuple[str, str, list[tuple[str, str]]]]] = {
+    "mpi": measured_heading, "simgrid": simulated_heading}
+
+
+def mark(style: Style) -> str:
+    """A series' line and marker as a small inline SVG, for the page's tables."""
+    return (f'<svg class="mark" width="40" height="14" role="img"><line x1="0" y1="7" x2="40" y2="7" '
+            f'stroke="{style.color}" stroke-width="2" stroke-dasharray="{DASHES[style.line]}"/>'
+            f'<text x="20" y="12" text-anchor="middle" font-size="12" fill="{style.color}">'
+            f"{SYMBOLS[style.marker]}</text></svg>")
+
+
+def table(head: list[str], body: list[list[str]]) -> str:
+    """An HTML table; `head` is text, `body` cells are HTML already."""
+    cells = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    rows = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in line) + "</tr>" for line in body)
+    return f"<table><tr>{cells}</tr>{rows}</table>"
+
+
+def series_table(data: Data) -> str:
+    """Each series: its mark, the name the figures give it, the full variant, and the cells it wins."""
+    wins = Counter(n for p in data.panels for n in data.winners(p).values())
+    cells = sum(len(data.winners(p)) for p in data.panels)
+    body = [[mark(data.styles[n]), html.escape(short(data, n)), f"<code>{html.escape(n)}</code>",
+             f"{wins[n]} of {cells}"] for n in data.labels]
+    return ("<h2>Series</h2><p>How the figures draw and name each series (options at the record's defaults "
+            "left out), with every option, and in how many cells (size x process count) its median is the "
+            "lowest.</p>" + table(["mark", "name in the figures", "variant", "fastest in"], body))
+
+
+def fit_table(data: Data) -> str:
+    """The fitted model of every series, or nothing when none was fitted."""
     esc = html.escape
-    meta_rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in metadata(data.run))
-    fit_rows = "".join(
-        f"<tr><td>{esc(f.label)}</td><td>{esc(f.formula.text)}</td><td>{esc('; '.join(f.describe()))}</td>"
-        f"<td>{f.error:.0%}</td><td>{len(f.bad_points())} of {len(f.residuals)}</td></tr>" for f in data.fits)
+    body = [[esc(f.label), esc(f.formula.text), esc("; ".join(f.describe())), f"{f.error:.0%}",
+             f"{len(f.bad_points())} of {len(f.residuals)}"] for f in data.fits]
+    if not body:
+        return ""
+    return ('<section id="cost-model"><h2>Cost model (Hockney alpha-beta, fitted to the medians)</h2>' +
+            table(["series", "formula", "parameters", "median error", "points off by > 50%"], body) + "</section>")
+
+
+def page(title: str, lede: str, facts: list[tuple[str, str]], figures: list[Figure], before: Iterable[str] = (),
+         after: Iterable[str] = ()) -> str:
+    """A report page: a title and what it shows, the facts, every figure linked to its SVG, with HTML sections
+    before and after the figures."""
+    esc = html.escape
+    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in facts)
+    contents = "".join(f'<li><a href="#{f.name}">{esc(f.title)}</a></li>' for f in figures)
     sections = "".join(
-        f'<section><h2>{esc(f.title)}</h2><p>{esc(f.caption)}</p><a href="{f.name}.svg">'
+        f'<section id="{f.name}"><h2>{esc(f.title)}</h2><p>{esc(f.caption)}</p><a href="{f.name}.svg">'
         f'<img src="{f.name}.png" alt="{esc(f.title)}"></a></section>' for f in figures)
-    page = f"""<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>a2a results: {esc(Path(data.run.directory).name)}</title>
-<style>body{{font-family:sans-serif;max-width:1500px;margin:1em auto;padding:0 1em}}
-table{{border-collapse:collapse;margin-bottom:1em}}th,td{{border:1px solid #ccc;padding:2px 8px;
-text-align:left;vertical-align:top}}img{{max-width:100%;border:1px solid #eee}}</style></head>
-<body><h1>All-to-all results: {esc(Path(data.run.directory).name)}</h1>
-<table>{meta_rows}</table>
-<h2>Cost model (Hockney alpha-beta, fitted to the medians)</h2>
-<table><tr><th>series</th><th>formula</th><th>parameters</th><th>median error</th><th>points off by &gt; 50%</th></tr>
-{fit_rows}</table>
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title><link rel="icon" href="data:,">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>body{{font-family:sans-serif;max-width:1500px;margin:1em auto;padding:0 1em;line-height:1.35}}
+.lede{{font-size:1.1em;color:#333}}table{{border-collapse:collapse;margin-bottom:1em;font-size:.92em}}
+th,td{{border:1px solid #ccc;padding:2px 8px;text-align:left;vertical-align:top}}th{{background:#f4f4f4}}
+img{{max-width:100%;height:auto;border:1px solid #eee}}section{{margin-top:1.5em}}
+svg.mark{{vertical-align:middle}}code{{font-size:.95em}}</style></head>
+<body><h1>{esc(title)}</h1><p class="lede">{esc(lede)}</p>
+<table>{rows}</table><p>Figures: </p><ul>{contents}</ul>
+{"".join(before)}
 {sections}
+{"".join(after)}
 </body></html>
 """
-    (directory / "index.html").write_text(page)
+
+
+def write_index(data: Data, figures: list[Figure], directory: Path) -> None:
+    """index.html: what the record is, its series, the model's fit and every figure (PNG, linked to SVG)."""
+    title, lede, facts = HEADINGS.get(backend_of(data.run.meta), measured_heading)(data.run)
+    (directory / "index.html").write_text(page(title, lede, facts, figures, [series_table(data)], [fit_table(data)]))

@@ -10,7 +10,6 @@ import math
 from collections.abc import Iterable
 from pathlib import Path
 from statistics import median
-from typing import Any
 
 import numpy as np
 from tabulate import tabulate
@@ -18,7 +17,7 @@ from tabulate import tabulate
 from a2a import fabric
 from a2a.analysis import model, plot
 from a2a.errors import BadResults
-from a2a.record.results import Row, label, load, read_rows
+from a2a.record.results import META_JSON, Row, label, load, read_meta, read_rows
 from a2a.units import human_bytes
 
 STUDY_MANIFEST = "topology-study.json"  # in a study directory: the runs it planned, in order
@@ -178,42 +177,78 @@ def study_runs(directory: Path) -> dict[str, list[Row]]:
 
 # --- figures (matplotlib, through a2a.analysis.plot) ----------------------------------------
 
-def plot_study(runs: dict[str, list[Row]], directory: Path) -> list[plot.Figure]:
-    """Draw the study's figures into `directory` (PNG and SVG) and an index.html; return them."""
+def plot_study(study: Path, directory: Path) -> list[plot.Figure]:
+    """Draw a study directory's figures into `directory` (PNG and SVG) and an index.html; return them."""
+    runs = study_runs(study)
     tables = {topology: table for topology, rows in runs.items() if (table := medians(rows))}
     if not tables:
         raise BadResults("the study has no valid measured points to plot")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    names = sorted({n for table in tables.values() for n in names_of(table)})
-    palette = plot.pyplot().get_cmap("tab10").colors
-    colors = {name: palette[i % len(palette)] for i, name in enumerate(names)}
-    figures = [latency_by_topology(tables, colors, directory), winners(tables, colors, directory)]
-    if len(tables) > 1:
-        figures.append(speedup(tables, directory))
-    write_index(figures, directory)
+    with plot.pyplot().rc_context(plot.STYLE):
+        names = shown_names(study, runs)
+        figures = [latency_by_topology(tables, names, directory), winners(tables, names, directory)]
+        if len(tables) > 1:
+            figures.append(speedup(tables, directory))
+    facts = study_facts(study, runs, tables)
+    lede = ("Measured on the emulated cluster (network namespaces): the same algorithms on each topology at "
+            "equal link physics, as bench topology-study runs them; every time is the median (p50) of a point's "
+            "timed iterations, in microseconds.")
+    page = plot.page(f"Topology study: {Path(study).resolve().name}", lede, facts, figures)
+    (directory / "index.html").write_text(page)
     return figures
 
 
-def latency_by_topology(tables: dict[str, Medians], colors: dict[str, Any], directory: Path) -> plot.Figure:
+def shown_names(study: Path, runs: dict[str, list[Row]]) -> dict[str, str]:
+    """Every algorithm label of the study -> the name the figures give it (as a record's figures do)."""
+    defaults: dict[str, dict[str, str]] = {}
+    for entry in study_entries(study):
+        if (Path(study) / entry["name"] / META_JSON).is_file():
+            defaults.update(read_meta(Path(study) / entry["name"]).get("option_defaults") or {})
+    return {label(r.algorithm, r.options): plot.series_name(r, defaults) for rows in runs.values() for r in rows}
+
+
+def study_facts(study: Path, runs: dict[str, list[Row]], tables: dict[str, Medians]) -> list[tuple[str, str]]:
+    """What the study page says it shows: its runs, topologies, algorithms, sizes and process counts."""
+    facts = [("study", str(Path(study).resolve()))]
+    for entry in study_entries(study):
+        table = tables.get(entry["topology"])
+        done = f"{len(table)} points in {entry['name']}/" if table else "no results (the run did not finish)"
+        facts.append((f"topology {entry['topology']}", f"{entry.get('title', '')}: {done}"))
+    rows = [r for rows in runs.values() for r in rows]
+    facts += [("algorithms", ", ".join(sorted({n for t in tables.values() for n in names_of(t)}))),
+              ("sizes (bytes per peer)", ", ".join(human_bytes(s) for s in sorted({s for t in tables.values()
+                                                                                  for s in sizes_of(t)}))),
+              ("process counts", ", ".join(str(p) for p in sorted({r.nprocs for r in rows}))),
+              ("speed-ups against", next(iter(tables)))]
+    return facts
+
+
+def latency_by_topology(tables: dict[str, Medians], names: dict[str, str], directory: Path) -> plot.Figure:
     """One panel per topology: p50 vs bytes per peer, a line per algorithm, the same y scale."""
+    every = sorted({n for table in tables.values() for n in names_of(table)})
+    styles = plot.series_styles(every)
     fig, axes = plot.panels(len(tables))
     low = min(min(t.values()) for t in tables.values())
     high = max(max(t.values()) for t in tables.values())
     for ax, (topology, table) in zip(axes, tables.items()):
+        strong = set(names_of(table)) if len(names_of(table)) <= plot.CROWD else \
+            {fastest(table, s) for s in sizes_of(table)}
         for name in names_of(table):
             series = sorted((s, t) for (s, n), t in table.items() if n == name)
-            ax.plot(*zip(*series), marker="o", markersize=3, color=colors[name], label=name)
+            plot.line(ax, *zip(*series), styles[name], name in strong)
         plot.bytes_axis(ax)
         plot.log_axis(ax)
         ax.set_ylim(low / 1.5, high * 1.5)
         ax.set_title(topology)
         ax.set_xlabel("bytes per peer")
         ax.set_ylabel("p50 per call (us)")
-    plot.legend_below(fig, *axes[0].get_legend_handles_labels())
+    plot.legend_below(fig, [plot.handle(styles[n]) for n in every], [names[n] for n in every])
     plot.save(fig, directory, "latency_by_topology")
     return plot.Figure("latency_by_topology", "Latency vs size per topology",
-                       "Median time of one all-to-all per size, one panel per emulated topology, same axes.")
+                       "Median time of one all-to-all per size, one panel per emulated topology, same axes. "
+                       f"Where a panel has more than {plot.CROWD} algorithms, those fastest at some size are "
+                       "drawn strong and the others light.")
 
 
 def speedup(tables: dict[str, Medians], directory: Path) -> plot.Figure:
@@ -226,9 +261,8 @@ def speedup(tables: dict[str, Medians], directory: Path) -> plot.Figure:
     finite = grid[np.isfinite(grid)]
     span = max(1.0, float(np.max(np.abs(np.log2(finite))))) if finite.size else 1.0
     norm, cmap = LogNorm(2 ** -span, 2 ** span), plot.pyplot().get_cmap("RdBu")
-    fig, axes = plot.panels(1, 1)
+    fig, axes = plot.panels(1, 1, (max(6.0, 0.6 * len(sizes) + 2.5), max(2.5, 0.5 * len(others) + 2)))
     ax = axes[0]
-    fig.set_size_inches(max(6.0, 0.6 * len(sizes) + 2.5), max(2.5, 0.5 * len(others) + 2))
     masked = np.ma.masked_invalid(grid)
     image = ax.imshow(masked, cmap=cmap, norm=norm, aspect="auto", origin="lower")
     plot.annotate(ax, masked, lambda v: f"{v:.2f}", lambda i, j, v: cmap(norm(v)))
@@ -239,46 +273,36 @@ def speedup(tables: dict[str, Medians], directory: Path) -> plot.Figure:
     ticks = [2.0 ** (e / 2) for e in range(-math.floor(2 * span), math.floor(2 * span) + 1)]
     bar.set_ticks(ticks, labels=[f"{t:.2g}" for t in ticks])
     bar.ax.minorticks_off()
-    fig.tight_layout()
     plot.save(fig, directory, "topology_speedup")
     return plot.Figure("topology_speedup", f"Speed-up over {base}",
                        f"The best algorithm's median on {base} divided by the best algorithm's median on each "
                        "other topology, per size. Blue: that topology is faster; red: slower.")
 
 
-def winners(tables: dict[str, Medians], colors: dict[str, Any], directory: Path) -> plot.Figure:
-    """Rows: topologies; cells: coloured by the fastest algorithm, text its p50 in us."""
+def winners(tables: dict[str, Medians], names: dict[str, str], directory: Path) -> plot.Figure:
+    """Rows: topologies; cells: coloured by the fastest algorithm, text its name and p50 in us."""
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
     topologies = list(tables)
     sizes = sorted({s for table in tables.values() for s in sizes_of(table)})
     best: list[list[str | None]] = [[fastest(tables[t], s) for s in sizes] for t in topologies]
-    names = sorted({n for line in best for n in line if n})
-    index = np.ma.masked_less(np.array([[names.index(n) if n else -1 for n in line] for line in best]), 0)
-    fig, axes = plot.panels(1, 1)
+    found = sorted({n for line in best for n in line if n})
+    colors = plot.distinct_colors(len(found))
+    index = np.array([[found.index(n) if n else -1 for n in line] for line in best])
+    fig, axes = plot.panels(1, 1, (max(6.0, 1.3 * len(sizes) + 2.5), max(2.5, 0.5 * len(topologies) + 2.2)))
     ax = axes[0]
-    fig.set_size_inches(max(6.0, 0.6 * len(sizes) + 2.5), max(2.5, 0.5 * len(topologies) + 2.2))
-    ax.imshow(index, cmap=ListedColormap([colors[n] for n in names]), vmin=-0.5, vmax=len(names) - 0.5,
+    ax.imshow(np.ma.masked_less(index, 0), cmap=ListedColormap(colors), vmin=-0.5, vmax=len(found) - 0.5,
               aspect="auto", origin="lower")
-    times = np.array([[best_time(tables[t], s) for s in sizes] for t in topologies])
-    plot.annotate(ax, np.ma.masked_invalid(times), lambda v: f"{v:,.0f}",
-                  lambda i, j, v: colors[names[index[i, j]]])
+    texts = [[f"{names[n]}\n{tables[t][s, n]:,.0f}" if n else "" for s, n in zip(sizes, line)]
+             for t, line in zip(topologies, best)]
+    plot.write_cells(ax, texts, lambda i, j: colors[index[i, j]], 8)
     plot.cell_axes(ax, sizes, topologies)
     ax.set_title("Fastest algorithm per size and topology (text: its p50, us)")
-    plot.legend_below(fig, [Patch(color=colors[n]) for n in names], names)
+    plot.legend_below(fig, [Patch(color=c) for c in colors], [names[n] for n in found])
     plot.save(fig, directory, "topology_winners")
     return plot.Figure("topology_winners", "Fastest algorithm per topology",
                        "Where the crossovers lie on each topology: the algorithm with the lowest median per size.")
-
-
-def write_index(figures: list[plot.Figure], directory: Path) -> None:
-    """index.html showing every figure with its caption."""
-    sections = "".join(f'<section><h2>{f.title}</h2><p>{f.caption}</p><a href="{f.name}.svg">'
-                       f'<img src="{f.name}.png" alt="{f.title}"></a></section>' for f in figures)
-    (directory / "index.html").write_text(
-        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>a2a topology study</title></head>'
-        f"<body><h1>Topology study</h1>{sections}</body></html>\n")
 
 
 def draw(results: Path, output: Path | None = None) -> str:
@@ -287,8 +311,8 @@ def draw(results: Path, output: Path | None = None) -> str:
     plot.pyplot()  # fail first, and clearly, when matplotlib is missing
     directory = output or results / "plots"
     if (results / STUDY_MANIFEST).is_file():
-        figures = plot_study(study_runs(results), directory)
+        figures, what = plot_study(results, directory), "the study's runs"
     else:
-        figures = plot.plot_all(load(results), directory)
+        figures, what = plot.plot_all(load(results), directory), "the run's metadata"
     return "\n".join([*(f"{directory / figure.name}.png  (.svg)  {figure.title}" for figure in figures),
-                      f"{directory / 'index.html'}  shows them all with the run's metadata"])
+                      f"{directory / 'index.html'}  shows them all with {what}"])
