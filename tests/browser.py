@@ -7,10 +7,12 @@ the console said, and a screenshot of the whole page. Chromium is Debian's packa
 from __future__ import annotations
 
 import base64
+import ctypes
 import http.server
 import json
 import os
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -117,7 +119,7 @@ class Browser:
         self.process = subprocess.Popen(
             [executable or find() or "chromium", *flags, f"--user-data-dir={self.profile}",
              "--remote-debugging-port=0", f"--window-size={WIDTH},{HEIGHT}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=self.log)
+            stdout=subprocess.DEVNULL, stderr=self.log, preexec_fn=die_with_parent)
         self.socket = Socket(self.page_socket())
         self.serial, self.events = 0, []
 
@@ -178,6 +180,11 @@ class Browser:
             self.process.kill()
         self.log.close()
         shutil.rmtree(self.profile, ignore_errors=True)
+
+
+def die_with_parent() -> None:
+    """In the browser's process, before it starts: Linux ends it when the tests' process ends, however that ends."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
 
 
 def console_errors(events: list[dict]) -> list[str]:
