@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -116,16 +117,16 @@ class Data:
     names: dict[str, str]  # series label -> the name the figures give it
     stall_threshold: float
 
-    @property
+    @cached_property
     def panels(self) -> list[Panel]:
         """Process counts (with timing mode, mesh and groups when a run has several), ascending."""
         return sorted({panel_of(r) for r in self.rows})
 
-    @property
+    @cached_property
     def sizes(self) -> list[int]:
         return sorted({r.bytes_per_peer for r in self.rows})
 
-    @property
+    @cached_property
     def labels(self) -> list[str]:
         return sorted({r.label for r in self.rows})
 
@@ -477,8 +478,8 @@ def decision_map(data: Data, directory: Path) -> list[Figure]:
     legend_below(fig, [Patch(color=c) for c in colors], [data.names[n] for n in winners])
     save(fig, directory, "decision_map")
     return [Figure("decision_map", "Decision map",
-                   "The series with the lowest median time in each cell (measured, not tested for "
-                   f"significance; `bench decide` does that){', with its ' + over if over else ''}.")]
+                   "The series with the lowest median time in each cell (not tested for significance; "
+                   f"`bench decide` does that){', with its ' + over if over else ''}.")]
 
 
 def cell_text(data: Data, name: str, speedup: float | None, named: bool) -> str:
@@ -528,7 +529,7 @@ def model_overlay(data: Data, directory: Path) -> list[Figure]:
     legend_below(fig, handles, [f"{p} processes" for p in counts] + ["crossover (latency = bandwidth term)"])
     save(fig, directory, "model_overlay")
     return [Figure("model_overlay", "Cost model vs measurement",
-                   "Measured medians (dots) and the fitted Hockney alpha-beta model (lines) per series "
+                   "Medians (dots) and the Hockney alpha-beta model fitted to them (lines) per series "
                    "and process count; a triangle marks the crossover size where the latency and "
                    "bandwidth terms are equal.")]
 
