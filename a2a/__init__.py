@@ -1,5 +1,5 @@
 """a2a: pluggable MPI all-to-all algorithms; importing it starts no MPI work."""
-from a2a.algos.calls import alltoall, alltoallv
+from a2a.algos.calls import Handle, alltoall, alltoallv, ialltoall, ialltoallv
 from a2a.algos.plan import Plan, Prepared
 from a2a.algos.plugins import load_plugin
 from a2a.algos.registry import Algorithm, algorithms, get, register
@@ -8,6 +8,7 @@ from a2a.record.meta import version
 
 __version__ = version()
 __all__ = [
-    "A2AError", "Algorithm", "BadInput", "BadOption", "BadResults", "Plan", "PluginError", "Prepared",
-    "UnknownAlgorithm", "algorithms", "alltoall", "alltoallv", "get", "load_plugin", "register",
+    "A2AError", "Algorithm", "BadInput", "BadOption", "BadResults", "Handle", "Plan", "PluginError", "Prepared",
+    "UnknownAlgorithm", "algorithms", "alltoall", "alltoallv", "get", "ialltoall", "ialltoallv", "load_plugin",
+    "register",
 ]

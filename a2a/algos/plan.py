@@ -5,17 +5,24 @@ A factory does all preparation and returns ``run`` (one all-to-all), ``(run, fre
 The plan runs it on a private duplicate of the caller's communicator, so its messages never
 match the caller's; a call in place gets a staged copy of the receive buffer unless the
 algorithm takes MPI.IN_PLACE itself.
+
+A plan is blocking (call it) and non-blocking (start, test, wait): the non-blocking form is the
+same factory prepared for the progression engine (a2a.algos.progress), made at plan time for a
+plan from `Algorithm.init`, else by the first start() (collectively, as MPI_Alltoall_init).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable
 
 import numpy as np
 
 from a2a.algos.agreement import agree, matched_counts
 from a2a.algos.buffers import VBuffer, is_inter
+from a2a.algos.mpi_module import replaced_mpi
 from a2a.algos.prebuilt import copier
+from a2a.algos.progress import EngineComm, Progression, Unprogressable, engine_module
 from a2a.errors import A2AError, BadInput
 from a2a.record.results import NATIVE
 
@@ -27,29 +34,56 @@ class Prepared:
     run: Callable[[], Any]
     free: Callable[[], Any] | None = None
     note: str = ""  # e.g. a fallback to another schedule at this process count
+    in_wait: bool = False  # run is a blocking library call: the non-blocking form runs it whole inside wait()
 
 
 @dataclass
 class Plan:
-    """A prepared all-to-all: call it for one exchange; free it (or use `with`) when done."""
+    """A prepared all-to-all: call it for one exchange, or start() it and test() or wait(); free it (or use `with`)."""
 
     algorithm: Any  # the a2a.algos.registry.Algorithm it was made from
     options: dict[str, Any]
-    run: Callable[[], Any]
+    run: Callable[[], Any] | None  # the blocking form (None: not prepared; a call then starts and waits)
     _free: Callable[[], Any] | None = field(default=None, repr=False)
     _comm: Any = field(default=None, repr=False)
     note: str = ""  # what the row should say about this plan (the factory's Prepared.note)
+    progression: Progression | None = None  # the non-blocking form, once prepared
+    _progressive: Callable[[], Progression] | None = field(default=None, repr=False)
 
     def __call__(self) -> None:
-        self.run()
+        if self.progression is not None and self.progression.active:
+            raise BadInput("this plan's exchange is in flight (started, not waited for); wait() for it first")
+        if self.run is None:
+            self.start()
+            self.wait()
+        else:
+            self.run()
+
+    def start(self) -> None:
+        """Begin one exchange without waiting for it (the first start prepares the non-blocking form, collectively)."""
+        if self.progression is None:
+            if self._progressive is None:
+                raise BadInput("this plan has been freed; make a new one")
+            self.progression = self._progressive()
+        self.progression.start()
+
+    def test(self) -> bool:
+        """Advance the exchange started (post every round whose inputs arrived); whether it is complete."""
+        return self.progression.test() if self.progression is not None else True
+
+    def wait(self) -> None:
+        """Complete the exchange started."""
+        if self.progression is not None:
+            self.progression.wait()
 
     def free(self) -> None:
         """Release requests, buffers and communicators the plan holds."""
-        if self._free is not None:
-            self._free()
+        for release in (self._free, self.progression.free if self.progression else None):
+            if release is not None:
+                release()
         if self._comm is not None:
             self._comm.Free()
-        self._free = self._comm = None
+        self._free = self._comm = self.progression = self._progressive = None
         self.run = _freed
 
     def __enter__(self) -> "Plan":
@@ -64,10 +98,10 @@ def _freed() -> None:
 
 
 def planned(comm: Any, find: Callable[[], Any], collective: str, options: dict[str, Any],
-            call: Callable[[], tuple[Any, Any, tuple]]) -> Plan:
+            call: Callable[[], tuple[Any, Any, tuple]], nonblocking: bool = False) -> Plan:
     """A plan of the algorithm `find()` gives, once every rank has checked its call (`call` returns send, recv and
     their signature) and the ranks agree: whatever is wrong on any rank, an unknown name or option included, is one
-    BadInput on every rank."""
+    BadInput on every rank. `nonblocking`: prepare its non-blocking form only (start, test, wait)."""
     problem, signature = None, None
     try:
         found = find()
@@ -83,24 +117,55 @@ def planned(comm: Any, find: Callable[[], Any], collective: str, options: dict[s
     agree(comm, problem, signature)
     if collective == "alltoallv":
         matched_counts(comm, send, recv)
-    return prepare(comm, found, kind, resolved, send, recv)
+    return prepare(comm, found, kind, resolved, send, recv, nonblocking)
 
 
-def prepare(comm: Any, algorithm: Any, kind: Any, resolved: dict[str, Any], send: Any, recv: Any) -> Plan:
-    """Run the factory of `kind` on a private duplicate of `comm` (agreed already): the plan."""
+def prepare(comm: Any, algorithm: Any, kind: Any, resolved: dict[str, Any], send: Any, recv: Any,
+            nonblocking: bool = False) -> Plan:
+    """Run the factory of `kind` on a private duplicate of `comm` (agreed already): the plan, in its blocking form or
+    (`nonblocking`) its non-blocking one; the other is made when first used."""
     private = comm.Dup()  # our point-to-point traffic cannot match the caller's
     staging = None
     if send is None and not kind.in_place:  # in place: the schedule reads a copy of recvbuf
         send, staging = _staged(recv)
+    progressive = partial(_progression, algorithm.name, kind.factory, private, send, recv, resolved, staging)
     try:
-        made = kind.factory(private, send, recv, **resolved)
+        made = None if nonblocking else _made(kind.factory(private, send, recv, **resolved))
+        progression = progressive() if nonblocking else None
     except BaseException:
         private.Free()
         raise
-    if not isinstance(made, Prepared):
-        made = Prepared(*made) if isinstance(made, tuple) else Prepared(made, getattr(made, "free", None))
-    run = made.run if staging is None else _after(staging, made.run)
-    return Plan(algorithm, resolved, run, made.free, private, made.note)
+    if made is None:
+        return Plan(algorithm, resolved, None, None, private, progression.note, progression, progressive)
+    return Plan(algorithm, resolved, _after(staging, made.run), made.free, private, made.note, None, progressive)
+
+
+def _progression(name: str, factory: Callable[..., Any], comm: Any, send: Any, recv: Any, options: dict[str, Any],
+                 staging: Callable[[], Any] | None) -> Progression:
+    """The factory prepared for the progression engine; where it reaches for what has no non-blocking form (or says
+    its run is a blocking library call), its plain plan, run inside wait()."""
+    from mpi4py import MPI
+
+    try:
+        with replaced_mpi(engine_module(MPI)):
+            made = _made(factory(EngineComm(comm, MPI), send, recv, **options))
+    except Unprogressable as missing:
+        made = _made(factory(comm, send, recv, **options))
+        note = f"{name}: {missing} has no non-blocking form; a start() runs the whole exchange inside wait()"
+        return Progression(_after(staging, made.run), made.free, _joined(note, made.note), in_wait=True)
+    note = f"{name}: a blocking library call; a start() runs it whole inside wait()" if made.in_wait else ""
+    return Progression(_after(staging, made.run), made.free, _joined(note, made.note), in_wait=made.in_wait)
+
+
+def _made(made: Any) -> Prepared:
+    """What a factory returned, as Prepared."""
+    if isinstance(made, Prepared):
+        return made
+    return Prepared(*made) if isinstance(made, tuple) else Prepared(made, getattr(made, "free", None))
+
+
+def _joined(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
 
 
 def _staged(recv: Any) -> tuple[Any, Callable[[], Any]]:
@@ -112,7 +177,11 @@ def _staged(recv: Any) -> tuple[Any, Callable[[], Any]]:
     return array, copier(array, recv)
 
 
-def _after(first: Callable[[], Any], run: Callable[[], Any]) -> Callable[[], Any]:
+def _after(first: Callable[[], Any] | None, run: Callable[[], Any]) -> Callable[[], Any]:
+    """`run`, after `first` when there is one (a call in place stages its data first)."""
+    if first is None:
+        return run
+
     def staged_run() -> None:
         first()
         run()

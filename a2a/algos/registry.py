@@ -118,6 +118,18 @@ class Algorithm:
         return planned(comm, lambda: self, "alltoallv", options,
                        lambda: alltoallv_call(comm, sendbuf, sendcounts, recvbuf, recvcounts, sdispls, rdispls))
 
+    def init(self, comm: Any, sendbuf: Any, recvbuf: Any, **options: Any) -> Plan:
+        """The plan prepared to run non-blocking (MPI_Alltoall_init's counterpart): start(), test(), wait()."""
+        return planned(comm, lambda: self, "alltoall", options, lambda: alltoall_call(comm, sendbuf, recvbuf),
+                       nonblocking=True)
+
+    def init_v(self, comm: Any, sendbuf: Any, sendcounts: Any, recvbuf: Any, recvcounts: Any,
+               sdispls: Any = None, rdispls: Any = None, **options: Any) -> Plan:
+        """The same for MPI_Alltoallv_init."""
+        return planned(comm, lambda: self, "alltoallv", options,
+                       lambda: alltoallv_call(comm, sendbuf, sendcounts, recvbuf, recvcounts, sdispls, rdispls),
+                       nonblocking=True)
+
     def describe_options(self) -> str:
         """Options as `name=default (accepted)` text."""
         return ", ".join(

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from a2a.algos.facts import steps_for
+from a2a.algos.mpi_module import replaced_mpi
 from a2a.algos.nodes import one_per_node
 from a2a.algos.pattern import expected_pattern, send_pattern
 from a2a.algos.prebuilt import WATCHER
@@ -29,7 +30,7 @@ from a2a.algos.registry import get
 from a2a.algos.schedule import Among, Batches, Copied, Exchanges, Phases, Posted, Rounds
 from a2a.errors import A2AError, CaptureError, CaptureOutgrew
 from a2a.simulate.events import Burst, Collective, Copy, Event, Irecv, Isend, Posts, RankLog, Schedule, Sendrecvs, Wait
-from a2a.simulate.standin import StandInComm, standin_module, standin_mpi
+from a2a.simulate.standin import StandInComm, standin_module
 from a2a.simulate.world import Aborted, World, memory_limit, resident_bytes
 
 
@@ -103,7 +104,7 @@ def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: 
             failures.append((rank, problem))
             world.failed = True
 
-    with standin_mpi(standin_module()), _no_cycle_collection():
+    with replaced_mpi(standin_module()), _no_cycle_collection():
         world.run(rank_main, [copy_context() for _ in range(nprocs)])
     if world.overflow:
         raise CaptureOutgrew(f"{name}: {world.overflow}")

@@ -13,10 +13,8 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-import sys
 import types
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
 
@@ -442,25 +440,3 @@ def standin_module() -> types.ModuleType:
 
     module.__getattr__ = unknown
     return module
-
-@contextmanager
-def standin_mpi(module: types.ModuleType) -> Iterator[None]:
-    """Make `from mpi4py import MPI` return `module` inside the block."""
-    import mpi4py
-
-    missing = object()
-    saved_attr = getattr(mpi4py, "MPI", missing)
-    saved_module = sys.modules.get("mpi4py.MPI", missing)
-    mpi4py.MPI = module
-    sys.modules["mpi4py.MPI"] = module
-    try:
-        yield
-    finally:
-        if saved_attr is missing:
-            del mpi4py.MPI
-        else:
-            mpi4py.MPI = saved_attr
-        if saved_module is missing:
-            sys.modules.pop("mpi4py.MPI", None)
-        else:
-            sys.modules["mpi4py.MPI"] = saved_module

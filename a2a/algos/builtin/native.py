@@ -1,20 +1,31 @@
 """The MPI library's own MPI_Alltoall and MPI_Alltoallv: the baseline every other algorithm is set against.
 
+`form` picks the library's call: `blocking` MPI_Alltoall(v); `nonblocking` MPI_Ialltoall(v), then
+MPI_Wait; `persistent` MPI_Alltoall(v)_init once per plan, then MPI_Start and MPI_Wait per call
+(MPI-4). Run non-blocking (a plan's start, test, wait), the last two hand the library's own
+request to the progression engine, so each test() is an MPI_Test of it; the blocking form runs
+whole inside wait().
+
 Its twin in each library is the library's own decision (Open MPI's rule 0, MPICH's built-in
 subtree, Intel's default), so a tuning file leaves such ranges to the library.
 """
 import functools
+from typing import Any, Callable
 
 from a2a.algos.buffers import mpi_type, peers
 from a2a.algos.cost import DIRECT, GENERIC
+from a2a.algos.plan import Prepared
 from a2a.algos.registry import register
 from a2a.algos.schedule import Among, Phases
+from a2a.errors import BadOption
 
 TWINS = {"Open MPI": lambda options, p: ("ignore", 0), "MPICH": lambda options, p: ("native",),
          "Intel MPI": lambda options, p: "native"}
+FORMS = ("blocking", "nonblocking", "persistent")
+LIMITS = {"form": (lambda form: form in FORMS, ", ".join(FORMS))}
 
 
-def steps(p: int, r: int) -> Phases:
+def steps(p: int, r: int, form: str) -> Phases:
     """What the factory runs, as data: one MPI_Alltoall of the whole job, a block to and from each rank."""
     return _whole_job(p)
 
@@ -25,10 +36,34 @@ def _whole_job(p: int) -> Phases:
     return Phases((Among("alltoall", tuple(range(p)), None, everyone, everyone),))
 
 
-@register("native", mirrors="MPI_Alltoall as the library chooses (Open MPI tuned, MPICH's selection)",
-          cost=GENERIC, steps=steps, twins=TWINS, simplicity=0, intercomm=True, in_place=True)
-def native(comm, sendbuf, recvbuf):
-    """Call the MPI library's MPI_Alltoall on message specs built once, not parsed again per call."""
+def called(comm: Any, name: str, form: str, send: Any, recv: Any) -> Prepared:
+    """The library's `name` (Alltoall or Alltoallv) in `form`, on message specs built once."""
+    if form == "blocking":
+        blocking = getattr(comm, name)
+        return Prepared(lambda: blocking(send, recv), in_wait=True)
+    if form == "nonblocking":
+        start = getattr(comm, f"I{name.lower()}")
+        return Prepared(lambda: start(send, recv).Wait())
+    try:
+        request = getattr(comm, f"{name}_init")(send, recv)
+    except (AttributeError, NotImplementedError):
+        raise BadOption(f"native: form=persistent needs MPI_{name}_init (MPI-4), which this MPI library or mpi4py "
+                        "lacks; accepted here: blocking, nonblocking") from None
+    return Prepared(_started(request), request.Free)
+
+
+def _started(request: Any) -> Callable[[], None]:
+    def run() -> None:
+        request.Start()
+        request.Wait()
+    return run
+
+
+@register("native", mirrors="MPI_Alltoall as the library chooses (Open MPI tuned, MPICH's selection); form=nonblocking "
+          "MPI_Ialltoall, form=persistent MPI_Alltoall_init", limits=LIMITS, cost=GENERIC, steps=steps, twins=TWINS,
+          simplicity=0, intercomm=True, in_place=True)
+def native(comm, sendbuf, recvbuf, *, form: str = "blocking"):
+    """Call the MPI library's MPI_Alltoall (or its non-blocking or persistent form) on message specs built once."""
     from mpi4py import MPI
 
     # (buffer, count, datatype) tuples skip numpy's buffer export and the type lookup that
@@ -37,15 +72,15 @@ def native(comm, sendbuf, recvbuf):
     count = recvbuf.size // peers(comm) * scale
     recv = (MPI.buffer(recvbuf), count, datatype)
     send = MPI.IN_PLACE if sendbuf is None else (MPI.buffer(sendbuf), count, datatype)
-    alltoall = comm.Alltoall
-    return lambda: alltoall(send, recv)
+    return called(comm, "Alltoall", form, send, recv)
 
 
-@register("native", collective="alltoallv", mirrors="MPI_Alltoallv as the library chooses", cost=DIRECT,
-          twins={"Open MPI": TWINS["Open MPI"], "MPICH": TWINS["MPICH"]}, intercomm=True, in_place=True)
-def native_v(comm, send, recv):
-    """Call the MPI library's MPI_Alltoallv on message specs built once."""
+@register("native", collective="alltoallv", mirrors="MPI_Alltoallv as the library chooses (or MPI_Ialltoallv, "
+          "MPI_Alltoallv_init)", limits=LIMITS, cost=DIRECT, twins={"Open MPI": TWINS["Open MPI"],
+                                                                     "MPICH": TWINS["MPICH"]},
+          intercomm=True, in_place=True)
+def native_v(comm, send, recv, *, form: str = "blocking"):
+    """Call the MPI library's MPI_Alltoallv (or its non-blocking or persistent form) on message specs built once."""
     from mpi4py import MPI
 
-    outgoing, incoming, alltoallv = MPI.IN_PLACE if send is None else send.spec(), recv.spec(), comm.Alltoallv
-    return lambda: alltoallv(outgoing, incoming)
+    return called(comm, "Alltoallv", form, MPI.IN_PLACE if send is None else send.spec(), recv.spec())

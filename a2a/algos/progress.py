@@ -1,0 +1,234 @@
+"""The progression engine: any plan run non-blocking, advanced by test() as libNBC advances a schedule of rounds.
+
+A plan's factory is run once more against communicators and an `mpi4py.MPI` whose blocking calls, when the plan
+runs inside the engine, post their non-blocking form and park (a greenlet switch back to the caller): Sendrecv
+becomes Isendrecv, Waitall parks on its requests, an Alltoall or a Gather among members becomes Ialltoall or
+Igather. So the run is a state machine over the rounds the algorithm declares (its steps; tests/test_capture.py
+holds them equal to what the run does): start() runs it up to its first wait, posting the first round and the
+copies before it; test() completes what it can and, while what the run waits for has arrived, resumes it, posting
+each next round and its copies; wait() drives it to the end, blocking where the run would. The algorithm's own
+code runs, so no algorithm file changes and no schedule is written twice.
+
+A run that uses what has no non-blocking form here (MPI RMA epochs: MPI.Win), or that its factory marks as a
+blocking library call (native's form=blocking), runs whole inside wait() (or the first test()); its progression's
+note says so. Each
+plan has its private communicator, so exchanges of different plans in flight never mix; one plan has at most one
+exchange in flight, as an MPI persistent request.
+"""
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from greenlet import greenlet
+
+from a2a.errors import BadInput
+
+# the blocking collectives whose non-blocking form takes the same arguments (Alltoall -> Ialltoall)
+BLOCKING_COLLECTIVES = ("Alltoall", "Alltoallv", "Alltoallw", "Allgather", "Allgatherv", "Gather", "Gatherv",
+                        "Scatter", "Scatterv", "Bcast", "Allreduce", "Reduce", "Reduce_scatter",
+                        "Reduce_scatter_block", "Scan", "Exscan", "Barrier")
+# what returns a request: the engine's requests park in their Wait
+REQUESTS = ({"I" + name.lower() if name == "Barrier" else f"I{name[0].lower()}{name[1:]}"
+             for name in BLOCKING_COLLECTIVES}
+            | {f"{name}_init" for name in BLOCKING_COLLECTIVES}
+            | {"Isend", "Ibsend", "Issend", "Irsend", "Irecv", "Isendrecv", "Isendrecv_replace", "Send_init",
+               "Bsend_init", "Ssend_init", "Rsend_init", "Recv_init"})
+# what makes a communicator: its results are communicators of the engine too
+MAKERS = ("Dup", "Split", "Split_type", "Create", "Create_group", "Create_cart", "Create_graph", "Sub", "Clone")
+# what has no non-blocking form here: a factory that reaches for it runs its plan inside wait()
+UNPROGRESSABLE = ("Win", "File")
+
+
+class Unprogressable(Exception):
+    """A factory reached for an MPI facility the engine cannot run non-blocking."""
+
+
+class Round(greenlet):
+    """The greenlet a plan's run goes on in while the engine drives it."""
+
+
+def running() -> bool:
+    """Whether this code runs inside the engine (then a blocking call posts and parks)."""
+    return isinstance(greenlet.getcurrent(), Round)
+
+
+@dataclass
+class Awaited:
+    """What a parked run waits for: all of `requests`, or (`any_of`) one of them, as Waitany; through `mpi`."""
+
+    mpi: Any
+    requests: list[Any]
+    any_of: bool = False
+    result: Any = None
+
+    def ready(self) -> bool:
+        """Whether it has arrived (completing the requests that did, as MPI_Test does)."""
+        if self.any_of:
+            self.result, flag = self.mpi.Request.Testany(self.requests)
+            return bool(flag)
+        if len(self.requests) == 1:  # MPI_Test: MPICH 5.0's MPI_Testall errs as a persistent collective completes
+            return bool(self.requests[0].Test())
+        return bool(self.mpi.Request.Testall(self.requests))
+
+    def block(self) -> None:
+        """Wait until it has arrived."""
+        if self.any_of:
+            self.result = self.mpi.Request.Waitany(self.requests)
+        else:
+            self.mpi.Request.Waitall(self.requests)
+
+
+def finished(mpi: Any, requests: list[Any], any_of: bool = False) -> Any:
+    """Wait for real requests: parked when run inside the engine, else blocking; Waitany's index when `any_of`."""
+    awaited = Awaited(mpi, requests, any_of)
+    if running():
+        return greenlet.getcurrent().parent.switch(awaited)  # the driver resumes the run once it has arrived
+    awaited.block()
+    return awaited.result
+
+
+class EngineRequest:
+    """A request the engine's communicators return: its Wait parks; everything else is the real request's."""
+
+    def __init__(self, real: Any, mpi: Any):
+        self.real, self.mpi = real, mpi
+
+    def Wait(self, status: Any = None) -> None:
+        finished(self.mpi, [self.real])
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def reals(requests: list[Any]) -> list[Any]:
+    """The real requests behind engine requests."""
+    return [getattr(q, "real", q) for q in requests]
+
+
+class EngineComm:
+    """A communicator of the engine: blocking calls post their non-blocking form and park when run inside it."""
+
+    def __init__(self, real: Any, mpi: Any):
+        self.real, self.mpi = real, mpi
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self.real, name)
+        if name in BLOCKING_COLLECTIVES:
+            started = getattr(self.real, "Ibarrier" if name == "Barrier" else f"I{name[0].lower()}{name[1:]}")
+            return lambda *args, **kwargs: (finished(self.mpi, [started(*args, **kwargs)]) if running()
+                                            else found(*args, **kwargs))
+        if name in MAKERS:
+            return lambda *args, **kwargs: self._wrapped(found(*args, **kwargs))
+        if name in REQUESTS:
+            return lambda *args, **kwargs: EngineRequest(found(*args, **kwargs), self.mpi)
+        return found
+
+    def _wrapped(self, made: Any) -> Any:
+        return made if made == self.mpi.COMM_NULL else EngineComm(made, self.mpi)
+
+    def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = -1,
+                 recvtag: int = -1, status: Any = None) -> None:
+        if not running():
+            return self.real.Sendrecv(sendbuf, dest, sendtag, recvbuf, source, recvtag, status)
+        finished(self.mpi, [self.real.Isendrecv(sendbuf, dest, sendtag, recvbuf, source, recvtag)])
+
+    def Sendrecv_replace(self, buf: Any, dest: int, sendtag: int = 0, source: int = -1, recvtag: int = -1,
+                         status: Any = None) -> None:
+        if not running():
+            return self.real.Sendrecv_replace(buf, dest, sendtag, source, recvtag, status)
+        finished(self.mpi, [self.real.Isendrecv_replace(buf, dest, sendtag, source, recvtag)])
+
+    def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
+        if not running():
+            return self.real.Send(buf, dest, tag)
+        finished(self.mpi, [self.real.Isend(buf, dest, tag)])
+
+    def Recv(self, buf: Any, source: int = -1, tag: int = -1, status: Any = None) -> None:
+        if not running():
+            return self.real.Recv(buf, source, tag, status)
+        finished(self.mpi, [self.real.Irecv(buf, source, tag)])
+
+
+def engine_module(mpi: types.ModuleType) -> types.ModuleType:
+    """An `mpi4py.MPI` for factories preparing a plan for the engine: `mpi` (the real one), but for the class-level
+    waits of its requests, which park, and refusing what has no non-blocking form (Unprogressable)."""
+    module = types.ModuleType("mpi4py.MPI", "the progression engine's MPI (a2a.algos.progress)")
+
+    class Requests:
+        """MPI.Request and MPI.Prequest as the engine answers them."""
+
+        Waitall = staticmethod(lambda requests, statuses=None: finished(mpi, reals(requests)))
+        Waitany = staticmethod(lambda requests, status=None: finished(mpi, reals(requests), any_of=True))
+        Startall = staticmethod(lambda requests: mpi.Prequest.Startall(reals(requests)))
+        Testall = staticmethod(lambda requests, statuses=None: mpi.Request.Testall(reals(requests)))
+        Testany = staticmethod(lambda requests, status=None: mpi.Request.Testany(reals(requests)))
+
+    module.Request = module.Prequest = Requests
+
+    def attribute(name: str) -> Any:
+        if name in UNPROGRESSABLE:
+            raise Unprogressable(f"MPI.{name}")
+        return getattr(mpi, name)
+
+    module.__getattr__ = attribute
+    return module
+
+
+@dataclass
+class Progression:
+    """A plan's non-blocking form: its run driven by the engine (or, when `in_wait`, run whole inside wait())."""
+
+    run: Callable[[], Any]
+    free: Callable[[], Any] | None = None
+    note: str = ""  # how it progresses, when not through the engine: a record says so
+    in_wait: bool = False
+    rounds: int = 0  # the times the latest exchange's run parked so far: its rounds posted
+    _round: Round | None = field(default=None, repr=False)
+    _awaited: Awaited | None = field(default=None, repr=False)
+    active: bool = False  # an exchange is in flight: started, not yet complete
+
+    def start(self) -> None:
+        """Begin an exchange: post what its first round may post."""
+        if self.active:
+            raise BadInput("this plan's exchange is still in flight; test() or wait() until it completes before "
+                           "starting it again (one exchange in flight per plan, as per persistent request)")
+        self.active, self.rounds = True, 0
+        if not self.in_wait:
+            self._round = Round(self.run)
+            self._resume()
+
+    def test(self) -> bool:
+        """Complete what has arrived and post every round whose inputs are in; whether the exchange is complete.
+        A run that has no non-blocking form runs whole in the first test, as it would in wait()."""
+        if self.in_wait:
+            self.wait()
+        while self._awaited is not None and self._awaited.ready():
+            self._resume(self._awaited.result)
+        return not self.active
+
+    def wait(self) -> None:
+        """Drive the exchange to its end."""
+        if not self.active:
+            return
+        if self.in_wait:
+            self.active = False
+            self.run()
+            return
+        while self._awaited is not None:
+            self._awaited.block()
+            self._resume(self._awaited.result)
+
+    def _resume(self, *value: Any) -> None:
+        """Go on with the run (handing it what it waited for) until it parks again (a round posted) or ends."""
+        self._round.parent = greenlet.getcurrent()
+        try:
+            self._awaited = self._round.switch(*value)
+        except BaseException:
+            self._awaited, self.active = None, False
+            raise
+        if self._awaited is None:
+            self.active = False
+        else:
+            self.rounds += 1
