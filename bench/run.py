@@ -50,7 +50,17 @@ from .options import defaults
               help=defaults("sync: barrier + one timed call, max over ranks, every sample; pipelined: calls back to "
                             "back, per-rank means; imb: IMB-MPI1's and OSU's loop (timed call, untimed barrier), "
                             "per-rank means; global: ReproMPI's synchronised clocks, latest exit minus an agreed "
-                            "start.", DEFAULTS["timing"]))
+                            "start; overlap: OSU's and IMB-NBC's overlap of an exchange with computation.",
+                            DEFAULTS["timing"]))
+@click.option("--compute-ratio", help=defaults("--timing overlap: the compute phase over the pure exchange time "
+                                               "(real arithmetic, calibrated per point).", DEFAULTS["compute_ratio"]))
+@click.option("--tests", help=defaults("--timing overlap: progress calls (test) spread through the compute phase; "
+                                       "a list is swept like sizes (0: a program that never polls).",
+                                       DEFAULTS["tests"]))
+@click.option("--progress", help=defaults("--timing overlap: poll (only the program's calls advance an exchange) or "
+                                          "thread (the library's asynchronous progress thread, MPICH's "
+                                          "MPIR_CVAR_ASYNC_PROGRESS); a list takes a launch per mode (--resume).",
+                                          DEFAULTS["progress"]))
 @click.option("--cache", type=click.Choice(CACHES), default=None,
               help=defaults("warm: every call reuses one buffer set; cold: IMB's -off_cache, each call its own set "
                             "from a ring larger than the last-level cache.", DEFAULTS["cache"]))

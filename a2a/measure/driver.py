@@ -26,14 +26,16 @@ from a2a.measure.environment import (
     machine_of_this_rank,
     oversubscription,
 )
+from a2a.measure.overlap import Work, time_overlap
 from a2a.measure.timing import harness_cost, time_global, time_imb, time_pipelined, time_sync
 from a2a.measure.traffic import traffic_of
 from a2a.mpi import abort_job, abort_on_error, idle_barrier, ranks_on_this_node
 from a2a.netstat import stall_counters
-from a2a.record.results import Row
+from a2a.record.overlap import imb_overlap, osu_overlap
+from a2a.record.results import OVERLAP_QUANTITIES, Row
 from a2a.record.stats import Stats
-from a2a.sweep.config import PER_RANK_MEANS, SweepConfig
-from a2a.sweep.grid import Point, points
+from a2a.sweep.config import OVERLAP, PER_RANK_MEANS, SweepConfig
+from a2a.sweep.grid import Point
 from a2a.sweep.mesh import Layout, group_comm
 from a2a.sweep.session import (
     Backend,
@@ -97,7 +99,7 @@ def measure_sweep(comm: Any, directory: Path, state: SweepState, output: Output,
     job with its message.
     """
     with abort_on_error(comm):
-        facts = describe_run(comm)
+        facts = {**describe_run(comm), "progress": state.progress or None}
         if comm.rank == 0:
             backend = Backend("mpi", facts, table_details(state.config), timeout=timeout,
                               abort=partial(abort_job, comm, prefix_rank=False))
@@ -105,8 +107,10 @@ def measure_sweep(comm: Any, directory: Path, state: SweepState, output: Output,
         else:
             observer = Observer()
         finished = run_sweep(comm, state, observer, stop)
-        code = observer.finish("complete" if finished else f"terminated by {stop.name}") if comm.rank == 0 else None
-        return comm.bcast(code, root=0)
+        if comm.rank == 0:
+            code = observer.finish("complete", state.later) if finished else observer.finish(f"terminated by "
+                                                                                              f"{stop.name}")
+        return comm.bcast(code if comm.rank == 0 else None, root=0)
 
 
 def table_details(config: SweepConfig) -> str:
@@ -127,6 +131,7 @@ class Context:
     crowded: dict[str, dict[str, int]]
     harness: dict[str, float]
     clock: GlobalClock | None = None
+    work: Work | None = None  # the overlap protocol's arithmetic, measured here
 
     @classmethod
     def of(cls, comm: Any, ppn: int, timing: str = "sync") -> "Context":
@@ -138,7 +143,8 @@ class Context:
         placement = (machine_of_this_rank(), MPI.Get_processor_name(), cores_of_this_rank())
         crowded = oversubscription(by_machine(comm.allgather(placement)))
         return cls(len(nodes), max(map(len, nodes)), any(h[0] == comm.rank for h in hosts), crowded,
-                   harness_cost(comm), synchronise(comm) if timing == "global" else None)
+                   harness_cost(comm), synchronise(comm) if timing == "global" else None,
+                   Work() if timing == OVERLAP else None)
 
     def facts(self, layouts: list[Layout]) -> dict[str, Any]:
         """What meta.json's by_nprocs keeps of it, with the replica groups of the process count's layouts."""
@@ -154,7 +160,7 @@ def run_sweep(world: Any, state: SweepState, observer: Observer, stop_requested:
 
     config = state.config
     for nprocs in config.nprocs:
-        todo = [p for p in points(config, nprocs) if p.key not in state.done]
+        todo = [p for p in state.todo if p.nprocs == nprocs]
         member = world.rank < nprocs and bool(todo)
         sub = world.Split(0 if member else MPI.UNDEFINED, world.rank)
         stopped, rows = False, []
@@ -294,19 +300,24 @@ def _time_and_check(comm: Any, group: Any, point: Point, config: SweepConfig, co
     algorithm = get(point.variant.name)
     try:
         for sendbuf, recvbuf in sets:
-            plans.append(traffic.plan(algorithm, group, sendbuf, recvbuf, point.variant.options))
+            plans.append(traffic.plan(algorithm, group, sendbuf, recvbuf, point.variant.options,
+                                      nonblocking=point.timing == OVERLAP))
     except A2AError as refused:  # raised alike on every rank (the checks are collective)
         return _noted(row, f"refused: {refused}")
     row.note = "; ".join(n for n in (row.note, plans[0].note) if n)  # e.g. bine's fallback to pairwise
     if point.cache == "cold":
         evict()
-    samples, stopped, timing_note, enough = _samples(comm, cycling([plan.run for plan in plans]), point, config,
-                                                     context, stop_requested)
+    if point.timing == OVERLAP:
+        samples, stopped, timing_note, enough = _overlapped(comm, plans[0], point, config, context, row,
+                                                            stop_requested)
+    else:
+        samples, stopped, timing_note, enough = _samples(comm, cycling([plan.run for plan in plans]), point, config,
+                                                         context, stop_requested)
     if stopped:
         return None
     wrong = _check(comm, plans[0], sets[0][1], traffic.expected(group.rank)) if config.check else []
     tcp_after = _sum_over_hosts(comm, context)
-    stats = Stats.of(samples, config.stall_threshold)
+    stats = Stats.of(samples[""] if isinstance(samples, dict) else samples, config.stall_threshold)
     _fill(row, stats, config, point.timing)
     row.algbw_GBps, row.busbw_GBps = traffic.bandwidths(stats.p50)  # from the bytes the traffic moves
     row.valid = not wrong and enough  # too few valid iterations (global timing) is no measurement
@@ -333,6 +344,21 @@ def _samples(comm: Any, run: Callable[[], Any], point: Point, config: SweepConfi
         return timed.samples, timed.stopped, timed.note, timed.enough
     timed = time_sync(comm, run, config.warmup, config.iterations, config.max_time_per_point, stop_requested)
     return (*timed, "", True)
+
+
+def _overlapped(comm: Any, plan: Any, point: Point, config: SweepConfig, context: Context, row: Row,
+                stop_requested: Callable[[], bool]) -> tuple[dict[str, np.ndarray], bool, str, bool]:
+    """The overlap protocol's samples (the calls' times: the overall ones), its figures into `row`."""
+    timed = time_overlap(comm, plan, context.work, config.warmup, config.iterations, config.max_time_per_point,
+                         stop_requested, config.compute_ratio, int(point.tests))
+    if timed.stopped:
+        return {}, True, "", False
+    us = 1e6
+    row.t_pure_us, row.t_overall_us, row.t_compute_us = (float(np.median(timed.samples[q])) * us
+                                                         for q in ("pure", "overall", "compute"))
+    row.overlap_osu_pct, row.overlap_imb_pct = osu_overlap(timed.means), imb_overlap(timed.means)
+    samples = {"": timed.samples["overall"], **{q: timed.samples[q] for q in OVERLAP_QUANTITIES}}
+    return samples, False, f"compute phase {timed.units} units of {context.work.unit * 1e6:.2f} us", True
 
 
 def _noted(row: Row, note: str) -> Measured:

@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from a2a.errors import BadConfig
 from a2a.measure.cache import last_level_cache
 from a2a.mpi import TOPOLOGY_ENV
 
@@ -102,3 +103,28 @@ def describe_oversubscription(crowded: dict[str, dict[str, int]]) -> str:
     """'oversubscribed: 4 ranks on 2 cores (vm)' or ''."""
     return "; ".join(f"oversubscribed: {v['ranks']} ranks on {v['cores']} cores ({host})"
                      for host, v in crowded.items())
+
+
+# How a library runs an asynchronous progress thread, set in the environment before MPI starts
+ASYNC_PROGRESS = {"MPICH": ("MPIR_CVAR_ASYNC_PROGRESS", "1")}
+
+
+def ask_for_progress_thread() -> None:
+    """Set the variables that start a library's progress thread (before MPI starts; harmless to a library that
+    reads none of them)."""
+    for variable, value in ASYNC_PROGRESS.values():
+        os.environ[variable] = value
+
+
+def progress_thread_running() -> None:
+    """BadConfig unless this library runs the progress thread asked for (MPICH does, at MPI_THREAD_MULTIPLE)."""
+    from mpi4py import MPI
+
+    library = MPI.Get_library_version().strip().splitlines()[0]
+    if not any(name in library for name in ASYNC_PROGRESS):
+        raise BadConfig(f"--progress thread: {library} has no asynchronous progress thread for collectives that the "
+                        "testbed knows how to start (Open MPI 5.0 has none: its btl_tcp_progress_thread moves TCP "
+                        "traffic only); accepted here: --progress poll")
+    if MPI.Query_thread() != MPI.THREAD_MULTIPLE:
+        raise BadConfig(f"--progress thread: {library} did not start its progress thread (it needs "
+                        "MPI_THREAD_MULTIPLE, and runs at another level); accepted here: --progress poll")

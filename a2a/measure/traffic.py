@@ -45,10 +45,11 @@ class Traffic:
         """What `rank` must receive."""
         return expected_pattern_v(self.dtype, self.counts, rank)
 
-    def plan(self, algorithm, comm, sendbuf: np.ndarray, recvbuf: np.ndarray, options: dict):
-        """The algorithm's alltoallv plan for this rank's row and column of the matrix."""
+    def plan(self, algorithm, comm, sendbuf: np.ndarray, recvbuf: np.ndarray, options: dict, nonblocking: bool = False):
+        """The algorithm's alltoallv plan for this rank's row and column of the matrix (`nonblocking`: its init)."""
         r = comm.rank
-        return algorithm.plan_v(comm, sendbuf, self.counts[r], recvbuf, self.counts[:, r], **options)
+        prepare = algorithm.init_v if nonblocking else algorithm.plan_v
+        return prepare(comm, sendbuf, self.counts[r], recvbuf, self.counts[:, r], **options)
 
     def bandwidths(self, seconds: float) -> tuple[float, float]:
         """(algbw, busbw) in GB/s from the bytes moved: mean bytes a rank sends (self included, then not) / t."""
@@ -86,9 +87,9 @@ class UniformTraffic:
         """What `rank` must receive."""
         return expected_pattern(self.dtype, self.nprocs, rank, self.count)
 
-    def plan(self, algorithm, comm, sendbuf: np.ndarray, recvbuf: np.ndarray, options: dict):
-        """The algorithm's alltoall plan."""
-        return algorithm.plan(comm, sendbuf, recvbuf, **options)
+    def plan(self, algorithm, comm, sendbuf: np.ndarray, recvbuf: np.ndarray, options: dict, nonblocking: bool = False):
+        """The algorithm's alltoall plan (`nonblocking`: its init, for start, test and wait)."""
+        return (algorithm.init if nonblocking else algorithm.plan)(comm, sendbuf, recvbuf, **options)
 
     def bandwidths(self, seconds: float) -> tuple[float, float]:
         """(algbw, busbw) in GB/s as nccl-tests computes them."""

@@ -50,9 +50,28 @@ def table(rows: Iterable[Row], defaults: Defaults | None = None, fmt: str = "sim
                     colalign=("right", "right", "left") + ("right",) * (len(headers) - 3))
 
 
+def overlap_table(rows: Iterable[Row], defaults: Defaults | None = None, fmt: str = "simple") -> str:
+    """Overlap rows: per point its tests and progress, the medians of the three times, and both overlap figures."""
+    rows = sorted(rows, key=lambda r: (r.nprocs, r.progress, int(r.tests or 0), r.bytes_per_peer, r.algorithm,
+                                       r.options))
+    body = [[r.nprocs, human_bytes(r.bytes_per_peer), short_label(r, defaults), r.tests, r.progress,
+             _us(r.t_pure_us), _us(r.t_overall_us), _us(r.t_compute_us), _percent(r.overlap_osu_pct),
+             _percent(r.overlap_imb_pct), _us(r.t_mean_us), r.stalls, flag(r)] for r in rows]
+    headers = ["nprocs", "bytes/peer", "algorithm", "tests", "progress", "pure us", "overall us", "compute us",
+               "OSU %", "IMB %", "overall avg us", "stalls", ""]
+    return tabulate(body, headers=headers, tablefmt=fmt, disable_numparse=True,
+                    colalign=("right", "right", "left", "right", "left") + ("right",) * (len(headers) - 5))
+
+
+def _percent(value: float) -> str:
+    return "" if math.isnan(value) else f"{value:.0f}"
+
+
 def explained_table(rows: list[Row], defaults: Defaults | None = None) -> str:
-    """The table, then why its INVALID points are invalid and what its stalls say (nothing when neither)."""
-    return "\n".join([table(rows, defaults), *invalid_reasons(rows), *explain(rows, defaults)])
+    """The table (the overlap protocol's, for its rows), then why its INVALID points are invalid and what its stalls
+    say (nothing when neither)."""
+    shown = overlap_table(rows, defaults) if rows and rows[0].timing == "overlap" else table(rows, defaults)
+    return "\n".join([shown, *invalid_reasons(rows), *explain(rows, defaults)])
 
 
 def invalid_reasons(rows: list[Row]) -> list[str]:

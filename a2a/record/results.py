@@ -61,6 +61,16 @@ class Row:
     imbalance: float = math.nan  # the workload's largest block over its mean block
     cache: str = "warm"
     tcp_loss_probes: int | None = None
+    # the overlap protocol's (empty in other rows): what the point was measured under (key columns, as text) ...
+    tests: str = ""  # progress calls spread through the compute phase
+    progress: str = ""  # poll (the program's own calls), or thread (the library's asynchronous progress)
+    compute_ratio: str = ""  # the compute phase over the pure exchange time
+    # ... and what came out: medians of per-iteration maxima over ranks, and the two published overlap figures
+    t_pure_us: float = math.nan
+    t_overall_us: float = math.nan
+    t_compute_us: float = math.nan
+    overlap_osu_pct: float = math.nan
+    overlap_imb_pct: float = math.nan
 
     @property
     def key(self) -> tuple:
@@ -94,9 +104,12 @@ class Row:
 
 COLUMNS: list[str] = [f.name for f in fields(Row)]
 KEY_COLUMNS: list[str] = ["nprocs", "algorithm", "options", "dtype", "bytes_per_peer", "timing", "mesh", "groups",
-                          "collective", "workload", "cache"]
-# key columns added since samples.csv had its first columns go after them, so older files still read
-SAMPLE_COLUMNS: list[str] = KEY_COLUMNS[:8] + ["iteration", "seconds"] + KEY_COLUMNS[8:]
+                          "collective", "workload", "cache", "tests", "progress", "compute_ratio"]
+# key columns added since samples.csv had its first columns go after them, so older files still read; `quantity`
+# names what a sample times where a point keeps more than its calls' times ('' for those; the overlap protocol's:
+# OVERLAP_QUANTITIES)
+SAMPLE_COLUMNS: list[str] = KEY_COLUMNS[:8] + ["iteration", "seconds"] + KEY_COLUMNS[8:] + ["quantity"]
+OVERLAP_QUANTITIES = ("pure", "compute", "phase", "testing")
 
 
 # The key columns' defaults, as Row declares them: a record may lack columns added since it was written
@@ -170,11 +183,13 @@ class Recorder:
         self._samples = _open_csv(self.directory / SAMPLES_CSV, SAMPLE_COLUMNS)
         self._added = 0
 
-    def add(self, row: Row, samples: Iterable[float] = ()) -> None:
-        """Write one point's samples, then its row, each flushed to disk."""
+    def add(self, row: Row, samples: Iterable[float] | dict[str, Iterable[float]] = ()) -> None:
+        """Write one point's samples (its calls' times, or by quantity: '' for those), then its row, each flushed."""
         key = dict(zip(KEY_COLUMNS, point_key(row)))
-        for i, seconds in enumerate(samples):
-            self._samples[1].writerow({**key, "iteration": i, "seconds": repr(float(seconds))})
+        for quantity, series in (samples if isinstance(samples, dict) else {"": samples}).items():
+            for i, seconds in enumerate(series):
+                self._samples[1].writerow({**key, "iteration": i, "seconds": repr(float(seconds)),
+                                           "quantity": quantity})
         _sync(self._samples[0])
         self._added += 1
         if os.environ.get(KILL_BEFORE_ROW) == str(self._added):
@@ -245,8 +260,8 @@ def read_rows(directory: Path) -> list[Row]:
         return [Row.from_csv(record) for record in csv.DictReader(handle)]
 
 
-def read_samples(directory: Path) -> dict[tuple, list[float]]:
-    """Read samples.csv into {point key: [seconds in iteration order]}."""
+def read_samples(directory: Path, quantity: str = "") -> dict[tuple, list[float]]:
+    """Read samples.csv into {point key: [seconds in iteration order]}: the calls' times, or another `quantity`."""
     path = Path(directory) / SAMPLES_CSV
     samples: dict[tuple, list[float]] = {}
     if not path.is_file():
@@ -254,7 +269,8 @@ def read_samples(directory: Path) -> dict[tuple, list[float]]:
     check_header(path, SAMPLE_COLUMNS)
     with open(path, newline="") as handle:
         for record in csv.DictReader(handle):
-            samples.setdefault(point_key(record), []).append(float(record["seconds"]))
+            if (record.get("quantity") or "") == quantity:
+                samples.setdefault(point_key(record), []).append(float(record["seconds"]))
     return samples
 
 

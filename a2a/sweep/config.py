@@ -13,7 +13,7 @@ import numpy as np
 
 from a2a.algos.registry import COLLECTIVES
 from a2a.errors import BadConfig
-from a2a.record.results import KEY_DEFAULTS
+from a2a.record.results import KEY_DEFAULTS, NATIVE
 from a2a.sweep.mesh import Layout, mesh_layouts
 from a2a.sweep.parsing import (
     as_list,
@@ -30,10 +30,12 @@ from a2a.sweep.variants import Variant, variants
 from a2a.sweep.workload import parse_workload
 from a2a.units import parse_size
 
-TIMINGS = ("sync", "pipelined", "imb", "global")
+OVERLAP = "overlap"  # the timing that measures how much of an exchange hides behind computation
+TIMINGS = ("sync", "pipelined", "imb", "global", OVERLAP)
 PER_RANK_MEANS = ("pipelined", "imb")  # timings whose samples are each rank's mean time per call
 CACHES = ("warm", "cold")
 SIMULATED = "simulated"  # the timing of a simulated record: one replay per point
+PROGRESS = ("poll", "thread")  # who advances an exchange in flight: the program's calls, or the library's thread
 
 # Every sweep option's default. `nprocs` and `max_memory` of a measured sweep come from the job
 # (powers of two up to the world size; a share of the node's memory).
@@ -42,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "workload": KEY_DEFAULTS["workload"], "warmup": 1, "iterations": 25, "max_time_per_point": 10.0,
     "stall_threshold": 0.1, "check": True, "timeout": 300.0, "ppn": 0, "seed": 0, "timing": KEY_DEFAULTS["timing"],
     "cache": KEY_DEFAULTS["cache"], "mesh": "", "groups": (), "option": (), "plugin": (),
+    "compute_ratio": 1.0, "tests": "0", "progress": PROGRESS[0],
 }
 SIMULATION_DEFAULTS: dict[str, Any] = {**DEFAULTS, "sizes": "8,1K,64K", "nprocs": "64"}
 BACKEND_DEFAULTS = {"mpi": DEFAULTS, "simgrid": SIMULATION_DEFAULTS}
@@ -73,6 +76,9 @@ class SweepConfig:
     collective: str = DEFAULTS["collective"]
     workload: str = DEFAULTS["workload"]
     cache: str = DEFAULTS["cache"]
+    compute_ratio: float = DEFAULTS["compute_ratio"]  # the overlap protocol's
+    tests: list[int] = field(default_factory=lambda: [int(DEFAULTS["tests"])])
+    progress: list[str] = field(default_factory=lambda: [DEFAULTS["progress"]])
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -119,17 +125,60 @@ def from_options(values: dict[str, Any], backend: str = "mpi", world: int | None
     if backend == "simgrid":  # one replay per point: no warm-up, no check (the capture checks)
         return SweepConfig(sizes=sizes, dtype=dtype, nprocs=nprocs, ppn=ppn, variants=chosen, layouts=layouts,
                            iterations=1, warmup=0, timing=SIMULATED, check=False)
+    timing, cache = choice(get("timing"), TIMINGS, "--timing"), choice(get("cache"), CACHES, "--cache")
+    ratio, tests, progress = _overlap_options(values, get, timing, cache)
     return SweepConfig(
-        sizes=sizes, dtype=dtype, nprocs=nprocs, ppn=ppn, collective=collective, workload=workload, variants=chosen,
+        sizes=sizes, dtype=dtype, nprocs=nprocs, ppn=ppn, collective=collective, workload=workload,
         layouts=layouts, warmup=parse_count(get("warmup"), "--warmup"),
         iterations=at_least_one(get("iterations"), "--iterations"),
         max_time_per_point=seconds(get("max_time_per_point"), "--max-time-per-point"),
         stall_threshold=seconds(get("stall_threshold"), "--stall-threshold"),
         check=bool(get("check")), timeout=seconds(get("timeout"), "--timeout"),
         max_memory=parse_size(str(values.get("max_memory") or memory or SweepConfig.max_memory), "--max-memory"),
-        seed=parse_count(get("seed"), "--seed"), timing=choice(get("timing"), TIMINGS, "--timing"),
-        cache=choice(get("cache"), CACHES, "--cache"),
+        seed=parse_count(get("seed"), "--seed"), timing=timing, cache=cache, compute_ratio=ratio, tests=tests,
+        progress=progress, variants=_overlapping(chosen, tests, as_text(get("algorithms"))) if timing == OVERLAP
+        else chosen,
     )
+
+
+def _overlap_options(values: dict[str, Any], get: Callable[[str], Any], timing: str,
+                     cache: str) -> tuple[float, list[int], list[str]]:
+    """--compute-ratio, --tests and --progress checked: they go with --timing overlap only (and it with warm
+    caches: it times one buffer set)."""
+    given = [f"--{k.replace('_', '-')}" for k in ("compute_ratio", "tests", "progress") if values.get(k) not in
+             (None, "")]
+    if timing != OVERLAP:
+        if given:
+            raise BadConfig(f"{', '.join(given)} go with --timing overlap; accepted there: --compute-ratio R >= 0, "
+                            "--tests N[,N..], --progress poll,thread")
+        return DEFAULTS["compute_ratio"], [int(DEFAULTS["tests"])], [DEFAULTS["progress"]]
+    if cache != "warm":
+        raise BadConfig("--cache cold goes with the sync, pipelined, imb and global timings; --timing overlap times "
+                        "one buffer set")
+    try:
+        ratio = float(get("compute_ratio"))
+    except (TypeError, ValueError):
+        ratio = -1.0
+    if not ratio >= 0:
+        raise BadConfig(f"--compute-ratio {get('compute_ratio')!r}; accepted: 0 or more (the compute phase over "
+                        "the pure exchange time)")
+    progress = [p.strip() for p in as_text(get("progress")).split(",") if p.strip()]
+    for mode in progress:
+        choice(mode, PROGRESS, "--progress")
+    return ratio, parse_list(as_text(get("tests")), "--tests", parse_count), list(dict.fromkeys(progress))
+
+
+def _overlapping(chosen: list[Variant], tests: list[int], algorithms: str) -> list[Variant]:
+    """Under --timing overlap, the library's own blocking MPI_Alltoall cannot be tested while in flight: `all`
+    sweeps native's non-blocking and persistent forms instead; a blocking form named with tests is refused."""
+    blocking = [v for v in chosen if v.name == NATIVE and v.options.get("form") == "blocking"]
+    if not blocking or max(tests) == 0:
+        return chosen
+    if algorithms.strip() != "all":
+        raise BadConfig(f"{blocking[0].label} is MPI_Alltoall, which no test reaches while it runs; with --tests "
+                        f"{','.join(map(str, tests))} accepted: native:form=nonblocking or native:form=persistent")
+    forms = [Variant(NATIVE, {**blocking[0].options, "form": form}) for form in ("nonblocking", "persistent")]
+    return [v for v in chosen if v not in blocking] + forms
 
 
 def _process_counts(given: Any, layouts: list[Layout], world: int | None, default: str | None) -> list[int]:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from a2a.record.results import KEY_DEFAULTS, Row, point_key
-from a2a.sweep.config import SweepConfig
+from a2a.sweep.config import OVERLAP, SweepConfig
 from a2a.sweep.mesh import Layout
 from a2a.sweep.variants import Variant
 
@@ -26,6 +26,8 @@ class Point:
     bytes_per_peer: int
     variant: Variant
     layout: Layout | None = None
+    tests: str = ""  # the overlap protocol's: progress calls during the compute phase ('' in any other)
+    progress: str = ""  # the overlap protocol's: poll or thread
 
     algorithm = property(lambda self: self.variant.name)
     options = property(lambda self: self.variant.options_text)
@@ -36,6 +38,7 @@ class Point:
     cache = property(lambda self: self.config.cache)
     mesh = property(lambda self: self.layout.mesh_text if self.layout else "")
     groups = property(lambda self: self.layout.strategy if self.layout else "")
+    compute_ratio = property(lambda self: f"{self.config.compute_ratio:g}" if self.tests else "")
 
     @property
     def key(self) -> tuple:
@@ -49,25 +52,31 @@ class Point:
                    self.bytes_per_peer // np.dtype(self.dtype).itemsize, self.bytes_per_peer,
                    timing=self.timing, collective=self.collective, workload=self.workload, cache=self.cache,
                    mesh=self.mesh, groups=self.groups, group_size=layout.group_size if layout else None,
-                   ngroups=layout.ngroups if layout else None, **columns)
+                   ngroups=layout.ngroups if layout else None, tests=self.tests, progress=self.progress,
+                   compute_ratio=self.compute_ratio, **columns)
 
     def __str__(self) -> str:
         where = f" in groups {self.layout.strategy} of mesh {self.layout.mesh_text}" if self.layout else ""
         plain = (KEY_DEFAULTS["collective"], KEY_DEFAULTS["workload"])
         what = f" ({self.collective}, {self.workload})" if (self.collective, self.workload) != plain else ""
-        return f"{self.variant.label} at {self.bytes_per_peer} B per peer on {self.nprocs} ranks{where}{what}"
+        polled = f" with {self.tests} tests, progress {self.progress}" if self.tests else ""
+        return f"{self.variant.label} at {self.bytes_per_peer} B per peer on {self.nprocs} ranks{where}{what}{polled}"
 
 
 def points(config: SweepConfig, nprocs: int) -> list[Point]:
-    """A process count's points: per layout, sizes ascending, algorithms in a seeded shuffle per size.
+    """A process count's points: per progress mode and layout, sizes ascending, then test counts, algorithms in a
+    seeded shuffle per size.
 
     The shuffle keeps any algorithm from always running first (cold) or last (after the
     others warmed caches and links); the seed makes the order the same on every rank.
     """
     order: list[Point] = []
-    for layout in [m for m in config.layouts if m.nprocs == nprocs] or [None]:
-        for size in config.sizes:
-            variants = list(config.variants)
-            random.Random(f"{config.seed}:{nprocs}:{size}").shuffle(variants)
-            order += [Point(config, nprocs, size, v, layout) for v in variants]
+    overlap = config.timing == OVERLAP
+    for progress in config.progress if overlap else [""]:
+        for layout in [m for m in config.layouts if m.nprocs == nprocs] or [None]:
+            for size in config.sizes:
+                for tests in map(str, config.tests) if overlap else [""]:
+                    variants = list(config.variants)
+                    random.Random(f"{config.seed}:{nprocs}:{size}{tests and ':' + tests}").shuffle(variants)
+                    order += [Point(config, nprocs, size, v, layout, tests, progress) for v in variants]
     return order

@@ -45,11 +45,23 @@ class SweepState:
     done: set[tuple] = field(default_factory=set)
     meta: dict[str, Any] = field(default_factory=dict)
     ended: dict[tuple, str] = field(default_factory=dict)  # points that ended an earlier launch, and how
+    progress: str = ""  # the overlap protocol's progress mode this launch measures ('' for every point)
+
+    @property
+    def missing(self) -> list[Point]:
+        """Every point not yet recorded, in the grid's order."""
+        return [p for n in self.config.nprocs for p in points(self.config, n) if p.key not in self.done]
 
     @property
     def todo(self) -> list[Point]:
-        """Every point not yet recorded, in the grid's order."""
-        return [p for n in self.config.nprocs for p in points(self.config, n) if p.key not in self.done]
+        """What this launch measures of the missing points: those of its progress mode (each needs a launch of its
+        own: the library's progress thread is chosen before MPI starts)."""
+        return [p for p in self.missing if not (self.progress and p.progress and p.progress != self.progress)]
+
+    @property
+    def later(self) -> list[str]:
+        """The progress modes whose missing points need another launch."""
+        return list(dict.fromkeys(p.progress for p in self.missing if p.progress and p.progress != self.progress))
 
 
 def resume_state(directory: Path, backend: str) -> SweepState:
@@ -160,6 +172,7 @@ class Session(Observer):
 
     def __init__(self, directory: Path, state: SweepState, backend: Backend, output: Output):
         self.directory, self.config, self.backend, self.output = Path(directory), state.config, backend, output
+        self.progress = state.progress
         self.recorder = Recorder(self.directory)
         self.total, self.rows, self.began = len(state.todo), [], time.monotonic()
         self.last_progress, self.watchdog, self.crowded = 0.0, None, {}
@@ -225,8 +238,13 @@ class Session(Observer):
         """Add to a running total of meta.json (the replays' seconds, say)."""
         self.meta[key] = self.meta.get(key, 0.0) + amount
 
-    def finish(self, status: str) -> int:
-        """Close the record, stamp meta.json, print what the format asks; the exit code."""
+    def finish(self, status: str, later: list[str] | None = None) -> int:
+        """Close the record, stamp meta.json, print what the format asks; the exit code. `later`: the overlap
+        protocol's progress modes whose points need a launch of their own."""
+        if status == "complete" and later:
+            status = f"complete for progress {self.progress}"
+            _say(f"the points with progress {', '.join(later)} need a launch each (the library's progress thread is "
+                 f"set up before MPI starts): {self.resume_command}")
         self.recorder.close()
         self._stamp(status)
         self.write()
@@ -234,7 +252,7 @@ class Session(Observer):
             _say(report.as_csv(self.rows), err=False, nl=False)
         elif self.output.fmt == "json":
             _say(report.as_json(self.rows), err=False)
-        if status != "complete":
+        if not status.startswith("complete"):
             what = "sweep" if self.backend.name == "mpi" else "simulation"
             _say(f"{what} {status} after {len(self.rows)} of {self.total} points; the record is in "
                  f"{self.directory}; finish it with: {self.resume_command}")

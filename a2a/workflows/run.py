@@ -7,10 +7,10 @@ from typing import Any
 from a2a.analysis.decide import decide, summary
 from a2a.errors import A2AError
 from a2a.measure.driver import measure_sweep, resume_measured, set_thread_level
-from a2a.measure.environment import node_memory_share
+from a2a.measure.environment import ask_for_progress_thread, node_memory_share, progress_thread_running
 from a2a.mpi import world
 from a2a.sweep.config import SWEEP_OPTIONS, SweepConfig, check_sizes
-from a2a.sweep.launch import fresh_sweep, refuse_with_resume
+from a2a.sweep.launch import fresh_sweep, launch_progress, refuse_with_resume
 from a2a.sweep.parsing import parse_dtype
 from a2a.sweep.session import Output, StopRequest, SweepState
 from a2a.units import human_bytes
@@ -20,9 +20,15 @@ def measured(values: dict[str, Any], output: Output) -> int:
     """Measure the sweep the options describe (fresh, or --resume DIR) on this MPI job; the exit code."""
     stop = StopRequest()
     stop.install()  # before MPI starts: a batch system's warning may come at any time
+    progress = launch_progress(values)
+    if progress == "thread":
+        ask_for_progress_thread()
     set_thread_level()
     comm = world()
+    if progress == "thread":
+        progress_thread_running()
     directory, state = _sweep(comm, values)
+    state.progress = progress
     code = measure_sweep(comm, directory, state, output, stop, float(values.get("timeout") or state.config.timeout))
     if code == 0 and comm.rank == 0 and output.fmt in ("table", "tpu") and not output.quiet:
         print(decision_summary(directory, state.config), flush=True)

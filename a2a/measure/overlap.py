@@ -1,0 +1,123 @@
+"""The overlap protocol: how much of an exchange hides behind computation, timed as OSU's osu_ialltoall and IMB-NBC's
+Ialltoall time it (their figures: a2a.record.overlap).
+
+Per point, after the warm-up, CALIBRATION pure exchanges (start, then wait at once) give each rank its own mean
+pure time, as both sources calibrate; the compute phase is then `ratio` times it, in units of real arithmetic on a
+private array (Work), not a sleep. Per iteration, each part begun together on every rank:
+- pure: start, wait;
+- overall: start, the compute phase in `tests` equal slices each followed by one test() (OSU's -t: none when 0, a
+  program that never polls), wait; the phase's time and the time in its tests are kept apart;
+- compute: the same arithmetic alone, no exchange in flight.
+A sample is one iteration's max over ranks of each; each rank's means feed the published figures.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from a2a.measure.timing import MIN_ITERATIONS
+
+CALIBRATION = 5  # pure exchanges that size the compute phase
+UNIT_ELEMENTS = 2048  # float64s of Work's array: 16 KiB, in the first-level caches
+QUANTITIES = ("pure", "overall", "compute", "phase", "testing")  # the columns of OverlapSamples.local
+
+
+class Work:
+    """Real arithmetic on a private array, measured in units of a few microseconds each."""
+
+    def __init__(self) -> None:
+        self.array = np.ones(UNIT_ELEMENTS)
+        self.do(20)
+        self.unit = min(self._timed(200) for _ in range(5)) / 200  # the least disturbed of five
+
+    def do(self, units: int) -> None:
+        """`units` units of arithmetic."""
+        array, multiply, add = self.array, np.multiply, np.add
+        for _ in range(units):
+            multiply(array, 1.0000001, out=array)
+            add(array, 1e-7, out=array)
+
+    def units(self, seconds: float) -> int:
+        """The units that take about `seconds`."""
+        return max(0, round(seconds / self.unit))
+
+    def _timed(self, units: int) -> float:
+        began = time.perf_counter()
+        self.do(units)
+        return time.perf_counter() - began
+
+
+def slices(units: int, tests: int) -> list[int]:
+    """The compute phase cut into `tests` slices as even as can be (one slice when there are no tests)."""
+    if tests <= 0:
+        return [units]
+    each, extra = divmod(units, tests)
+    return [each + (k < extra) for k in range(tests)]
+
+
+@dataclass(frozen=True)
+class OverlapSamples:
+    """What time_overlap saw: per iteration each quantity's max over ranks, each rank's means, the phase's units."""
+
+    samples: dict[str, np.ndarray]
+    means: np.ndarray  # ranks x (pure, overall, phase, testing): a2a.record.overlap's columns
+    units: int
+    stopped: bool = False
+
+
+def time_overlap(comm: Any, plan: Any, work: Work, warmup: int, iterations: int, max_seconds: float,
+                 stop_requested: Callable[[], bool], ratio: float, tests: int) -> OverlapSamples:
+    """Time `plan` (prepared non-blocking) by the overlap protocol on `comm`; see the module's docstring."""
+    from mpi4py import MPI
+
+    wtime, barrier = MPI.Wtime, comm.Barrier
+    start, test, wait = plan.start, plan.test, plan.wait
+
+    def pure() -> float:
+        barrier()
+        began = wtime()
+        start()
+        wait()
+        return wtime() - began
+
+    for _ in range(warmup):
+        start()
+        wait()
+    units = work.units(ratio * float(np.mean([pure() for _ in range(CALIBRATION)])))
+    phase_slices = slices(units, tests)
+    local = np.zeros((iterations, len(QUANTITIES)))
+    mine, agreed, begin, done = np.zeros(2), np.zeros(2), wtime(), 0
+    while done < iterations:
+        mine[0], mine[1] = wtime() - begin, stop_requested()
+        comm.Allreduce(mine, agreed, MPI.MAX)  # every rank agrees to go on, or to stop
+        if agreed[1]:
+            return OverlapSamples({}, np.zeros((0, 4)), units, stopped=True)
+        if done >= MIN_ITERATIONS and agreed[0] > max_seconds:
+            break
+        row = local[done]
+        row[0] = pure()
+        barrier()
+        began = wtime()
+        start()
+        computing = wtime()
+        for share in phase_slices:
+            work.do(share)
+            if tests:
+                polled = wtime()
+                test()
+                row[4] += wtime() - polled
+        row[3] = wtime() - computing
+        wait()
+        row[1] = wtime() - began
+        barrier()
+        began = wtime()
+        work.do(units)
+        row[2] = wtime() - began
+        done += 1
+    worst = np.empty((done, len(QUANTITIES)))
+    comm.Allreduce(np.ascontiguousarray(local[:done]), worst, MPI.MAX)
+    means = np.array(comm.allgather(local[:done].mean(axis=0)))
+    return OverlapSamples({q: worst[:, k] for k, q in enumerate(QUANTITIES)}, means[:, [0, 1, 3, 4]], units)

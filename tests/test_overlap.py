@@ -1,0 +1,118 @@
+"""The overlap protocol: OSU's and IMB-NBC's figures on hand-made times, the calibrated compute phase, a run end to
+end with its record, bad input, and a library progress thread set up per launch."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from support import assert_refused_before_measuring, bench, is_mpich, needs_mpich
+
+from a2a.measure.overlap import Work, slices
+from a2a.record.overlap import imb_overlap, osu_overlap
+from a2a.record.results import read_rows, read_samples
+
+
+def means(*ranks: tuple[float, float, float, float]) -> np.ndarray:
+    """Ranks' mean (pure, overall, compute phase, time in its tests)."""
+    return np.array(ranks, float)
+
+
+@pytest.mark.parametrize("ranks, osu, imb", [
+    ([(100, 200, 100, 0)], 0, 0),          # overall = pure + compute: nothing hidden
+    ([(100, 100, 100, 0)], 100, 100),      # overall = compute: all of it hidden
+    ([(100, 150, 100, 10)], 40, 40),       # tests counted as the exchange's (OSU: compute - test; IMB: the same)
+    ([(100, 60, 50, 0)], 90, 90),          # IMB divides by max(pure, compute), OSU by pure: alike when pure is larger
+    ([(50, 150, 100, 0)], 0, 0),           # compute twice the pure time, nothing hidden
+    ([(50, 110, 100, 0)], 80, 40),         # compute larger than pure: OSU divides by pure, IMB by compute
+])
+def test_the_figures_of_one_rank(ranks, osu, imb):
+    found = means(*ranks)
+    pure, overall, phase, testing = found[0]
+    assert osu_overlap(found) == pytest.approx(max(0, 100 - (overall - (phase - testing)) / pure * 100))
+    assert imb_overlap(found) == pytest.approx(100 * max(0, min(1, (pure + phase - testing - overall)
+                                                                / max(pure, phase - testing))))
+    assert (round(osu_overlap(found)), round(imb_overlap(found))) == (osu, imb)
+
+
+def test_osu_averages_over_ranks_and_imb_takes_the_slowest_ranks_times():
+    found = means((100, 120, 100, 0), (100, 200, 100, 0))
+    assert osu_overlap(found) == pytest.approx(100 - (160 - 100) / 100 * 100)  # averages: 40 %
+    assert imb_overlap(found) == 0  # the rank whose overall is largest hid nothing
+
+
+def test_the_compute_phase_is_calibrated_arithmetic_cut_in_even_slices():
+    work = Work()
+    assert 0 < work.unit < 1e-3
+    units = work.units(0.02)
+    assert units * work.unit == pytest.approx(0.02, rel=0.01)
+    assert slices(10, 3) == [4, 3, 3] and slices(10, 0) == [10] and slices(2, 5) == [1, 1, 0, 0, 0]
+
+
+def test_an_overlap_run_records_both_figures_its_three_times_and_every_iterations_samples(tmp_path):
+    out = tmp_path / "run"
+    done = bench(2, "run", "--timing", "overlap", "--sizes", "1K,64K", "--algorithms",
+                 "native:form=nonblocking,native:form=persistent,pairwise", "--tests", "0,3", "--iterations", "6",
+                 "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "OSU %" in done.stdout and "IMB %" in done.stdout and "tests" in done.stdout
+    rows = read_rows(out)
+    assert len(rows) == 12 and all(r.valid for r in rows), [r.note for r in rows if not r.valid]
+    assert {(r.tests, r.progress, r.compute_ratio) for r in rows} == {("0", "poll", "1"), ("3", "poll", "1")}
+    for r in rows:
+        assert r.t_pure_us > 0 and r.t_overall_us > 0 and r.t_compute_us > 0
+        assert 0 <= r.overlap_osu_pct <= 100 and 0 <= r.overlap_imb_pct <= 100
+        assert r.t_p50_us == pytest.approx(r.t_overall_us, rel=1e-4)  # the row's times are the overall ones
+    testing = read_samples(out, "testing")
+    for r in rows:
+        assert all(len(read_samples(out, q)[r.key]) == r.iterations for q in ("pure", "compute", "phase"))
+        assert (max(testing[r.key]) > 0) == (r.tests == "3")  # time is spent in tests only where there are some
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["launches"][0]["progress"] == "poll" and meta["config"]["tests"] == [0, 3]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--tests", "5"], "--tests go with --timing overlap"),
+    (["--timing", "overlap", "--compute-ratio", "-1"], "--compute-ratio '-1'; accepted: 0 or more"),
+    (["--timing", "overlap", "--tests", "4", "--algorithms", "native"],
+     "native:form=blocking is MPI_Alltoall, which no test reaches while it runs"),
+    (["--timing", "overlap", "--algorithms", "native:form=eventually"],
+     "native: option form='eventually'; accepted: blocking, nonblocking, persistent"),
+    (["--timing", "overlap", "--cache", "cold"], "--cache cold goes with the sync"),
+    (["--timing", "overlap", "--progress", "psychic"], "--progress 'psychic'; accepted: poll, thread"),
+    (["--timing", "overlap", "--tests", "-3"], "--tests '-3' is not a whole number"),
+])
+def test_bad_overlap_options_are_one_line_and_exit_2(tmp_path, args, message):
+    assert_refused_before_measuring(["--sizes", "8", *args], message, tmp_path / "out")
+
+
+def test_all_under_overlap_with_tests_sweeps_the_librarys_non_blocking_forms(tmp_path):
+    out = tmp_path / "run"
+    done = bench(2, "run", "--timing", "overlap", "--sizes", "8", "--algorithms", "all", "--tests", "2",
+                 "--iterations", "5", "--nprocs", "2", "--output", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    natives = sorted(r.options for r in read_rows(out) if r.algorithm == "native")
+    assert natives == ["form=nonblocking", "form=persistent"]
+
+
+@needs_mpich("MPICH's MPIR_CVAR_ASYNC_PROGRESS starts a progress thread; Open MPI 5.0 has none")
+def test_each_progress_mode_takes_a_launch_of_its_own_set_up_for_it(tmp_path):
+    out = tmp_path / "run"
+    first = bench(2, "run", "--timing", "overlap", "--sizes", "1K", "--algorithms", "native:form=nonblocking",
+                  "--tests", "2", "--progress", "poll,thread", "--iterations", "5", "--output", str(out), "--quiet")
+    assert first.returncode == 0, first.stderr
+    assert "the points with progress thread need a launch each" in first.stderr and "--resume" in first.stderr
+    assert {r.progress for r in read_rows(out)} == {"poll"}
+    second = bench(2, "run", "--resume", str(out), "--quiet")
+    assert second.returncode == 0, second.stderr
+    assert {r.progress for r in read_rows(out)} == {"poll", "thread"}
+    launches = json.loads((out / "meta.json").read_text())["launches"]
+    assert [(launch["progress"], launch["mpi_thread_level"]) for launch in launches] == \
+        [("poll", launches[0]["mpi_thread_level"]), ("thread", "multiple")]
+    assert launches[0]["status"] == "complete for progress poll" and launches[1]["status"] == "complete"
+
+
+@pytest.mark.skipif(is_mpich(), reason="Open MPI's refusal: MPICH has a progress thread (tested above)")
+def test_a_library_without_a_progress_thread_refuses_it(tmp_path):
+    assert_refused_before_measuring(["--sizes", "8", "--timing", "overlap", "--progress", "thread"],
+                                    "has no asynchronous progress thread for collectives", tmp_path / "out")
