@@ -22,10 +22,14 @@ from .group import main
 @click.option("--alpha", type=float, default=0.05, show_default=True,
               help="Mann-Whitney significance level: slower but not significantly so is a tie.")
 @click.option("--dtype", help="Use the points of this dtype (when the runs mix several).")
+@click.option("--where", multiple=True, help="Only the points of this context, COLUMN=VALUE (repeatable), e.g. "
+                                             "tests=10 for an overlap record: an exported file serves one.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the table as JSON (decision.json).")
-def decide(results: tuple[str, ...], metric: str, alpha: float, dtype: str | None, output: str | None) -> None:
+def decide(results: tuple[str, ...], metric: str, alpha: float, dtype: str | None, where: tuple[str, ...],
+           output: str | None) -> None:
     """Choose the best algorithm per process count and size from one or more results directories."""
-    click.echo(decision.decided([Path(r) for r in results], metric, alpha, dtype, Path(output) if output else None))
+    click.echo(decision.decided([Path(r) for r in results], metric, alpha, dtype, Path(output) if output else None,
+                                dict(w.partition("=")[::2] for w in where)))
 
 
 @main.command("export")

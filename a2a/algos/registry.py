@@ -31,6 +31,8 @@ from a2a.errors import BadOption, PluginError, UnknownAlgorithm
 
 ENTRY_POINT_GROUP = "a2a.algorithms"
 LIBRARIES = ("Open MPI", "MPICH", "Intel MPI")  # whose algorithms an algorithm may name as its twins
+# ... and the non-blocking selections it may name them in (twins of its alltoall, run by MPI_Ialltoall)
+NONBLOCKING_TWINS = ("MPICH Ialltoall",)
 PLUGIN_SIMPLICITY = 100  # where plug-ins that do not say come in the tie-break: after the built-ins
 BUILTIN_PACKAGE = "a2a.algos.builtin"  # loaded by name, as plug-ins are: no import cycle
 COLLECTIVES = ("alltoall", "alltoallv")
@@ -50,7 +52,8 @@ class Kind:
 
     `cost`: a Formula for alltoall, a MatrixCost for alltoallv; `traffic`: alltoall's rounds of
     messages on the links; `steps`: the Steps its factory runs (StepsOf); `twins`: per library
-    (LIBRARIES), the library's algorithm that sends the same messages.
+    (LIBRARIES), the library's algorithm that sends the same messages, and per non-blocking selection
+    (NONBLOCKING_TWINS) the one MPI_Ialltoall runs that does.
     """
 
     factory: Callable[..., Any]
@@ -208,9 +211,9 @@ def register(name: str, *, collective: str = "alltoall", mirrors: str = "", limi
     expected = Formula if collective == "alltoall" else MatrixCost
     if cost is not None and not isinstance(cost, expected):
         raise PluginError(f"{name}: the cost of an {collective} is a {expected.__name__}, not {type(cost).__name__}")
-    stray = sorted(set(twins or {}) - set(LIBRARIES))
+    stray = sorted(set(twins or {}) - set(LIBRARIES) - set(NONBLOCKING_TWINS))
     if stray:
-        raise PluginError(f"{name}: twins in {', '.join(stray)}; accepted libraries: {', '.join(LIBRARIES)}")
+        raise PluginError(f"{name}: twins in {', '.join(stray)}; accepted: {', '.join(LIBRARIES + NONBLOCKING_TWINS)}")
 
     def decorate(factory: Callable[..., Any]) -> Callable[..., Any]:
         options = options_of(factory, limits or {}, name)

@@ -100,10 +100,15 @@ def candidate(algorithm: str) -> bool:
 
 # --- reading results -------------------------------------------------------------------
 
-def gather(directories: list[Path], dtype: str | None = None) -> tuple[dict[tuple, Candidate], list[dict], str]:
-    """Valid points of every run, merged by key; the runs' descriptions; the dtype."""
+def gather(directories: list[Path], dtype: str | None = None, where: dict[str, str] | None = None
+           ) -> tuple[dict[tuple, Candidate], list[dict], str]:
+    """Valid points of every run (those whose context columns are as `where` says), merged by key; the runs'
+    descriptions; the dtype."""
     if not directories:
         raise BadInput("give at least one results directory")
+    stray = sorted(set(where or {}) - set(CONTEXT_COLUMNS))
+    if stray:
+        raise BadInput(f"--where {', '.join(stray)}: not a context column; accepted: {', '.join(CONTEXT_COLUMNS)}")
     points: dict[tuple, Candidate] = {}
     wrong: set[tuple] = set()
     sources = []
@@ -114,7 +119,8 @@ def gather(directories: list[Path], dtype: str | None = None) -> tuple[dict[tupl
             key = point_key(row)
             if "WRONG RESULT" in row.note:
                 wrong.add(key)
-            if not row.measured or not candidate(row.algorithm):
+            if not row.measured or not candidate(row.algorithm) or \
+                    any(str(getattr(row, k)) != v for k, v in (where or {}).items()):
                 continue
             if key not in points:
                 points[key] = Candidate(tuple(getattr(row, c) for c in CONTEXT_COLUMNS), row.bytes_per_peer,
@@ -179,13 +185,13 @@ def _tied(best: Candidate, other: Candidate, alpha: float) -> bool:
 
 
 def decide(directories: list[Path], metric: str = "mean", alpha: float = 0.05,
-           dtype: str | None = None) -> dict[str, Any]:
-    """Build the decision document from one or more results directories."""
+           dtype: str | None = None, where: dict[str, str] | None = None) -> dict[str, Any]:
+    """Build the decision document from one or more results directories (their points in context `where`)."""
     if metric not in METRICS:
         raise BadInput(f"unknown metric {metric!r}; accepted: {', '.join(METRICS)}")
     if not 0 < alpha < 1:
         raise BadInput(f"alpha {alpha} must lie strictly between 0 and 1")
-    points, sources, chosen_dtype = gather(directories, dtype)
+    points, sources, chosen_dtype = gather(directories, dtype, where)
     by_cell: dict[tuple, list[Candidate]] = {}
     for point in points.values():
         by_cell.setdefault((point.context, point.bytes_per_peer), []).append(point)
@@ -222,7 +228,10 @@ def render(document: dict[str, Any]) -> str:
                              "tie" if cell["tie"] else ""])
     headers = [*columns, "range (B/peer)", "measured", "algorithm", f"{document['metric']} us",
                "runner-up", "by", "vs native", ""]
-    return tabulate(body, headers=headers, disable_numparse=True)
+    ranked = [f"Overlap tables rank by t_overall: start, a compute phase of compute_ratio x the pure exchange time "
+              f"with `tests` progress calls in it, wait ({document['metric']} over the iterations)."] \
+        if any(t.get("timing") == "overlap" for t in document["tables"]) else []
+    return "\n".join([*ranked, tabulate(body, headers=headers, disable_numparse=True)])
 
 
 def _percent(margin: float | None) -> str:
@@ -277,11 +286,11 @@ def summary(document: dict[str, Any]) -> list[str]:
 
 
 def decided(directories: list[Path], metric: str = "mean", alpha: float = 0.05, dtype: str | None = None,
-            output: Path | None = None) -> str:
+            output: Path | None = None, where: dict[str, str] | None = None) -> str:
     """`bench decide` as text: the table, how many cells went to a simpler algorithm, and the file written."""
     if output is not None and not Path(output).resolve().parent.is_dir():
         raise BadInput(f"--output {output}: its directory does not exist")
-    document = decide(directories, metric, alpha, dtype)
+    document = decide(directories, metric, alpha, dtype, where)
     ties = sum(c["tie"] for t in document["tables"] for r in t["ranges"] for c in r["cells"])
     lines = [render(document), f"\n{ties} cell(s) went to a simpler algorithm not significantly slower (tie, "
                                f"alpha={alpha})."]

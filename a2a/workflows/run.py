@@ -9,7 +9,7 @@ from a2a.errors import A2AError
 from a2a.measure.driver import measure_sweep, resume_measured, set_thread_level
 from a2a.measure.environment import ask_for_progress_thread, node_memory_share, progress_thread_running
 from a2a.mpi import world
-from a2a.sweep.config import SWEEP_OPTIONS, SweepConfig, check_sizes
+from a2a.sweep.config import OVERLAP, SWEEP_OPTIONS, SweepConfig, check_sizes
 from a2a.sweep.launch import fresh_sweep, launch_progress, refuse_with_resume
 from a2a.sweep.parsing import parse_dtype
 from a2a.sweep.session import Output, StopRequest, SweepState
@@ -54,6 +54,8 @@ def decision_summary(directory: Path, config: SweepConfig) -> str:
     except A2AError as nothing:  # no valid point to decide from
         return f"\nno decision: {nothing}"
     grid = f"--nprocs {','.join(map(str, config.nprocs))} --sizes {','.join(map(human_bytes, config.sizes))}"
+    if config.timing == OVERLAP:
+        grid += f" --collective i{config.collective} --tests {max(config.tests)}"
     return "\n".join([f"\nDecision (by the mean; `python -m bench decide {directory}` has the full table):",
                       *(f"  {line}" for line in lines),
                       f"next: python -m bench tune {grid}   (sweeps, exports for this MPI library, verifies it there)",

@@ -11,6 +11,10 @@ This process drives MPI jobs of its own (`bench run`, each launched with the lau
 5. with `revert_slower`, the cells the library ran slower go back to it, and the table is
    verified again.
 
+With `collective` ialltoall the sweeps time by the overlap protocol (start, a compute phase with
+`tests` progress calls, wait), the file is MPICH's Ialltoall selection, and the verification
+launches time MPI_Ialltoall the same way.
+
 Everything lands in one directory with its meta.json (the steps done: `--resume` goes on from
 there). The file, the gains and the lines that apply it are the result.
 """
@@ -37,7 +41,7 @@ from a2a.analysis.export.formats import export
 from a2a.analysis.revert import back_to_native, revert_slower
 from a2a.errors import BadConfig, HarnessError
 from a2a.measure.environment import TUNING_PREFIXES
-from a2a.mpi import clean_launcher_env, launcher_flags, launcher_size, mpi_tool
+from a2a.mpi import clean_launcher_env, launcher_flags, launcher_library, launcher_size, mpi_tool
 from a2a.record.decision import write_decision
 from a2a.record.meta import now, software
 from a2a.record.results import NATIVE, read_meta, write_meta
@@ -48,6 +52,7 @@ from a2a.sweep.session import EXIT_NOTHING, NOTHING
 from a2a.units import human_bytes
 
 FORMATS = {"MPICH": ("mpich", "json"), "Open MPI": ("ompi", "rules")}  # library -> (export format, file suffix)
+COLLECTIVES = ("alltoall", "ialltoall")  # what a tune may tune
 EXIT_STOPPED = 143
 GRID = {"nprocs": "2,4", "sizes": "8,1K,16K,128K,1M"}  # the grid tuned unless told
 
@@ -70,14 +75,34 @@ class TuneConfig:
     revert_slower: bool = False
     keep_unstable: bool = False
     job_timeout: float = 3600.0
+    collective: str = COLLECTIVES[0]  # ialltoall: the overlap protocol's sweeps, MPICH's Ialltoall selection
+    tests: int = 10  # ialltoall: the progress calls in the compute phase of every launch
+    compute_ratio: float = 1.0  # ialltoall: the compute phase over the pure exchange time
 
     def run_command(self, output: Path, algorithms: str, iterations: int) -> list[str]:
         """One `bench run` job on the largest process count, into `output` (resumed when it holds a record)."""
         job = [*self.launcher, "-n", str(max(self.nprocs)), sys.executable, "-m", "bench", "run"]
         if (output / "meta.json").exists():
             return [*job, "--resume", str(output), "--quiet"]
+        overlap = ["--timing", "overlap", "--tests", str(self.tests), "--compute-ratio", f"{self.compute_ratio:g}"]
         return [*job, "--nprocs", ",".join(map(str, self.nprocs)), "--sizes", self.sizes, "--algorithms", algorithms,
-                "--iterations", str(iterations), *self.options, "--output", str(output), "--quiet"]
+                "--iterations", str(iterations), *self.options, *(overlap if self.nonblocking else []),
+                "--output", str(output), "--quiet"]
+
+    @property
+    def nonblocking(self) -> bool:
+        """Whether it tunes MPI_Ialltoall (by the overlap protocol) rather than MPI_Alltoall."""
+        return self.collective == COLLECTIVES[1]
+
+    @property
+    def call(self) -> str:
+        """The library's function being tuned."""
+        return "MPI_Ialltoall" if self.nonblocking else "MPI_Alltoall"
+
+    @property
+    def library_call(self) -> str:
+        """The variant that is the library's own call being tuned: native, or its non-blocking form."""
+        return f"{NATIVE}:form=nonblocking" if self.nonblocking else NATIVE
 
 
 TUNE_DEFAULTS = {**GRID, **{f.name: f.default for f in fields(TuneConfig) if f.default is not MISSING}}
@@ -96,8 +121,8 @@ def tune(values: dict[str, Any], say: Any = print) -> int:
                         [*(f"--option={o}" for o in given.get("option", ())),
                          *(f"--plugin={p}" for p in given.get("plugin", ()))],
                         **{k: given[k] for k in ("iterations", "verify_iterations", "launches", "rounds", "metric",
-                                                 "alpha", "revert_slower", "keep_unstable", "job_timeout")
-                           if k in given})
+                                                 "alpha", "revert_slower", "keep_unstable", "job_timeout",
+                                                 "collective", "tests", "compute_ratio") if k in given})
     check_grid(config, given.get("plugin", ()), given.get("option", ()))
     directory = named(given.get("output"), prefix="tune-")
     if (directory / "meta.json").exists():
@@ -116,8 +141,13 @@ def check_grid(config: TuneConfig, plugins: tuple[str, ...], options: tuple[str,
                         "command on PATH that launches MPI jobs with -n N (mpiexec, srun)")
     for plugin in plugins:
         load_plugin(plugin)
+    if config.nonblocking and launcher_library(shutil.which(config.launcher[0])) == "Open MPI":
+        raise BadConfig(f"--collective ialltoall: {config.launcher[0]} launches Open MPI, whose libnbc runs its "
+                        "linear Ialltoall always (no MCA parameter chooses another); accepted: MPICH")
+    overlap = {"timing": "overlap", "tests": str(config.tests), "compute_ratio": config.compute_ratio} \
+        if config.nonblocking else {}
     swept = from_options({"sizes": config.sizes, "nprocs": ",".join(map(str, config.nprocs)),
-                          "algorithms": config.algorithms, "option": options}, world=max(config.nprocs))
+                          "algorithms": config.algorithms, "option": options, **overlap}, world=max(config.nprocs))
     if 0 in swept.sizes:
         raise BadConfig("--sizes 0: a tuning file chooses by bytes per peer, and 0 bytes moves nothing; accepted: "
                         "sizes of 1 byte or more")
@@ -256,8 +286,9 @@ class Tune:
         env = made.environment
         sides: dict[str, list[Path]] = {"default": [], "with": []}
         for round_ in range(1, self.config.rounds + 1):
-            sides["default"].append(self._job(f"{name}-default-{round_}", NATIVE, self.config.verify_iterations))
-            sides["with"].append(self._job(f"{name}-with-{round_}", NATIVE, self.config.verify_iterations, env))
+            call = self.config.library_call
+            sides["default"].append(self._job(f"{name}-default-{round_}", call, self.config.verify_iterations))
+            sides["with"].append(self._job(f"{name}-with-{round_}", call, self.config.verify_iterations, env))
         rows = compare(sides["default"], sides["with"], NATIVE, "median")
         (self.directory / f"{name}-comparison.json").write_text(json.dumps(rows, indent=1, default=str) + "\n")
         return rows
@@ -271,7 +302,8 @@ class Tune:
                          gains=[{k: row[k] for k in ("nprocs", "bytes_per_peer", "baseline_us", "tuned_us", "ratio",
                                                      "p")} for row in rows])
         self._write()
-        self.say(f"\nMPI_Alltoall of {self.meta['library']} with the file against without it: the median of each "
+        what = f"{self.config.call} (start, compute, wait)" if self.config.nonblocking else self.config.call
+        self.say(f"\n{what} of {self.meta['library']} with the file against without it: the median of each "
                  f"launch, {self.config.rounds} alternating launches a side, Mann-Whitney over the launches")
         self.say(gains_table(rows, self.config.alpha))
         self.say(verdict(rows, self.config.alpha, self.config.revert_slower))
@@ -279,7 +311,7 @@ class Tune:
             self.say(f"warning: {line}")
         if not won:
             self.say(f"\nnot applied: the file made no cell significantly faster without making one slower "
-                     f"(alpha {self.config.alpha}); it stays for inspection in {made.path}, and MPI_Alltoall of "
+                     f"(alpha {self.config.alpha}); it stays for inspection in {made.path}, and {self.config.call} of "
                      "this library stays as it is")
             return
         applying = self._apply_files(variables)
@@ -297,17 +329,17 @@ class Tune:
         self._write()
         if rows:
             self.say(gains_table(rows, self.config.alpha))
-        self.say(f"\nnothing to apply: {why}; MPI_Alltoall of this library stays as it is here")
+        self.say(f"\nnothing to apply: {why}; {self.config.call} of this library stays as it is here")
         return 0
 
     def _apply_files(self, variables: dict[str, str]) -> dict[str, Path]:
         """An Lmod module file and an mpirun wrapper that apply the file, written into the tune's directory."""
         module = self.directory.resolve() / "a2a-tuned.lua"
-        module.write_text(f"-- MPI_Alltoall tuned by a2a (bench tune, {now()}); load it before running jobs\n"
+        module.write_text(f"-- {self.config.call} tuned by a2a (bench tune, {now()}); load it before running jobs\n"
                           + "".join(f'setenv("{k}", "{v}")\n' for k, v in variables.items()))
         launcher = self.config.launcher[0]
         wrapper = self.directory.resolve() / "mpirun-tuned"
-        wrapper.write_text("#!/bin/sh\n# mpirun with MPI_Alltoall tuned by a2a (bench tune)\n"
+        wrapper.write_text(f"#!/bin/sh\n# mpirun with {self.config.call} tuned by a2a (bench tune)\n"
                            + "".join(f"export {k}={shlex.quote(v)}\n" for k, v in variables.items())
                            + f'exec {shlex.quote(launcher)} "$@"\n')
         wrapper.chmod(0o755)

@@ -3,7 +3,8 @@
 Imports only mpi4py and numpy, so it runs under any MPI library's venv. A size fails with
 the MPI error class it raised, or "wrong" when the data came out wrong. Extra collectives
 (Allreduce, Bcast, Barrier, Gather) run first with --collectives; --alltoallv calls
-MPI_Alltoallv instead, with size + (i + j) % 3 bytes from rank i to rank j.
+MPI_Alltoallv instead, with size + (i + j) % 3 bytes from rank i to rank j; --ialltoall calls
+MPI_Ialltoall and waits.
 """
 import sys
 
@@ -24,8 +25,8 @@ def other_collectives(comm):
     return ok and (comm.rank != 0 or list(gathered) == list(range(comm.size)))
 
 
-def probe(comm, size, uneven=False):
-    """None if Alltoall (uneven: Alltoallv) of about `size` bytes per peer works, else why not."""
+def probe(comm, size, uneven=False, started=False):
+    """None if Alltoall (uneven: Alltoallv; started: Ialltoall) of about `size` bytes per peer works, else why not."""
     p, r = comm.size, comm.rank
     counts = size + (r + np.arange(p)) % 3 if uneven else np.full(p, size)
     send = np.repeat((np.arange(p) + 16 * r).astype(np.uint8), counts)
@@ -33,6 +34,8 @@ def probe(comm, size, uneven=False):
     try:
         if uneven:
             comm.Alltoallv([send, counts], [recv, counts])
+        elif started:
+            comm.Ialltoall(send, recv).Wait()
         else:
             comm.Alltoall(send, recv)
     except MPI.Exception as error:
@@ -48,8 +51,9 @@ def main(args):
         if not all(comm.allgather(other_collectives(comm))):
             print("OTHER COLLECTIVES WRONG", flush=True)
             return 1
-    uneven = args[:1] == ["--alltoallv"]
-    failed = [f"{size}:{why}" for size in map(int, args[uneven:]) if (why := probe(comm, size, uneven))]
+    uneven, started = args[:1] == ["--alltoallv"], args[:1] == ["--ialltoall"]
+    sizes = map(int, args[uneven or started:])
+    failed = [f"{size}:{why}" for size in sizes if (why := probe(comm, size, uneven, started))]
     if comm.rank == 0:
         print("FAILED", *failed, flush=True)
     return 0

@@ -82,7 +82,8 @@ def traffic(p: int, m: float, options: dict) -> list[Round]:
 # the same messages as ours, with or without our copies (bruck_zero_copy has these twins too)
 TWINS = {"Open MPI": lambda o, p: ("modified_bruck", 0) if option(o, "radix") == 2 else None,  # radix 2 only
          "MPICH": lambda o, p: ("brucks",) if option(o, "radix") == 2 else ("k_brucks", option(o, "radix")),
-         "Intel MPI": lambda o, p: "bruck" if option(o, "radix") == 2 else None}
+         "Intel MPI": lambda o, p: "bruck" if option(o, "radix") == 2 else None,
+         "MPICH Ialltoall": lambda o, p: ("sched_brucks",) if option(o, "radix") == 2 else None}
 COST = Formula("R alpha + B m beta + (2p + 2B) m gamma  (R rounds, B blocks sent)", ("alpha", "beta", "gamma"), terms)
 
 

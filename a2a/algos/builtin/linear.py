@@ -11,7 +11,7 @@ from a2a.algos.registry import register
 from a2a.algos.schedule import Batches, batch_plan
 
 TWINS = {"Open MPI": lambda o, p: ("linear", 0), "MPICH": lambda o, p: ("scattered", 0),
-         "Intel MPI": lambda o, p: "isend_irecv"}
+         "Intel MPI": lambda o, p: "isend_irecv", "MPICH Ialltoall": lambda o, p: ("sched_permuted_sendrecv", 0)}
 COST = Formula("alpha + (p-1) (alpha_msg + m beta)", ("alpha_msg", "beta", "alpha"),
                lambda s, m, options: batch_terms(s, m, max(s.nprocs - 1, 1)))
 

@@ -40,7 +40,8 @@ def steps(p: int, r: int, window: int) -> Batches | None:
 
 TWINS = {"Open MPI": lambda o, p: ("linear_sync", option(o, "window")),
          "MPICH": lambda o, p: ("scattered", 0) if all_at_once(o, p) else None,
-         "Intel MPI": lambda o, p: "isend_irecv" if all_at_once(o, p) else None}
+         "Intel MPI": lambda o, p: "isend_irecv" if all_at_once(o, p) else None,
+         "MPICH Ialltoall": lambda o, p: ("sched_permuted_sendrecv", 0) if all_at_once(o, p) else None}
 
 
 @register("linear_sync", mirrors="Open MPI linear_sync (coll_tuned alltoall algorithm 4, max requests = window); "

@@ -20,7 +20,7 @@ from a2a.algos.schedule import Among, Phases
 from a2a.errors import BadOption
 
 TWINS = {"Open MPI": lambda options, p: ("ignore", 0), "MPICH": lambda options, p: ("native",),
-         "Intel MPI": lambda options, p: "native"}
+         "Intel MPI": lambda options, p: "native", "MPICH Ialltoall": lambda options, p: ("native",)}
 FORMS = ("blocking", "nonblocking", "persistent")
 LIMITS = {"form": (lambda form: form in FORMS, ", ".join(FORMS))}
 

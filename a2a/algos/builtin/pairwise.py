@@ -41,7 +41,7 @@ COST = Formula("(p-1) (alpha + m beta)", ("alpha", "beta"), terms)
 
 @register("pairwise", mirrors="Open MPI pairwise (2); MPICH pairwise", limits=LIMITS, cost=COST, steps=steps,
           twins={"Open MPI": lambda o, p: ("pairwise", 0), "MPICH": lambda o, p: ("pairwise",),
-                 "Intel MPI": lambda o, p: "pairwise"},
+                 "Intel MPI": lambda o, p: "pairwise", "MPICH Ialltoall": lambda o, p: ("sched_pairwise",)},
           simplicity=2)
 def pairwise(comm, sendbuf, recvbuf, *, schedule: str = "shift"):
     """Step s sends to (r+s) mod p and receives from (r-s) mod p, or exchanges with r xor s."""

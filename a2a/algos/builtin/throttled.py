@@ -53,7 +53,8 @@ COST = Formula("ceil((p-1)/w) alpha + (p-1) (alpha_msg + m beta)", ("alpha_msg",
 
 
 @register("throttled", mirrors="MPICH scattered (MPIR_CVAR_ALLTOALL_THROTTLE); not Open MPI's linear_sync",
-          limits=LIMITS, cost=COST, steps=steps, twins=TWINS, simplicity=4)
+          limits=LIMITS, cost=COST, steps=steps, simplicity=4,
+          twins={**TWINS, "MPICH Ialltoall": lambda o, p: ("sched_permuted_sendrecv", 0) if one_batch(o, p) else None})
 def throttled(comm, sendbuf, recvbuf, *, window: int = 8):
     """Exchange with `window` peers at a time (Irecv/Isend, Waitall), in pairwise order."""
     return batches(comm, blocks(sendbuf, comm.size), blocks(recvbuf, comm.size), window)

@@ -64,12 +64,24 @@ def translate(document: dict[str, Any], counterpart: Counterpart, library: str
     return tables, warnings
 
 
+# Why a library's export serves no non-blocking all-to-all
+NO_SELECTION = {"Open MPI": "its libnbc runs its linear Ialltoall always (ompi/mca/coll/libnbc/nbc_ialltoall.c) and "
+                            "has no MCA parameter to choose another",
+                "Intel MPI": "this export writes I_MPI_ADJUST_ALLTOALL only"}
+
+
 def collective_of(document: dict[str, Any], library: str, served: tuple[str, ...]) -> str:
-    """The table's one collective; BadInput if `library`'s export does not serve it."""
+    """The table's one collective (ialltoall for an overlap record's); BadInput if `library`'s export does not
+    serve it."""
     _check_context(document)
-    collective = document["tables"][0].get("collective", KEY_DEFAULTS["collective"])
+    first = document["tables"][0]
+    collective = first.get("collective", KEY_DEFAULTS["collective"])
+    if first.get("timing") == "overlap":
+        collective = f"i{collective}"
     if collective not in served:
-        raise BadInput(f"the table decides {collective}; this {library} export covers {' and '.join(served)}")
+        why = next((f" ({reason})" for name, reason in NO_SELECTION.items()
+                    if library.startswith(name) and collective.startswith("i")), "")
+        raise BadInput(f"the table decides {collective}; this {library} export covers {' and '.join(served)}{why}")
     return collective
 
 
@@ -141,4 +153,5 @@ def _check_context(document: dict[str, Any]) -> None:
         values = sorted({t.get(column, KEY_DEFAULTS.get(column, "")) for t in document["tables"]})
         if len(values) > 1:
             raise BadInput(f"the table has several {column} values ({values}); MPI libraries choose by "
-                           f"process count and size only: decide one {column} at a time")
+                           f"process count and size only: decide one {column} at a time "
+                           f"(bench decide --where {column}=VALUE)")

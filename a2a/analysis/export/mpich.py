@@ -11,7 +11,11 @@ in-place calls keep MPICH's choice (MPIR_Alltoall_intra_pairwise_sendrecv_replac
 asserts sendbuf == MPI_IN_PLACE and so cannot serve the out-of-place calls the table measured).
 Scattered's throttle is not a JSON parameter: MPICH reads MPIR_CVAR_ALLTOALL_THROTTLE, one
 value for every call. For alltoallv MPICH has scattered out of place (the same throttle);
-its subtree is spliced the same way, selecting by comm size only, as Open MPI can.
+its subtree is spliced the same way, selecting by comm size only, as Open MPI can. An overlap
+record's table (its winners ranked by the time of start, compute, wait) becomes the
+`collective=ialltoall` subtree, from the twins algorithms name for "MPICH Ialltoall"
+(MPIR_Ialltoall_intra_sched_pairwise, _sched_brucks, _sched_permuted_sendrecv); MPICH runs it for
+MPI_Ialltoall and for MPI_Alltoall_init alike.
 """
 from __future__ import annotations
 
@@ -33,15 +37,19 @@ TREE_START = re.compile(rb'\{"collective=')
 INT_MAX = 2147483647
 PREFIX = "algorithm=MPIR_{}_intra_"
 LIBRARY = "MPICH"
+IALLTOALL = "MPICH Ialltoall"  # the twins an algorithm names for MPICH's non-blocking selection
+THROTTLED = ("scattered", "sched_permuted_sendrecv")  # MPICH's algorithms that read MPIR_CVAR_ALLTOALL_THROTTLE
 
 
 def export(document: dict[str, Any], libmpi: str | Path | None = None) -> Exported:
     """MPICH's built-in tree with the table's alltoall (or alltoallv) subtree spliced in."""
-    collective = collective_of(document, LIBRARY, ("alltoall", "alltoallv"))
+    collective = collective_of(document, LIBRARY, ("alltoall", "alltoallv", "ialltoall"))
     tree, source = builtin_tree(libmpi)
     if collective == "alltoallv":
         chosen, warnings = translate_by_comm_size(document, counterpart(LIBRARY, "alltoallv"), LIBRARY)
         tables = [(nprocs, [Segment(0, None, target)]) for nprocs, target in chosen]
+    elif collective == "ialltoall":  # an overlap record's winners, as MPICH's non-blocking algorithms
+        tables, warnings = translate(document, counterpart(IALLTOALL), IALLTOALL)
     else:
         tables, warnings = translate(document, counterpart(LIBRARY), LIBRARY)
     throttle = _throttle(tables, warnings)
@@ -83,14 +91,14 @@ def _leaf(target: tuple, native: dict[str, Any], collective: str) -> dict[str, A
 
 
 def _throttle(tables: list[tuple[int, list[Any]]], warnings: list[str]) -> int | None:
-    windows = Counter(s.target[1] for _, segments in tables for s in segments if s.target[0] == "scattered")
+    windows = Counter(s.target[1] for _, segments in tables for s in segments if s.target[0] in THROTTLED)
     if not windows:
         return None
     chosen = min(windows, key=lambda w: (-windows[w], w))
     for nprocs, segments in tables:
         for s in segments:
-            if s.target[0] == "scattered" and s.target[1] != chosen:
-                warnings.append(f"{nprocs} ranks, from {s.low} B/peer: wants scattered with throttle "
+            if s.target[0] in THROTTLED and s.target[1] != chosen:
+                warnings.append(f"{nprocs} ranks, from {s.low} B/peer: wants {s.target[0]} with throttle "
                                 f"{s.target[1]} but runs with {chosen}: MPIR_CVAR_ALLTOALL_THROTTLE is one "
                                 "value for all calls, not a JSON parameter (0 = all peers at once)")
     return chosen
