@@ -28,6 +28,12 @@ from .options import defaults
 @click.option("--algorithms", help=defaults("Names or NAME:KEY=VALUE variants, or 'all'; native:selector=mpich|ompi|"
                                             "default or native:algorithm=NAME picks SMPI's MPI_Alltoall.",
                                             SIMULATION_DEFAULTS["algorithms"]))
+@click.option("--timing", type=click.Choice(["simulated", "overlap"]), default=None,
+              help=defaults("simulated: one replay per point; overlap: then a second, computing --compute-ratio x "
+                            "the pure time between start and wait (messages move by themselves: the bound of a "
+                            "program that never polls).", SIMULATION_DEFAULTS["timing"]))
+@click.option("--compute-ratio", help=defaults("--timing overlap: the compute phase over the pure exchange time.",
+                                               SIMULATION_DEFAULTS["compute_ratio"]))
 @click.option("--option", multiple=True, help="ALG.KEY=VALUE (repeatable).")
 @click.option("--plugin", multiple=True, help="A .py file or module that registers algorithms (repeatable).")
 @click.option("--ppn", help="Ranks per node. [default: 1 on switch and ring; else as many as the ranks need]")

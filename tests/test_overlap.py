@@ -6,11 +6,12 @@ import json
 
 import numpy as np
 import pytest
-from support import assert_refused_before_measuring, bench, is_mpich, needs_mpich
+from support import assert_refused_before_measuring, bench, is_mpich, needs_mpich, python
 
 from a2a.measure.overlap import Work, slices
 from a2a.record.overlap import imb_overlap, osu_overlap
 from a2a.record.results import read_rows, read_samples
+from a2a.simulate.simgrid import missing
 
 
 def means(*ranks: tuple[float, float, float, float]) -> np.ndarray:
@@ -116,3 +117,30 @@ def test_each_progress_mode_takes_a_launch_of_its_own_set_up_for_it(tmp_path):
 def test_a_library_without_a_progress_thread_refuses_it(tmp_path):
     assert_refused_before_measuring(["--sizes", "8", "--timing", "overlap", "--progress", "thread"],
                                     "has no asynchronous progress thread for collectives", tmp_path / "out")
+
+
+@pytest.mark.skipif(bool(missing()), reason=f"needs SimGrid: {missing()}")
+def test_a_simulated_overlap_replays_start_compute_wait_and_validates_against_a_measured_one(tmp_path):
+    """linear posts every message at start, so SMPI moves them all during the compute phase (the bound: nearly all
+    hidden); pairwise posts its later rounds at wait, so most of it is not; SMPI's own MPI_Alltoall is blocking."""
+    simulated = tmp_path / "sim"
+    done = python("-m", "bench", "simulate", "--timing", "overlap", "--compute-ratio", "1", "--nprocs", "4",
+                  "--sizes", "1K", "--algorithms", "linear,pairwise,native:selector=mpich", "--output",
+                  str(simulated), "--quiet", timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = {r.algorithm: r for r in read_rows(simulated)}
+    assert all(r.valid and (r.timing, r.tests, r.progress) == ("overlap", "0", "network") for r in rows.values())
+    assert rows["linear"].overlap_osu_pct > 90 and rows["pairwise"].overlap_osu_pct < 60
+    assert rows["native"].overlap_osu_pct == 0 and "runs before it" in rows["native"].note
+    for r in rows.values():  # a compute phase as long as the exchange: overall between the longer and the sum
+        assert r.t_compute_us == pytest.approx(r.t_pure_us)
+        assert r.t_pure_us <= r.t_overall_us * 1.0001 <= 2.0002 * r.t_pure_us
+    measured = tmp_path / "run"
+    assert bench(2, "run", "--timing", "overlap", "--nprocs", "2", "--sizes", "1K", "--algorithms", "linear",
+                 "--iterations", "5", "--output", str(measured), "--quiet").returncode == 0
+    assert python("-m", "bench", "simulate", "--timing", "overlap", "--nprocs", "2", "--sizes", "1K",
+                  "--algorithms", "linear", "--output", str(tmp_path / "sim2"), "--quiet").returncode == 0
+    compared = python("-m", "bench", "validate", str(measured), str(tmp_path / "sim2"))
+    assert compared.returncode == 0 and "simulated overlap %" in compared.stdout, compared.stderr
+    mixed = python("-m", "bench", "validate", str(measured), str(tmp_path / "sim"))  # no point in common
+    assert mixed.returncode == 2

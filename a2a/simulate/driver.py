@@ -14,10 +14,14 @@ import signal
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import numpy as np
+
 from a2a.errors import A2AError, BadConfig, CaptureError, CaptureOutgrew
+from a2a.record.overlap import imb_overlap, osu_overlap
 from a2a.record.results import NATIVE, Row
 from a2a.record.stats import bandwidths
 from a2a.simulate import platforms, replay, simgrid, traces
@@ -27,6 +31,7 @@ from a2a.simulate.events import Schedule
 from a2a.simulate.machine import Machine, simulated_variants
 from a2a.simulate.schedule_cache import OFF, ScheduleCache, default_directory
 from a2a.simulate.world import available_bytes
+from a2a.sweep.config import OVERLAP
 from a2a.sweep.grid import Point
 from a2a.sweep.launch import fresh_sweep, refuse_with_resume
 from a2a.sweep.mesh import group_comm
@@ -227,6 +232,8 @@ class Replays:
         link, copy_bandwidth = self.machine.link, self.machine.copy_bandwidth
         try:
             factor = row.count // schedule.count
+            if point.timing == OVERLAP:
+                return row, self._overlap(point, schedule.scaled(factor) if factor != 1 else schedule, shape), ""
             if self.s4u and not self.keep:  # one trace for every size, unless each point's own are to be kept
                 if key not in self.traces:
                     self.traces[key] = traces.unit_traces(schedule, copy_bandwidth)
@@ -239,6 +246,14 @@ class Replays:
         except CaptureError as failed:
             return row, None, noted(row, "not simulated: ", failed)
 
+    def _overlap(self, point: Point, scaled: Schedule, shape: Any) -> replay.OverlapReplay:
+        """An overlap point's two replays: pure, then overall with the compute phase its pure time gives."""
+        keep = self.keep / f"{point.nprocs}-{point.variant.label}-{point.bytes_per_peer}" if self.keep else None
+        link, copy_bandwidth = self.machine.link, self.machine.copy_bandwidth
+        job = partial(replay.ReplayJob, scaled, shape, link, copy_bandwidth, s4u=self.s4u)
+        return replay.OverlapReplay(job(keep), lambda compute: job(keep and keep.with_name(keep.name + "-overall"),
+                                                                   compute=compute), point.config.compute_ratio)
+
     def _started(self, row: Row, job: replay.ReplayJob, point: Point) -> replay.ReplayJob | Replayed:
         native = point.variant.name == NATIVE
         config = (platforms.native_config(point.variant.options.get("selector", "default"),
@@ -246,6 +261,11 @@ class Replays:
         if native and point.layout:
             row.note = "native in groups runs a linear point-to-point lowering, not SMPI's MPI_Alltoall"
         config = config + self.machine.config()
+        if isinstance(job, replay.OverlapReplay):
+            if native:
+                row.note = "SMPI replays MPI_Alltoall only blocking: the compute phase runs before it"
+            self._collect(self.jobs - 1, job.memory())
+            return job.start(config, self.replay_timeout)
         twin = self.replayed.get(job.identity(config))
         if twin is not None:
             job.stop()
@@ -262,6 +282,8 @@ class Replays:
             result = job.result()
         except CaptureError as failed:
             return None, noted(row, "not simulated: ", failed)
+        if isinstance(job, replay.OverlapReplay):
+            result = self._overlapped(row, *result)
         us = result.seconds * 1e6
         row.t_min_us = row.t_p50_us = row.t_p90_us = row.t_p95_us = row.t_p99_us = row.t_mean_us = row.t_max_us = us
         row.t_std_us = 0.0
@@ -269,10 +291,20 @@ class Replays:
         row.valid = True
         self.session.add("replay_wall_seconds", result.wall_seconds)
         self.session.add("replay_cpu_seconds", result.cpu_seconds)
-        if not isinstance(job, Replayed):
+        if isinstance(job, replay.ReplayJob):
             self.replayed[job.identity(job.config)] = (row.algorithm + (f":{row.options}" if row.options else ""),
                                                        result)
         return result.seconds, ""
+
+    def _overlapped(self, row: Row, pure: replay.Replay, overall: replay.Replay, compute: float) -> replay.Replay:
+        """The overlap figures of a simulated point into its row (the job's times stand for every rank's); the
+        overall replay, whose time is the row's."""
+        us = 1e6
+        row.t_pure_us, row.t_overall_us, row.t_compute_us = pure.seconds * us, overall.seconds * us, compute * us
+        means = np.array([[pure.seconds, overall.seconds, compute, 0.0]])
+        row.overlap_osu_pct, row.overlap_imb_pct = osu_overlap(means), imb_overlap(means)
+        return replay.Replay(overall.seconds, pure.wall_seconds + overall.wall_seconds,
+                             pure.cpu_seconds + overall.cpu_seconds)
 
     def _capture(self, point: Point, ppn: int) -> Schedule | A2AError:
         """The schedule at unit size (scaled per size), or why it is refused."""

@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from a2a.errors import CaptureError
 from a2a.simulate.events import Schedule
@@ -44,12 +44,12 @@ class ReplayJob:
     """
 
     def __init__(self, traces: Schedule | Traces, fabric: Any, link: Link, copy_bandwidth: float,
-                 keep: Path | None = None, s4u: str | None = None, scale: int = 1):
+                 keep: Path | None = None, s4u: str | None = None, scale: int = 1, compute: float = 0.0):
         self._scratch = None if keep else tempfile.TemporaryDirectory(prefix="a2a-smpi-")
         self.where = Path(keep or self._scratch.name)
         self.where.mkdir(parents=True, exist_ok=True)
         if isinstance(traces, Schedule):
-            traces = write_traces(traces, self.where / "traces", copy_bandwidth)
+            traces = write_traces(traces, self.where / "traces", copy_bandwidth, compute=compute)
         self.platform, self.hostfile = self.where / "platform.xml", self.where / "hostfile"
         platform = platform_xml(fabric, link, copy_bandwidth)
         hosts = "".join(f"n{h}\n" for h in hosts_of(traces.nprocs, fabric.nodes))
@@ -148,3 +148,37 @@ def _children_cpu() -> float:
     """CPU seconds of this process's finished children (smpirun and its simulator, once waited for)."""
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     return used.ru_utime + used.ru_stime
+
+
+class OverlapReplay:
+    """An overlap point's two replays: its exchange alone (pure), then started, computing `ratio` times the pure
+    time, and waited for (overall). SMPI moves a message posted without any call of the rank's: the bound of a
+    program that never polls, whose later rounds are posted at its wait."""
+
+    def __init__(self, pure: ReplayJob, overall: Callable[[float], ReplayJob], ratio: float):
+        self.pure, self.overall, self.ratio = pure, overall, ratio
+        self.second: ReplayJob | None = None
+
+    def identity(self, config: list[str]) -> str:
+        """Never one of another point's: the second replay depends on the first."""
+        return f"overlap:{self.ratio!r}:{self.pure.identity(config)}"
+
+    def memory(self) -> int:
+        return self.pure.memory()
+
+    def start(self, config: list[str], timeout: float) -> "OverlapReplay":
+        self.config, self.timeout = config, timeout
+        self.pure.start(config, timeout)
+        return self
+
+    def result(self) -> tuple[Replay, Replay, float]:
+        """The pure replay, the overall one, and the seconds of computation between them."""
+        pure = self.pure.result()
+        compute = self.ratio * pure.seconds
+        self.second = self.overall(compute).start(self.config, self.timeout)
+        return pure, self.second.result(), compute
+
+    def stop(self) -> None:
+        for job in (self.pure, self.second):
+            if job is not None:
+                job.stop()

@@ -221,15 +221,31 @@ def most_pending(text: str) -> int:
     return int(np.cumsum(np.where(posted, 1, -1)).max(initial=0))
 
 
+STARTED = ("init", "isend", "irecv", "compute")  # what a start() does before the exchange first waits
+
+
+def with_compute(lines: Iterator[str], rank: int, seconds: float) -> Iterator[str]:
+    """A rank's trace lines with `seconds` of computation where its exchange, started, first waits (as the overlap
+    protocol computes between start and wait; a blocking line, SMPI's own MPI_Alltoall say, comes after it)."""
+    computed = False
+    for line in lines:
+        if not computed and line.split(" ", 2)[1] not in STARTED:
+            yield f"{rank} compute {seconds * HOST_SPEED * TIME_SCALE:.0f}"
+            computed = True
+        yield line
+
+
 def write_traces(schedule: Schedule, directory: Path, copy_bandwidth: float, exact: bool = False,
-                 scratch: Any = None) -> Traces:
-    """One trace file per rank in `directory`, and the list of them (`exact`: see trace_lines)."""
+                 scratch: Any = None, compute: float = 0.0) -> Traces:
+    """One trace file per rank in `directory`, and the list of them (`exact`: see trace_lines; `compute`: seconds
+    of computation between the exchange's start and its first wait, on every rank)."""
     directory.mkdir(parents=True, exist_ok=True)
     listing, collective, digest, lines, pending = directory / "traces.txt", False, hashlib.sha256(), 0, 0
     with open(listing, "w") as names:
         for rank, events in enumerate(schedule.events):
             path = directory / f"rank{rank}.txt"
-            text = "\n".join(trace_lines(events, rank, schedule.nprocs, copy_bandwidth, exact)) + "\n"
+            found = trace_lines(events, rank, schedule.nprocs, copy_bandwidth, exact)
+            text = "\n".join(with_compute(found, rank, compute) if compute else found) + "\n"
             collective = collective or f"{rank} alltoall " in text
             lines, pending = lines + text.count("\n"), pending + most_pending(text)
             path.write_text(text)

@@ -36,6 +36,7 @@ PER_RANK_MEANS = ("pipelined", "imb")  # timings whose samples are each rank's m
 CACHES = ("warm", "cold")
 SIMULATED = "simulated"  # the timing of a simulated record: one replay per point
 PROGRESS = ("poll", "thread")  # who advances an exchange in flight: the program's calls, or the library's thread
+SIMULATED_PROGRESS = "network"  # a simulated exchange's: SMPI moves posted messages with no call of the rank's
 
 # Every sweep option's default. `nprocs` and `max_memory` of a measured sweep come from the job
 # (powers of two up to the world size; a share of the node's memory).
@@ -46,7 +47,7 @@ DEFAULTS: dict[str, Any] = {
     "cache": KEY_DEFAULTS["cache"], "mesh": "", "groups": (), "option": (), "plugin": (),
     "compute_ratio": 1.0, "tests": "0", "progress": PROGRESS[0],
 }
-SIMULATION_DEFAULTS: dict[str, Any] = {**DEFAULTS, "sizes": "8,1K,64K", "nprocs": "64"}
+SIMULATION_DEFAULTS: dict[str, Any] = {**DEFAULTS, "sizes": "8,1K,64K", "nprocs": "64", "timing": SIMULATED}
 BACKEND_DEFAULTS = {"mpi": DEFAULTS, "simgrid": SIMULATION_DEFAULTS}
 # What --resume takes from the record instead (--timeout may change from one launch to the next)
 SWEEP_OPTIONS = tuple(k for k in (*DEFAULTS, "config", "nprocs", "max_memory") if k != "timeout")
@@ -122,9 +123,12 @@ def from_options(values: dict[str, Any], backend: str = "mpi", world: int | None
         raise BadConfig(f"--workload {workload} makes uneven counts; add --collective alltoallv")
     chosen = choose(as_text(get("algorithms")), parse_assignments(get("option"), "--option"), ppn, collective,
                     workload)
-    if backend == "simgrid":  # one replay per point: no warm-up, no check (the capture checks)
+    if backend == "simgrid":  # one replay per point (two for overlap): no warm-up, no check (the capture checks)
+        timing = choice(get("timing"), (SIMULATED, OVERLAP), "--timing")
+        ratio = _ratio(get("compute_ratio")) if timing == OVERLAP else DEFAULTS["compute_ratio"]
         return SweepConfig(sizes=sizes, dtype=dtype, nprocs=nprocs, ppn=ppn, variants=chosen, layouts=layouts,
-                           iterations=1, warmup=0, timing=SIMULATED, check=False)
+                           iterations=1, warmup=0, timing=timing, check=False, compute_ratio=ratio,
+                           progress=[SIMULATED_PROGRESS] if timing == OVERLAP else [DEFAULTS["progress"]])
     timing, cache = choice(get("timing"), TIMINGS, "--timing"), choice(get("cache"), CACHES, "--cache")
     ratio, tests, progress = _overlap_options(values, get, timing, cache)
     return SweepConfig(
@@ -155,17 +159,23 @@ def _overlap_options(values: dict[str, Any], get: Callable[[str], Any], timing: 
     if cache != "warm":
         raise BadConfig("--cache cold goes with the sync, pipelined, imb and global timings; --timing overlap times "
                         "one buffer set")
-    try:
-        ratio = float(get("compute_ratio"))
-    except (TypeError, ValueError):
-        ratio = -1.0
-    if not ratio >= 0:
-        raise BadConfig(f"--compute-ratio {get('compute_ratio')!r}; accepted: 0 or more (the compute phase over "
-                        "the pure exchange time)")
     progress = [p.strip() for p in as_text(get("progress")).split(",") if p.strip()]
     for mode in progress:
         choice(mode, PROGRESS, "--progress")
-    return ratio, parse_list(as_text(get("tests")), "--tests", parse_count), list(dict.fromkeys(progress))
+    return (_ratio(get("compute_ratio")), parse_list(as_text(get("tests")), "--tests", parse_count),
+            list(dict.fromkeys(progress)))
+
+
+def _ratio(value: Any) -> float:
+    """--compute-ratio: 0 or more."""
+    try:
+        ratio = float(value)
+    except (TypeError, ValueError):
+        ratio = -1.0
+    if not ratio >= 0:
+        raise BadConfig(f"--compute-ratio {value!r}; accepted: 0 or more (the compute phase over the pure exchange "
+                        "time)")
+    return ratio
 
 
 def _overlapping(chosen: list[Variant], tests: list[int], algorithms: str) -> list[Variant]:
