@@ -19,7 +19,7 @@ def test_node_aware_and_hierarchical_exchange_right_across_uneven_nodes(netns, t
              "--allow-oversubscribed", "--quiet", "--output", str(out), timeout=300))
     rows = read_rows(out)
     assert {(r.algorithm, r.options, r.bytes_per_peer) for r in rows} == {
-        (a, o, s) for a, o in [("native", ""), ("node_aware", "placement=block;ppn=0"),
+        (a, o, s) for a, o in [("native", "form=blocking"), ("node_aware", "placement=block;ppn=0"),
                                ("node_aware", "placement=cyclic;ppn=0"), ("hierarchical", "placement=block;ppn=0")]
         for s in (8, 4096)}
     assert all(r.valid and (r.nnodes, r.ppn) == (2, 3) for r in rows), [(r.algorithm, r.note) for r in rows]

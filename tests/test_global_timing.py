@@ -186,11 +186,13 @@ def test_global_sweep_records_its_mode_and_the_clock(tmp_path):
 
 
 def test_ranks_sharing_one_core_get_invalid_rows_that_say_why(tmp_path):
-    """On one core a rank is always off it at the start: no valid iteration, and the row and table say so."""
+    """On one core a rank is always off it at the start: no valid iteration; the row and table say so, and a
+    launch with no valid point exits 1 with the cause once."""
     out = tmp_path / "run"
     done = mpiexec(2, "-m", "bench", "run", "--timing", "global", "--sizes", "8", "--algorithms", "native",
                    "--iterations", "10", "--max-time-per-point", "0.5", "--output", str(out), cores="0")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr
     (row,) = read_rows(out)
     assert not row.valid and "iterations valid within the time budget: too few to summarise" in row.note
     assert f"INVALID (1 point): {row.note}" in done.stdout
+    assert done.stderr.count("error: no point was measured: ") == 1, done.stderr

@@ -205,7 +205,8 @@ def test_figures_are_chosen_by_the_records_timing():
     from a2a.analysis import plot
 
     assert plot.samples_over_iterations in plot.makers({"sync"})
-    assert plot.samples_over_iterations not in plot.makers({"simulated"})
+    assert plot.samples_over_iterations not in plot.makers({"simulated"}, simulated=True)
+    assert plot.makers({"overlap"}, simulated=True) == [plot.overlap_vs_size, *plot.MEASURED[:-1]]
     assert plot.makers({"a-protocol-to-come"}) == plot.MEASURED  # until it lists its own
     assert plot.makers({"sync", "pipelined"}) == plot.MEASURED  # each maker once
 
@@ -242,3 +243,25 @@ def test_a_simulated_record_says_what_its_page_shows(tmp_path):
                  "Speed-up over native:selector=mpich", "simulated time per all-to-all"):
         assert html.escape(said) in page or said in (tmp_path / "plots" / "time_vs_size.svg").read_text(), said
     assert "MPI library" not in page and "samples_p" not in page
+
+
+def test_an_overlap_record_draws_both_overlap_figures_per_size(tmp_path, monkeypatch):
+    """OSU's figure solid and IMB-NBC's dotted, from the record's columns, beside the measured figures."""
+    pytest.importorskip("matplotlib")
+    from a2a.analysis import plot
+
+    recorder = Recorder(tmp_path)
+    for k, name in enumerate(["linear", "pairwise"]):
+        for size in (1024, 65536):
+            recorder.add(Row(2, 1, 2, name, "", "uint8", size, size, 5, 1, t_p50_us=10.0 + k, t_min_us=9.0,
+                             valid=True, timing="overlap", tests="10", progress="poll", compute_ratio="1",
+                             t_pure_us=8.0, t_overall_us=10.0 + k, t_compute_us=8.0,
+                             overlap_osu_pct=75.0 - 10 * k, overlap_imb_pct=70.0 - 10 * k), [1e-5] * 5)
+    recorder.close()
+    write_meta(tmp_path, {"status": "complete"})
+    kept, save = {}, plot.save
+    monkeypatch.setattr(plot, "save", lambda fig, where, name: (kept.update({name: fig}), save(fig, where, name)))
+    figures = [f.name for f in plot.plot_all(load(tmp_path), tmp_path / "plots")]
+    assert figures[0] == "overlap_vs_size" and "time_vs_size" in figures and any("samples_p2" in f for f in figures)
+    drawn = {(tuple(line.get_ydata()), line.get_linestyle()) for line in kept["overlap_vs_size"].axes[0].lines}
+    assert {((75.0, 75.0), "-"), ((70.0, 70.0), ":"), ((65.0, 65.0), "-"), ((60.0, 60.0), ":")} <= drawn

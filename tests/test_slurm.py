@@ -144,9 +144,11 @@ def test_bench_slurm_tune_runs_the_whole_tune_in_one_allocation(slurm, tmp_path)
     state = slurm.wait(job, timeout=600)
     output = (tmp_path / f"a2a-tune-{job}.out").read_text()
     assert state["JobState"] == "COMPLETED", output
-    assert "tune complete" in output and "tuned/default" in output and "apply it with" in output
+    assert "tune complete" in output and "tuned/default" in output
     meta = json.loads((tmp_path / "tuned" / "meta.json").read_text())
     assert meta["status"] == "complete" and Path(meta["file"]).is_file()
+    # 3 iterations a side decide nothing reliably: whichever way the verification went, the job says it
+    assert ("apply it with" in output) == meta["verified"] and ("not applied:" in output) != meta["verified"], output
     assert meta["config"]["nprocs"] == [2]  # the whole allocation
     sweep = json.loads((tmp_path / "tuned" / "sweep-1" / "meta.json").read_text())
     assert sweep["slurm_job_id"] == job and sweep["world_size"] == 2

@@ -78,6 +78,8 @@ class Plan:
 
     def free(self) -> None:
         """Release requests, buffers and communicators the plan holds."""
+        if self.progression is not None:
+            self.progression.close()
         for release in (self._free, self.progression.free if self.progression else None):
             if release is not None:
                 release()

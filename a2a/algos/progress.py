@@ -21,7 +21,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from greenlet import greenlet
+from greenlet import GreenletExit, greenlet
 
 from a2a.errors import BadInput
 
@@ -46,7 +46,31 @@ class Unprogressable(Exception):
 
 
 class Round(greenlet):
-    """The greenlet a plan's run goes on in while the engine drives it."""
+    """The greenlet a plan's run goes on in while the engine drives it: one per plan, its exchanges one after
+    another (creating a greenlet costs several times a switch). It hands its driver an Awaited where the run waits,
+    None when an exchange is complete, or Raised."""
+
+    def __init__(self, work: Callable[[], Any]):
+        super().__init__(self._exchanges)
+        self.work = work
+
+    def _exchanges(self) -> None:
+        while True:
+            try:
+                self.work()
+                outcome = None
+            except GreenletExit:
+                raise
+            except BaseException as error:  # handed to the driver, which raises it
+                outcome = Raised(error)
+            greenlet.getcurrent().parent.switch(outcome)
+
+
+@dataclass(frozen=True)
+class Raised:
+    """What a run raised, on its way to the driver."""
+
+    error: BaseException
 
 
 def running() -> bool:
@@ -196,7 +220,7 @@ class Progression:
                            "starting it again (one exchange in flight per plan, as per persistent request)")
         self.active, self.rounds = True, 0
         if not self.in_wait:
-            self._round = Round(self.run)
+            self._round = self._round or Round(self.run)
             self._resume()
 
     def test(self) -> bool:
@@ -223,12 +247,16 @@ class Progression:
     def _resume(self, *value: Any) -> None:
         """Go on with the run (handing it what it waited for) until it parks again (a round posted) or ends."""
         self._round.parent = greenlet.getcurrent()
-        try:
-            self._awaited = self._round.switch(*value)
-        except BaseException:
-            self._awaited, self.active = None, False
-            raise
-        if self._awaited is None:
-            self.active = False
-        else:
-            self.rounds += 1
+        found = self._round.switch(*value)
+        if isinstance(found, Awaited):
+            self._awaited, self.rounds = found, self.rounds + 1
+            return
+        self._awaited, self.active = None, False
+        if isinstance(found, Raised):
+            raise found.error
+
+    def close(self) -> None:
+        """End the greenlet of the runs (a plan's free)."""
+        if self._round is not None and not self._round.dead:
+            self._round.throw(GreenletExit)
+        self._round = None

@@ -132,7 +132,7 @@ class Data:
 
     @property
     def simulated(self) -> bool:
-        return all(r.timing == "simulated" for r in self.rows)
+        return backend_of(self.run.meta) == "simgrid"
 
     @property
     def baseline(self) -> str | None:
@@ -206,7 +206,7 @@ def plot_all(run: Run, directory: Path) -> list[Figure]:
     directory.mkdir(parents=True, exist_ok=True)
     with pyplot().rc_context(STYLE):
         data = prepare(run)
-        figures = [f for make in makers({r.timing for r in data.rows}) for f in make(data, directory)]
+        figures = [f for make in makers({r.timing for r in data.rows}, data.simulated) for f in make(data, directory)]
     write_index(data, figures, directory)
     return figures
 
@@ -578,16 +578,44 @@ def samples_figure(data: Data, panel: Panel, directory: Path) -> Figure:
                   "the seed's 0.2 s TCP retransmission delays.")
 
 
+def overlap_vs_size(data: Data, directory: Path) -> list[Figure]:
+    """The overlap protocol's: how much of each exchange hid behind the compute phase, OSU's figure (solid) and
+    IMB-NBC's (dotted), against bytes per peer, a panel per process count, test count and progress mode."""
+    def draw(ax: Any, panel: Panel) -> None:
+        strong = data.strong(panel)
+        for name in data.labels:
+            if rows := data.series(panel, name):
+                x, style = [r.bytes_per_peer for r in rows], data.styles[name]
+                line(ax, x, [r.overlap_osu_pct for r in rows], style, name in strong)
+                ax.plot(x, [r.overlap_imb_pct for r in rows], linestyle=":", color=style.color,
+                        alpha=0.9 if name in strong else 0.3, linewidth=1)
+        bytes_axis(ax)
+        ax.set_ylim(-3, 103)
+        ax.set_xlabel("bytes per peer")
+        ax.set_ylabel("overlap (%)")
+
+    fig, _ = each_panel(data, draw)
+    series_legend(data, fig, data.labels)
+    save(fig, directory, "overlap_vs_size")
+    return [Figure("overlap_vs_size", "Overlap vs message size",
+                   "How much of each exchange hid behind the compute phase (compute_ratio x its pure time, with "
+                   "`tests` progress calls): OSU's figure, 100 x max(0, 1 - (overall - compute) / pure), solid; "
+                   "IMB-NBC's, 100 x (pure + compute - overall) / max(pure, compute), dotted. The other figures' "
+                   "times are the overall ones: start, compute, wait.")]
+
+
 # The figures of a record, by the timing mode of its rows: a mode not listed gets MEASURED. A protocol
 # with figures of its own (columns only its rows have) lists MEASURED and its own makers here.
 MEASURED: list[Maker] = [time_vs_size, busbw_vs_size, speedup_heatmaps, decision_map, model_overlay,
                          samples_over_iterations]
-MAKERS: dict[str, list[Maker]] = {"simulated": MEASURED[:-1]}  # a simulated point has one sample
+MAKERS: dict[str, list[Maker]] = {"overlap": [overlap_vs_size, *MEASURED]}
+ONE_SAMPLE: list[Maker] = [samples_over_iterations]  # what a simulated record, one sample a point, goes without
 
 
-def makers(timings: Iterable[str]) -> list[Maker]:
-    """The figure makers for rows of these timing modes, each once, in order."""
-    return list(dict.fromkeys(m for t in sorted(timings) for m in MAKERS.get(t, MEASURED)))
+def makers(timings: Iterable[str], simulated: bool = False) -> list[Maker]:
+    """The figure makers for rows of these timing modes (simulated or measured), each once, in order."""
+    chosen = dict.fromkeys(m for t in sorted(timings) for m in MAKERS.get(t, MEASURED))
+    return [m for m in chosen if not (simulated and m in ONE_SAMPLE)]
 
 
 # --- index.html -----------------------------------------------------------------------------

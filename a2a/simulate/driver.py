@@ -291,7 +291,7 @@ class Replays:
         row.valid = True
         self.session.add("replay_wall_seconds", result.wall_seconds)
         self.session.add("replay_cpu_seconds", result.cpu_seconds)
-        if isinstance(job, replay.ReplayJob):
+        if not isinstance(job, (Replayed, replay.OverlapReplay)):
             self.replayed[job.identity(job.config)] = (row.algorithm + (f":{row.options}" if row.options else ""),
                                                        result)
         return result.seconds, ""
