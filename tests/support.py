@@ -62,6 +62,19 @@ def bench(n: int, *args: str, timeout: float = 300, env: dict[str, str] | None =
     return mpiexec(n, "-m", "bench", *args, timeout=timeout, env={**os.environ, **env} if env else None)
 
 
+def bench_here(capsys, *args: str) -> tuple[int, str, str]:
+    """Run `python -m bench ARGS` in this process: (exit code, stdout, stderr)."""
+    from bench.cli import entry
+
+    code = 0
+    try:
+        entry(list(args))
+    except SystemExit as ended:
+        code = ended.code or 0
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def assert_refused_before_measuring(args: list[str], message: str, out: Path, n: int = 2) -> None:
     """`bench run ARGS` exits 2, prints `message` once (not once per rank) and records nothing."""
     done = bench(n, "run", *args, "--output", str(out), timeout=60)

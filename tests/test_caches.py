@@ -12,26 +12,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import bench_here
 
 from a2a.errors import BadConfig
 from a2a.simulate import schedule_cache, simgrid, traces
 from a2a.simulate.capture import capture, capture_unit, stepped
 from a2a.simulate.events import Schedule
-from bench.cli import entry
 
 needs_simgrid = pytest.mark.skipif(simgrid.missing() is not None, reason=str(simgrid.missing()))
 NODES = [[0, 1, 2], [3, 4, 5]]
-
-
-def bench(capsys, *args: str) -> tuple[int, str, str]:
-    """Run `python -m bench ARGS` in this process: (exit code, stdout, stderr)."""
-    code = 0
-    try:
-        entry(list(args))
-    except SystemExit as ended:
-        code = ended.code or 0
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def stored(schedule: Schedule) -> Schedule:
@@ -126,11 +115,11 @@ def test_a_planted_file_in_a_shared_schedule_cache_is_never_run_but_captured_aga
     shared, marker = tmp_path / "shared", tmp_path / "ran"
     args = ("simulate", "--nprocs", "4", "--sizes", "8", "--algorithms", "bruck", "--copy-bandwidth", "5e9",
             "--schedule-cache", str(shared), "--quiet")
-    assert bench(capsys, *args, "--output", str(tmp_path / "first"))[0] == 0
+    assert bench_here(capsys, *args, "--output", str(tmp_path / "first"))[0] == 0
     [path] = shared.glob("*.npz")
     path.with_suffix(".pickle").write_bytes(hostile_files(marker)["pickle"])  # where the old cache read its pickle
     path.write_bytes(hostile_files(marker)[planted])
-    code, _, err = bench(capsys, *args, "--output", str(tmp_path / "second"))
+    code, _, err = bench_here(capsys, *args, "--output", str(tmp_path / "second"))
     assert code == 0, err
     assert not marker.exists()
     meta = json.loads((tmp_path / "second" / "meta.json").read_text())
@@ -180,7 +169,7 @@ def test_a_kept_replayer_another_user_could_have_written_is_refused_not_run(tmp_
     wrong and what to do."""
     program, marker = planted_replayer(tmp_path, monkeypatch)
     UNSAFE[unsafe](program)
-    code, _, err = bench(capsys, "simulate", "--nprocs", "4", "--sizes", "8", "--algorithms", "linear",
+    code, _, err = bench_here(capsys, "simulate", "--nprocs", "4", "--sizes", "8", "--algorithms", "linear",
                          "--copy-bandwidth", "5e9", "--output", str(tmp_path / "sim"))
     assert code == 2 and not marker.exists(), err
     [line] = [line for line in err.splitlines() if line.strip()]

@@ -149,6 +149,26 @@ def test_one_exchange_in_flight_per_plan_and_a_blocking_form_runs_inside_wait():
         assert plan.progression.in_wait and "MPI.Win has no non-blocking form" in plan.note
 
 
+@pytest.mark.parametrize("form", ["nonblocking", "persistent"])
+def test_native_non_blocking_forms_are_the_librarys_own_request(form):
+    """No engine between the caller and MPI_Ialltoall or MPI_Start: start() leaves the library's request, test() and
+    wait() are its own, and the run never parks."""
+    from mpi4py import MPI
+
+    send, got = np.arange(4.0), np.zeros(4)
+    with a2a.get("native").init(self_comm(), send, got, form=form) as plan:
+        for _ in range(2):
+            got[...] = 0
+            plan.start()
+            assert isinstance(plan.progression._request, MPI.Request) and plan.progression._round is None
+            while not plan.test():
+                pass
+            assert np.array_equal(got, send) and plan.progression.rounds == 0 and not plan.progression.active
+        plan.start()
+        plan.wait()
+        assert plan.progression._request is None and np.array_equal(got, send)
+
+
 def test_a_run_that_raises_ends_its_exchange_with_the_error():
     progression = Progression(lambda: 1 / 0)
     with pytest.raises(ZeroDivisionError):

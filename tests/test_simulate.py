@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from capture_check import ONE_SIDED
-from support import python
+from support import bench_here, python
 
 import a2a
 from a2a import fabric
@@ -24,7 +24,6 @@ from a2a.simulate.calibrate import message_cost
 from a2a.simulate.capture import capture, capture_unit, stepped
 from a2a.simulate.driver import Machine
 from a2a.simulate.events import Burst, Collective, Copy, Irecv, Isend, Recv, Send, Sendrecvs, Wait, unpacked
-from bench.cli import entry
 
 needs_simgrid = pytest.mark.skipif(simgrid.missing() is not None, reason=str(simgrid.missing()))
 NODES = [[0, 1, 2], [3, 4, 5]]
@@ -231,19 +230,8 @@ def test_platforms_carry_their_shape():
     assert 'bb_bw=' in xml("switch", nodes=8)
 
 
-def bench(capsys, *args: str) -> tuple[int, str, str]:
-    """Run `python -m bench ARGS` in this process: (exit code, stdout, stderr)."""
-    code = 0
-    try:
-        entry(list(args))
-    except SystemExit as ended:
-        code = ended.code or 0
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def simulate(tmp_path, capsys, *args: str) -> tuple[int, str, str]:
-    return bench(capsys, "simulate", "--copy-bandwidth", "5e9", "--output", str(tmp_path / "sim"), *args)
+    return bench_here(capsys, "simulate", "--copy-bandwidth", "5e9", "--output", str(tmp_path / "sim"), *args)
 
 
 def rows(directory) -> list[dict[str, str]]:
@@ -283,7 +271,7 @@ def test_simulate_switch_record_and_physics(tmp_path, capsys):
     meta = json.loads((tmp_path / "sim" / "meta.json").read_text())
     assert meta["simgrid"] == simgrid.version() and meta["status"] == "complete" and meta["link"] == "1Gbps,50us"
     assert 0 < meta["replay_cpu_seconds"] and 0 < meta["replay_wall_seconds"]  # six replays of 4 ranks each
-    code, out, _ = bench(capsys, "show", str(tmp_path / "sim"))
+    code, out, _ = bench_here(capsys, "show", str(tmp_path / "sim"))
     assert code == 0 and "native:selector=mpich" in out
 
 
@@ -478,7 +466,7 @@ def test_simulate_resumes_only_missing_points(tmp_path, capsys):
     path = tmp_path / "sim" / "results.csv"
     lines = path.read_text().splitlines()
     path.write_text("\n".join(lines[:3]) + "\n")  # header and two points survive
-    code, _, err = bench(capsys, "simulate", "--resume", str(tmp_path / "sim"))
+    code, _, err = bench_here(capsys, "simulate", "--resume", str(tmp_path / "sim"))
     assert code == 0, err
     assert "2 points" in err
     resumed = path.read_text().splitlines()

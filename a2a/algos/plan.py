@@ -35,6 +35,7 @@ class Prepared:
     free: Callable[[], Any] | None = None
     note: str = ""  # e.g. a fallback to another schedule at this process count
     in_wait: bool = False  # run is a blocking library call: the non-blocking form runs it whole inside wait()
+    request: Callable[[], Any] | None = None  # run is one library request: this starts it (test and wait are its own)
 
 
 @dataclass
@@ -156,7 +157,9 @@ def _progression(name: str, factory: Callable[..., Any], comm: Any, send: Any, r
         note = f"{name}: {missing} has no non-blocking form; a start() runs the whole exchange inside wait()"
         return Progression(_after(staging, made.run), made.free, _joined(note, made.note), in_wait=True)
     note = f"{name}: a blocking library call; a start() runs it whole inside wait()" if made.in_wait else ""
-    return Progression(_after(staging, made.run), made.free, _joined(note, made.note), in_wait=made.in_wait)
+    request = made.request and _after(staging, made.request)
+    return Progression(_after(staging, made.run), made.free, _joined(note, made.note), in_wait=made.in_wait,
+                       request=request)
 
 
 def _made(made: Any) -> Prepared:
@@ -180,11 +183,11 @@ def _staged(recv: Any) -> tuple[Any, Callable[[], Any]]:
 
 
 def _after(first: Callable[[], Any] | None, run: Callable[[], Any]) -> Callable[[], Any]:
-    """`run`, after `first` when there is one (a call in place stages its data first)."""
+    """`run` (what it returns), after `first` when there is one (a call in place stages its data first)."""
     if first is None:
         return run
 
-    def staged_run() -> None:
+    def staged_run() -> Any:
         first()
-        run()
+        return run()
     return staged_run

@@ -9,11 +9,12 @@ copies before it; test() completes what it can and, while what the run waits for
 each next round and its copies; wait() drives it to the end, blocking where the run would. The algorithm's own
 code runs, so no algorithm file changes and no schedule is written twice.
 
-A run that uses what has no non-blocking form here (MPI RMA epochs: MPI.Win), or that its factory marks as a
-blocking library call (native's form=blocking), runs whole inside wait() (or the first test()); its progression's
-note says so. Each
-plan has its private communicator, so exchanges of different plans in flight never mix; one plan has at most one
-exchange in flight, as an MPI persistent request.
+A run that is one library request (native's MPI_Ialltoall, MPI_Start of its MPI_Alltoall_init) bypasses the engine:
+start() leaves that request, test() and wait() are its MPI_Test and MPI_Wait. A run that uses what has no
+non-blocking form here (MPI RMA epochs: MPI.Win), or that its factory marks as a blocking library call (native's
+form=blocking), runs whole inside wait() (or the first test()); its progression's note says so. Each plan has its
+private communicator, so exchanges of different plans in flight never mix; one plan has at most one exchange in
+flight, as an MPI persistent request.
 """
 from __future__ import annotations
 
@@ -208,9 +209,11 @@ class Progression:
     free: Callable[[], Any] | None = None
     note: str = ""  # how it progresses, when not through the engine: a record says so
     in_wait: bool = False
+    request: Callable[[], Any] | None = None  # the run is this one library request: started, tested, waited as is
     rounds: int = 0  # the times the latest exchange's run parked so far: its rounds posted
     _round: Round | None = field(default=None, repr=False)
     _awaited: Awaited | None = field(default=None, repr=False)
+    _request: Any = field(default=None, repr=False)
     active: bool = False  # an exchange is in flight: started, not yet complete
 
     def start(self) -> None:
@@ -219,7 +222,9 @@ class Progression:
             raise BadInput("this plan's exchange is still in flight; test() or wait() until it completes before "
                            "starting it again (one exchange in flight per plan, as per persistent request)")
         self.active, self.rounds = True, 0
-        if not self.in_wait:
+        if self.request is not None:
+            self._request = reals([self.request()])[0]
+        elif not self.in_wait:
             self._round = self._round or Round(self.run)
             self._resume()
 
@@ -228,6 +233,8 @@ class Progression:
         A run that has no non-blocking form runs whole in the first test, as it would in wait()."""
         if self.in_wait:
             self.wait()
+        if self._request is not None and self._request.Test():
+            self._request, self.active = None, False
         while self._awaited is not None and self._awaited.ready():
             self._resume(self._awaited.result)
         return not self.active
@@ -239,6 +246,10 @@ class Progression:
         if self.in_wait:
             self.active = False
             self.run()
+            return
+        if self._request is not None:
+            self._request.Wait()
+            self._request, self.active = None, False
             return
         while self._awaited is not None:
             self._awaited.block()

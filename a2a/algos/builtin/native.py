@@ -2,9 +2,9 @@
 
 `form` picks the library's call: `blocking` MPI_Alltoall(v); `nonblocking` MPI_Ialltoall(v), then
 MPI_Wait; `persistent` MPI_Alltoall(v)_init once per plan, then MPI_Start and MPI_Wait per call
-(MPI-4). Run non-blocking (a plan's start, test, wait), the last two hand the library's own
-request to the progression engine, so each test() is an MPI_Test of it; the blocking form runs
-whole inside wait().
+(MPI-4). Run non-blocking (a plan's start, test, wait), the last two are the library's own
+request: start() starts it, each test() is an MPI_Test of it, wait() its MPI_Wait; the blocking
+form runs whole inside wait().
 
 Its twin in each library is the library's own decision (Open MPI's rule 0, MPICH's built-in
 subtree, Intel's default), so a tuning file leaves such ranges to the library.
@@ -43,19 +43,20 @@ def called(comm: Any, name: str, form: str, send: Any, recv: Any) -> Prepared:
         return Prepared(lambda: blocking(send, recv), in_wait=True)
     if form == "nonblocking":
         start = getattr(comm, f"I{name.lower()}")
-        return Prepared(lambda: start(send, recv).Wait())
+        return Prepared(lambda: start(send, recv).Wait(), request=lambda: start(send, recv))
     try:
         request = getattr(comm, f"{name}_init")(send, recv)
     except (AttributeError, NotImplementedError):
         raise BadOption(f"native: form=persistent needs MPI_{name}_init (MPI-4), which this MPI library or mpi4py "
                         "lacks; accepted here: blocking, nonblocking") from None
-    return Prepared(_started(request), request.Free)
+    return Prepared(_started(request), request.Free, request=_started(request, waited=False))
 
 
-def _started(request: Any) -> Callable[[], None]:
-    def run() -> None:
+def _started(request: Any, waited: bool = True) -> Callable[[], Any]:
+    """MPI_Start of the persistent request, then MPI_Wait (or the request, for the caller to test and wait)."""
+    def run() -> Any:
         request.Start()
-        request.Wait()
+        return request.Wait() if waited else request
     return run
 
 
