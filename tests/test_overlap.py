@@ -45,8 +45,10 @@ def test_osu_averages_over_ranks_and_imb_takes_the_slowest_ranks_times():
 def test_the_compute_phase_is_calibrated_arithmetic_cut_in_even_slices():
     work = Work()
     assert 0 < work.unit < 1e-3
-    units = work.units(0.02)
-    assert units * work.unit == pytest.approx(0.02, rel=0.01)
+    work._timed = lambda units: units * work.unit  # runs as fast as first measured: the units stand
+    assert work.units(0.02) == round(0.02 / work.unit) and work.units(0) == 0
+    work._timed = lambda units: 2 * units * work.unit  # the machine got twice as slow since: half the units
+    assert work.units(0.02) == pytest.approx(0.01 / work.unit, abs=1)
     assert slices(10, 3) == [4, 3, 3] and slices(10, 0) == [10] and slices(2, 5) == [1, 1, 0, 0, 0]
 
 

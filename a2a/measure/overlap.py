@@ -1,9 +1,10 @@
 """The overlap protocol: how much of an exchange hides behind computation, timed as OSU's osu_ialltoall and IMB-NBC's
 Ialltoall time it (their figures: a2a.record.overlap).
 
-Per point, after the warm-up, CALIBRATION pure exchanges (start, then wait at once) give each rank its own mean
-pure time, as both sources calibrate; the compute phase is then `ratio` times it, in units of real arithmetic on a
-private array (Work), not a sleep. Per iteration, each part begun together on every rank:
+Per point, after the warm-up, CALIBRATION pure exchanges (start, then wait at once) give each rank its own pure
+time (their median), as both sources calibrate on each rank's own; the compute phase is then `ratio` times it, in
+units of real arithmetic on a private array (Work), not a sleep, timed once at the point and rescaled to fit (IMB's
+calibration), since the units run slower on a loaded machine than when they were first measured. Per iteration, each part begun together on every rank:
 - pure: start, wait;
 - overall: start, the compute phase in `tests` equal slices each followed by one test() (OSU's -t: none when 0, a
   program that never polls), wait; the phase's time and the time in its tests are kept apart;
@@ -20,7 +21,7 @@ import numpy as np
 
 from a2a.measure.timing import MIN_ITERATIONS
 
-CALIBRATION = 5  # pure exchanges that size the compute phase
+CALIBRATION = 10  # pure exchanges that size the compute phase
 UNIT_ELEMENTS = 2048  # float64s of Work's array: 16 KiB, in the first-level caches
 QUANTITIES = ("pure", "overall", "compute", "phase", "testing")  # the columns of OverlapSamples.local
 
@@ -41,8 +42,11 @@ class Work:
             add(array, 1e-7, out=array)
 
     def units(self, seconds: float) -> int:
-        """The units that take about `seconds`."""
-        return max(0, round(seconds / self.unit))
+        """The units that take about `seconds`: as first measured, then timed here once and rescaled."""
+        units = max(0, round(seconds / self.unit))
+        if units == 0:
+            return 0
+        return max(1, round(units * seconds / self._timed(units)))
 
     def _timed(self, units: int) -> float:
         began = time.perf_counter()
@@ -86,7 +90,7 @@ def time_overlap(comm: Any, plan: Any, work: Work, warmup: int, iterations: int,
     for _ in range(warmup):
         start()
         wait()
-    units = work.units(ratio * float(np.mean([pure() for _ in range(CALIBRATION)])))
+    units = work.units(ratio * float(np.median([pure() for _ in range(CALIBRATION)])))
     phase_slices = slices(units, tests)
     local = np.zeros((iterations, len(QUANTITIES)))
     mine, agreed, begin, done = np.zeros(2), np.zeros(2), wtime(), 0
