@@ -85,6 +85,19 @@ def test_the_check_reports_a_missing_image(browser, real_page, tmp_path):
     assert any("404" in p and "busbw_vs_size.png" in p for p in problems), problems
 
 
+def test_an_overlap_run_gets_its_page(browser, tmp_path):
+    """The overlap protocol's own figure beside the measured ones, a panel per test count."""
+    done = mpiexec(2, "-m", "bench", "run", "--timing", "overlap", "--sizes", "1K,64K", "--tests", "0,3",
+                   "--algorithms", "native:form=nonblocking,native:form=persistent,pairwise,bruck", "--iterations",
+                   "3", "--output", str(tmp_path / "run"), "--quiet", timeout=300)
+    assert done.returncode == 0, done.stderr
+    plots = plotted(tmp_path / "run")
+    report = opened(browser, plots, "overlap")
+    assert_drawn(report, plots)
+    assert {"overlap_vs_size.png", "time_vs_size.png"} <= {src for src, _, _ in report.images}
+    assert "Overlap vs message size" in report.text and "IMB-NBC" in report.text
+
+
 def test_a_simulated_record_gets_its_page(browser, tmp_path):
     from a2a.simulate.simgrid import missing
 

@@ -141,9 +141,15 @@ class Data:
         return NATIVE if NATIVE in natives else min(natives, default=None)
 
     def title(self, panel: Panel, unit: str = " processes") -> str:
-        """A panel's title: its context ('[pipelined timing]') only when the panels differ in it."""
-        shared = len({p[1] for p in self.panels}) == 1
-        return f"{panel[0]}{unit}" if shared else panel_title(panel, unit)
+        """A panel's title: of its context ('[pipelined timing]', '[tests 10]') only what differs between panels
+        (mesh and groups together, as collective and workload)."""
+        contexts = {p[1] for p in self.panels}
+        varies = {c for k, c in enumerate(model.CONTEXT) if len({context[k] for context in contexts}) > 1}
+        for pair in (("mesh", "groups"), ("collective", "workload")):
+            if varies & set(pair):
+                varies |= set(pair)
+        shown = tuple(v if c in varies else plain for v, c, plain in zip(panel[1], model.CONTEXT, model.PLAIN))
+        return f"{panel[0]}{unit}{model.context_text(shown)}"
 
     def series(self, panel: Panel, name: str) -> list[Row]:
         """Rows of one series in one panel, by size."""
@@ -179,11 +185,6 @@ def fastest(rows: Iterable[Row]) -> dict[tuple[Panel, int], str]:
 
 def panel_of(row: Row) -> Panel:
     return row.nprocs, model.context_of(row)
-
-
-def panel_title(panel: Panel, unit: str = " processes") -> str:
-    """'8 processes', or '8 processes [mesh 2x4 groups z]'."""
-    return f"{panel[0]}{unit}{model.context_text(panel[1])}"
 
 
 def prepare(run: Run) -> Data:
