@@ -4,7 +4,8 @@ Ialltoall time it (their figures: a2a.record.overlap).
 Per point, after the warm-up, CALIBRATION pure exchanges (start, then wait at once) give each rank its own pure
 time (their median), as both sources calibrate on each rank's own; the compute phase is then `ratio` times it, in
 units of real arithmetic on a private array (Work), not a sleep, timed once at the point and rescaled to fit (IMB's
-calibration), since the units run slower on a loaded machine than when they were first measured. Per iteration, each part begun together on every rank:
+calibration), since the units run slower on a loaded machine than when they were first measured. Per iteration,
+each part begun together on every rank:
 - pure: start, wait;
 - overall: start, the compute phase in `tests` equal slices each followed by one test() (OSU's -t: none when 0, a
   program that never polls), wait; the phase's time and the time in its tests are kept apart;
