@@ -195,7 +195,7 @@ def test_a_point_past_the_timeout_ends_the_job_naming_it(tmp_path):
     (["--option", "radix=3"], "accepted: ALGORITHM.KEY=VALUE"),
     (["--config", "no/such/sweep.yaml"], "cannot read config no/such/sweep.yaml"),
     (["--dtype", "object"], "dtype 'object'; accepted:"),
-    (["--iterations", "many"], "--iterations 'many' is not a whole number"),
+    (["--iterations", "many"], "--iterations 'many'; accepted: a whole number, 0 or more"),
     (["--timeout", "-1"], "--timeout '-1'; accepted: a positive number of seconds"),
     (["--plugin", "no/such/plugin.py"], "plug-in file no/such/plugin.py does not exist"),
     (["--format", "xml"], "Invalid value for '--format'"),

@@ -83,7 +83,7 @@ def test_an_overlap_run_records_both_figures_its_three_times_and_every_iteration
      "native: option form='eventually'; accepted: blocking, nonblocking, persistent"),
     (["--timing", "overlap", "--cache", "cold"], "--cache cold goes with the sync"),
     (["--timing", "overlap", "--progress", "psychic"], "--progress 'psychic'; accepted: poll, thread"),
-    (["--timing", "overlap", "--tests", "-3"], "--tests '-3' is not a whole number"),
+    (["--timing", "overlap", "--tests", "-3"], "--tests '-3'; accepted: a whole number, 0 or more"),
 ])
 def test_bad_overlap_options_are_one_line_and_exit_2(tmp_path, args, message):
     assert_refused_before_measuring(["--sizes", "8", *args], message, tmp_path / "out")

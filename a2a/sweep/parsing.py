@@ -42,7 +42,7 @@ def parse_list(text: str, what: str, parse: Any = parse_size) -> list[int]:
 def parse_count(text: Any, what: str) -> int:
     """A plain whole number (0 or more)."""
     if not str(text).strip().isdigit():
-        raise BadConfig(f"{what} {text!r} is not a whole number")
+        raise BadConfig(f"{what} {text!r}; accepted: a whole number, 0 or more")
     return int(text)
 
 
