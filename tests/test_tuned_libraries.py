@@ -109,7 +109,8 @@ def overlap_table(tmp_path_factory):
     return path
 
 
-def test_an_overlap_table_exports_mpichs_ialltoall_selection_only(overlap_table, tmp_path):
+@needs_mpich("export --format mpich extends the built-in selection tree of MPICH's libmpi")
+def test_an_overlap_table_exports_mpichs_ialltoall_selection(overlap_table, tmp_path):
     exported = export(overlap_table, "mpich", tmp_path / "mpich.json")
     tree = json.loads(exported.text)
     ranges = tree["collective=ialltoall"]["comm_type=intra"]["is_sendbuf_inplace=no"]["comm_size=any"]
@@ -118,6 +119,9 @@ def test_an_overlap_table_exports_mpichs_ialltoall_selection_only(overlap_table,
     assert ranges["avg_msg_size<=65535"] == {"algorithm=MPIR_Ialltoall_intra_sched_pairwise": {}}
     assert any("throttled:window=2 has no MPICH Ialltoall counterpart" in w for w in exported.warnings)
     assert tree["collective=alltoall"] == json.loads(export(overlap_table, "mpich").text)["collective=alltoall"]
+
+
+def test_an_overlap_table_is_refused_by_the_libraries_with_no_ialltoall_selection(overlap_table):
     for fmt, why in (("ompi", "its libnbc runs its linear Ialltoall always"), ("intel", "I_MPI_ADJUST_ALLTOALL only")):
         with pytest.raises(BadInput, match=f"the table decides ialltoall; .*{why}"):
             export(overlap_table, fmt)
