@@ -152,6 +152,10 @@ def _progression(name: str, factory: Callable[..., Any], comm: Any, send: Any, r
     try:
         with replaced_mpi(engine_module(MPI)):
             made = _made(factory(EngineComm(comm, MPI), send, recv, **options))
+        if made.request is not None:  # one library request: prepared again on the real communicator, so that
+            if made.free is not None:  # nothing of the engine's stands between each start and the library
+                made.free()
+            made = _made(factory(comm, send, recv, **options))
     except Unprogressable as missing:
         made = _made(factory(comm, send, recv, **options))
         note = f"{name}: {missing} has no non-blocking form; a start() runs the whole exchange inside wait()"

@@ -223,7 +223,7 @@ class Progression:
                            "starting it again (one exchange in flight per plan, as per persistent request)")
         self.active, self.rounds = True, 0
         if self.request is not None:
-            self._request = reals([self.request()])[0]
+            self._request = self.request()
         elif not self.in_wait:
             self._round = self._round or Round(self.run)
             self._resume()

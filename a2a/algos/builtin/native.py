@@ -43,21 +43,22 @@ def called(comm: Any, name: str, form: str, send: Any, recv: Any) -> Prepared:
         return Prepared(lambda: blocking(send, recv), in_wait=True)
     if form == "nonblocking":
         start = getattr(comm, f"I{name.lower()}")
-        return Prepared(lambda: start(send, recv).Wait(), request=lambda: start(send, recv))
+        return requested(lambda: start(send, recv))
     try:
         request = getattr(comm, f"{name}_init")(send, recv)
     except (AttributeError, NotImplementedError):
         raise BadOption(f"native: form=persistent needs MPI_{name}_init (MPI-4), which this MPI library or mpi4py "
                         "lacks; accepted here: blocking, nonblocking") from None
-    return Prepared(_started(request), request.Free, request=_started(request, waited=False))
 
-
-def _started(request: Any, waited: bool = True) -> Callable[[], Any]:
-    """MPI_Start of the persistent request, then MPI_Wait (or the request, for the caller to test and wait)."""
-    def run() -> Any:
+    def started() -> Any:
         request.Start()
-        return request.Wait() if waited else request
-    return run
+        return request
+    return requested(started, request.Free)
+
+
+def requested(begin: Callable[[], Any], free: Callable[[], Any] | None = None) -> Prepared:
+    """A run that is one library request `begin` starts: waited for at once, or tested and waited by the caller."""
+    return Prepared(lambda: begin().Wait(), free, request=begin)
 
 
 @register("native", mirrors="MPI_Alltoall as the library chooses (Open MPI tuned, MPICH's selection); form=nonblocking "
