@@ -14,6 +14,7 @@ import tempfile
 import threading
 
 import pytest
+import tiers
 
 from a2a.mpi import abort_job, world
 
@@ -21,6 +22,7 @@ WATCHDOG_SECONDS = float(os.environ.get("A2A_TEST_WATCHDOG", "300"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    tiers.register(config)
     comm = world()
     if comm.size > 1 and comm.rank != 0:
         config.option.verbose = -2
@@ -71,6 +73,28 @@ def small_sweep(tmp_path_factory: pytest.TempPathFactory):
                  "--quiet")
     assert done.returncode == 0, done.stderr
     return out
+
+
+# The collective tests at more ranks than `mpirun -n 4` has, where a property needs them: 6 ranks factor into
+# unequal dimensions (2x3), 7 is odd and prime, 8 is two nodes of 4 and a power of two past 4 (Bine's 3 steps).
+ABOVE_FOUR = (6, 7, 8)
+NESTED_FILES = ("tests/test_algorithms.py", "tests/test_alltoallv.py", "tests/test_nonblocking.py",
+                "tests/test_mesh.py")
+
+
+@pytest.fixture(scope="session")
+def above_four(tmp_path_factory: pytest.TempPathFactory):
+    """The collective tests of NESTED_FILES at 6, 7 and 8 ranks, in one 8-rank pytest: its JUnit report."""
+    from support import collective_tests
+
+    return collective_tests(list(NESTED_FILES), 8, ABOVE_FOUR, tmp_path_factory.mktemp("above-four"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item):
+    item.config.stash[tiers.CURRENT] = item  # setup, call and teardown: what the tier guard checks against
+    yield
+    del item.config.stash[tiers.CURRENT]
 
 
 @pytest.hookimpl(hookwrapper=True)

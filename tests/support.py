@@ -14,6 +14,7 @@ import pytest
 from a2a.mpi import clean_launcher_env, launcher_flags, mpi_tool
 
 ROOT = Path(__file__).resolve().parent.parent
+SIZES_VARIABLE = "A2A_TEST_SIZES"  # a nested run at more ranks tests only the sizes the 4-rank run cannot reach
 
 
 @cache
@@ -76,18 +77,47 @@ def bench_here(capsys, *args: str) -> tuple[int, str, str]:
 
 
 def assert_refused_before_measuring(args: list[str], message: str, out: Path, n: int = 2) -> None:
-    """`bench run ARGS` exits 2, prints `message` once (not once per rank) and records nothing."""
+    """`bench run ARGS` on N ranks exits 2, prints `message` once (not once per rank) and records nothing."""
     done = bench(n, "run", *args, "--output", str(out), timeout=60)
     assert done.returncode == 2, done.stderr
     assert done.stderr.count(message) == 1, done.stderr
     assert not (out / "results.csv").exists()
 
 
-def assert_collective_tests_pass(path: str, n: int = 8, timeout: float = 900) -> None:
-    """Run the `mpi`-marked tests of one file under mpiexec -n N (so at every p up to N where they loop)."""
-    done = mpiexec(n, "-m", "pytest", "-q", "-m", "mpi", "-p", "no:cacheprovider", path, timeout=timeout)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert " passed" in done.stdout and "failed" not in done.stdout
+def assert_refused_here(capsys, args: list[str], message: str, out: Path) -> None:
+    """`bench run ARGS` in this process exits 2, prints `message` once and records nothing.
+
+    For refusals made before any rank measures: the launched form above proves once for all that they are
+    printed by one rank only.
+    """
+    code, _, err = bench_here(capsys, "run", *args, "--output", str(out))
+    assert code == 2, err
+    assert err.count(message) == 1, err
+    assert not (out / "results.csv").exists()
+
+
+def collective_tests(paths: list[str], n: int, sizes: tuple[int, ...], out: Path, timeout: float = 1200) -> Path:
+    """Run the `mpi`-marked tests of `paths` in one `mpiexec -n N pytest`, their subcommunicators only of `sizes`.
+
+    Returns the JUnit report, which `assert_collective_tests_passed` reads per file.
+    """
+    report = out / "collective.xml"
+    done = mpiexec(n, "-m", "pytest", "-q", "-m", "mpi", "-p", "no:cacheprovider", f"--junitxml={report}", *paths,
+                   timeout=timeout, env={**os.environ, SIZES_VARIABLE: ",".join(map(str, sizes))})
+    assert report.exists(), done.stdout[-3000:] + done.stderr[-3000:]
+    return report
+
+
+def assert_collective_tests_passed(report: Path, path: str) -> None:
+    """Every test of `path` in a `collective_tests` report passed (some ran; none failed or errored)."""
+    import xml.etree.ElementTree as ET
+
+    module = Path(path).stem
+    cases = [case for case in ET.parse(report).iter("testcase") if case.get("classname", "").endswith(module)]
+    bad = [f"{case.get('name')}: {(case[0].get('message') or '')[:300]}" for case in cases
+           if len(case) and case[0].tag in ("failure", "error")]
+    ran = [case for case in cases if not len(case) or case[0].tag not in ("skipped",)]
+    assert ran and not bad, f"{path}: {len(ran)} ran; failed: {bad}"
 
 
 def self_comm():
@@ -97,13 +127,19 @@ def self_comm():
     return MPI.COMM_SELF
 
 
+def sizes_to_test(world_size: int) -> list[int]:
+    """The subcommunicator sizes the collective tests loop over: 1 .. world size, or those A2A_TEST_SIZES names."""
+    named = os.environ.get(SIZES_VARIABLE)
+    return [int(p) for p in named.split(",") if int(p) <= world_size] if named else list(range(1, world_size + 1))
+
+
 def subcommunicators(comm):
-    """(p, communicator of the first p ranks or None) for p = 1 .. world size."""
+    """(p, communicator of the first p ranks or None) for each p of `sizes_to_test`."""
     from mpi4py import MPI
 
     from a2a.mpi import idle_barrier
 
-    for p in range(1, comm.size + 1):
+    for p in sizes_to_test(comm.size):
         sub = comm.Split(0 if comm.rank < p else MPI.UNDEFINED, comm.rank)
         yield p, (sub if sub != MPI.COMM_NULL else None)
         if sub != MPI.COMM_NULL:

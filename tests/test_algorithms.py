@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from support import assert_collective_tests_pass, bench, listed, runs_alike, self_comm, subcommunicators
+from support import assert_collective_tests_passed, bench, listed, runs_alike, self_comm, subcommunicators
 
 import a2a
 from a2a.algos.buffers import alltoall_call
@@ -124,9 +124,10 @@ def test_ranks_with_different_dtypes_are_refused(comm):
         a2a.alltoall(comm, send, recv, "linear")
 
 
-def test_every_algorithm_on_one_to_eight_ranks():
-    """The collective tests above, at every p from 1 to 8 (non-powers of two included)."""
-    assert_collective_tests_pass("tests/test_algorithms.py")
+@pytest.mark.nested
+def test_every_algorithm_above_four_ranks(above_four):
+    """The collective tests above at 6, 7 and 8 ranks (`mpirun -n 4` runs them at 1 to 4)."""
+    assert_collective_tests_passed(above_four, __file__)
 
 
 @pytest.mark.parametrize("send,recv,message", [

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from decide_fixtures import minimal_table
-from support import assert_collective_tests_pass, runs_alike, self_comm, shared_path, subcommunicators
+from support import assert_collective_tests_passed, runs_alike, self_comm, shared_path, subcommunicators
 
 import a2a
 from a2a.algos.buffers import overlap, packed
@@ -126,9 +126,10 @@ def test_counts_that_peers_do_not_expect_fail_on_every_rank(comm):
         a2a.alltoallv(comm, send, sendcounts, recv, recvcounts, "tuna")
 
 
-def test_every_alltoallv_algorithm_on_one_to_eight_ranks():
-    """The collective tests above, at every p from 1 to 8."""
-    assert_collective_tests_pass("tests/test_alltoallv.py")
+@pytest.mark.nested
+def test_every_alltoallv_algorithm_above_four_ranks(above_four):
+    """The collective tests above at 6, 7 and 8 ranks (`mpirun -n 4` runs them at 1 to 4)."""
+    assert_collective_tests_passed(above_four, __file__)
 
 
 def test_collectives_per_algorithm():

@@ -5,7 +5,7 @@ import csv
 
 import numpy as np
 import pytest
-from support import assert_refused_before_measuring, bench, mpiexec
+from support import assert_refused_here, bench, mpiexec
 
 import a2a
 from a2a.record.results import COLUMNS, Row, point_key, read_rows
@@ -88,8 +88,8 @@ def test_a_matrix_for_other_process_counts_is_refused_per_point(tmp_path):
     (["--algorithms", "tuna"], "tuna serves alltoallv, not alltoall"),
     (["--collective", "alltoallw"], "Invalid value for '--collective'"),
 ])
-def test_bad_alltoallv_options_exit_2_once(tmp_path, args, message):
-    assert_refused_before_measuring(args, message, tmp_path / "run")
+def test_bad_alltoallv_options_exit_2_once(capsys, tmp_path, args, message):
+    assert_refused_here(capsys, args, message, tmp_path / "run")
 
 
 def test_old_rows_read_as_alltoall_uniform(tmp_path):

@@ -37,26 +37,66 @@ def copy_of_project(tmp_path: Path, parts: tuple[str, ...] = ("a2a", "bench")) -
     return tree
 
 
-@pytest.mark.parametrize("module, stray, contract", [
-    ("a2a/sweep/grid.py", "import a2a.simulate.capture", "Wings are layered"),
-    ("a2a/analysis/decide.py", "import a2a.sweep.grid", "Wings are layered"),
-    ("a2a/record/results.py", "from a2a.record import report", "No import cycle anywhere"),
-    ("a2a/sweep/session.py", "import bench.group", "never imports the command line"),
-    ("bench/simulate.py", "from . import run", "A command imports no other command"),
-])
-def test_a_stray_import_fails_lint(tmp_path: Path, module: str, stray: str, contract: str):
-    tree = copy_of_project(tmp_path)
-    with open(tree / module, "a") as source:
-        source.write(f"\n{stray}  # noqa: E402,F401\n")  # the last example: a cycle through a function's import
-    done = lint_imports(tree)
-    assert done.returncode != 0, done.stdout
-    broken = [line for line in done.stdout.splitlines() if line.endswith("BROKEN")]
-    assert any(contract in line for line in broken), done.stdout  # a stray import may break more than one
+# (file, the import planted in it, importer -> imported as lint names them, a contract it must break)
+STRAYS = [
+    ("a2a/sweep/grid.py", "import a2a.simulate.capture", "a2a.sweep.grid", "a2a.simulate.capture",
+     "Wings are layered"),
+    ("a2a/analysis/decide.py", "import a2a.sweep.grid", "a2a.analysis.decide", "a2a.sweep.grid", "Wings are layered"),
+    ("a2a/record/results.py", "from a2a.record import report", "a2a.record.results", "a2a.record.report",
+     "No import cycle anywhere"),
+    ("a2a/sweep/session.py", "import bench.group", "a2a.sweep.session", "bench.group",
+     "never imports the command line"),
+    ("bench/simulate.py", "from . import run", "bench.simulate", "bench.run", "A command imports no other command"),
+]
 
 
-def test_the_project_keeps_its_contracts(tmp_path: Path):
-    done = lint_imports(copy_of_project(tmp_path))
-    assert done.returncode == 0, done.stdout[-3000:]
+def broken_contracts(report: str) -> dict[str, list[tuple[str, str]]]:
+    """lint-imports' "Broken contracts" section: each contract's violations as (importer, imported), absolute."""
+    lines = report.split("Broken contracts", 1)[1].splitlines()
+    found: dict[str, list[tuple[str, str]]] = {}
+    contract, package = "", ""
+    for line, underline in zip(lines, lines[1:] + [""]):
+        if underline.startswith("---") and len(underline) == len(line):
+            contract, package = line, ""
+            found[contract] = []
+        elif match := re.match(r"No cycles are allowed in ([\w.]+)\.", line):
+            package = match[1]
+        elif match := re.match(r"-\s+(\S+) -> (\S+)", line):
+            found[contract].append(tuple(package + name if name.startswith(".") else name for name in match.groups()))
+    return found
+
+
+@pytest.fixture(scope="module")
+def lint_report(tmp_path_factory) -> subprocess.CompletedProcess:
+    """One lint-imports run over one copy of the project with every stray of STRAYS planted at once."""
+    tree = copy_of_project(tmp_path_factory.mktemp("strays"))
+    for module, stray, *_ in STRAYS:
+        with open(tree / module, "a") as source:
+            source.write(f"\n{stray}  # noqa: E402,F401\n")
+    return lint_imports(tree)
+
+
+@pytest.mark.parametrize("module, stray, importer, imported, contract", STRAYS)
+def test_a_stray_import_fails_lint(lint_report, module: str, stray: str, importer: str, imported: str, contract: str):
+    assert lint_report.returncode != 0, lint_report.stdout
+    broken = broken_contracts(lint_report.stdout)
+    named = [violations for name, violations in broken.items() if contract in name]
+    assert named and any(planted_explains((importer, imported), v) for v in named[0]), lint_report.stdout
+
+
+def planted_explains(stray: tuple[str, str], violation: tuple[str, str]) -> bool:
+    """The violation lint reports (module or package level) is the stray import."""
+    return all(mine == theirs or mine.startswith(theirs + ".") for mine, theirs in zip(stray, violation))
+
+
+def test_the_project_keeps_its_contracts(lint_report):
+    """Every violation in the planted copy's report is a planted import: the project itself breaks no contract."""
+    broken = broken_contracts(lint_report.stdout)
+    assert broken, lint_report.stdout
+    for contract, violations in broken.items():
+        unexplained = [v for v in violations if not any(planted_explains(s[2:4], v) for s in STRAYS)]
+        assert violations and not unexplained, f"{contract}: {unexplained}"
+    assert f"{len(broken)} broken" in lint_report.stdout  # the others read KEPT
 
 
 def test_each_builtin_file_registers_the_algorithm_it_is_named_after():

@@ -11,7 +11,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import ROOT, assert_refused_before_measuring, bench, launch_command, mpi_library, mpiexec, needs_mpich
+from support import (
+    ROOT,
+    assert_refused_before_measuring,
+    assert_refused_here,
+    bench,
+    launch_command,
+    mpi_library,
+    mpiexec,
+    needs_mpich,
+)
 
 from a2a.errors import BadConfig
 from a2a.mpi import clean_launcher_env
@@ -187,8 +196,6 @@ def test_a_point_past_the_timeout_ends_the_job_naming_it(tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["--sizes", "12Q"], "size '12Q' is not a byte count"),
     (["--sizes", "6"], "sizes [6] are not multiples of float32's 4 bytes"),
-    (["--nprocs", "3"], "process counts [3] must lie between 1 and the world size 2"),
-    (["--nprocs", "0"], "process counts [0] must lie between 1"),
     (["--algorithms", "brook"], "unknown algorithm 'brook'; registered:"),
     (["--option", "bruck.radix=1"], "bruck: option radix=1; accepted: an integer >= 2"),
     (["--option", "bruck.fanout=3"], "bruck: unknown option fanout; accepted: radix"),
@@ -200,7 +207,16 @@ def test_a_point_past_the_timeout_ends_the_job_naming_it(tmp_path):
     (["--plugin", "no/such/plugin.py"], "plug-in file no/such/plugin.py does not exist"),
     (["--format", "xml"], "Invalid value for '--format'"),
 ])
-def test_bad_options_exit_2_with_one_message_before_measuring(tmp_path, args, message):
+def test_bad_options_exit_2_with_one_message_before_measuring(capsys, tmp_path, args, message):
+    assert_refused_here(capsys, args, message, tmp_path / "run")
+
+
+@pytest.mark.launches
+@pytest.mark.parametrize("args,message", [
+    (["--nprocs", "3"], "process counts [3] must lie between 1 and the world size 2"),
+    (["--nprocs", "0"], "process counts [0] must lie between 1"),
+])
+def test_a_refusal_is_printed_by_one_rank_of_the_launch(tmp_path, args, message):
     assert_refused_before_measuring(args, message, tmp_path / "run")
 
 

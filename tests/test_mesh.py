@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from support import assert_collective_tests_pass, assert_refused_before_measuring, mpiexec
+from support import assert_collective_tests_passed, assert_refused_before_measuring, mpiexec
 
 import a2a
 from a2a.algos.registry import candidates
@@ -92,8 +92,10 @@ def test_concurrent_groups_give_correct_data(comm, name):
         assert np.array_equal(got, want), (name, layout)
 
 
-def test_groups_on_eight_ranks():
-    assert_collective_tests_pass("tests/test_mesh.py", timeout=600)
+@pytest.mark.nested
+def test_groups_on_eight_ranks(above_four):
+    """The collective tests above on 8 ranks: a 2x4 mesh has groups of 4 along one axis and 2 along the other."""
+    assert_collective_tests_passed(above_four, __file__)
 
 
 def test_one_sweep_over_1d_and_2d_groups_of_the_same_eight_ranks(tmp_path):

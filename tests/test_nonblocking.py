@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 import pytest
-from support import assert_collective_tests_pass, self_comm, subcommunicators
+from support import assert_collective_tests_passed, self_comm, subcommunicators
 from test_algorithms import DTYPES, VARIANTS, counts, fits, random_buffer
 from test_alltoallv import VARIANTS as V_VARIANTS
 from test_alltoallv import buffers, workload_counts
@@ -179,6 +179,7 @@ def test_a_run_that_raises_ends_its_exchange_with_the_error():
     assert not progression.active
 
 
-def test_every_algorithm_non_blocking_on_one_to_eight_ranks():
-    """The collective tests above, at every p from 1 to 8."""
-    assert_collective_tests_pass("tests/test_nonblocking.py", timeout=1200)
+@pytest.mark.nested
+def test_every_algorithm_non_blocking_above_four_ranks(above_four):
+    """The collective tests above at 6, 7 and 8 ranks (`mpirun -n 4` runs them at 1 to 4)."""
+    assert_collective_tests_passed(above_four, __file__)

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from support import assert_refused_before_measuring, bench, is_mpich, needs_mpich, python
+from support import assert_refused_before_measuring, assert_refused_here, bench, is_mpich, needs_mpich, python
 
 from a2a.measure.overlap import Work, slices
 from a2a.record.overlap import imb_overlap, osu_overlap
@@ -85,8 +85,8 @@ def test_an_overlap_run_records_both_figures_its_three_times_and_every_iteration
     (["--timing", "overlap", "--progress", "psychic"], "--progress 'psychic'; accepted: poll, thread"),
     (["--timing", "overlap", "--tests", "-3"], "--tests '-3'; accepted: a whole number, 0 or more"),
 ])
-def test_bad_overlap_options_are_one_line_and_exit_2(tmp_path, args, message):
-    assert_refused_before_measuring(["--sizes", "8", *args], message, tmp_path / "out")
+def test_bad_overlap_options_are_one_line_and_exit_2(capsys, tmp_path, args, message):
+    assert_refused_here(capsys, ["--sizes", "8", *args], message, tmp_path / "out")
 
 
 def test_all_under_overlap_with_tests_sweeps_the_librarys_non_blocking_forms(tmp_path):
