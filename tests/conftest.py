@@ -19,10 +19,20 @@ import tiers
 from a2a.mpi import abort_job, world
 
 WATCHDOG_SECONDS = float(os.environ.get("A2A_TEST_WATCHDOG", "300"))
+LAUNCHING_FIXTURES = {"small_sweep"}  # session fixtures that launch a job for the first test that needs them
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--quick", action="store_true",
+                     help="the inner loop: only tests of no tier (no launch, nested run, SimGrid, browser, Slurm, "
+                          "namespaces or second MPI library); `--markers` lists the tiers")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     tiers.register(config)
+    if config.getoption("quick"):
+        config.option.markexpr = f"({config.option.markexpr}) and {tiers.QUICK}" if config.option.markexpr \
+            else tiers.QUICK
     comm = world()
     if comm.size > 1 and comm.rank != 0:
         config.option.verbose = -2
@@ -30,6 +40,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:  # a test that asks for a recorded run launches it, if it is the first to ask
+        if LAUNCHING_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.launches)
     comm = world()
     if comm.size == 1:
         return

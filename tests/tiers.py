@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 TIERS = {
-    "launches": "starts MPI jobs of its own (mpiexec, or a bench command that launches one)",
+    "launches": "starts processes of its own: MPI jobs, or Python programs (a bench command may launch one)",
     "nested": "runs pytest under mpiexec inside this pytest (the collective tests at more ranks)",
     "simgrid": "needs SimGrid's smpirun (bench simulate, validate)",
     "browser": "needs headless Chromium (the report page)",
@@ -31,12 +31,14 @@ CURRENT = pytest.StashKey[pytest.Item]()
 
 
 def tier_of(argv: list[str]) -> str | None:
-    """The tier a command belongs to, or None for one any test may run (a compiler, `python -c`, git)."""
+    """The tier a command belongs to, or None for one any test may run (a compiler, git, ...)."""
     names = [Path(str(arg)).name for arg in argv]
     if "pytest" in names and any(name in PROGRAMS and PROGRAMS[name] == "launches" for name in names):
         return "nested"
     tiers = [PROGRAMS[name] for name in names if name in PROGRAMS]
-    return tiers[0] if tiers else None
+    if tiers:
+        return tiers[0]
+    return "launches" if names and names[0].startswith("python") else None
 
 
 def register(config: pytest.Config) -> None:
