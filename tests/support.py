@@ -122,6 +122,14 @@ def assert_collective_tests_passed(report: Path, path: str) -> None:
     assert ran and not bad, f"{path}: {len(ran)} ran; failed: {bad}"
 
 
+def needs_simgrid(test):
+    """Mark a test of the `simgrid` tier, skipped (saying why) where SimGrid's SMPI is missing."""
+    from a2a.simulate.simgrid import missing
+
+    why = missing()
+    return pytest.mark.simgrid(pytest.mark.skipif(why is not None, reason=f"needs SimGrid: {why}")(test))
+
+
 def self_comm():
     """MPI.COMM_SELF: one rank, for checks that fail before any message moves."""
     from mpi4py import MPI

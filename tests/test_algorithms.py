@@ -292,6 +292,7 @@ def test_dimension_factors():
         factors("4x2", 6)
 
 
+@pytest.mark.launches
 def test_bine_row_says_it_ran_pairwise_where_p_is_not_a_power_of_two(tmp_path):
     done = bench(4, "run", "--algorithms", "bine", "--sizes", "8", "--nprocs", "3,4",
            "--iterations", "2", "--output", str(tmp_path / "run"), "--quiet", "--allow-oversubscribed")

@@ -31,6 +31,7 @@ def lossy(comm, send, recv):
 '''
 
 
+@pytest.mark.launches
 def test_alltoallv_sweep_every_algorithm_valid(tmp_path):
     out = tmp_path / "run"
     done = bench(4, "run", "--collective", "alltoallv", "--workload", "zipf:s=1.1", "--algorithms", "all",
@@ -52,6 +53,7 @@ def test_alltoallv_sweep_every_algorithm_valid(tmp_path):
     assert "alltoallv, workload zipf:s=1.1" in done.stdout
 
 
+@pytest.mark.launches
 def test_a_wrong_alltoallv_result_marks_the_row_invalid(tmp_path):
     plugin = tmp_path / "lossy.py"
     plugin.write_text(WRONG_PLUGIN)
@@ -65,6 +67,7 @@ def test_a_wrong_alltoallv_result_marks_the_row_invalid(tmp_path):
     assert "WRONG RESULT on ranks" in rows["lossy"].note and "lossy gave a WRONG RESULT" in done.stderr
 
 
+@pytest.mark.launches
 def test_a_matrix_for_other_process_counts_is_refused_per_point(tmp_path):
     matrix = tmp_path / "m.csv"
     matrix.write_text("0,1\n3,0\n")
@@ -100,6 +103,7 @@ def test_old_rows_read_as_alltoall_uniform(tmp_path):
     assert point_key(old) == row.key
 
 
+@pytest.mark.launches
 def test_list_shows_which_collective_each_serves():
     listing = mpiexec(1, "-m", "bench", "list")
     assert listing.returncode == 0
@@ -109,6 +113,7 @@ def test_list_shows_which_collective_each_serves():
     assert ("bruck", "alltoallv") not in served and ("tuna", "alltoall") not in served
 
 
+@pytest.mark.launches
 def test_results_csv_ends_with_the_new_columns(small_sweep):
     header = next(csv.reader(open(small_sweep / "results.csv")))
     assert header.index("collective") > header.index("timing")

@@ -76,6 +76,7 @@ def lint_report(tmp_path_factory) -> subprocess.CompletedProcess:
     return lint_imports(tree)
 
 
+@pytest.mark.launches
 @pytest.mark.parametrize("module, stray, importer, imported, contract", STRAYS)
 def test_a_stray_import_fails_lint(lint_report, module: str, stray: str, importer: str, imported: str, contract: str):
     assert lint_report.returncode != 0, lint_report.stdout
@@ -89,6 +90,7 @@ def planted_explains(stray: tuple[str, str], violation: tuple[str, str]) -> bool
     return all(mine == theirs or mine.startswith(theirs + ".") for mine, theirs in zip(stray, violation))
 
 
+@pytest.mark.launches
 def test_the_project_keeps_its_contracts(lint_report):
     """Every violation in the planted copy's report is a planted import: the project itself breaks no contract."""
     broken = broken_contracts(lint_report.stdout)
@@ -108,6 +110,7 @@ def test_each_builtin_file_registers_the_algorithm_it_is_named_after():
             assert kind.factory.__module__ == f"{BUILTIN_PACKAGE}.{name}", (name, kind.factory.__module__)
 
 
+@pytest.mark.launches
 def test_the_console_script_is_python_m_bench(tmp_path: Path):
     """a2a-bench goes through the same entry: a bad option is one line on one rank, exit 2 on every rank."""
     from support import launch_command
@@ -245,6 +248,7 @@ def reversed_pairwise(comm, sendbuf, recvbuf):
 '''
 
 
+@pytest.mark.launches
 def test_a_new_algorithm_is_one_file(tmp_path: Path):
     """A file dropped into a2a/algos/builtin is in `bench list`, the correctness and schedule tests' parameters,
     a measured sweep and its decision, and a simulation, with no other file edited."""

@@ -66,6 +66,7 @@ def test_auto_table_errors_are_clear(comm, tmp_path):
         run_auto(comm, shared_path(comm, tmp_path, "other.json", {"tables": []}), 8)
 
 
+@pytest.mark.launches
 def test_bench_run_measures_auto_beside_the_others(tmp_path):
     table = tmp_path / "t.json"
     table.write_text(json.dumps(minimal_table(2, [(0, "bruck", "radix=2"), (512, "pairwise", "")])))

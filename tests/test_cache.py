@@ -36,6 +36,7 @@ def test_last_level_cache_falls_back_when_sysfs_is_absent(tmp_path):
     assert found["bytes"] > 0 and found["read_from"].startswith(("sysconf(", "assumed"))
 
 
+@pytest.mark.launches
 def test_cycling_goes_round_in_order():
     seen = []
     run = cycling([lambda i=i: seen.append(i) for i in range(3)])
@@ -70,6 +71,7 @@ def test_cold_sets_fill_a_ring_beyond_the_cache_on_pages_of_their_own(comm):
     assert len(short) == 5 and note.startswith("cache cold: only 5 buffer sets fit in --max-memory")
 
 
+@pytest.mark.launches
 def test_cold_sweep_records_its_mode_and_the_cache(tmp_path, small_sweep):
     out = tmp_path / "cold"
     done = mpiexec(2, "-m", "bench", "run", "--cache", "cold", "--sizes", "8,64K", "--algorithms", "native,pairwise",
@@ -92,6 +94,7 @@ def test_cold_sweep_records_its_mode_and_the_cache(tmp_path, small_sweep):
     assert all(r.cache == "cold" and r.collective == "alltoallv" and r.valid for r in read_rows(skewed))
 
 
+@pytest.mark.launches
 def test_bad_cache_mode_is_refused_once(tmp_path):
     assert_refused_before_measuring(["--cache", "lukewarm"], "'lukewarm' is not one of 'warm', 'cold'", tmp_path / "x")
 

@@ -12,14 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import bench_here
+from support import bench_here, needs_simgrid
 
 from a2a.errors import BadConfig
 from a2a.simulate import schedule_cache, simgrid, traces
 from a2a.simulate.capture import capture, capture_unit, stepped
 from a2a.simulate.events import Schedule
 
-needs_simgrid = pytest.mark.skipif(simgrid.missing() is not None, reason=str(simgrid.missing()))
 NODES = [[0, 1, 2], [3, 4, 5]]
 
 
@@ -178,6 +177,7 @@ def test_a_kept_replayer_another_user_could_have_written_is_refused_not_run(tmp_
     assert not (tmp_path / "sim").exists()
 
 
+@pytest.mark.launches
 @needs_simgrid
 def test_a_kept_replayer_of_this_user_alone_is_run(tmp_path, monkeypatch):
     program, marker = planted_replayer(tmp_path, monkeypatch)

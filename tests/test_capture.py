@@ -27,6 +27,7 @@ def test_capture_matches_what_mpi_sends(comm):
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.launches
 def test_capture_matches_mpi_at_five_ranks():
     """Every registered algorithm at p=5 (odd, uneven nodes of 2): counts and bytes per peer pair."""
     from mpi4py import MPI

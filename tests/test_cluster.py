@@ -121,6 +121,8 @@ def eth0_identity(host: str) -> str:
 # ---------------------------------------------------------------- with namespaces
 
 
+@pytest.mark.netns
+@pytest.mark.launches
 @HYDRA
 def test_up_run_down_leaves_nothing(netns, tmp_path: Path):
     links_before = root_links()
@@ -156,6 +158,8 @@ def test_up_run_down_leaves_nothing(netns, tmp_path: Path):
     assert "nothing to remove" in ok(bench("cluster", "down"))
 
 
+@pytest.mark.netns
+@pytest.mark.launches
 def test_down_removes_what_a_crash_left(netns):
     cluster.sh("ip", "netns", "add", "a2a-sw")
     cluster.sh("ip", "netns", "add", "a2a-n0")  # a crashed up: namespaces, no state
@@ -173,6 +177,8 @@ def test_down_removes_what_a_crash_left(netns):
     assert cluster.namespaces() == [] and not cluster.STATE_DIR.exists()
 
 
+@pytest.mark.netns
+@pytest.mark.launches
 @HYDRA
 def test_bytes_cross_the_emulated_links(netns, tmp_path: Path):
     ok(bench("cluster", "up", "--nodes", "2", "--slots", "2", "--hostfiles", str(tmp_path / "h")))
@@ -196,6 +202,8 @@ POINTS = ("--sizes", "256K,512K", "--algorithms", "native,linear", "--nprocs", "
           "--warmup", "1", "--iterations", "15", "--quiet")
 
 
+@pytest.mark.netns
+@pytest.mark.launches
 @HYDRA
 def test_shallow_switch_queue_stalls_with_tcp_timeouts(netns, tmp_path: Path):
     # 8kb, not the default 32kb: a run this short must stall for sure (docs/cluster.md, "How often a short run stalls")
@@ -271,6 +279,8 @@ def link_bytes(shape: cluster.ClusterSpec) -> dict[str, int]:
     return {row["link"]: row["tx_bytes"] for row in cluster.link_report(shape)}
 
 
+@pytest.mark.netns
+@pytest.mark.launches
 @HYDRA
 def test_torus_routes_in_dimension_order_and_carries_a_sweep(netns, tmp_path: Path):
     made = ok(bench("cluster", "up", "--topology", "torus:2x4", "--slots", "1"))
@@ -307,6 +317,8 @@ def test_torus_routes_in_dimension_order_and_carries_a_sweep(netns, tmp_path: Pa
     assert "n0 -> n4" in status and "a2a-r0:to4" in status and "drops" in status
 
 
+@pytest.mark.netns
+@pytest.mark.launches
 @HYDRA
 def test_ring_and_fattree_connect_every_node(netns):
     ok(bench("cluster", "up", "--topology", "ring", "--nodes", "4", "--slots", "1"))
@@ -337,6 +349,8 @@ def test_ring_and_fattree_connect_every_node(netns):
     assert after["spine -> leaf1"] - before["spine -> leaf1"] >= crossing
 
 
+@pytest.mark.netns
+@pytest.mark.launches
 def test_delay_without_netem_is_refused_and_leaves_nothing(netns):
     done = bench("cluster", "up", "--topology", "ring", "--nodes", "3", "--delay", "1ms")
     if done.returncode == 0:
@@ -349,6 +363,7 @@ def test_delay_without_netem_is_refused_and_leaves_nothing(netns):
 # ---------------------------------------------------------------- bad input
 
 
+@pytest.mark.launches
 @pytest.mark.parametrize("args, message", [
     (("--nodes", "0"), "nodes=0; accepted: 1 to 200"),
     (("--nodes", "2", "--rate", "fast"), "rate 'fast' is not a rate"),
@@ -373,6 +388,7 @@ def test_bad_shapes_are_refused(args: tuple[str, ...], message: str):
     assert done.stderr.count("error:") == 1
 
 
+@pytest.mark.launches
 def test_not_root_is_refused():
     command = [sys.executable, "-m", "bench", "cluster", "up", "--nodes", "2"]
     if os.geteuid() == 0:
@@ -386,12 +402,15 @@ def test_not_root_is_refused():
     assert "needs root" in done.stderr
 
 
+@pytest.mark.netns
+@pytest.mark.launches
 def test_run_without_a_cluster_is_refused(netns):
     done = bench("cluster", "run", "--", "run", "--sizes", "8")
     assert done.returncode == 2
     assert "no emulated cluster is up; make one with `python -m bench cluster up --nodes N" in done.stderr
 
 
+@pytest.mark.launches
 def test_seed_repro_rejects_unknown_fixes():
     done = bench("seed-repro", "--fixes", "pray")
     assert done.returncode == 2 and "accepted: throttled, rto-min" in done.stderr
@@ -439,6 +458,7 @@ def test_seed_table_has_the_seed_shape():
     assert stall_summary(seed_rows()) == "1 of 2 sizes stalled (3 stalled iterations), 1 TCP timeouts"
 
 
+@pytest.mark.launches
 def test_seed_repro_show_prints_an_earlier_run(tmp_path: Path):
     recorder = Recorder(tmp_path / "seed")
     for row in seed_rows():

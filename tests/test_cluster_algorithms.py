@@ -4,9 +4,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from test_cluster import HYDRA, bench, netns, ok  # noqa: F401 (netns is a fixture)
 
 from a2a.record.results import read_rows
+
+pytestmark = pytest.mark.launches  # every test here starts jobs of its own
 
 
 @HYDRA

@@ -4,7 +4,10 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
 from support import ROOT, mpiexec
+
+pytestmark = pytest.mark.nested  # every test here runs a small pytest under mpiexec -n 2
 
 SAMPLE = '''
 import time

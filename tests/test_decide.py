@@ -271,6 +271,7 @@ def assert_one_error(done, *fragments):
         assert fragment in errors[0], errors[0]
 
 
+@pytest.mark.launches
 @needs_mpich("export --format mpich extends the built-in selection tree of MPICH's libmpi")
 def test_cli_decide_and_export(library_run, tmp_path):
     out = tmp_path / "decision.json"
@@ -284,6 +285,7 @@ def test_cli_decide_and_export(library_run, tmp_path):
     assert done.stdout.startswith("I_MPI_ADJUST_ALLTOALL=") and "export I_MPI_ADJUST_ALLTOALL" in done.stderr
 
 
+@pytest.mark.launches
 def test_cli_bad_input(tmp_path, library_table):
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -71,6 +71,7 @@ def test_default_process_counts():
     assert default_nprocs(8) == "2,4,8" and default_nprocs(6) == "2,4,6" and default_nprocs(1) == "1"
 
 
+@pytest.mark.launches
 def test_record_has_the_exact_header_and_every_sample(tmp_path):
     out = tmp_path / "run"
     done = bench(3, "run", "--sizes", "8,1K", "--algorithms", "native,bruck", "--iterations", "4",
@@ -91,6 +92,7 @@ def test_record_has_the_exact_header_and_every_sample(tmp_path):
     assert "\n3 ranks" in done.stdout and " bruck " in done.stdout
 
 
+@pytest.mark.launches
 def test_stalls_and_outliers_are_flagged(tmp_path):
     out = tmp_path / "run"
     # warm-up is call 0, so calls 3 and 6 are timed iterations 2 and 5
@@ -107,6 +109,7 @@ def test_stalls_and_outliers_are_flagged(tmp_path):
     assert line.rstrip().endswith("!")
 
 
+@pytest.mark.launches
 def test_points_above_the_memory_cap_are_skipped(tmp_path):
     out = tmp_path / "run"
     done = bench(2, "run", "--sizes", "8,4K", "--algorithms", "native", "--nprocs", "2",
@@ -117,6 +120,7 @@ def test_points_above_the_memory_cap_are_skipped(tmp_path):
     assert not rows[4096].valid and rows[4096].note.startswith("skipped: buffers need 16384 B per rank")
 
 
+@pytest.mark.launches
 def test_process_counts_run_on_subcommunicators(tmp_path):
     out = tmp_path / "run"
     done = bench(3, "run", "--sizes", "64", "--algorithms", "pairwise", "--nprocs", "1,2,3",
@@ -126,6 +130,7 @@ def test_process_counts_run_on_subcommunicators(tmp_path):
     assert done.stdout == "" and done.stderr == ""
 
 
+@pytest.mark.launches
 def test_config_file_with_command_line_winning(tmp_path):
     config = tmp_path / "sweep.yaml"
     config.write_text("sizes: [8, 1K]\nalgorithms: [native, pairwise]\niterations: 3\noption: []\n")
@@ -153,6 +158,7 @@ def interrupted_sweep(out: Path, signum: int, algorithms: str, rows_first: int) 
     return subprocess.CompletedProcess(job.args, job.returncode, stdout, stderr)
 
 
+@pytest.mark.launches
 @needs_mpich("Open MPI's mpirun ends its ranks on SIGTERM instead of passing it on; SIGUSR1 stops a run "
              "under every launcher (test_sigusr1_stops_like_sigterm)")
 def test_sigterm_stops_cleanly_and_resume_measures_only_the_missing_points(tmp_path):
@@ -180,6 +186,7 @@ def _rows_on_disk(out: Path) -> int:
     return max(0, len(path.read_text().splitlines()) - 1) if path.exists() else 0
 
 
+@pytest.mark.launches
 def test_a_point_past_the_timeout_ends_the_job_naming_it(tmp_path):
     out = tmp_path / "run"
     # the points before the stalled one must finish within the timeout on a loaded machine too
@@ -220,11 +227,13 @@ def test_a_refusal_is_printed_by_one_rank_of_the_launch(tmp_path, args, message)
     assert_refused_before_measuring(args, message, tmp_path / "run")
 
 
+@pytest.mark.launches
 def test_resume_refuses_sweep_options(tmp_path):
     done = bench(1, "run", "--resume", str(tmp_path), "--sizes", "8", timeout=60)
     assert done.returncode == 2 and "drop --sizes" in done.stderr
 
 
+@pytest.mark.launches
 def test_list_and_show(small_sweep):
     listing = mpiexec(1, "-m", "bench", "list")
     assert listing.returncode == 0
@@ -237,6 +246,7 @@ def test_list_and_show(small_sweep):
     assert list(csv.reader(as_csv.stdout.splitlines()))[0][:3] == ["nprocs", "nnodes", "ppn"]
 
 
+@pytest.mark.launches
 def test_a_bad_record_on_resume_ends_the_job_instead_of_hanging(tmp_path):
     out = tmp_path / "run"
     assert bench(2, "run", "--sizes", "8", "--algorithms", "native", "--iterations", "2", "--output", str(out),
@@ -252,6 +262,7 @@ def test_a_bad_record_on_resume_ends_the_job_instead_of_hanging(tmp_path):
     assert time.monotonic() - began < 60
 
 
+@pytest.mark.launches
 def test_sigusr1_stops_like_sigterm(tmp_path):
     out = tmp_path / "run"
     assert interrupted_sweep(out, signal.SIGUSR1, SLOW, rows_first=1).returncode != 0

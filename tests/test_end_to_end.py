@@ -14,6 +14,8 @@ from a2a.analysis import decide
 from a2a.record.decision import read_decision, write_decision
 from a2a.record.results import read_meta, read_rows, read_samples
 
+pytestmark = pytest.mark.launches  # every test here starts jobs of its own
+
 SLEEPY = "tests/plugins/sleepy.py"
 WRONG = "tests/plugins/wrong.py"
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from support import mpiexec
 
 from a2a.record.results import read_rows
+
+pytestmark = pytest.mark.launches  # every test here starts jobs of its own
 
 PICKY = "tests/plugins/picky.py"
 BROKEN = "tests/plugins/broken.py"

@@ -171,6 +171,7 @@ def test_a_stop_request_ends_global_timing(comm, clock):
     assert timed.stopped and timed.samples.size == 0
 
 
+@pytest.mark.launches
 def test_global_sweep_records_its_mode_and_the_clock(tmp_path):
     out = tmp_path / "run"
     done = mpiexec(2, "-m", "bench", "run", "--timing", "global", "--sizes", "8,64K", "--algorithms",
@@ -185,6 +186,7 @@ def test_global_sweep_records_its_mode_and_the_clock(tmp_path):
     assert 0 <= clock["offset_error_us"] < 1e5 and clock["lead_us"] > 0 and len(clock["drifts"]) == 2
 
 
+@pytest.mark.launches
 def test_ranks_sharing_one_core_get_invalid_rows_that_say_why(tmp_path):
     """On one core a rank is always off it at the start: no valid iteration; the row and table say so, and a
     launch with no valid point exits 1 with the cause once."""

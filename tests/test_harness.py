@@ -44,6 +44,7 @@ def run_reference(binary: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.launches
 def test_reference_runs_every_protocol(reference: Path):
     done = run_reference(reference, "-i", "20", "-w", "2", "8", "1K", "64K")
     assert done.returncode == 0, done.stderr
@@ -60,6 +61,7 @@ def test_reference_runs_every_protocol(reference: Path):
             assert row["t_p50_us"] == ""
 
 
+@pytest.mark.launches
 @pytest.mark.parametrize("args, named", [(["8", "12Q"], "size '12Q'"), (["-i", "0", "8"], "-i takes"),
                                          (["-m", "fast", "8"], "-m accepts"), ([], "no sizes")])
 def test_reference_rejects_bad_arguments_once(reference: Path, args: list[str], named: str):
@@ -154,6 +156,7 @@ def test_harness_refuses_to_run_under_mpirun():
     assert "without mpirun" in str(result.exception)
 
 
+@pytest.mark.launches
 def test_harness_end_to_end(reference: Path, tmp_path: Path):
     """With a stand-in IMB-MPI1 that reads its -msglen file and reports 0.1 s for every size (so that ours is
     within its +0.5 us even on a loaded machine)."""

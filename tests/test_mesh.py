@@ -98,6 +98,7 @@ def test_groups_on_eight_ranks(above_four):
     assert_collective_tests_passed(above_four, __file__)
 
 
+@pytest.mark.launches
 def test_one_sweep_over_1d_and_2d_groups_of_the_same_eight_ranks(tmp_path):
     out = tmp_path / "run"
     done = mpiexec(8, "-m", "bench", "run", "--mesh", "2x4", "--groups", "y", "--groups", "x,y",
@@ -118,6 +119,7 @@ def test_one_sweep_over_1d_and_2d_groups_of_the_same_eight_ranks(tmp_path):
     assert "step_time_ms_p99" in header and "achieved_bw (GB/s)_p50" in header
 
 
+@pytest.mark.launches
 @pytest.mark.parametrize("args,message", [
     (["--mesh", "2x4"], "mesh 2x4 holds 8 ranks, more than the 2 of this job"),
     (["--mesh", "2", "--nprocs", "1"], "mesh 2 holds 2 ranks, not a process count of this sweep (1; the world has 2)"),

@@ -264,6 +264,7 @@ def write_results(directory, rows: list[Row]) -> None:
     (directory / "meta.json").write_text(json.dumps({"status": "complete", "mpi_library": "TEST MPI 1.0"}))
 
 
+@pytest.mark.launches
 def test_model_command_prints_fits_predictions_and_writes_the_table(tmp_path):
     results = tmp_path / "run"
     write_results(results, synthetic("pairwise", "schedule=shift", [(2, 1), (4, 1)])
@@ -282,6 +283,7 @@ def test_model_command_prints_fits_predictions_and_writes_the_table(tmp_path):
     assert lookup(document, 300, 100)[0]["nprocs"] == 256
 
 
+@pytest.mark.launches
 def test_model_command_lists_the_points_it_gets_wrong(tmp_path):
     rows = synthetic("pairwise", "", [(2, 1), (4, 1)], noise=0)
     rows[3].t_p50_us *= 10
@@ -291,6 +293,7 @@ def test_model_command_lists_the_points_it_gets_wrong(tmp_path):
     assert "Where the model is wrong: 1 of 18 points off by more than 50%" in done.stdout
 
 
+@pytest.mark.launches
 @pytest.mark.parametrize("args, message", [
     (["--predict-nprocs", "1"], "at least 2"),
     (["--predict-nprocs", "many"], "--predict-nprocs"),
@@ -302,6 +305,7 @@ def test_model_command_refuses_bad_options(args, message, tmp_path):
     assert done.stderr.count(message) >= 1 and "Traceback" not in done.stderr
 
 
+@pytest.mark.launches
 def test_model_command_refuses_a_directory_without_results(tmp_path):
     done = python("-m", "bench", "model", str(tmp_path))
     assert done.returncode == 2

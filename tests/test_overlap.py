@@ -6,12 +6,19 @@ import json
 
 import numpy as np
 import pytest
-from support import assert_refused_before_measuring, assert_refused_here, bench, is_mpich, needs_mpich, python
+from support import (
+    assert_refused_before_measuring,
+    assert_refused_here,
+    bench,
+    is_mpich,
+    needs_mpich,
+    needs_simgrid,
+    python,
+)
 
 from a2a.measure.overlap import Work, slices
 from a2a.record.overlap import imb_overlap, osu_overlap
 from a2a.record.results import read_rows, read_samples
-from a2a.simulate.simgrid import missing
 
 
 def means(*ranks: tuple[float, float, float, float]) -> np.ndarray:
@@ -52,6 +59,7 @@ def test_the_compute_phase_is_calibrated_arithmetic_cut_in_even_slices():
     assert slices(10, 3) == [4, 3, 3] and slices(10, 0) == [10] and slices(2, 5) == [1, 1, 0, 0, 0]
 
 
+@pytest.mark.launches
 def test_an_overlap_run_records_both_figures_its_three_times_and_every_iterations_samples(tmp_path):
     out = tmp_path / "run"
     done = bench(2, "run", "--timing", "overlap", "--sizes", "1K,64K", "--algorithms",
@@ -89,6 +97,7 @@ def test_bad_overlap_options_are_one_line_and_exit_2(capsys, tmp_path, args, mes
     assert_refused_here(capsys, ["--sizes", "8", *args], message, tmp_path / "out")
 
 
+@pytest.mark.launches
 def test_all_under_overlap_with_tests_sweeps_the_librarys_non_blocking_forms(tmp_path):
     out = tmp_path / "run"
     done = bench(2, "run", "--timing", "overlap", "--sizes", "8", "--algorithms", "all", "--tests", "2",
@@ -98,6 +107,7 @@ def test_all_under_overlap_with_tests_sweeps_the_librarys_non_blocking_forms(tmp
     assert natives == ["form=nonblocking", "form=persistent"]
 
 
+@pytest.mark.launches
 @needs_mpich("MPICH's MPIR_CVAR_ASYNC_PROGRESS starts a progress thread; Open MPI 5.0 has none")
 def test_each_progress_mode_takes_a_launch_of_its_own_set_up_for_it(tmp_path):
     out = tmp_path / "run"
@@ -115,13 +125,15 @@ def test_each_progress_mode_takes_a_launch_of_its_own_set_up_for_it(tmp_path):
     assert launches[0]["status"] == "complete for progress poll" and launches[1]["status"] == "complete"
 
 
+@pytest.mark.launches
 @pytest.mark.skipif(is_mpich(), reason="Open MPI's refusal: MPICH has a progress thread (tested above)")
 def test_a_library_without_a_progress_thread_refuses_it(tmp_path):
     assert_refused_before_measuring(["--sizes", "8", "--timing", "overlap", "--progress", "thread"],
                                     "has no asynchronous progress thread for collectives", tmp_path / "out")
 
 
-@pytest.mark.skipif(bool(missing()), reason=f"needs SimGrid: {missing()}")
+@pytest.mark.launches
+@needs_simgrid
 def test_a_simulated_overlap_replays_start_compute_wait_and_validates_against_a_measured_one(tmp_path):
     """linear posts every message at start, so SMPI moves them all during the compute phase (the bound: nearly all
     hidden); pairwise posts its later rounds at wait, so most of it is not; SMPI's own MPI_Alltoall is blocking."""

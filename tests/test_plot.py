@@ -29,6 +29,7 @@ def real_run(tmp_path_factory):
     return directory
 
 
+@pytest.mark.launches
 def test_every_figure_is_drawn_from_a_real_run(real_run):
     pytest.importorskip("matplotlib")
     done = python("-m", "bench", "plot", str(real_run), timeout=600)  # matplotlib is slow on a loaded machine
@@ -48,6 +49,7 @@ def test_every_figure_is_drawn_from_a_real_run(real_run):
     assert sorted(p.stem for p in plots.glob("*.png")) == sorted(FIGURES)
 
 
+@pytest.mark.launches
 def test_model_command_runs_on_the_real_run(real_run):
     done = python("-m", "bench", "model", str(real_run), "--predict-nprocs", "64")
     assert done.returncode == 0, done.stderr
@@ -67,6 +69,7 @@ def test_stalls_are_counted_and_marked(tmp_path):
     assert "stalls: 4" in svg  # one 0.3 s sample in each of the four points
 
 
+@pytest.mark.launches
 def test_without_matplotlib_the_message_names_the_extra(tmp_path):
     two_algorithm_run(tmp_path)
     hide = ("import sys; sys.modules['matplotlib'] = None; "  # makes `import matplotlib` fail
@@ -78,6 +81,7 @@ def test_without_matplotlib_the_message_names_the_extra(tmp_path):
     assert not (tmp_path / "plots").exists()
 
 
+@pytest.mark.launches
 def test_plot_refuses_a_run_without_valid_points(tmp_path):
     pytest.importorskip("matplotlib")
     recorder = Recorder(tmp_path)

@@ -13,6 +13,7 @@ import a2a
 EXAMPLE = ROOT / "examples" / "scattered_pairs.py"
 
 
+@pytest.mark.launches
 def test_load_plugin_from_a_file_registers_its_algorithms():
     # in a fresh process: this one may have loaded the example already
     done = python("-c", f"import a2a; print(a2a.load_plugin({str(EXAMPLE)!r}))")
@@ -48,6 +49,7 @@ def test_factory_with_var_keywords_is_refused():
         a2a.register("sloppy")(lambda comm, sendbuf, recvbuf, **options: None)
 
 
+@pytest.mark.launches
 def test_entry_point_plugins_are_found(tmp_path):
     (tmp_path / "ep_plugin.py").write_text(
         "import a2a\n@a2a.register('from_entry_point')\ndef f(comm, sendbuf, recvbuf):\n"
@@ -60,6 +62,7 @@ def test_entry_point_plugins_are_found(tmp_path):
     assert "from_entry_point" in done.stdout, done.stderr
 
 
+@pytest.mark.launches
 def test_readme_example_is_the_shipped_plugin_and_runs(tmp_path):
     readme = (ROOT / "README.md").read_text()
     block = re.search(r"```python\n(# examples/scattered_pairs.py\n.*?)```", readme, re.S)
@@ -74,6 +77,7 @@ def test_readme_example_is_the_shipped_plugin_and_runs(tmp_path):
     assert len(rows) == 2 and all(",true," in row for row in rows)
 
 
+@pytest.mark.launches
 def test_failure_on_one_rank_ends_the_whole_job_quickly(tmp_path):
     began = time.monotonic()
     done = mpiexec(4, "-m", "bench", "run", "--plugin", "tests/plugins/broken.py", "--algorithms", "broken",

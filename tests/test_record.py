@@ -21,6 +21,7 @@ def meta_of(out) -> dict:
     return json.loads((out / "meta.json").read_text())
 
 
+@pytest.mark.launches
 def test_a_kill_between_samples_and_row_loses_nothing_and_the_record_keeps_both_launches(tmp_path):
     out = tmp_path / "run"
     # points in order: 1 rank x (native, linear), then 2 ranks x (native, linear); killed after the
@@ -62,6 +63,7 @@ def small_run(tmp_path):
     return out
 
 
+@pytest.mark.launches
 def test_resume_under_another_mpi_library_is_refused_unless_forced(small_run):
     meta = meta_of(small_run)
     recorded = meta["mpi_library"]
@@ -81,6 +83,7 @@ def test_resume_under_another_mpi_library_is_refused_unless_forced(small_run):
     assert libraries == [meta["mpi_library"], recorded]
 
 
+@pytest.mark.launches
 def test_resume_at_another_dtype_is_refused_unless_forced(small_run):
     same = bench(1, "run", "--resume", str(small_run), "--dtype", "float32", "--quiet")
     assert same.returncode == 0, same.stderr
@@ -96,11 +99,13 @@ def test_resume_at_another_dtype_is_refused_unless_forced(small_run):
     assert [launch["dtype"] for launch in meta_of(small_run)["launches"]] == ["float32", "float32", "float64"]
 
 
+@pytest.mark.launches
 def test_force_resume_needs_resume(tmp_path):
     done = bench(1, "run", "--force-resume", "--output", str(tmp_path / "run"))
     assert done.returncode == 2 and "--force-resume goes with --resume DIR" in done.stderr
 
 
+@pytest.mark.launches
 def test_the_watchdog_thread_makes_the_sweep_start_mpi_serialized(monkeypatch, small_run):
     assert meta_of(small_run)["mpi_thread_level"] == "serialized"  # one rank always has a core
     monkeypatch.delenv("MPI4PY_RC_THREAD_LEVEL", raising=False)
@@ -115,6 +120,7 @@ def test_the_watchdog_thread_makes_the_sweep_start_mpi_serialized(monkeypatch, s
     assert mpi4py.rc.thread_level == "serialized"
 
 
+@pytest.mark.launches
 def test_a_thread_level_the_user_chose_is_kept(tmp_path):
     out = tmp_path / "run"
     done = bench(1, "run", "--sizes", "8", "--algorithms", "native", "--iterations", "2", "--output", str(out),

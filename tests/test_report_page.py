@@ -19,7 +19,8 @@ from support import mpiexec, python
 
 from a2a.record.results import Recorder, Row
 
-pytestmark = pytest.mark.skipif(find() is None, reason="no Chromium installed (.ci/setup.d/browser.sh installs it)")
+pytestmark = [pytest.mark.browser, pytest.mark.launches,
+              pytest.mark.skipif(find() is None, reason="no Chromium installed (.ci/setup.d/browser.sh installs it)")]
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,9 @@ from support import python
 from a2a.simulate import simgrid
 
 DEBIAN = Path("/usr/bin/smpirun")
-pytestmark = pytest.mark.skipif(not DEBIAN.exists(), reason="no Debian SimGrid (/usr/bin/smpirun): "
-                                "apt-get install libsimgrid-dev (.ci/setup.d/simgrid-debian.sh)")
+pytestmark = [pytest.mark.simgrid, pytest.mark.launches,
+              pytest.mark.skipif(not DEBIAN.exists(), reason="no Debian SimGrid (/usr/bin/smpirun): "
+                                 "apt-get install libsimgrid-dev (.ci/setup.d/simgrid-debian.sh)")]
 
 
 def simulated(directory: Path, *args: str) -> tuple[list[dict[str, str]], dict, str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from capture_check import ONE_SIDED
-from support import bench_here, python
+from support import bench_here, needs_simgrid, python
 
 import a2a
 from a2a import fabric
@@ -25,7 +25,6 @@ from a2a.simulate.capture import capture, capture_unit, stepped
 from a2a.simulate.driver import Machine
 from a2a.simulate.events import Burst, Collective, Copy, Irecv, Isend, Recv, Send, Sendrecvs, Wait, unpacked
 
-needs_simgrid = pytest.mark.skipif(simgrid.missing() is not None, reason=str(simgrid.missing()))
 NODES = [[0, 1, 2], [3, 4, 5]]
 
 
@@ -353,6 +352,7 @@ TWO_HOSTS = """<?xml version='1.0'?>
 """
 
 
+@pytest.mark.launches
 @needs_simgrid
 @pytest.mark.parametrize("line,error", [
     ("", None),
@@ -501,6 +501,7 @@ def probe(comm, sendbuf, recvbuf):
 """
 
 
+@pytest.mark.launches
 @needs_simgrid
 def test_an_edited_algorithm_is_captured_again(tmp_path):
     """The cache keys a schedule by its algorithm's source: an edit to the plan is simulated as edited."""

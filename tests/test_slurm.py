@@ -70,6 +70,7 @@ def assert_complete(directory: Path, sizes: list[int], algorithms: list[str], jo
     assert run.meta["status"] == "complete"
 
 
+@pytest.mark.slurm
 def test_sweep_job_records_every_point(slurm, tmp_path):
     job = slurm.sbatch(*JOB, str(SCRIPT), cwd=tmp_path,
                        env=sweep_env(A2A_SIZES="8,1K", A2A_ALGORITHMS="native,pairwise,bruck"))
@@ -83,6 +84,7 @@ def test_sweep_job_records_every_point(slurm, tmp_path):
     assert header[: len(COLUMNS)] == COLUMNS
 
 
+@pytest.mark.slurm
 def test_time_limit_warning_stops_cleanly_and_resume_finishes(slurm, tmp_path):
     """Slurm's warning (--signal=B:TERM@N) goes to the batch shell; the script's trap must stop
     the ranks cleanly. Slurm's time limits have a minimum of one minute and its warning comes
@@ -117,6 +119,8 @@ def test_time_limit_warning_stops_cleanly_and_resume_finishes(slurm, tmp_path):
     assert_complete(directory, sizes, algorithms, again)
 
 
+@pytest.mark.slurm
+@pytest.mark.launches
 def test_bench_slurm_submits_a_campaign(slurm, tmp_path):
     done = python("-m", "bench", "slurm", "--nodes", "1", "--ntasks-per-node", "2", "--time", "5",
                   "--campaign", "campaign", "--submit", "--",
@@ -132,6 +136,8 @@ def test_bench_slurm_submits_a_campaign(slurm, tmp_path):
     assert_complete(tmp_path / "campaign" / "nodes-1", [8], ["native", "linear"], jobs[0], nprocs=2)
 
 
+@pytest.mark.slurm
+@pytest.mark.launches
 def test_bench_slurm_tune_runs_the_whole_tune_in_one_allocation(slurm, tmp_path):
     """Pairwise alone is swept, so the tune has a table to export, verify and apply."""
     done = python("-m", "bench", "slurm", "--tune", "--nodes", "1", "--ntasks-per-node", "2", "--time", "10",
@@ -154,6 +160,7 @@ def test_bench_slurm_tune_runs_the_whole_tune_in_one_allocation(slurm, tmp_path)
     assert sweep["slurm_job_id"] == job and sweep["world_size"] == 2
 
 
+@pytest.mark.launches
 def test_bench_slurm_prints_the_filled_script():
     done = python("-m", "bench", "slurm", "-N", "4", "--ntasks-per-node", "32", "-p", "compute", "-A", "proj42",
                   "-t", "2:00:00", "--warning", "300", "--sbatch=--qos=debug", "--",
@@ -171,6 +178,7 @@ def test_bench_slurm_prints_the_filled_script():
     assert last_directive < lines.index("set -uo pipefail")  # sbatch stops reading at the first command
 
 
+@pytest.mark.launches
 @pytest.mark.parametrize("args, message", [
     (["-t", "2h"], "--time '2h'; accepted: MINUTES, MM:SS"),
     (["-N", "0"], "node counts start at 1"),
@@ -186,6 +194,7 @@ def test_bench_slurm_refuses_bad_options(args, message):
     assert done.returncode == 2 and message in done.stderr and done.stdout == "", done.stderr
 
 
+@pytest.mark.slurm
 def test_hostfiles_from_the_slurm_nodelist(slurm, tmp_path):
     env = {"SLURM_JOB_NODELIST": "node[01-03],gpu7", "SLURM_TASKS_PER_NODE": "4(x2),2,8"}
     for flavour, expected in (("openmpi", ["node01 slots=4", "node02 slots=4", "node03 slots=2", "gpu7 slots=8"]),

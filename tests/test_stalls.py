@@ -1,6 +1,7 @@
 """Stalls explained in words under the tables: the points, the TCP counters, the 200 ms minimum RTO, the remedy."""
 from __future__ import annotations
 
+import pytest
 from support import python
 
 from a2a.netstat import stall_counters, tcp_ext
@@ -67,6 +68,7 @@ def test_stalls_without_counters_point_elsewhere():
     assert not any("rto_min" in line for line in lines)
 
 
+@pytest.mark.launches
 def test_bench_show_explains_a_recorded_stall(tmp_path):
     out = tmp_path / "run"
     recorder = Recorder(out)
@@ -79,6 +81,7 @@ def test_bench_show_explains_a_recorded_stall(tmp_path):
     assert "tcp timeouts    loss probes" in table and "native at 16K per peer on 8 ranks: 2 of 24" in words
 
 
+@pytest.mark.launches
 def test_a_sweep_counts_loss_probes_beside_timeouts(small_sweep):
     header = (small_sweep / "results.csv").read_text().splitlines()[0].split(",")
     assert "tcp_loss_probes" in header

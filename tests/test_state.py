@@ -77,6 +77,7 @@ def test_labels_hide_the_options_the_record_says_are_defaults():
     assert short_label(row, {}) == "mine:depth=3:width=8"  # unknown to the record: every option shown
 
 
+@pytest.mark.launches
 def test_bench_show_reads_option_defaults_from_the_record_not_the_registry(tmp_path):
     recorder = Recorder(tmp_path)
     recorder.add(Row(2, 1, 2, "plugged", "depth=3;width=8", "float32", 2, 8, iterations=2, t_mean_us=5.0,

@@ -154,6 +154,7 @@ def study(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.launches
 def test_show_reprints_a_study_directory(study: Path):
     done = python("-m", "bench", "topology-study", "--show", str(study))
     assert done.returncode == 0, done.stderr
@@ -164,6 +165,7 @@ def test_show_reprints_a_study_directory(study: Path):
     assert bad.returncode == 2 and "torus:2x2 do not have --nodes 8 nodes" in bad.stderr
 
 
+@pytest.mark.launches
 def test_plot_draws_the_study_figures(study: Path):
     pytest.importorskip("matplotlib")
     done = python("-m", "bench", "plot", str(study), "-o", str(study / "figures"))

@@ -24,6 +24,7 @@ def meta(directory: Path) -> dict:
     return json.loads((directory / "meta.json").read_text())
 
 
+@pytest.mark.launches
 def test_the_flow_runs_end_to_end_on_this_library_and_applies_only_a_file_that_won(tmp_path):
     """Pairwise alone is swept, so the table names it: the flow exports and verifies a file on the library; two
     launches a side never reach p < 0.05, so the file is kept for inspection and not offered to apply."""
@@ -48,6 +49,7 @@ def test_the_flow_runs_end_to_end_on_this_library_and_applies_only_a_file_that_w
     assert "apply it with" not in done.stdout and not (out / "a2a-tuned.lua").exists()
 
 
+@pytest.mark.launches
 @needs_mpich("only MPICH has an Ialltoall selection to tune")
 def test_the_flow_tunes_mpi_ialltoall_by_the_overlap_protocol(tmp_path):
     """--collective ialltoall, pairwise alone swept: sweeps and verification time start, compute with tests, wait;
@@ -66,6 +68,7 @@ def test_the_flow_tunes_mpi_ialltoall_by_the_overlap_protocol(tmp_path):
     assert "MPI_Ialltoall (start, compute, wait) of MPICH with the file against without it" in done.stdout
 
 
+@pytest.mark.launches
 @pytest.mark.skipif(is_mpich(), reason="Open MPI's refusal (MPICH tunes ialltoall: tested above)")
 def test_ialltoall_is_refused_for_open_mpi_before_any_launch(tmp_path):
     done = python("-m", "bench", "tune", "--collective", "ialltoall", *SMALL, "--output", str(tmp_path / "t"))
@@ -99,6 +102,7 @@ def test_the_apply_lines_come_only_with_a_file_faster_somewhere_and_slower_nowhe
     assert meta(out)["verified"] is applied
 
 
+@pytest.mark.launches
 def test_a_cell_whose_winner_changes_between_launches_is_unstable_and_left_to_the_library(tmp_path):
     out = tmp_path / "tune"
     args = ["--nprocs", "2", "--sizes", "8", "--iterations", "5", "--verify-iterations", "3", "--launches", "2",
@@ -122,6 +126,7 @@ def test_a_cell_whose_winner_changes_between_launches_is_unstable_and_left_to_th
     assert cell["algorithm"] in ("flip_a", "flip_b")
 
 
+@pytest.mark.launches
 def test_a_tune_stopped_midway_resumes_where_it_stopped(tmp_path):
     out = tmp_path / "tune"
     command = [sys.executable, "-m", "bench", "tune", *SMALL, "--launches", "3", "--rounds", "2", "--output", str(out)]
@@ -142,6 +147,7 @@ def test_a_tune_stopped_midway_resumes_where_it_stopped(tmp_path):
     assert "sweep-1:" not in done.stdout and "sweep-3:" in done.stdout
 
 
+@pytest.mark.launches
 @pytest.mark.parametrize("args,message", [
     (["--launcher", "false"], "sweep-1 failed (exit 1): false -n 2"),
     (["--algorithms", "wrong", "--plugin", "tests/plugins/wrong.py"], "sweep-1 measured no valid point (no point "
@@ -158,6 +164,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     assert len(errors) == 1 and message in errors[0], done.stderr
 
 
+@pytest.mark.launches
 @pytest.mark.parametrize("args,message", [
     (["--nprocs", "0"], "--nprocs '0': each must be 1 or more"),
     (["--sizes", "0"], "--sizes 0: a tuning file chooses by bytes per peer"),
@@ -187,6 +194,7 @@ def test_only_libraries_it_can_verify_are_tuned():
         library_format("Intel(R) MPI Library 2021.10 for Linux")
 
 
+@pytest.mark.launches
 def test_bench_run_ends_with_the_decision_and_the_next_commands(small_sweep):
     done = python("-m", "bench", "show", str(small_sweep))  # show has no summary: run prints it at its end
     assert done.returncode == 0

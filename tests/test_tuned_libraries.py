@@ -79,6 +79,7 @@ def mpich_file(table: Path, directory: Path, poison: str | None = None) -> Path:
     return path
 
 
+@pytest.mark.launches
 @MPICH_ONLY
 def test_mpich_accepts_the_spliced_file_for_every_collective(table, tmp_path):
     rules = mpich_file(table, tmp_path)
@@ -86,6 +87,7 @@ def test_mpich_accepts_the_spliced_file_for_every_collective(table, tmp_path):
     assert failed_sizes(done) == []
 
 
+@pytest.mark.launches
 @MPICH_ONLY
 def test_mpich_applies_each_range_where_the_file_says(table, tmp_path):
     rules = mpich_file(table, tmp_path, poison="avg_msg_size<=4095")  # the pairwise range, 256..4095
@@ -127,6 +129,7 @@ def test_an_overlap_table_is_refused_by_the_libraries_with_no_ialltoall_selectio
             export(overlap_table, fmt)
 
 
+@pytest.mark.launches
 @MPICH_ONLY
 def test_mpich_applies_the_ialltoall_selection_where_the_file_says(overlap_table, tmp_path):
     path = tmp_path / "mpich.json"
@@ -176,12 +179,16 @@ def poisoned(rules: Path, rule: str, name: str, algorithm: int = 5) -> Path:
     return path
 
 
+@pytest.mark.openmpi
+@pytest.mark.launches
 def test_ompi_accepts_the_exported_rules(table, tmp_path, ompi):
     rules = tmp_path / "rules"
     export(table, "ompi", rules)
     assert ompi_run(ompi, 4, rules, 8, 300, 5000, 100000) == []
 
 
+@pytest.mark.openmpi
+@pytest.mark.launches
 def test_ompi_applies_each_rule_for_its_comm_size_and_bytes(table, tmp_path, ompi):
     rules = tmp_path / "rules"
     export(table, "ompi", rules)
@@ -196,6 +203,8 @@ def test_ompi_applies_each_rule_for_its_comm_size_and_bytes(table, tmp_path, omp
     assert ompi_run(ompi, 4, below, *EDGES) == []
 
 
+@pytest.mark.openmpi
+@pytest.mark.launches
 def test_ompi_runs_linear_sync_with_the_exported_window_where_the_file_says(table, tmp_path, ompi):
     rules = tmp_path / "rules"
     export(table, "ompi", rules)
@@ -234,6 +243,7 @@ def test_v_exports_pick_one_algorithm_per_comm_size(v_table, tmp_path):
             export(v_table, fmt)
 
 
+@pytest.mark.launches
 @MPICH_ONLY
 def test_mpich_applies_the_alltoallv_subtree_per_comm_size(v_table, tmp_path):
     path = tmp_path / "mpich-v.json"
@@ -248,6 +258,8 @@ def test_mpich_applies_the_alltoallv_subtree_per_comm_size(v_table, tmp_path):
     assert failed_sizes(mpich_run_env(3, exported.environment(str(path)), "--alltoallv", "8", "5000")) == []
 
 
+@pytest.mark.openmpi
+@pytest.mark.launches
 def test_ompi_applies_the_alltoallv_rule_per_comm_size(v_table, tmp_path, ompi):
     rules = tmp_path / "rules"
     export(v_table, "ompi", rules)

@@ -41,6 +41,7 @@ def test_oversubscription_seen_for_real(comm):
     assert bool(crowded) == (comm.size > CORES)
 
 
+@pytest.mark.launches
 def test_oversubscribed_run_is_recorded_and_warned(tmp_path):
     out = tmp_path / "run"
     done = mpiexec(4, "-m", "bench", "run", "--sizes", "8", "--algorithms", "native", "--nprocs", "4",
@@ -101,6 +102,7 @@ def test_a_per_rank_mean_timing_stops_on_every_rank_when_one_asks(comm, timer):
     assert stopped and len(samples) == 0 and len(calls) == 1
 
 
+@pytest.mark.launches
 @pytest.mark.parametrize("timing", ["pipelined", "imb"])
 def test_a_per_rank_mean_run_records_its_means_and_its_mode(tmp_path, timing):
     out = tmp_path / "run"
@@ -121,6 +123,7 @@ def test_a_per_rank_mean_run_records_its_means_and_its_mode(tmp_path, timing):
                                                                and r.bytes_per_peer == 8)
 
 
+@pytest.mark.launches
 def test_harness_cost_is_recorded(small_sweep):
     harness = json.loads((small_sweep / "meta.json").read_text())["by_nprocs"]["2"]["harness"]
     assert 0 < harness["wtick_us"] <= 1e6 and 0 < harness["wtime_step_us"] < 1e3
@@ -139,6 +142,7 @@ def test_ranks_on_this_node_from_the_launcher(monkeypatch, variable, value, rank
     assert ranks_on_this_node() == ranks
 
 
+@pytest.mark.launches
 @pytest.mark.parametrize("cores,level", [("0,1", "serialized"), ("0", "multiple")])
 def test_thread_level_serialized_unless_ranks_outnumber_cores(tmp_path, cores, level):
     out = tmp_path / "run"
