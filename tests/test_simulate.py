@@ -573,6 +573,7 @@ kill -ABRT $$
 """
 
 
+@pytest.mark.simgrid
 @pytest.mark.parametrize("replayer", simgrid.REPLAYERS)
 def test_a_simulation_whose_every_replay_fails_ends_with_1_and_says_why_once(tmp_path, capsys, monkeypatch,
                                                                              replayer):
