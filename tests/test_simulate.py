@@ -721,6 +721,7 @@ def test_under_a_memory_bound_a_capture_runs_in_what_the_replays_leave(tmp_path,
         assert record[1]["note"].startswith("refused:") and "above its limit of 9." in record[1]["note"]
 
 
+@pytest.mark.simgrid
 @pytest.mark.parametrize("memory", ["0", "4X"])
 def test_a_bad_memory_is_refused_once_before_anything_runs(tmp_path, capsys, memory):
     code, _, err = simulate(tmp_path, capsys, "--nprocs", "4", "--sizes", "8", "--algorithms", "linear",
