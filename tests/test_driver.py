@@ -16,6 +16,7 @@ from support import (
     assert_refused_before_measuring,
     assert_refused_here,
     bench,
+    bench_here,
     launch_command,
     mpi_library,
     mpiexec,
@@ -227,10 +228,9 @@ def test_a_refusal_is_printed_by_one_rank_of_the_launch(tmp_path, args, message)
     assert_refused_before_measuring(args, message, tmp_path / "run")
 
 
-@pytest.mark.launches
-def test_resume_refuses_sweep_options(tmp_path):
-    done = bench(1, "run", "--resume", str(tmp_path), "--sizes", "8", timeout=60)
-    assert done.returncode == 2 and "drop --sizes" in done.stderr
+def test_resume_refuses_sweep_options(capsys, tmp_path):
+    code, _, err = bench_here(capsys, "run", "--resume", str(tmp_path), "--sizes", "8")
+    assert code == 2 and "drop --sizes" in err
 
 
 @pytest.mark.launches

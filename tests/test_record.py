@@ -3,10 +3,11 @@ between a point's samples and its row."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import mpi4py
 import pytest
-from support import bench, mpi_library
+from support import bench, bench_here, mpi_library
 
 from a2a.measure.driver import Context, set_thread_level
 from a2a.mpi import LOCAL_SIZE_VARIABLES
@@ -54,13 +55,20 @@ def test_a_kill_between_samples_and_row_loses_nothing_and_the_record_keeps_both_
         assert "harness" in launch["by_nprocs"]["2"] and "oversubscribed" in launch["by_nprocs"]["2"]
 
 
-@pytest.fixture
-def small_run(tmp_path):
-    out = tmp_path / "run"
+@pytest.fixture(scope="module")
+def one_rank_run(tmp_path_factory):
+    """A 1-rank record of native at 8 B, launched once for this file: tests take copies of it."""
+    out = tmp_path_factory.mktemp("one-rank") / "run"
     done = bench(1, "run", "--sizes", "8", "--algorithms", "native", "--iterations", "2", "--output", str(out),
                  "--quiet")
     assert done.returncode == 0, done.stderr
     return out
+
+
+@pytest.fixture
+def small_run(one_rank_run, tmp_path):
+    """A copy of `one_rank_run` of this test's own, to resume and change."""
+    return shutil.copytree(one_rank_run, tmp_path / "run")
 
 
 @pytest.mark.launches
@@ -99,10 +107,9 @@ def test_resume_at_another_dtype_is_refused_unless_forced(small_run):
     assert [launch["dtype"] for launch in meta_of(small_run)["launches"]] == ["float32", "float32", "float64"]
 
 
-@pytest.mark.launches
-def test_force_resume_needs_resume(tmp_path):
-    done = bench(1, "run", "--force-resume", "--output", str(tmp_path / "run"))
-    assert done.returncode == 2 and "--force-resume goes with --resume DIR" in done.stderr
+def test_force_resume_needs_resume(capsys, tmp_path):
+    code, _, err = bench_here(capsys, "run", "--force-resume", "--output", str(tmp_path / "run"))
+    assert code == 2 and "--force-resume goes with --resume DIR" in err
 
 
 @pytest.mark.launches
