@@ -9,6 +9,8 @@ from typing import Any, Callable, Hashable
 from a2a.algos.cost import GENERIC, Formula, MatrixCost, Round, Traffic, everything
 from a2a.algos.nodes import one_per_node
 from a2a.algos.registry import PLUGIN_SIMPLICITY, Algorithm, Kind, known, with_defaults
+from a2a.record.decision import parse_options
+from a2a.record.results import NATIVE, short
 
 _NOTHING = Algorithm("", {}, {})  # what an unknown name serves: nothing
 
@@ -75,3 +77,20 @@ def simplicity(name: str) -> int:
     """The tie-break rank of `name`: lower wins a tie; unknown names come after every registered one."""
     found = known(name)
     return found.simplicity if found else PLUGIN_SIMPLICITY
+
+
+def library_own(algorithm: str, options: str) -> bool:
+    """Whether a record's (algorithm, options) is the library's own all-to-all, every comparison's baseline: native at
+    its default options, whichever of them the record spells out ('', 'form=blocking')."""
+    return algorithm == NATIVE and with_defaults(NATIVE, parse_options(options)) == with_defaults(NATIVE, {})
+
+
+def library_own_options() -> str:
+    """The library's own all-to-all's options as a record spells them: native's defaults ('form=blocking')."""
+    return ";".join(f"{k}={v}" for k, v in with_defaults(NATIVE, {}).items())
+
+
+def shown(algorithm: str, options: str) -> str:
+    """The name tables and messages give a record's (algorithm, options): options at their registered defaults left
+    out ('bruck', not 'bruck:radix=2'; 'bruck:radix=4')."""
+    return short(algorithm, options, {algorithm: with_defaults(algorithm, {})})

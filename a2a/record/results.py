@@ -136,9 +136,15 @@ def short_label(row: Row, defaults: Defaults | None) -> str:
 
     An algorithm missing from `defaults` (a record without them) keeps every option.
     """
-    own = (defaults or {}).get(row.algorithm, {})
-    changed = [kv for kv in row.options.split(";") if kv.partition("=")[::2] not in own.items()]
-    return label(row.algorithm, ";".join(changed))
+    return short(row.algorithm, row.options, defaults)
+
+
+def short(algorithm: str, options: str, defaults: Defaults | None) -> str:
+    """An algorithm's label without the options at their defaults: ('bruck', 'radix=2', {'bruck': {'radix': '2'}})
+    -> 'bruck'. An algorithm missing from `defaults` keeps every option."""
+    own = (defaults or {}).get(algorithm, {})
+    changed = [kv for kv in options.split(";") if kv.partition("=")[::2] not in own.items()]
+    return label(algorithm, ";".join(changed))
 
 
 def _format(value: Any) -> str:

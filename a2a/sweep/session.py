@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from a2a.algos.facts import shown
 from a2a.algos.plugins import load_plugin
 from a2a.algos.registry import get
 from a2a.errors import BadConfig
@@ -276,14 +277,15 @@ class Session(Observer):
         if not tty and now_ - self.last_progress < PROGRESS_EVERY and len(self.rows) < self.total:
             return
         self.last_progress = now_
-        text = progress_text(len(self.rows), self.total, now_ - self.began,
-                             f"{row.nprocs} ranks {human_bytes(row.bytes_per_peer)} {row.label}")
+        point = f"{row.nprocs} ranks {human_bytes(row.bytes_per_peer)} {shown(row.algorithm, row.options)}"
+        text = progress_text(len(self.rows), self.total, now_ - self.began, point)
         _say(("\r" + text.ljust(100)) if tty else text, nl=not tty or len(self.rows) == self.total)
 
     def _log_error(self, row: Row, detail: str) -> None:
         """Append a failed point's full text to the record's errors log, and name the log in meta.json."""
         with open(self.directory / ERRORS_LOG, "a") as log:
-            log.write(f"== {row.label} at {row.bytes_per_peer} B per peer on {row.nprocs} ranks: {row.note}\n"
+            log.write(f"== {shown(row.algorithm, row.options)} at {row.bytes_per_peer} B per peer on {row.nprocs} "
+                      f"ranks: {row.note}\n"
                       f"{detail.rstrip()}\n\n")
         if self.meta.get("errors_log") != ERRORS_LOG:
             self.meta["errors_log"] = ERRORS_LOG

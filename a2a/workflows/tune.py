@@ -36,7 +36,7 @@ from tabulate import tabulate
 from a2a.algos.plugins import load_plugin
 from a2a.analysis.compare import compare
 from a2a.analysis.decide import decide, summary, unstable, winners_by_launch
-from a2a.analysis.export.common import Exported
+from a2a.analysis.export.common import Exported, library_only
 from a2a.analysis.export.formats import export
 from a2a.analysis.revert import back_to_native, revert_slower
 from a2a.errors import BadConfig, HarnessError
@@ -379,11 +379,6 @@ class Made:
     def environment(self) -> dict[str, str]:
         """The variables that apply the file."""
         return self.exported.environment(self.path)
-
-
-def library_only(document: dict[str, Any]) -> bool:
-    """Whether a decision leaves every size range of every process count to the library (native)."""
-    return all(row["algorithm"] == NATIVE for table in document["tables"] for row in table["ranges"])
 
 
 def gains_table(rows: list[dict[str, Any]], alpha: float) -> str:
