@@ -2,12 +2,16 @@
 and docs in step with the code."""
 from __future__ import annotations
 
+import os
 import re
+import stat
 
 import pytest
 import yaml
 from support import ROOT, bench_here
 
+from a2a.record.decision import write_decision
+from a2a.record.results import write_atomic, write_meta
 from a2a.sweep.config import CONFIG_KEYS, from_options
 from a2a.sweep.parsing import load_config
 from a2a.sweep.session import StopRequest
@@ -39,3 +43,20 @@ def test_the_example_config_names_every_key_at_its_default():
 def test_usage_lists_every_config_key():
     section = (ROOT / "docs" / "usage.md").read_text().split("**A config file.**")[1].split("\n\n")[0]
     assert re.findall(r"`([a-z][a-z-]*)`", section) == [k.replace("_", "-") for k in CONFIG_KEYS]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_files_written_atomically_get_the_mode_open_would_give(tmp_path, umask):
+    previous = os.umask(umask)
+    try:
+        write_meta(tmp_path, {"status": "complete"})
+        write_decision({"schema": "a2a-decision/1", "tables": []}, tmp_path / "decision.json")
+        (tmp_path / "kept.json").write_text("{}")
+        (tmp_path / "kept.json").chmod(0o640)
+        write_atomic(tmp_path / "kept.json", "{}\n")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "meta.json").stat().st_mode) == 0o666 & ~umask
+    assert stat.S_IMODE((tmp_path / "decision.json").stat().st_mode) == 0o666 & ~umask
+    assert stat.S_IMODE((tmp_path / "kept.json").stat().st_mode) == 0o640  # an existing file keeps its mode
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []

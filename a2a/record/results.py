@@ -7,6 +7,7 @@ import json
 import math
 import os
 import signal
+import stat
 import tempfile
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
@@ -292,14 +293,28 @@ def read_meta(directory: Path) -> dict[str, Any]:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write a file so that readers see either the old or the new content, never a part."""
+    """Write a file so that readers see either the old or the new content, never a part; with the mode `open` would
+    give it (the old file's, else what the umask leaves of rw-rw-rw-)."""
     path = Path(path)
+    mode = stat.S_IMODE(path.stat().st_mode) if path.is_file() else 0o666 & ~umask()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, mode)
     with os.fdopen(fd, "w") as handle:
         handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
+
+
+def umask() -> int:
+    """This process's umask: as Linux tells it, else set and set back (where no other thread creates a file)."""
+    try:
+        return next(int(line.split()[1], 8) for line in Path("/proc/self/status").read_text().splitlines()
+                    if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        mask = os.umask(0o077)
+        os.umask(mask)
+        return mask
 
 
 def write_meta(directory: Path, meta: dict[str, Any]) -> None:
