@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
+import shutil
 import stat
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import yaml
-from support import ROOT, bench_here
+from support import ROOT, bench_here, python
 
 from a2a.record.decision import write_decision
-from a2a.record.results import write_atomic, write_meta
-from a2a.sweep.config import CONFIG_KEYS, from_options
+from a2a.record.results import read_meta, write_atomic, write_meta
+from a2a.sweep.config import CONFIG_KEYS, SweepConfig, from_options
+from a2a.sweep.mesh import mesh_layouts
 from a2a.sweep.parsing import load_config
-from a2a.sweep.session import StopRequest
+from a2a.sweep.session import StopRequest, SweepState, resume_command
+from a2a.workflows.run import next_steps
+from bench.cli import main
 
 EXAMPLE = ROOT / "examples" / "sweep.yaml"
 
@@ -60,3 +67,53 @@ def test_files_written_atomically_get_the_mode_open_would_give(tmp_path, umask):
     assert stat.S_IMODE((tmp_path / "decision.json").stat().st_mode) == 0o666 & ~umask
     assert stat.S_IMODE((tmp_path / "kept.json").stat().st_mode) == 0o640  # an existing file keeps its mode
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def hints(directory: Path, **changed) -> list[str]:
+    """The commands `bench run` suggests after sweeping `directory` (its config `changed`)."""
+    meta = read_meta(directory)
+    state = SweepState(replace(SweepConfig.from_dict(meta["config"]), **changed), meta.get("plugins", []))
+    lines = next_steps(directory, state)
+    assert all("|" not in line for line in lines), lines  # alternatives go on lines of their own
+    return [line.strip() for line in lines if line.startswith("  ")]
+
+
+def test_the_hints_after_a_sweep_run_as_printed(small_sweep, tmp_path, capsys, monkeypatch):
+    record = shutil.copytree(small_sweep, tmp_path / "run")
+    tune, decide, export = hints(record)
+    assert shlex.split(tune)[:7] == ["python", "-m", "bench", "tune", "--nprocs", "2", "--sizes"]
+    main.commands["tune"].make_context("tune", shlex.split(tune)[4:])  # every option one `bench tune` takes
+    for line in (decide, export):
+        code, out, err = bench_here(capsys, *shlex.split(line)[3:])
+        assert code == 0, err
+    assert "nothing to apply" in err and (record / "decision.json").is_file()  # native won: the library's choice
+    assert f"--format mpich -o {record / 'tuned.json'}" in export or "--format ompi" in export
+    monkeypatch.setenv("SLURM_STEP_ID", "0")
+    assert shlex.split(hints(record)[0])[-2:] == ["--launcher", "srun"]  # launched as the sweep was
+    monkeypatch.setenv("A2A_TOPOLOGY", "switch")
+    assert hints(record)[0].endswith(' --launcher "$(python -m bench cluster launcher)"')
+
+
+def test_a_plug_in_goes_with_the_tune_and_a_mesh_sweep_is_left_to_decide(small_sweep):
+    plugin = str(ROOT / "tests" / "plugins" / "flip.py")
+    meta = read_meta(small_sweep)
+    state = SweepState(SweepConfig.from_dict(meta["config"]), [plugin])
+    assert f"--plugin={plugin}" in shlex.split(next_steps(small_sweep, state)[1])
+    config = SweepConfig.from_dict(meta["config"])
+    meshed = replace(config, layouts=mesh_layouts("1x2", []))
+    lines = next_steps(small_sweep, SweepState(meshed, []))
+    assert lines[0] == "next (bench tune does not repeat --mesh):" and "bench tune" not in "".join(lines[1:])
+
+
+def test_a_launch_without_mpirun_says_how_to_launch_it(small_sweep, tmp_path):
+    fresh = python("-m", "bench", "run", "--nprocs", "2", "--sizes", "8", "--output", str(tmp_path / "fresh"))
+    assert fresh.returncode == 2 and fresh.stderr.count("\n") == 1, fresh.stderr
+    assert fresh.stderr.rstrip().endswith("this process runs alone (no launcher): "
+                                          "mpirun -n 2 python -m bench run --nprocs 2 --sizes 8 --output "
+                                          f"{tmp_path / 'fresh'}")
+    record = shutil.copytree(small_sweep, tmp_path / "run")
+    resumed = python("-m", "bench", "run", "--resume", str(record))
+    assert resumed.returncode == 2 and resumed.stderr.count("\n") == 1, resumed.stderr
+    assert resumed.stderr.rstrip().endswith(f"resume it with mpirun -n 2 python -m bench run --resume {record}")
+    assert resume_command("mpi", record, 4) == f"mpirun -n 4 python -m bench run --resume {record}"
+    assert resume_command("simgrid", record, 64) == f"python -m bench simulate --resume {record}"

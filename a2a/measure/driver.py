@@ -44,6 +44,7 @@ from a2a.sweep.session import (
     Session,
     StopRequest,
     SweepState,
+    resume_command,
     resume_state,
 )
 
@@ -72,7 +73,8 @@ def resume_measured(comm: Any, directory: Path, dtype: str | None = None, force:
     state = resume_state(directory, "mpi")
     config = state.config
     if max(config.nprocs) > comm.size:
-        raise BadConfig(f"{directory} sweeps up to {max(config.nprocs)} ranks; this job has {comm.size}")
+        raise BadConfig(f"{directory} sweeps up to {max(config.nprocs)} ranks; this job has {comm.size}; resume it "
+                        f"with {resume_command('mpi', directory, max(config.nprocs))}")
     library, recorded = MPI.Get_library_version().strip(), state.meta.get("mpi_library") or ""
     if recorded and library != recorded and not force:
         raise BadConfig(f"{directory} was measured with {_library_name(recorded)}, but this job runs "

@@ -13,6 +13,7 @@ import numpy as np
 
 from a2a.algos.registry import COLLECTIVES
 from a2a.errors import BadConfig
+from a2a.mpi import relaunched
 from a2a.record.results import KEY_DEFAULTS, NATIVE
 from a2a.sweep.mesh import Layout, mesh_layouts
 from a2a.sweep.parsing import (
@@ -202,7 +203,8 @@ def _process_counts(given: Any, layouts: list[Layout], world: int | None, defaul
     fallback = ",".join(str(m.nprocs) for m in layouts) if layouts else default or default_nprocs(world or 1)
     nprocs = parse_list(as_text(given or fallback), "process count", parse_count)
     if world is not None and (nprocs[0] < 1 or nprocs[-1] > world):
-        raise BadConfig(f"process counts {nprocs} must lie between 1 and the world size {world}")
+        alone = f"; this process runs alone (no launcher): {relaunched(nprocs[-1])}" if world == 1 else ""
+        raise BadConfig(f"process counts {nprocs} must lie between 1 and the world size {world}{alone}")
     if nprocs[0] < 1:
         raise BadConfig("process counts must be 1 or more")
     for layout in layouts:

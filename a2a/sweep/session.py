@@ -21,6 +21,7 @@ from a2a.algos.facts import shown
 from a2a.algos.plugins import load_plugin
 from a2a.algos.registry import get
 from a2a.errors import BadConfig
+from a2a.mpi import launch_command
 from a2a.record import report
 from a2a.record.meta import BACKENDS, RUNNING, backend_of, launch_meta, now
 from a2a.record.results import Recorder, Row, read_meta, read_rows, read_samples, write_meta
@@ -65,6 +66,12 @@ class SweepState:
         return list(dict.fromkeys(p.progress for p in self.missing if p.progress and p.progress != self.progress))
 
 
+def resume_command(backend: str, directory: Path, nprocs: int) -> str:
+    """The line that resumes the record in `directory`: a measured one needs its largest process count launched."""
+    return launch_command(nprocs if backend == "mpi" else 1, [*BACKENDS[backend].split()[1:], "--resume",
+                                                               str(directory)])
+
+
 def resume_state(directory: Path, backend: str) -> SweepState:
     """The sweep recorded in DIR/meta.json (its plug-ins loaded), refused if another backend made it."""
     meta = read_meta(directory)
@@ -72,8 +79,8 @@ def resume_state(directory: Path, backend: str) -> SweepState:
         raise BadConfig(f"{directory} has no meta.json with a sweep config; it is not a run to resume")
     made_by = backend_of(meta)
     if made_by != backend:
-        raise BadConfig(f"{directory} was made by `{BACKENDS[made_by]}`, not `{BACKENDS[backend]}`; "
-                        f"resume it with python -m {BACKENDS[made_by]} --resume {directory}")
+        raise BadConfig(f"{directory} was made by `{BACKENDS[made_by]}`, not `{BACKENDS[backend]}`; resume it with "
+                        + resume_command(made_by, directory, max(meta["config"]["nprocs"])))
     for plugin in meta.get("plugins", []):
         load_plugin(plugin)
     done = {row.key for row in read_rows(directory)} if (directory / "results.csv").exists() else set()
@@ -267,7 +274,7 @@ class Session(Observer):
 
     @property
     def resume_command(self) -> str:
-        return f"python -m {BACKENDS[self.backend.name]} --resume {self.directory}"
+        return resume_command(self.backend.name, self.directory, max(self.config.nprocs))
 
     def _progress(self, row: Row) -> None:
         if self.output.quiet:

@@ -1,6 +1,7 @@
 """The tuning-file formats, and a decision table exported in one of them."""
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,18 @@ def formats() -> dict[str, Callable[..., Exported]]:
     """Format name -> exporter."""
     return {"ompi": ompi.export, "ompi-json": ompi_json.export, "mpich": mpich.export,
             "intel": intel.export}
+
+
+# The format of each library's tuning file, by what MPI_Get_library_version says (Intel MPI's also names MPICH)
+LIBRARY_FORMATS = {"Intel": ("intel", "env"), "Open MPI": ("ompi", "rules"), "MPICH": ("mpich", "json")}
+
+
+def export_lines(table: Path, library: str) -> list[str]:
+    """The `bench export` lines for the library a record was measured with (one per format when it is unknown), each
+    writing its file beside the table."""
+    known = [f for name, f in LIBRARY_FORMATS.items() if name in library][:1] or list(LIBRARY_FORMATS.values())
+    return [shlex.join(["python", "-m", "bench", "export", str(table), "--format", fmt, "-o",
+                        str(table.parent / f"tuned.{suffix}")]) for fmt, suffix in known]
 
 
 def export(decision: Path | str, fmt: str, output: Path | None = None, **options: Any) -> Exported:
