@@ -32,7 +32,7 @@ from a2a.record.decision import (
     write_decision,
 )
 from a2a.record.results import Row, load, point_key
-from a2a.units import human_bytes
+from a2a.units import counted, human_bytes
 
 METRICS = ("mean", "median", "p90", "p99", "max")
 ROW_COLUMN = {"mean": "t_mean_us", "median": "t_p50_us", "p90": "t_p90_us", "p99": "t_p99_us",
@@ -315,8 +315,8 @@ def decided(directories: list[Path], metric: str = "mean", alpha: float = 0.05, 
         raise BadInput(f"--output {output}: its directory does not exist")
     document = decide(directories, metric, alpha, dtype, where)
     ties = sum(c["tie"] for t in document["tables"] for r in t["ranges"] for c in r["cells"])
-    lines = [render(document), f"\n{ties} cell(s) went to a simpler algorithm not significantly slower (tie, "
-                               f"alpha={alpha})."]
+    lines = [render(document), f"\n{counted(ties, 'cell')} went to a simpler algorithm not significantly slower "
+                               f"(tie, alpha={alpha})."]
     if output is not None:
         write_decision(document, Path(output))
         lines.append(f"wrote {output}")

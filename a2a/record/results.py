@@ -19,6 +19,7 @@ NATIVE = "native"  # the algorithm name of the MPI library's own MPI_Alltoall(v)
 RESULTS_CSV = "results.csv"
 SAMPLES_CSV = "samples.csv"
 META_JSON = "meta.json"
+FAILED = "failed on "  # how the note of a point that raised an exception begins (errors.log has the full text)
 
 
 @dataclass
@@ -261,7 +262,9 @@ def read_rows(directory: Path) -> list[Row]:
     """Read results.csv of a results directory."""
     path = Path(directory) / RESULTS_CSV
     if not path.is_file():
-        raise BadResults(f"{directory}: not a results directory (no {RESULTS_CSV})")
+        inside = sorted(str(p.parent) for p in Path(directory).glob(f"*/{RESULTS_CSV}"))
+        held = f"; give the records it holds instead: {' '.join(inside)}" if inside else ""
+        raise BadResults(f"{directory}: not a results directory (no {RESULTS_CSV}){held}")
     check_header(path, COLUMNS)
     with open(path, newline="") as handle:
         return [Row.from_csv(record) for record in csv.DictReader(handle)]

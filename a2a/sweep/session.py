@@ -27,7 +27,7 @@ from a2a.record.meta import BACKENDS, RUNNING, backend_of, launch_meta, now
 from a2a.record.results import Recorder, Row, read_meta, read_rows, read_samples, write_meta
 from a2a.sweep.config import SweepConfig
 from a2a.sweep.grid import Point, points
-from a2a.units import human_bytes
+from a2a.units import counted, human_bytes
 
 EXIT_TERMINATED = 143
 EXIT_TIMEOUT = 124
@@ -188,7 +188,8 @@ class Session(Observer):
                                              option_defaults(state.config), backend.facts, len(state.done),
                                              self.recorder.dropped)
         self.write()
-        self.say(f"a2a {'sweep' if backend.name == 'mpi' else 'simulation'}: {self.total} points -> {directory}")
+        what = "sweep" if backend.name == "mpi" else "simulation"
+        self.say(f"a2a {what}: {counted(self.total, 'point')} -> {directory}")
         for why in state.ended.values():
             _say(f"note: skipping {state.meta['point_in_progress']['point']}: {why}; it is recorded as skipped")
 
@@ -239,7 +240,8 @@ class Session(Observer):
             if self.output.fmt == "tpu":
                 _say(f"{title}\n" + report.tpu_table(rows, defaults), err=False)
             else:
-                _say(f"{title} ({self.backend.details})\n" + report.explained_table(rows, defaults), err=False)
+                _say(f"{title} ({self.backend.details})\n" + report.explained_table(rows, defaults, self.errors_log),
+                     err=False)
         self.crowded = {}
 
     def add(self, key: str, amount: float) -> None:
@@ -262,15 +264,20 @@ class Session(Observer):
             _say(report.as_json(self.rows), err=False)
         if not status.startswith("complete"):
             what = "sweep" if self.backend.name == "mpi" else "simulation"
-            _say(f"{what} {status} after {len(self.rows)} of {self.total} points; the record is in "
+            _say(f"{what} {status} after {len(self.rows)} of {counted(self.total, 'point')}; the record is in "
                  f"{self.directory}; finish it with: {self.resume_command}")
             return EXIT_TERMINATED
         if self.rows and not any(row.valid for row in self.rows):
             _say(f"error: {nothing_succeeded(self.rows, self.backend.name)}; the record is in {self.directory}"
-                 + (f", the full text in {self.directory / ERRORS_LOG}" if self.meta.get("errors_log") else ""))
+                 + (f", the full text in {self.errors_log}" if self.errors_log else ""))
             return EXIT_NOTHING
         self.say(f"results: {self.directory}")
         return 0
+
+    @property
+    def errors_log(self) -> Path | None:
+        """The record's log of failed points' full text, once a point failed."""
+        return self.directory / ERRORS_LOG if self.meta.get("errors_log") else None
 
     @property
     def resume_command(self) -> str:
@@ -305,7 +312,7 @@ class Session(Observer):
 
     def _timed_out(self, point: Point) -> None:
         message = (f"error: {point} did not finish within --timeout {self.backend.timeout:g} s; "
-                   f"{len(self.rows)} points are in {self.directory}; resume with {self.resume_command}")
+                   f"{counted(len(self.rows), 'point')} in {self.directory}; resume with {self.resume_command}")
         self._stamp(f"timeout at {point}")
         self.write()
         self.backend.abort(message, EXIT_TIMEOUT)
@@ -316,8 +323,8 @@ def nothing_succeeded(rows: list[Row], backend: str) -> str:
     notes = Counter(row.note.split("; ")[0] or "no valid sample" for row in rows)
     note, count = notes.most_common(1)[0]
     what = "measured" if backend == "mpi" else "simulated"
-    others = f"{count} of {len(rows)} points, the others for {len(notes) - 1} other reasons" if len(notes) > 1 else \
-        f"all {len(rows)} points"
+    others = f"{count} of {counted(len(rows), 'point')}, the others for {counted(len(notes) - 1, 'other reason')}" \
+        if len(notes) > 1 else "the only point" if len(rows) == 1 else f"all {len(rows)} points"
     return f"{NOTHING.format(what)}: {note} ({others})"
 
 

@@ -49,7 +49,7 @@ from a2a.sweep.config import from_options
 from a2a.sweep.naming import named
 from a2a.sweep.parsing import parse_counts
 from a2a.sweep.session import EXIT_NOTHING, NOTHING
-from a2a.units import human_bytes
+from a2a.units import counted, human_bytes
 
 FORMATS = {"MPICH": ("mpich", "json"), "Open MPI": ("ompi", "rules")}  # library -> (export format, file suffix)
 COLLECTIVES = ("alltoall", "ialltoall")  # what a tune may tune
@@ -386,7 +386,7 @@ def gains_table(rows: list[dict[str, Any]], alpha: float) -> str:
     body = [[row["nprocs"], human_bytes(row["bytes_per_peer"]), f"{row['baseline_us']:,.1f}",
              f"{row['tuned_us']:,.1f}", f"{row['ratio']:.2f}", "-" if row["p"] is None else f"{row['p']:.3f}",
              _verdict(row, alpha)] for row in rows]
-    return tabulate(body, headers=["nprocs", "bytes/peer", "default us", "tuned us", "tuned/default", "p", ""],
+    return tabulate(body, headers=["nprocs", "bytes/peer", "default us", "tuned us", "tuned/default", "p", "verdict"],
                     disable_numparse=True)
 
 
@@ -405,8 +405,9 @@ def faster_and_none_slower(rows: list[dict[str, Any]], alpha: float) -> bool:
 def verdict(rows: list[dict[str, Any]], alpha: float, reverted: bool) -> str:
     """In one line: where the file made the library faster, and slower."""
     faster, slower = significant(rows, alpha)
-    text = (f"faster at {len(faster)} of {len(rows)} points (down to {min(r['ratio'] for r in faster):.2f} of the "
-            "time)" if faster else f"no point significantly faster (alpha {alpha})")
+    text = (f"faster at {len(faster)} of {counted(len(rows), 'point')} (down to "
+            f"{min(r['ratio'] for r in faster):.2f} of the time)" if faster else
+            f"no point significantly faster (alpha {alpha})")
     if slower:
         text += f"; SLOWER at {len(slower)}" + ("" if reverted else ": --revert-slower leaves them to the library")
     return text
