@@ -12,8 +12,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from decide_fixtures import record, row_for, samples_around
 from support import ROOT, bench_here, python
 
+from a2a.analysis import decide
+from a2a.analysis.export.formats import export_report
+from a2a.errors import BadResults
+from a2a.record import report
 from a2a.record.decision import write_decision
 from a2a.record.results import read_meta, write_atomic, write_meta
 from a2a.sweep.config import CONFIG_KEYS, SweepConfig, from_options
@@ -117,3 +122,38 @@ def test_a_launch_without_mpirun_says_how_to_launch_it(small_sweep, tmp_path):
     assert resumed.stderr.rstrip().endswith(f"resume it with mpirun -n 2 python -m bench run --resume {record}")
     assert resume_command("mpi", record, 4) == f"mpirun -n 4 python -m bench run --resume {record}"
     assert resume_command("simgrid", record, 64) == f"python -m bench simulate --resume {record}"
+
+
+def test_tables_head_every_column_and_show_only_the_context_that_varies(tmp_path):
+    seconds = samples_around(20.0)
+    good = row_for(2, 8, "native", "form=blocking", "float32", 4, seconds)
+    headers = report.table([good]).splitlines()[0].split("  ")
+    assert headers[-1].strip() == "stalls"  # no flag column, so no column without a header
+    bad = replace(good, algorithm="pairwise", options="schedule=shift", valid=False, note="failed on ranks 0-1: X")
+    lines = report.explained_table([good, bad], errors=tmp_path / "errors.log").splitlines()
+    assert lines[0].split()[-1] == "flag" and lines[-1].endswith(f"(the full text: {tmp_path / 'errors.log'})")
+    document = decide.decide([record(tmp_path / "run", {(2, 8): {("native", "form=blocking"): 30}})])
+    assert decide.render(document).splitlines()[0].split() == [
+        "nprocs", "range", "(B/peer)", "measured", "algorithm", "mean", "us", "runner-up", "by", "vs", "native"]
+
+
+def test_exports_to_stdout_and_of_the_library_alone_offer_nothing_that_does_not_run(tmp_path):
+    run = record(tmp_path / "run", {(2, 8): {("native", "form=blocking"): 30, ("pairwise", "schedule=shift"): 10}})
+    write_decision(decide.decide([run]), tmp_path / "d.json")
+    _, said = export_report(tmp_path / "d.json", "intel", None)
+    assert said == ["apply it with:\n  export I_MPI_ADJUST_ALLTOALL=3:0-2147483647@2-2147483647"]  # no '. FILE'
+    _, said = export_report(tmp_path / "d.json", "ompi", None)
+    assert said[-1].startswith("to apply it, write it to a file: add --output FILE") and "export" not in said[-1]
+    native = record(tmp_path / "native", {(2, 8): {("native", "form=blocking"): 10,
+                                                   ("pairwise", "schedule=shift"): 30}})
+    write_decision(decide.decide([native]), tmp_path / "native.json")
+    text, said = export_report(tmp_path / "native.json", "ompi", tmp_path / "rules")
+    assert text == f"wrote {tmp_path / 'rules'}" and "apply it" not in " ".join(said) and "nothing to apply" in said[-1]
+
+
+def test_a_directory_that_holds_records_names_them(tmp_path):
+    for name in ("sweep-1", "sweep-2"):
+        record(tmp_path / "tune" / name, {(2, 8): {("native", "form=blocking"): 30}})
+    with pytest.raises(BadResults, match=f"give the records it holds instead: {tmp_path}/tune/sweep-1 "
+                                         f"{tmp_path}/tune/sweep-2$"):
+        decide.decide([tmp_path / "tune"])
