@@ -20,8 +20,8 @@ from a2a.analysis.export.formats import export_report
 from a2a.errors import BadResults
 from a2a.record import report
 from a2a.record.decision import write_decision
-from a2a.record.results import read_meta, write_atomic, write_meta
-from a2a.sweep.config import CONFIG_KEYS, SweepConfig, from_options
+from a2a.record.results import COLUMNS, read_meta, write_atomic, write_meta
+from a2a.sweep.config import CONFIG_KEYS, DEFAULTS, SweepConfig, from_options
 from a2a.sweep.mesh import mesh_layouts
 from a2a.sweep.parsing import load_config
 from a2a.sweep.session import StopRequest, SweepState, resume_command
@@ -157,3 +157,21 @@ def test_a_directory_that_holds_records_names_them(tmp_path):
     with pytest.raises(BadResults, match=f"give the records it holds instead: {tmp_path}/tune/sweep-1 "
                                          f"{tmp_path}/tune/sweep-2$"):
         decide.decide([tmp_path / "tune"])
+
+
+def test_usage_lists_every_column_of_results_csv_in_order():
+    text = (ROOT / "docs" / "usage.md").read_text()
+    paragraph = text[text.index("Columns of\n`results.csv`"):].split("\n\n")[0]
+    assert re.findall(r"`([a-z][A-Za-z0-9_]*)`", paragraph) == COLUMNS
+
+
+def test_usage_documents_every_option_of_bench_run_with_its_default():
+    rows = [line for line in (ROOT / "docs" / "usage.md").read_text().splitlines() if line.startswith("| `--")]
+    documented = {option: row for row in rows for option in re.findall(r"--[a-z-]+", row.split(" | ")[0])}
+    run = main.commands["run"]
+    assert set(documented) == {o for p in run.params for o in p.opts + p.secondary_opts if o.startswith("--")}
+    for key, default in DEFAULTS.items():
+        if default not in ("", (), True):  # no value to state: nothing, an empty list, the flag on
+            said = f"{default:g}" if isinstance(default, float) else str(default)
+            row = documented[f"--{key.replace('_', '-')}"].replace("`", "")
+            assert re.search(rf"[ (]{re.escape(said)}[):,;]", row), (key, said, row)  # e.g. '(25)', '(0: ...'
