@@ -10,10 +10,11 @@ import stat
 from dataclasses import replace
 from pathlib import Path
 
+import click
 import pytest
 import yaml
 from decide_fixtures import record, row_for, samples_around
-from support import ROOT, bench_here, python
+from support import ROOT, bench_here, is_mpich, python
 
 from a2a.analysis import decide
 from a2a.analysis.export.formats import export_report
@@ -21,6 +22,7 @@ from a2a.errors import BadResults
 from a2a.record import report
 from a2a.record.decision import write_decision
 from a2a.record.results import COLUMNS, read_meta, write_atomic, write_meta
+from a2a.sweep import naming
 from a2a.sweep.config import CONFIG_KEYS, DEFAULTS, SweepConfig, from_options
 from a2a.sweep.mesh import mesh_layouts
 from a2a.sweep.parsing import load_config
@@ -175,3 +177,66 @@ def test_usage_documents_every_option_of_bench_run_with_its_default():
             said = f"{default:g}" if isinstance(default, float) else str(default)
             row = documented[f"--{key.replace('_', '-')}"].replace("`", "")
             assert re.search(rf"[ (]{re.escape(said)}[):,;]", row), (key, said, row)  # e.g. '(25)', '(0: ...'
+
+
+PAGES = ("README.md", "docs/usage.md", "docs/decide.md", "docs/overlap.md", "docs/library.md")
+LAUNCHERS = ("python", "mpirun", ".venv/bin/mpirun", ".venv/bin/python")
+
+
+def documented() -> list[tuple[str, bool, list[str]]]:
+    """Every `python -m bench` line in the pages' code blocks: (page, whether it is a command to type rather than one
+    an output excerpt suggests (indented), its words after `bench`)."""
+    found = []
+    for page in PAGES:
+        language = None  # outside a code block
+        for line in re.sub(r"\\\n\s*", "", (ROOT / page).read_text()).splitlines():  # continued lines joined
+            if line.startswith("```"):
+                language = line[3:].strip() if language is None else None
+                continue
+            words = line.removeprefix("$ ").split()
+            if language not in ("", "sh") or not words or words[0] not in LAUNCHERS or "bench" not in words:
+                continue
+            words = shlex.split(line.removeprefix("$ "), comments=True)
+            found.append((page, not line[:1].isspace(), words[words.index("bench") + 1:]))
+    return found
+
+
+def command_of(words: list[str]) -> tuple[click.Command, str, list[str]]:
+    """The `bench` (sub)command the words name, its name and its own arguments (no subcommand: `run`)."""
+    command, name = main, "bench"
+    while isinstance(command, click.Group) and words and words[0] in command.commands:
+        command, name, words = command.commands[words[0]], words[0], words[1:]
+    return (main.commands["run"], "run", words) if command is main else (command, name, words)
+
+
+@pytest.mark.parametrize("page, typed, words", documented(), ids=lambda v: v if isinstance(v, str) else None)
+def test_every_documented_command_names_options_its_command_takes(page, typed, words):
+    for part in [words, *([words[words.index("--") + 1:]] if "--" in words else [])]:  # cluster run -- ARGS
+        command, name, args = command_of(part)
+        try:
+            command.make_context(name, args)  # click refuses an option the command lacks, or a bad value
+        except click.BadParameter as refused:
+            assert "does not exist" in str(refused)  # a record an earlier command of the page makes
+
+
+SKIPPED = ("tune", "cluster", "simulate")  # they launch jobs of their own, need root, or take minutes
+
+
+@pytest.mark.skipif(not is_mpich(), reason="needs MPICH: decide.md exports for MPICH")
+def test_the_documented_commands_run_as_written_on_one_rank(tmp_path, monkeypatch, capsys, no_signal_handlers):
+    """Every command the pages give to type, in their order, run here on this one rank with one iteration a point
+    (what needs more ranks, root or minutes is left out)."""
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    monkeypatch.chdir(tmp_path)
+    stamps = iter(range(1000))  # records named by the second: launches here come faster than one a second
+    monkeypatch.setattr(naming, "utc_stamp", lambda: f"20260101T0000{next(stamps):02d}Z")
+    ran = []
+    for page, typed, words in documented():
+        command, name, args = command_of(words)
+        if not typed or words[:1] and words[0] in SKIPPED or "cl_sync" in words or "--mesh" in words:
+            continue
+        shrunk = [*words, "--sizes", "8", "--iterations", "1"] if name == "run" else words  # the last one counts
+        code, out, err = bench_here(capsys, *shrunk)
+        assert code == 0, (page, words, err)
+        ran.append(" ".join(words))
+    assert len(ran) >= 12, ran
