@@ -42,11 +42,12 @@ def launch_command(n: int, args: list[str]) -> str:
     return shlex.join([*launcher, "python", "-m", "bench", *args])
 
 
-def tune_launcher() -> list[str]:
-    """The `bench tune` options that launch its jobs as this process was launched (none for mpirun, its default)."""
+def tune_launcher() -> str:
+    """The `bench tune` option (shell text) that launches its jobs as this process was launched: '' for mpirun, its
+    default."""
     if TOPOLOGY_ENV in os.environ:
-        return ["--launcher", "$(python -m bench cluster launcher)"]
-    return ["--launcher", "srun"] if "SLURM_STEP_ID" in os.environ else []
+        return '--launcher "$(python -m bench cluster launcher)"'
+    return "--launcher srun" if "SLURM_STEP_ID" in os.environ else ""
 
 
 def relaunched(n: int) -> str:

@@ -79,9 +79,8 @@ def next_steps(directory: Path, state: SweepState) -> list[str]:
             *(f"--plugin={p}" for p in state.plugins)]
     if config.timing == OVERLAP:
         tune += ["--collective", f"i{config.collective}", "--tests", str(max(config.tests))]
-    launcher = " ".join(f'"{word}"' if word.startswith("$") else word for word in tune_launcher())
     return ["next, to sweep again, export for this MPI library and verify it there:",
-            f"  {shlex.join(tune)}{' ' if launcher else ''}{launcher}",
+            "  " + " ".join(filter(None, [shlex.join(tune), tune_launcher()])),
             "or by hand:", *(f"  {line}" for line in by_hand)]
 
 
