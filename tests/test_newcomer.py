@@ -80,7 +80,7 @@ def hints(directory: Path, **changed) -> list[str]:
     """The commands `bench run` suggests after sweeping `directory` (its config `changed`)."""
     meta = read_meta(directory)
     state = SweepState(replace(SweepConfig.from_dict(meta["config"]), **changed), meta.get("plugins", []))
-    lines = next_steps(directory, state)
+    lines = next_steps(directory, state, decide.decide([directory]))
     assert all("|" not in line for line in lines), lines  # alternatives go on lines of their own
     return [line.strip() for line in lines if line.startswith("  ")]
 
@@ -105,11 +105,15 @@ def test_a_plug_in_goes_with_the_tune_and_a_mesh_sweep_is_left_to_decide(small_s
     plugin = str(ROOT / "tests" / "plugins" / "flip.py")
     meta = read_meta(small_sweep)
     state = SweepState(SweepConfig.from_dict(meta["config"]), [plugin])
-    assert f"--plugin={plugin}" in shlex.split(next_steps(small_sweep, state)[1])
+    document = decide.decide([small_sweep])
+    assert f"--plugin={plugin}" in shlex.split(next_steps(small_sweep, state, document)[1])
     config = SweepConfig.from_dict(meta["config"])
     meshed = replace(config, layouts=mesh_layouts("1x2", []))
-    lines = next_steps(small_sweep, SweepState(meshed, []))
+    lines = next_steps(small_sweep, SweepState(meshed, []), document)
     assert lines[0] == "next (bench tune does not repeat --mesh):" and "bench tune" not in "".join(lines[1:])
+    two = {"tables": [{**document["tables"][0], "groups": "1x2"}, {**document["tables"][0], "groups": "2x1"}]}
+    assert "--where=groups=2x1" in shlex.split(next_steps(small_sweep, SweepState(meshed, []), two)[1])  # an export
+    # serves one value of a context column
 
 
 def test_a_launch_without_mpirun_says_how_to_launch_it(small_sweep, tmp_path):

@@ -13,6 +13,7 @@ from a2a.errors import A2AError
 from a2a.measure.driver import measure_sweep, resume_measured, set_thread_level
 from a2a.measure.environment import ask_for_progress_thread, node_memory_share, progress_thread_running
 from a2a.mpi import tune_launcher, world
+from a2a.record.decision import varying
 from a2a.record.results import read_meta
 from a2a.sweep.config import DEFAULTS, OVERLAP, SWEEP_OPTIONS, SweepConfig, check_sizes
 from a2a.sweep.launch import fresh_sweep, launch_progress, refuse_with_resume
@@ -55,19 +56,20 @@ def _sweep(comm: Any, values: dict[str, Any]) -> tuple[Path, SweepState]:
 def decision_summary(directory: Path, state: SweepState) -> str:
     """What the record decides, in short, and the commands that go on from it (each runs as printed)."""
     try:
-        lines = summary(decide([directory]))
+        document = decide([directory])
     except A2AError as nothing:  # no valid point to decide from
         return f"\nno decision: {nothing}"
     return "\n".join([f"\nDecision (by the mean; `python -m bench decide {directory}` has the full table):",
-                      *(f"  {line}" for line in lines), *next_steps(directory, state)])
+                      *(f"  {line}" for line in summary(document)), *next_steps(directory, state, document)])
 
 
-def next_steps(directory: Path, state: SweepState) -> list[str]:
+def next_steps(directory: Path, state: SweepState, document: dict[str, Any]) -> list[str]:
     """`bench tune` on this sweep's grid, launched as it was (where tune repeats such a sweep), or decide then export
-    for this MPI library."""
+    for this MPI library (a file serves one value of each context column: the last one's here)."""
     config = state.config
     table = Path(directory) / "decision.json"
-    by_hand = [shlex.join(["python", "-m", "bench", "decide", str(directory), "-o", str(table)]),
+    one = [f"--where={c}={document['tables'][-1][c]}" for c in varying(document["tables"])[0] if c != "nprocs"]
+    by_hand = [shlex.join(["python", "-m", "bench", "decide", str(directory), *one, "-o", str(table)]),
                *export_lines(table, read_meta(directory).get("mpi_library") or "")]
     why_not = tune_refuses(config)
     if why_not:
