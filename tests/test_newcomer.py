@@ -16,6 +16,7 @@ import yaml
 from decide_fixtures import record, row_for, samples_around
 from support import ROOT, bench_here, is_mpich, python
 
+from a2a.algos.facts import library_own, shown
 from a2a.analysis import decide
 from a2a.analysis.export.formats import export_report
 from a2a.errors import BadResults
@@ -242,5 +243,14 @@ def test_the_documented_commands_run_as_written_on_one_rank(tmp_path, monkeypatc
         shrunk = [*words, "--sizes", "8", "--iterations", "1"] if name == "run" else words  # the last one counts
         code, out, err = bench_here(capsys, *shrunk)
         assert code == 0, (page, words, err)
+        assert name != "run" or not re.search(r"form=blocking|radix=2\b|window=0\b", out), out  # no defaults
         ran.append(" ".join(words))
     assert len(ran) >= 12, ran
+
+
+def test_labels_leave_options_at_their_defaults_out():
+    assert [shown(*pair) for pair in [("native", "form=blocking"), ("linear_sync", "window=0"), ("bruck", "radix=2"),
+                                      ("bruck", "radix=4"), ("native", "form=nonblocking"), ("mine", "depth=3")]] == [
+        "native", "linear_sync", "bruck", "bruck:radix=4", "native:form=nonblocking", "mine:depth=3"]
+    assert library_own("native", "form=blocking") and library_own("native", "")
+    assert not library_own("native", "form=persistent") and not library_own("linear", "")
