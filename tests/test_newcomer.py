@@ -254,3 +254,8 @@ def test_labels_leave_options_at_their_defaults_out():
         "native", "linear_sync", "bruck", "bruck:radix=4", "native:form=nonblocking", "mine:depth=3"]
     assert library_own("native", "form=blocking") and library_own("native", "")
     assert not library_own("native", "form=persistent") and not library_own("linear", "")
+    # the overlap protocol starts an exchange: the library's own is MPI_Ialltoall, native's non-blocking form
+    assert library_own("native", "form=nonblocking", "overlap") and not library_own("native", "", "overlap")
+    ranked = [("pairwise", "schedule=shift", 10.0), ("native", "form=nonblocking", 30.0)]
+    assert decide.decision_cell(8, ranked, timing="overlap")["speedup_vs_native"] == 3.0
+    assert decide.decision_cell(8, ranked)["speedup_vs_native"] is None  # no blocking native measured

@@ -169,13 +169,13 @@ def source(run: Any) -> dict[str, Any]:
 # --- deciding --------------------------------------------------------------------------
 
 def decision_cell(bytes_per_peer: int, ranked: list[tuple[str, str, float]], chosen: int = 0, samples: int = 0,
-                  tied_with: list[str] | None = None) -> dict[str, Any]:
+                  tied_with: list[str] | None = None, timing: str = "") -> dict[str, Any]:
     """A table cell: ranked[chosen] of (algorithm, options, us) fastest first, its runner-up and its speed-up over the
-    library's own (when measured)."""
+    library's own under `timing` (when measured)."""
     algorithm, options, value = ranked[chosen]
     others = [c for i, c in enumerate(ranked) if i != chosen]
     runner = others[0] if others else None
-    native = next((us for a, o, us in ranked if library_own(a, o)), None)
+    native = next((us for a, o, us in ranked if library_own(a, o, timing)), None)
     return {
         "bytes_per_peer": bytes_per_peer, "algorithm": algorithm, "options": options, "value_us": rounded(value),
         "samples": samples, "tie": chosen != 0, "tied_with": tied_with or [],
@@ -195,7 +195,7 @@ def decide_cell(points: list[Candidate], metric: str, alpha: float) -> dict[str,
     choice = min(tied, key=lambda p: preference(p.algorithm, p.options))
     return decision_cell(choice.bytes_per_peer, [(p.algorithm, p.options, p.value_us(metric)) for p in ranked],
                          ranked.index(choice), len(choice.samples),
-                         [shown(p.algorithm, p.options) for p in tied if p is not choice])
+                         [shown(p.algorithm, p.options) for p in tied if p is not choice], choice.rows[0].timing)
 
 
 def _tied(best: Candidate, other: Candidate, alpha: float) -> bool:
@@ -295,7 +295,7 @@ def summary(document: dict[str, Any]) -> list[str]:
             high = "" if row["bytes_max"] is None else human_bytes(row["bytes_max"])
             cells = row["cells"]
             gains = sorted(c["speedup_vs_native"] for c in cells if c["speedup_vs_native"])
-            if library_own(row["algorithm"], row["options"]) or not gains:
+            if library_own(row["algorithm"], row["options"], table.get("timing", "")) or not gains:
                 said = ""
             else:
                 said = f" {gains[0]:.2f}x" if gains[0] == gains[-1] else f" {gains[0]:.2f}-{gains[-1]:.2f}x"

@@ -15,6 +15,7 @@ from typing import Any, Iterable
 
 from a2a.errors import BadResults
 
+OVERLAP = "overlap"  # the timing that measures how much of an exchange hides behind computation
 NATIVE = "native"  # the algorithm name of the MPI library's own MPI_Alltoall(v): every comparison's baseline
 RESULTS_CSV = "results.csv"
 SAMPLES_CSV = "samples.csv"

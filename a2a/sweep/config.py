@@ -14,7 +14,7 @@ import numpy as np
 from a2a.algos.registry import COLLECTIVES
 from a2a.errors import BadConfig
 from a2a.mpi import relaunched
-from a2a.record.results import KEY_DEFAULTS, NATIVE
+from a2a.record.results import KEY_DEFAULTS, NATIVE, OVERLAP
 from a2a.sweep.mesh import Layout, mesh_layouts
 from a2a.sweep.parsing import (
     as_list,
@@ -31,7 +31,6 @@ from a2a.sweep.variants import Variant, variants
 from a2a.sweep.workload import parse_workload
 from a2a.units import parse_size
 
-OVERLAP = "overlap"  # the timing that measures how much of an exchange hides behind computation
 TIMINGS = ("sync", "pipelined", "imb", "global", OVERLAP)
 PER_RANK_MEANS = ("pipelined", "imb")  # timings whose samples are each rank's mean time per call
 CACHES = ("warm", "cold")

@@ -33,6 +33,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from a2a.algos.facts import library_own_options, shown
 from a2a.algos.plugins import load_plugin
 from a2a.analysis.compare import compare
 from a2a.analysis.decide import decide, summary, unstable, winners_by_launch
@@ -44,7 +45,7 @@ from a2a.measure.environment import TUNING_PREFIXES
 from a2a.mpi import clean_launcher_env, launcher_flags, launcher_library, launcher_size, mpi_tool
 from a2a.record.decision import write_decision
 from a2a.record.meta import now, software
-from a2a.record.results import NATIVE, read_meta, write_meta
+from a2a.record.results import NATIVE, OVERLAP, read_meta, write_meta
 from a2a.sweep.config import from_options
 from a2a.sweep.naming import named
 from a2a.sweep.parsing import parse_counts
@@ -102,7 +103,7 @@ class TuneConfig:
     @property
     def library_call(self) -> str:
         """The variant that is the library's own call being tuned: native, or its non-blocking form."""
-        return f"{NATIVE}:form=nonblocking" if self.nonblocking else NATIVE
+        return shown(NATIVE, library_own_options(OVERLAP if self.nonblocking else ""))
 
 
 TUNE_DEFAULTS = {**GRID, **{f.name: f.default for f in fields(TuneConfig) if f.default is not MISSING}}

@@ -12,7 +12,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from a2a.algos.facts import shown, twin
+from a2a.algos.facts import library_own, shown, twin
 from a2a.algos.registry import with_defaults
 from a2a.errors import BadInput
 from a2a.record.decision import lower_bounds, parse_options
@@ -138,9 +138,9 @@ def _target(cell: dict[str, Any], nprocs: int, counterpart: Counterpart, library
 
 
 def library_only(document: dict[str, Any]) -> bool:
-    """Whether a decision leaves every size range of every process count to the library: native in any form, whose
-    twin in every library is the library's own choice."""
-    return all(row["algorithm"] == NATIVE for table in document["tables"] for row in table["ranges"])
+    """Whether a decision leaves every size range of every process count to the library's own all-to-all."""
+    return all(library_own(row["algorithm"], row["options"], table.get("timing", "")) for table in document["tables"]
+               for row in table["ranges"])
 
 
 def _segments(targets: list[tuple[int, Hashable]]) -> list[Segment]:
