@@ -312,7 +312,8 @@ class Session(Observer):
 
     def _timed_out(self, point: Point) -> None:
         message = (f"error: {point} did not finish within --timeout {self.backend.timeout:g} s; "
-                   f"{counted(len(self.rows), 'point')} in {self.directory}; resume with {self.resume_command}")
+                   f"the {counted(len(self.rows), 'point')} measured are in {self.directory}; resume with "
+                   f"{self.resume_command}")
         self._stamp(f"timeout at {point}")
         self.write()
         self.backend.abort(message, EXIT_TIMEOUT)
