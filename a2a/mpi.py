@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -30,6 +31,28 @@ def launcher_rank() -> int:
 def launcher_size() -> int:
     """The job's size as the launcher tells it, without starting MPI (1 when alone)."""
     return next((int(os.environ[n]) for n in SIZE_VARIABLES if os.environ.get(n, "").isdigit()), 1)
+
+
+def launch_command(n: int, args: list[str]) -> str:
+    """The shell line that runs `python -m bench ARGS` on n ranks, launched as this process was: across the emulated
+    cluster, by srun in a Slurm job step, else by mpirun (alone, `python -m bench ARGS`, for one rank)."""
+    if TOPOLOGY_ENV in os.environ:
+        return shlex.join(["python", "-m", "bench", "cluster", "run", "-n", str(n), "--", *args])
+    launcher = ["srun" if "SLURM_STEP_ID" in os.environ else "mpirun", "-n", str(n)] if n > 1 else []
+    return shlex.join([*launcher, "python", "-m", "bench", *args])
+
+
+def tune_launcher() -> str:
+    """The `bench tune` option (shell text) that launches its jobs as this process was launched: '' for mpirun, its
+    default."""
+    if TOPOLOGY_ENV in os.environ:
+        return '--launcher "$(python -m bench cluster launcher)"'
+    return "--launcher srun" if "SLURM_STEP_ID" in os.environ else ""
+
+
+def relaunched(n: int) -> str:
+    """This process's own `python -m bench` command as a launch of n ranks."""
+    return launch_command(n, sys.argv[1:])
 
 
 def ranks_on_this_node() -> int:

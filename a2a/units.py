@@ -24,3 +24,8 @@ def human_bytes(n: int) -> str:
         if n >= scale and n % scale == 0:
             return f"{n // scale}{unit}"
     return str(n)
+
+
+def counted(n: int, thing: str) -> str:
+    """'1 point', '2 points'."""
+    return f"{n} {thing}{'' if n == 1 else 's'}"

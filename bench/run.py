@@ -29,7 +29,7 @@ from .options import defaults
 @click.option("--plugin", multiple=True, help="A .py file or module that registers algorithms (repeatable).")
 @click.option("--option", multiple=True, help="ALG.KEY=VALUE, e.g. bruck.radix=4 (repeatable).")
 @click.option("--table", "decision_table", help="Decision table for the `auto` algorithm (auto.table=FILE).")
-@click.option("--nprocs", help="Process counts to sweep. [default: powers of two up to the world size, and it]")
+@click.option("--nprocs", help="Process counts to sweep. [default: 2, 4, 8, ... up to the world size, and it]")
 @click.option("--warmup", help=defaults("Untimed calls before timing each point.", DEFAULTS["warmup"]))
 @click.option("--iterations", help=defaults("Timed calls per point.", DEFAULTS["iterations"]))
 @click.option("--max-time-per-point", help=defaults("Seconds; stop a point early after 5 iterations.",

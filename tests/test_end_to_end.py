@@ -107,7 +107,7 @@ def test_compare_reports_faster_and_slower_and_reverts_slower_cells(tmp_path):
     assert verdicts["64"][-3:] == ["0.50", "0.000", "faster"], done.stdout
     assert verdicts["1K"][-3:] == ["2.00", "0.000", "SLOWER"], done.stdout
     assert verdicts["16K"][-5:-3] == ["1.00", "1.000"] and verdicts["16K"][-3:] == ["same", "(not", "significant)"]
-    assert "nprocs=4, 1024 B/peer: pairwise:schedule=shift ran 2.00x slower in the library; back to native" \
+    assert "nprocs=4, 1024 B/peer: pairwise ran 2.00x slower in the library; back to native" \
         in done.stdout
     verified = read_decision(tmp_path / "verified.json")
     assert [r["algorithm"] for r in verified["tables"][0]["ranges"]] == ["bruck", "native", "throttled"]

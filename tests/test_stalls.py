@@ -77,7 +77,7 @@ def test_bench_show_explains_a_recorded_stall(tmp_path):
     recorder.close()
     shown = python("-m", "bench", "show", str(out))
     assert shown.returncode == 0, shown.stderr
-    table, _, words = shown.stdout.partition("Stalls with TCP losses behind them: 1 points, 3 retransmission")
+    table, _, words = shown.stdout.partition("Stalls with TCP losses behind them: 1 point, 3 retransmission")
     assert "tcp timeouts    loss probes" in table and "native at 16K per peer on 8 ranks: 2 of 24" in words
 
 

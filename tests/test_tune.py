@@ -201,6 +201,7 @@ def test_bench_run_ends_with_the_decision_and_the_next_commands(small_sweep):
     run = python("-m", "bench", "run", "--sizes", "8", "--algorithms", "native,linear", "--iterations", "3",
                  "--nprocs", "1", "--output", str(small_sweep.parent / "again"))
     assert run.returncode == 0, run.stderr
-    tail = run.stdout.splitlines()[-4:]
+    tail = run.stdout.splitlines()[-5:]
     assert tail[0].startswith("Decision (by the mean") and tail[1].startswith("  nprocs=1: 0..inf")
-    assert tail[2].startswith("next: python -m bench tune --nprocs 1 --sizes 8")
+    assert tail[2] == "next (bench tune does not repeat a sweep of one rank):"  # one rank: nothing to tune
+    assert tail[3].startswith("  python -m bench decide ") and tail[4].startswith("  python -m bench export ")

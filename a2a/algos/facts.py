@@ -9,6 +9,8 @@ from typing import Any, Callable, Hashable
 from a2a.algos.cost import GENERIC, Formula, MatrixCost, Round, Traffic, everything
 from a2a.algos.nodes import one_per_node
 from a2a.algos.registry import PLUGIN_SIMPLICITY, Algorithm, Kind, known, with_defaults
+from a2a.record.decision import parse_options
+from a2a.record.results import NATIVE, OVERLAP, short
 
 _NOTHING = Algorithm("", {}, {})  # what an unknown name serves: nothing
 
@@ -75,3 +77,26 @@ def simplicity(name: str) -> int:
     """The tie-break rank of `name`: lower wins a tie; unknown names come after every registered one."""
     found = known(name)
     return found.simplicity if found else PLUGIN_SIMPLICITY
+
+
+def library_own(algorithm: str, options: str, timing: str = "") -> bool:
+    """Whether a record's (algorithm, options) measured under `timing` is the library's own all-to-all, every
+    comparison's baseline, whichever of its defaults the record spells out ('', 'form=blocking')."""
+    return algorithm == NATIVE and with_defaults(NATIVE, parse_options(options)) == _own(timing)
+
+
+def library_own_options(timing: str = "") -> str:
+    """The options of the library's own all-to-all under `timing` as a record spells them ('form=blocking')."""
+    return ";".join(f"{k}={v}" for k, v in _own(timing).items())
+
+
+def _own(timing: str) -> dict[str, str]:
+    """native at its default options; under the overlap protocol, which starts an exchange, tests it and waits for it,
+    its non-blocking form (MPI_Ialltoall)."""
+    return {**with_defaults(NATIVE, {}), **({"form": "nonblocking"} if timing == OVERLAP else {})}
+
+
+def shown(algorithm: str, options: str) -> str:
+    """The name tables and messages give a record's (algorithm, options): options at their registered defaults left
+    out ('bruck', not 'bruck:radix=2'; 'bruck:radix=4')."""
+    return short(algorithm, options, {algorithm: with_defaults(algorithm, {})})

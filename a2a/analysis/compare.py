@@ -11,7 +11,7 @@ from tabulate import tabulate
 from a2a.analysis.decide import Candidate, gather, mann_whitney_p
 from a2a.analysis.revert import revert_slower
 from a2a.errors import BadInput, BadResults
-from a2a.record.decision import CONTEXT_COLUMNS, context_dict, read_decision, write_decision
+from a2a.record.decision import context_dict, read_decision, varying, write_decision
 from a2a.record.results import NATIVE
 from a2a.units import human_bytes
 
@@ -50,12 +50,13 @@ def _points_of(directory: Path, algorithm: str) -> dict[tuple, Candidate]:
 
 def render_comparison(rows: list[dict[str, Any]], metric: str, alpha: float) -> str:
     """The comparison as a table; a ratio counts only when the test says the runs differ."""
-    body = [[*(row[c] for c in CONTEXT_COLUMNS), human_bytes(row["bytes_per_peer"]), f"{row['baseline_us']:,.1f}",
+    columns, same = varying(rows)
+    body = [[*(row[c] for c in columns), human_bytes(row["bytes_per_peer"]), f"{row['baseline_us']:,.1f}",
              f"{row['tuned_us']:,.1f}", f"{row['ratio']:.2f}",
              "-" if row["p"] is None else f"{row['p']:.3f}", _verdict(row, alpha)] for row in rows]
-    headers = [*CONTEXT_COLUMNS, "bytes/peer", f"default {metric} us", f"tuned {metric} us", "tuned/default",
-               "p", ""]
-    return tabulate(body, headers=headers, disable_numparse=True)
+    headers = [*columns, "bytes/peer", f"default {metric} us", f"tuned {metric} us", "tuned/default", "p", "verdict"]
+    return "\n".join([*([f"Every row's {', '.join(same)}."] if same else []),
+                      tabulate(body, headers=headers, disable_numparse=True)])
 
 
 def _verdict(row: dict[str, Any], alpha: float) -> str:

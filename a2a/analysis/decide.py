@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from tabulate import tabulate
 
-from a2a.algos.facts import simplicity
+from a2a.algos.facts import library_own, shown, simplicity
 from a2a.algos.registry import known
 from a2a.errors import BadInput, BadResults
 from a2a.record.decision import (
@@ -25,13 +25,14 @@ from a2a.record.decision import (
     SCHEMA,
     context_dict,
     context_of,
-    decision_cell,
     ranges,
+    rounded,
+    varying,
     where,
     write_decision,
 )
-from a2a.record.results import NATIVE, Row, label, load, point_key
-from a2a.units import human_bytes
+from a2a.record.results import Row, load, point_key
+from a2a.units import counted, human_bytes
 
 METRICS = ("mean", "median", "p90", "p99", "max")
 ROW_COLUMN = {"mean": "t_mean_us", "median": "t_p50_us", "p90": "t_p90_us", "p99": "t_p99_us",
@@ -167,6 +168,25 @@ def source(run: Any) -> dict[str, Any]:
 
 # --- deciding --------------------------------------------------------------------------
 
+def decision_cell(bytes_per_peer: int, ranked: list[tuple[str, str, float]], chosen: int = 0, samples: int = 0,
+                  tied_with: list[str] | None = None, timing: str = "") -> dict[str, Any]:
+    """A table cell: ranked[chosen] of (algorithm, options, us) fastest first, its runner-up and its speed-up over the
+    library's own under `timing` (when measured)."""
+    algorithm, options, value = ranked[chosen]
+    others = [c for i, c in enumerate(ranked) if i != chosen]
+    runner = others[0] if others else None
+    native = next((us for a, o, us in ranked if library_own(a, o, timing)), None)
+    return {
+        "bytes_per_peer": bytes_per_peer, "algorithm": algorithm, "options": options, "value_us": rounded(value),
+        "samples": samples, "tie": chosen != 0, "tied_with": tied_with or [],
+        "runner_up": shown(runner[0], runner[1]) if runner else None,
+        "runner_up_us": rounded(runner[2]) if runner else None,
+        "margin": rounded(runner[2] / value - 1.0) if runner and value > 0 else None,
+        "speedup_vs_native": rounded(native / value) if native is not None and value > 0 else None,
+        "candidates": [{"algorithm": a, "options": o, "value_us": rounded(us)} for a, o, us in ranked],
+    }
+
+
 def decide_cell(points: list[Candidate], metric: str, alpha: float) -> dict[str, Any]:
     """Choose among a cell's points: the fastest, or a preferred one not significantly slower."""
     ranked = sorted(points, key=lambda p: (p.value_us(metric), preference(p.algorithm, p.options)))
@@ -175,7 +195,7 @@ def decide_cell(points: list[Candidate], metric: str, alpha: float) -> dict[str,
     choice = min(tied, key=lambda p: preference(p.algorithm, p.options))
     return decision_cell(choice.bytes_per_peer, [(p.algorithm, p.options, p.value_us(metric)) for p in ranked],
                          ranked.index(choice), len(choice.samples),
-                         [label(p.algorithm, p.options) for p in tied if p is not choice])
+                         [shown(p.algorithm, p.options) for p in tied if p is not choice], choice.rows[0].timing)
 
 
 def _tied(best: Candidate, other: Candidate, alpha: float) -> bool:
@@ -214,7 +234,9 @@ def decide(directories: list[Path], metric: str = "mean", alpha: float = 0.05,
 
 def render(document: dict[str, Any]) -> str:
     """The table as text: one line per measured size, merged ranges marked."""
-    columns = document.get("context_columns", ["nprocs"])
+    tables = document["tables"]
+    columns, same = varying(tables)
+    ties = any(c["tie"] for t in tables for r in t["ranges"] for c in r["cells"])
     body = []
     for table in document["tables"]:
         for row in table["ranges"]:
@@ -222,16 +244,17 @@ def render(document: dict[str, Any]) -> str:
             span = f"{human_bytes(row['bytes_min'])}..{high}"
             for i, cell in enumerate(row["cells"]):
                 body.append([*(table[c] if i == 0 else "" for c in columns), span if i == 0 else "",
-                             human_bytes(cell["bytes_per_peer"]), label(cell["algorithm"], cell["options"]),
+                             human_bytes(cell["bytes_per_peer"]), shown(cell["algorithm"], cell["options"]),
                              f"{cell['value_us']:,.1f}", cell["runner_up"] or "-",
                              _percent(cell["margin"]), _times(cell["speedup_vs_native"]),
-                             "tie" if cell["tie"] else ""])
+                             *(["yes" if cell["tie"] else ""] if ties else [])])
     headers = [*columns, "range (B/peer)", "measured", "algorithm", f"{document['metric']} us",
-               "runner-up", "by", "vs native", ""]
+               "runner-up", "by", "vs native", *(["tie"] if ties else [])]
     ranked = [f"Overlap tables rank by t_overall: start, a compute phase of compute_ratio x the pure exchange time "
               f"with `tests` progress calls in it, wait ({document['metric']} over the iterations)."] \
         if any(t.get("timing") == "overlap" for t in document["tables"]) else []
-    return "\n".join([*ranked, tabulate(body, headers=headers, disable_numparse=True)])
+    context = [f"Every table's {', '.join(same)}."] if same else []
+    return "\n".join([*ranked, *context, tabulate(body, headers=headers, disable_numparse=True)])
 
 
 def _percent(margin: float | None) -> str:
@@ -254,7 +277,7 @@ def winners_by_launch(directories: list[Path], metric: str = "mean", alpha: floa
             for row in table["ranges"]:
                 for cell in row["cells"]:
                     found.setdefault((context_of(table), cell["bytes_per_peer"]), []).append(
-                        label(cell["algorithm"], cell["options"]))
+                        shown(cell["algorithm"], cell["options"]))
     return found
 
 
@@ -272,14 +295,14 @@ def summary(document: dict[str, Any]) -> list[str]:
             high = "" if row["bytes_max"] is None else human_bytes(row["bytes_max"])
             cells = row["cells"]
             gains = sorted(c["speedup_vs_native"] for c in cells if c["speedup_vs_native"])
-            if row["algorithm"] == NATIVE or not gains:
+            if library_own(row["algorithm"], row["options"], table.get("timing", "")) or not gains:
                 said = ""
             else:
                 said = f" {gains[0]:.2f}x" if gains[0] == gains[-1] else f" {gains[0]:.2f}-{gains[-1]:.2f}x"
                 said += " as fast as native"
             tied = sorted({name for c in cells for name in c["tied_with"]})
             tie = f" (tie with {', '.join(tied)}: none significantly faster)" if tied else ""
-            parts.append(f"{human_bytes(row['bytes_min'])}..{high or 'inf'} {label(row['algorithm'], row['options'])}"
+            parts.append(f"{human_bytes(row['bytes_min'])}..{high or 'inf'} {shown(row['algorithm'], row['options'])}"
                          f"{said}{tie}")
         lines.append(f"{where(table)}: " + "; ".join(parts))
     return lines
@@ -292,8 +315,8 @@ def decided(directories: list[Path], metric: str = "mean", alpha: float = 0.05, 
         raise BadInput(f"--output {output}: its directory does not exist")
     document = decide(directories, metric, alpha, dtype, where)
     ties = sum(c["tie"] for t in document["tables"] for r in t["ranges"] for c in r["cells"])
-    lines = [render(document), f"\n{ties} cell(s) went to a simpler algorithm not significantly slower (tie, "
-                               f"alpha={alpha})."]
+    lines = [render(document), f"\n{counted(ties, 'cell')} went to a simpler algorithm not significantly slower "
+                               f"(tie, alpha={alpha})."]
     if output is not None:
         write_decision(document, Path(output))
         lines.append(f"wrote {output}")

@@ -22,6 +22,7 @@ from a2a.algos.cost import Formula, Placement
 from a2a.algos.facts import formula, matrix_cost
 from a2a.algos.registry import algorithms, with_defaults
 from a2a.analysis import contention
+from a2a.analysis.decide import decision_cell
 from a2a.errors import BadInput, BadResults
 from a2a.fabric import Fabric
 from a2a.record import decision
@@ -298,7 +299,7 @@ def predicted_times(fits: list[Fit], nprocs: int, sizes: list[int]) -> dict[str,
 def predicted_cell(fits: list[Fit], nprocs: int, size: int) -> dict[str, Any]:
     """The predicted winner at one size, with every series' predicted time as candidates."""
     ranked = sorted(((f.predict(nprocs, size) * 1e6, f) for f in fits), key=lambda c: c[0])
-    return {**decision.decision_cell(size, [(f.algorithm, f.options, us) for us, f in ranked]), "predicted": True}
+    return {**decision_cell(size, [(f.algorithm, f.options, us) for us, f in ranked]), "predicted": True}
 
 
 def predicted_decision(fits: list[Fit], nprocs: list[int], sizes: list[int],

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from a2a.algos.facts import library_own, library_own_options, shown
 from a2a.record.decision import context_of, ranges, rounded, where
-from a2a.record.results import NATIVE, label
+from a2a.record.results import NATIVE
 
 Cell = tuple[tuple, int]  # (a table's context, bytes per peer)
 
@@ -30,20 +31,20 @@ def back_to_native(document: dict[str, Any], cells: dict[Cell, tuple[str, dict[s
     """
     said = []
     for table in document["tables"]:
-        context = context_of(table)
+        context, timing = context_of(table), table.get("timing", "")
         every = [cell for row in table["ranges"] for cell in row["cells"]]
         for cell in every:
             found = cells.get((context, cell["bytes_per_peer"]))
-            if found is None or cell["algorithm"] == NATIVE:
+            if found is None or library_own(cell["algorithm"], cell["options"], timing):
                 continue
             why, extra = found
-            native = next((c for c in cell["candidates"] if c["algorithm"] == NATIVE), None)
-            chosen = label(cell["algorithm"], cell["options"])
+            native = next((c for c in cell["candidates"] if library_own(c["algorithm"], c["options"], timing)), None)
+            chosen = shown(cell["algorithm"], cell["options"])
             said.append(f"{where(table)}, {cell['bytes_per_peer']} B/peer: {chosen} {why}; back to native")
             value = native["value_us"] if native else cell["value_us"]
             cell.update(reverted_from=chosen, **extra, runner_up=chosen, runner_up_us=cell["value_us"],
-                        margin=rounded(cell["value_us"] / value - 1) if value else None,
-                        algorithm=NATIVE, options="", value_us=value, speedup_vs_native=1.0, tie=False,
-                        tied_with=[])
+                        margin=rounded(cell["value_us"] / value - 1) if value else None, algorithm=NATIVE,
+                        options=native["options"] if native else library_own_options(timing), value_us=value,
+                        speedup_vs_native=1.0, tie=False, tied_with=[])
         table["ranges"] = ranges(every)
     return said

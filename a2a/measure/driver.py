@@ -32,7 +32,7 @@ from a2a.measure.traffic import traffic_of
 from a2a.mpi import abort_job, abort_on_error, idle_barrier, ranks_on_this_node
 from a2a.netstat import stall_counters
 from a2a.record.overlap import imb_overlap, osu_overlap
-from a2a.record.results import OVERLAP_QUANTITIES, Row
+from a2a.record.results import FAILED, OVERLAP_QUANTITIES, Row
 from a2a.record.stats import Stats
 from a2a.sweep.config import OVERLAP, PER_RANK_MEANS, SweepConfig
 from a2a.sweep.grid import Point
@@ -44,6 +44,7 @@ from a2a.sweep.session import (
     Session,
     StopRequest,
     SweepState,
+    resume_command,
     resume_state,
 )
 
@@ -72,7 +73,8 @@ def resume_measured(comm: Any, directory: Path, dtype: str | None = None, force:
     state = resume_state(directory, "mpi")
     config = state.config
     if max(config.nprocs) > comm.size:
-        raise BadConfig(f"{directory} sweeps up to {max(config.nprocs)} ranks; this job has {comm.size}")
+        raise BadConfig(f"{directory} sweeps up to {max(config.nprocs)} ranks; this job has {comm.size}; resume it "
+                        f"with {resume_command('mpi', directory, max(config.nprocs))}")
     library, recorded = MPI.Get_library_version().strip(), state.meta.get("mpi_library") or ""
     if recorded and library != recorded and not force:
         raise BadConfig(f"{directory} was measured with {_library_name(recorded)}, but this job runs "
@@ -235,7 +237,7 @@ def measure(comm: Any, judge: Any, point: Point, config: SweepConfig, context: C
         group.Free()
     if failures:
         rank, kind, message, _ = failures[0]
-        note = f"failed on {'rank' if len(failures) == 1 else 'ranks'} {_ranges([f[0] for f in failures])}: " \
+        note = f"{FAILED}{'rank' if len(failures) == 1 else 'ranks'} {_ranges([f[0] for f in failures])}: " \
                f"{kind}: {message}"
         row, samples, _ = _noted(row, note)
         return row, samples, "\n".join(f"rank {r}:\n{trace}" for r, _, _, trace in failures)

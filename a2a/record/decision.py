@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from a2a.errors import BadInput
-from a2a.record.results import KEY_COLUMNS, KEY_DEFAULTS, NATIVE, label, write_atomic
+from a2a.record.results import KEY_COLUMNS, KEY_DEFAULTS, write_atomic
 
 SCHEMA = "a2a-decision/1"
 # Key columns that split the table: every key column but what a cell chooses and the dtype
@@ -40,24 +40,6 @@ def lower_bounds(sizes: list[int]) -> list[int]:
     return bounds
 
 
-def decision_cell(bytes_per_peer: int, ranked: list[tuple[str, str, float]], chosen: int = 0, samples: int = 0,
-         tied_with: list[str] | None = None) -> dict[str, Any]:
-    """A table cell: ranked[chosen] of (algorithm, options, us) fastest first, its runner-up and speed-up."""
-    algorithm, options, value = ranked[chosen]
-    others = [c for i, c in enumerate(ranked) if i != chosen]
-    runner = others[0] if others else None
-    native = next((us for a, o, us in ranked if a == NATIVE and not o), None)
-    return {
-        "bytes_per_peer": bytes_per_peer, "algorithm": algorithm, "options": options, "value_us": rounded(value),
-        "samples": samples, "tie": chosen != 0, "tied_with": tied_with or [],
-        "runner_up": label(runner[0], runner[1]) if runner else None,
-        "runner_up_us": rounded(runner[2]) if runner else None,
-        "margin": rounded(runner[2] / value - 1.0) if runner and value > 0 else None,
-        "speedup_vs_native": rounded(native / value) if native is not None and value > 0 else None,
-        "candidates": [{"algorithm": a, "options": o, "value_us": rounded(us)} for a, o, us in ranked],
-    }
-
-
 def ranges(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Merge size-ordered cells with the same choice into byte ranges covering 0..infinity."""
     lows = lower_bounds([c["bytes_per_peer"] for c in cells])
@@ -76,6 +58,16 @@ def ranges(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def context_of(record: dict[str, Any]) -> tuple:
     """A table's or comparison row's context; columns it lacks take the results' defaults."""
     return tuple(record.get(c, KEY_DEFAULTS.get(c, "")) for c in CONTEXT_COLUMNS)
+
+
+def varying(records: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """The context columns a table of these records shows (nprocs, and those whose value varies), and the others
+    not at their defaults as 'column=value' (one value for every record)."""
+    values = {c: {str(r.get(c, KEY_DEFAULTS.get(c, ""))) for r in records} for c in CONTEXT_COLUMNS}
+    shown = [c for c in CONTEXT_COLUMNS if c == "nprocs" or len(values[c]) > 1]
+    same = [f"{c}={next(iter(values[c]))}" for c in CONTEXT_COLUMNS
+            if c not in shown and values[c] and values[c] != {str(KEY_DEFAULTS.get(c, ""))}]
+    return shown, same
 
 
 def context_dict(context: tuple) -> dict[str, Any]:

@@ -12,9 +12,9 @@ from typing import Iterable
 import numpy as np
 from tabulate import tabulate
 
-from a2a.record.results import COLUMNS, Defaults, Row, load, short_label
+from a2a.record.results import COLUMNS, FAILED, Defaults, Row, load, short_label
 from a2a.record.stalls import explain
-from a2a.units import human_bytes
+from a2a.units import counted, human_bytes
 
 
 def _us(value: float) -> str:
@@ -35,6 +35,7 @@ def table(rows: Iterable[Row], defaults: Defaults | None = None, fmt: str = "sim
     """One process count's (or any) rows as a text table, sizes ascending, algorithms by name."""
     rows = sorted(rows, key=lambda r: (r.nprocs, r.bytes_per_peer, r.algorithm, r.options))
     show_timeouts = any(r.tcp_timeouts is not None for r in rows)
+    flagged = any(flag(r) for r in rows)
     body = []
     for r in rows:
         line = [r.nprocs, human_bytes(r.bytes_per_peer), short_label(r, defaults), _us(r.t_mean_us),
@@ -42,10 +43,10 @@ def table(rows: Iterable[Row], defaults: Defaults | None = None, fmt: str = "sim
                 "" if math.isnan(r.busbw_GBps) else f"{r.busbw_GBps:.3f}", r.stalls]
         if show_timeouts:
             line += ["" if count is None else count for count in (r.tcp_timeouts, r.tcp_loss_probes)]
-        body.append(line + [flag(r)])
+        body.append(line + ([flag(r)] if flagged else []))
     tcp = ["tcp timeouts", "loss probes"] if show_timeouts else []
     headers = ["nprocs", "bytes/peer", "algorithm", "avg us", "std us", "min us", "max us",
-               "p50 us", "p99 us", "busbw GB/s", "stalls"] + tcp + [""]
+               "p50 us", "p99 us", "busbw GB/s", "stalls"] + tcp + (["flag"] if flagged else [])
     return tabulate(body, headers=headers, tablefmt=fmt, disable_numparse=True,
                     colalign=("right", "right", "left") + ("right",) * (len(headers) - 3))
 
@@ -54,11 +55,12 @@ def overlap_table(rows: Iterable[Row], defaults: Defaults | None = None, fmt: st
     """Overlap rows: per point its tests and progress, the medians of the three times, and both overlap figures."""
     rows = sorted(rows, key=lambda r: (r.nprocs, r.progress, int(r.tests or 0), r.bytes_per_peer, r.algorithm,
                                        r.options))
+    flagged = any(flag(r) for r in rows)
     body = [[r.nprocs, human_bytes(r.bytes_per_peer), short_label(r, defaults), r.tests, r.progress,
              _us(r.t_pure_us), _us(r.t_overall_us), _us(r.t_compute_us), _percent(r.overlap_osu_pct),
-             _percent(r.overlap_imb_pct), _us(r.t_mean_us), r.stalls, flag(r)] for r in rows]
+             _percent(r.overlap_imb_pct), _us(r.t_mean_us), r.stalls, *([flag(r)] if flagged else [])] for r in rows]
     headers = ["nprocs", "bytes/peer", "algorithm", "tests", "progress", "pure us", "overall us", "compute us",
-               "OSU %", "IMB %", "overall avg us", "stalls", ""]
+               "OSU %", "IMB %", "overall avg us", "stalls", *(["flag"] if flagged else [])]
     return tabulate(body, headers=headers, tablefmt=fmt, disable_numparse=True,
                     colalign=("right", "right", "left", "right", "left") + ("right",) * (len(headers) - 5))
 
@@ -67,20 +69,23 @@ def _percent(value: float) -> str:
     return "" if math.isnan(value) else f"{value:.0f}"
 
 
-def explained_table(rows: list[Row], defaults: Defaults | None = None) -> str:
-    """The table (the overlap protocol's, for its rows), then why its INVALID points are invalid and what its stalls
-    say (nothing when neither)."""
+def explained_table(rows: list[Row], defaults: Defaults | None = None, errors: Path | None = None) -> str:
+    """The table (the overlap protocol's, for its rows), then why its INVALID points are invalid (where the full
+    text of their errors is: `errors`) and what its stalls say (nothing when neither)."""
     shown = overlap_table(rows, defaults) if rows and rows[0].timing == "overlap" else table(rows, defaults)
-    return "\n".join([shown, *invalid_reasons(rows), *explain(rows, defaults)])
+    return "\n".join([shown, *invalid_reasons(rows, errors), *explain(rows, defaults)])
 
 
-def invalid_reasons(rows: list[Row]) -> list[str]:
-    """One line per distinct note of the INVALID points, with how many points it covers."""
+def invalid_reasons(rows: list[Row], errors: Path | None = None) -> list[str]:
+    """One line per distinct note of the INVALID points, with how many points it covers (and, for a point that
+    failed, the log with the full text: `errors`)."""
     notes: dict[str, int] = {}
     for r in rows:
         if flag(r) == "INVALID":
             notes[r.note] = notes.get(r.note, 0) + 1
-    return [f"INVALID ({count} point{'s' if count > 1 else ''}): {note}" for note, count in notes.items()]
+    return [f"INVALID ({counted(count, 'point')}): {note}" + (f" (the full text: {errors})" if errors and
+                                                                note.startswith(FAILED) else "")
+            for note, count in notes.items()]
 
 
 def oversubscription_warning(crowded: dict[str, dict[str, int]]) -> str:
@@ -144,6 +149,7 @@ def show(directory: Path, fmt: str = "table") -> str:
     lines = [f"{directory}: {run.meta.get('status', 'unknown status')}; {library}"]
     for nprocs in sorted({r.nprocs for r in run.rows}):
         rows = [r for r in run.rows if r.nprocs == nprocs]
+        errors = directory / run.meta["errors_log"] if run.meta.get("errors_log") else None
         lines += [f"\n{nprocs} ranks (times in microseconds; ! = stalled)",
-                  explained_table(rows, run.meta.get("option_defaults"))]
+                  explained_table(rows, run.meta.get("option_defaults"), errors)]
     return "\n".join(lines)

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import signal
+import stat
 import tempfile
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
@@ -14,10 +15,12 @@ from typing import Any, Iterable
 
 from a2a.errors import BadResults
 
+OVERLAP = "overlap"  # the timing that measures how much of an exchange hides behind computation
 NATIVE = "native"  # the algorithm name of the MPI library's own MPI_Alltoall(v): every comparison's baseline
 RESULTS_CSV = "results.csv"
 SAMPLES_CSV = "samples.csv"
 META_JSON = "meta.json"
+FAILED = "failed on "  # how the note of a point that raised an exception begins (errors.log has the full text)
 
 
 @dataclass
@@ -136,9 +139,15 @@ def short_label(row: Row, defaults: Defaults | None) -> str:
 
     An algorithm missing from `defaults` (a record without them) keeps every option.
     """
-    own = (defaults or {}).get(row.algorithm, {})
-    changed = [kv for kv in row.options.split(";") if kv.partition("=")[::2] not in own.items()]
-    return label(row.algorithm, ";".join(changed))
+    return short(row.algorithm, row.options, defaults)
+
+
+def short(algorithm: str, options: str, defaults: Defaults | None) -> str:
+    """An algorithm's label without the options at their defaults: ('bruck', 'radix=2', {'bruck': {'radix': '2'}})
+    -> 'bruck'. An algorithm missing from `defaults` keeps every option."""
+    own = (defaults or {}).get(algorithm, {})
+    changed = [kv for kv in options.split(";") if kv.partition("=")[::2] not in own.items()]
+    return label(algorithm, ";".join(changed))
 
 
 def _format(value: Any) -> str:
@@ -254,7 +263,9 @@ def read_rows(directory: Path) -> list[Row]:
     """Read results.csv of a results directory."""
     path = Path(directory) / RESULTS_CSV
     if not path.is_file():
-        raise BadResults(f"{directory}: not a results directory (no {RESULTS_CSV})")
+        inside = sorted(str(p.parent) for p in Path(directory).glob(f"*/{RESULTS_CSV}"))
+        held = f"; give the records it holds instead: {' '.join(inside)}" if inside else ""
+        raise BadResults(f"{directory}: not a results directory (no {RESULTS_CSV}){held}")
     check_header(path, COLUMNS)
     with open(path, newline="") as handle:
         return [Row.from_csv(record) for record in csv.DictReader(handle)]
@@ -286,14 +297,28 @@ def read_meta(directory: Path) -> dict[str, Any]:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write a file so that readers see either the old or the new content, never a part."""
+    """Write a file so that readers see either the old or the new content, never a part; with the mode `open` would
+    give it (the old file's, else what the umask leaves of rw-rw-rw-)."""
     path = Path(path)
+    mode = stat.S_IMODE(path.stat().st_mode) if path.is_file() else 0o666 & ~umask()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, mode)
     with os.fdopen(fd, "w") as handle:
         handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
+
+
+def umask() -> int:
+    """This process's umask: as Linux tells it, else set and set back (where no other thread creates a file)."""
+    try:
+        return next(int(line.split()[1], 8) for line in Path("/proc/self/status").read_text().splitlines()
+                    if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        mask = os.umask(0o077)
+        os.umask(mask)
+        return mask
 
 
 def write_meta(directory: Path, meta: dict[str, Any]) -> None:

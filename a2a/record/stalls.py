@@ -5,7 +5,7 @@ import textwrap
 from typing import Iterable
 
 from a2a.record.results import Defaults, Row, short_label
-from a2a.units import human_bytes
+from a2a.units import counted, human_bytes
 
 WIDTH = 100
 CAUSE = ("Why 0.2 s: a TCP retransmission timeout waits at least the minimum RTO, 200 ms on Linux by "
@@ -30,8 +30,9 @@ def explain(rows: Iterable[Row], defaults: Defaults | None = None) -> list[str]:
     if with_tcp:
         timeouts = sum(r.tcp_timeouts or 0 for r in with_tcp)
         probes = sum(r.tcp_loss_probes or 0 for r in with_tcp)
-        lines.append(f"Stalls with TCP losses behind them: {len(with_tcp)} points, {timeouts} retransmission "
-                     f"timeouts and {probes} tail loss probes counted while they ran:")
+        lines.append(f"Stalls with TCP losses behind them: {counted(len(with_tcp), 'point')}, "
+                     f"{counted(timeouts, 'retransmission timeout')} and {counted(probes, 'tail loss probe')} "
+                     "counted while they ran:")
         lines += [f"  {_point(r, defaults)}: {r.stalls} of {r.iterations} iterations stalled; "
                   f"{r.tcp_timeouts or 0} timeouts, {r.tcp_loss_probes or 0} loss probes" for r in with_tcp]
         lines += textwrap.wrap(CAUSE, WIDTH) + textwrap.wrap(REMEDY, WIDTH)

@@ -13,7 +13,8 @@ import numpy as np
 
 from a2a.algos.registry import COLLECTIVES
 from a2a.errors import BadConfig
-from a2a.record.results import KEY_DEFAULTS, NATIVE
+from a2a.mpi import relaunched
+from a2a.record.results import KEY_DEFAULTS, NATIVE, OVERLAP
 from a2a.sweep.mesh import Layout, mesh_layouts
 from a2a.sweep.parsing import (
     as_list,
@@ -30,7 +31,6 @@ from a2a.sweep.variants import Variant, variants
 from a2a.sweep.workload import parse_workload
 from a2a.units import parse_size
 
-OVERLAP = "overlap"  # the timing that measures how much of an exchange hides behind computation
 TIMINGS = ("sync", "pipelined", "imb", "global", OVERLAP)
 PER_RANK_MEANS = ("pipelined", "imb")  # timings whose samples are each rank's mean time per call
 CACHES = ("warm", "cold")
@@ -49,6 +49,8 @@ DEFAULTS: dict[str, Any] = {
 }
 SIMULATION_DEFAULTS: dict[str, Any] = {**DEFAULTS, "sizes": "8,1K,64K", "nprocs": "64", "timing": SIMULATED}
 BACKEND_DEFAULTS = {"mpi": DEFAULTS, "simgrid": SIMULATION_DEFAULTS}
+# What a --config YAML file may set: every sweep option, the process counts, the memory cap and where the record goes
+CONFIG_KEYS = (*DEFAULTS, "nprocs", "max_memory", "output")
 # What --resume takes from the record instead (--timeout may change from one launch to the next)
 SWEEP_OPTIONS = tuple(k for k in (*DEFAULTS, "config", "nprocs", "max_memory") if k != "timeout")
 
@@ -200,7 +202,8 @@ def _process_counts(given: Any, layouts: list[Layout], world: int | None, defaul
     fallback = ",".join(str(m.nprocs) for m in layouts) if layouts else default or default_nprocs(world or 1)
     nprocs = parse_list(as_text(given or fallback), "process count", parse_count)
     if world is not None and (nprocs[0] < 1 or nprocs[-1] > world):
-        raise BadConfig(f"process counts {nprocs} must lie between 1 and the world size {world}")
+        alone = f"; this process runs alone (no launcher): {relaunched(nprocs[-1])}" if world == 1 else ""
+        raise BadConfig(f"process counts {nprocs} must lie between 1 and the world size {world}{alone}")
     if nprocs[0] < 1:
         raise BadConfig("process counts must be 1 or more")
     for layout in layouts:

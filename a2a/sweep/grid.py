@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from a2a.algos.facts import shown
 from a2a.record.results import KEY_DEFAULTS, Row, point_key
 from a2a.sweep.config import OVERLAP, SweepConfig
 from a2a.sweep.mesh import Layout
@@ -60,7 +61,8 @@ class Point:
         plain = (KEY_DEFAULTS["collective"], KEY_DEFAULTS["workload"])
         what = f" ({self.collective}, {self.workload})" if (self.collective, self.workload) != plain else ""
         polled = f" with {self.tests} tests, progress {self.progress}" if self.tests else ""
-        return f"{self.variant.label} at {self.bytes_per_peer} B per peer on {self.nprocs} ranks{where}{what}{polled}"
+        name = shown(self.variant.name, self.variant.options_text)
+        return f"{name} at {self.bytes_per_peer} B per peer on {self.nprocs} ranks{where}{what}{polled}"
 
 
 def points(config: SweepConfig, nprocs: int) -> list[Point]:

@@ -8,7 +8,7 @@ from typing import Any, Iterable
 from a2a.algos.plugins import load_plugin
 from a2a.errors import BadConfig
 from a2a.record.results import read_meta, read_rows
-from a2a.sweep.config import DEFAULTS, OVERLAP, PROGRESS, Chooser, SweepConfig, from_options
+from a2a.sweep.config import CONFIG_KEYS, DEFAULTS, OVERLAP, PROGRESS, Chooser, SweepConfig, from_options
 from a2a.sweep.grid import points
 from a2a.sweep.naming import fresh_record
 from a2a.sweep.parsing import as_list, as_text, choice, load_config
@@ -39,7 +39,7 @@ def refuse_with_resume(directory: Path, given: dict[str, Any], refused: Iterable
 
 def with_file(values: dict[str, Any]) -> dict[str, Any]:
     """The options given over those of the YAML sweep file they name (--config), if any."""
-    merged = load_config(Path(values["config"])) if values.get("config") else {}
+    merged = load_config(Path(values["config"]), CONFIG_KEYS) if values.get("config") else {}
     merged.update({k: v for k, v in values.items() if k != "config" and v not in (None, "", ())})
     return merged
 

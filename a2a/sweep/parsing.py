@@ -1,6 +1,7 @@
 """Option values as the command line or a YAML sweep file give them, turned into checked values."""
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 from typing import Any
@@ -77,8 +78,9 @@ def parse_assignments(items: Any, what: str) -> dict[str, dict[str, str]]:
     return options
 
 
-def load_config(path: Path) -> dict[str, Any]:
-    """Read a YAML sweep file into option values (keys as the long options, - or _)."""
+def load_config(path: Path, accepted: tuple[str, ...]) -> dict[str, Any]:
+    """Read a YAML sweep file into option values (keys as the long options, - or _); BadConfig names a key not
+    `accepted` and the closest that is."""
     import yaml
 
     try:
@@ -87,7 +89,13 @@ def load_config(path: Path) -> dict[str, Any]:
         raise BadConfig(f"cannot read config {path}: {exc}") from exc
     if not isinstance(data, dict):
         raise BadConfig(f"config {path} must be a mapping of option names to values")
-    return {str(k).replace("-", "_"): v for k, v in data.items()}
+    values = {str(k).replace("-", "_"): v for k, v in data.items()}
+    for key in values:
+        if key not in accepted:
+            close = difflib.get_close_matches(key, accepted, 1, 0.0)[0].replace("_", "-")
+            raise BadConfig(f"config {path}: unknown key {key.replace('_', '-')!r}; did you mean {close!r}? "
+                            f"accepted: {', '.join(k.replace('_', '-') for k in accepted)}")
+    return values
 
 
 def at_least_one(value: Any, what: str) -> int:

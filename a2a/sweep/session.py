@@ -17,15 +17,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from a2a.algos.facts import shown
 from a2a.algos.plugins import load_plugin
 from a2a.algos.registry import get
 from a2a.errors import BadConfig
+from a2a.mpi import launch_command
 from a2a.record import report
 from a2a.record.meta import BACKENDS, RUNNING, backend_of, launch_meta, now
 from a2a.record.results import Recorder, Row, read_meta, read_rows, read_samples, write_meta
 from a2a.sweep.config import SweepConfig
 from a2a.sweep.grid import Point, points
-from a2a.units import human_bytes
+from a2a.units import counted, human_bytes
 
 EXIT_TERMINATED = 143
 EXIT_TIMEOUT = 124
@@ -64,6 +66,12 @@ class SweepState:
         return list(dict.fromkeys(p.progress for p in self.missing if p.progress and p.progress != self.progress))
 
 
+def resume_command(backend: str, directory: Path, nprocs: int) -> str:
+    """The line that resumes the record in `directory`: a measured one needs its largest process count launched."""
+    return launch_command(nprocs if backend == "mpi" else 1, [*BACKENDS[backend].split()[1:], "--resume",
+                                                               str(directory)])
+
+
 def resume_state(directory: Path, backend: str) -> SweepState:
     """The sweep recorded in DIR/meta.json (its plug-ins loaded), refused if another backend made it."""
     meta = read_meta(directory)
@@ -71,8 +79,8 @@ def resume_state(directory: Path, backend: str) -> SweepState:
         raise BadConfig(f"{directory} has no meta.json with a sweep config; it is not a run to resume")
     made_by = backend_of(meta)
     if made_by != backend:
-        raise BadConfig(f"{directory} was made by `{BACKENDS[made_by]}`, not `{BACKENDS[backend]}`; "
-                        f"resume it with python -m {BACKENDS[made_by]} --resume {directory}")
+        raise BadConfig(f"{directory} was made by `{BACKENDS[made_by]}`, not `{BACKENDS[backend]}`; resume it with "
+                        + resume_command(made_by, directory, max(meta["config"]["nprocs"])))
     for plugin in meta.get("plugins", []):
         load_plugin(plugin)
     done = {row.key for row in read_rows(directory)} if (directory / "results.csv").exists() else set()
@@ -180,7 +188,8 @@ class Session(Observer):
                                              option_defaults(state.config), backend.facts, len(state.done),
                                              self.recorder.dropped)
         self.write()
-        self.say(f"a2a {'sweep' if backend.name == 'mpi' else 'simulation'}: {self.total} points -> {directory}")
+        what = "sweep" if backend.name == "mpi" else "simulation"
+        self.say(f"a2a {what}: {counted(self.total, 'point')} -> {directory}")
         for why in state.ended.values():
             _say(f"note: skipping {state.meta['point_in_progress']['point']}: {why}; it is recorded as skipped")
 
@@ -231,7 +240,8 @@ class Session(Observer):
             if self.output.fmt == "tpu":
                 _say(f"{title}\n" + report.tpu_table(rows, defaults), err=False)
             else:
-                _say(f"{title} ({self.backend.details})\n" + report.explained_table(rows, defaults), err=False)
+                _say(f"{title} ({self.backend.details})\n" + report.explained_table(rows, defaults, self.errors_log),
+                     err=False)
         self.crowded = {}
 
     def add(self, key: str, amount: float) -> None:
@@ -254,19 +264,24 @@ class Session(Observer):
             _say(report.as_json(self.rows), err=False)
         if not status.startswith("complete"):
             what = "sweep" if self.backend.name == "mpi" else "simulation"
-            _say(f"{what} {status} after {len(self.rows)} of {self.total} points; the record is in "
+            _say(f"{what} {status} after {len(self.rows)} of {counted(self.total, 'point')}; the record is in "
                  f"{self.directory}; finish it with: {self.resume_command}")
             return EXIT_TERMINATED
         if self.rows and not any(row.valid for row in self.rows):
             _say(f"error: {nothing_succeeded(self.rows, self.backend.name)}; the record is in {self.directory}"
-                 + (f", the full text in {self.directory / ERRORS_LOG}" if self.meta.get("errors_log") else ""))
+                 + (f", the full text in {self.errors_log}" if self.errors_log else ""))
             return EXIT_NOTHING
         self.say(f"results: {self.directory}")
         return 0
 
     @property
+    def errors_log(self) -> Path | None:
+        """The record's log of failed points' full text, once a point failed."""
+        return self.directory / ERRORS_LOG if self.meta.get("errors_log") else None
+
+    @property
     def resume_command(self) -> str:
-        return f"python -m {BACKENDS[self.backend.name]} --resume {self.directory}"
+        return resume_command(self.backend.name, self.directory, max(self.config.nprocs))
 
     def _progress(self, row: Row) -> None:
         if self.output.quiet:
@@ -276,14 +291,15 @@ class Session(Observer):
         if not tty and now_ - self.last_progress < PROGRESS_EVERY and len(self.rows) < self.total:
             return
         self.last_progress = now_
-        text = progress_text(len(self.rows), self.total, now_ - self.began,
-                             f"{row.nprocs} ranks {human_bytes(row.bytes_per_peer)} {row.label}")
+        point = f"{row.nprocs} ranks {human_bytes(row.bytes_per_peer)} {shown(row.algorithm, row.options)}"
+        text = progress_text(len(self.rows), self.total, now_ - self.began, point)
         _say(("\r" + text.ljust(100)) if tty else text, nl=not tty or len(self.rows) == self.total)
 
     def _log_error(self, row: Row, detail: str) -> None:
         """Append a failed point's full text to the record's errors log, and name the log in meta.json."""
         with open(self.directory / ERRORS_LOG, "a") as log:
-            log.write(f"== {row.label} at {row.bytes_per_peer} B per peer on {row.nprocs} ranks: {row.note}\n"
+            log.write(f"== {shown(row.algorithm, row.options)} at {row.bytes_per_peer} B per peer on {row.nprocs} "
+                      f"ranks: {row.note}\n"
                       f"{detail.rstrip()}\n\n")
         if self.meta.get("errors_log") != ERRORS_LOG:
             self.meta["errors_log"] = ERRORS_LOG
@@ -296,7 +312,8 @@ class Session(Observer):
 
     def _timed_out(self, point: Point) -> None:
         message = (f"error: {point} did not finish within --timeout {self.backend.timeout:g} s; "
-                   f"{len(self.rows)} points are in {self.directory}; resume with {self.resume_command}")
+                   f"the {counted(len(self.rows), 'point')} measured are in {self.directory}; resume with "
+                   f"{self.resume_command}")
         self._stamp(f"timeout at {point}")
         self.write()
         self.backend.abort(message, EXIT_TIMEOUT)
@@ -307,8 +324,8 @@ def nothing_succeeded(rows: list[Row], backend: str) -> str:
     notes = Counter(row.note.split("; ")[0] or "no valid sample" for row in rows)
     note, count = notes.most_common(1)[0]
     what = "measured" if backend == "mpi" else "simulated"
-    others = f"{count} of {len(rows)} points, the others for {len(notes) - 1} other reasons" if len(notes) > 1 else \
-        f"all {len(rows)} points"
+    others = f"{count} of {counted(len(rows), 'point')}, the others for {counted(len(notes) - 1, 'other reason')}" \
+        if len(notes) > 1 else "the only point" if len(rows) == 1 else f"all {len(rows)} points"
     return f"{NOTHING.format(what)}: {note} ({others})"
 
 

@@ -1,15 +1,21 @@
 """`bench run` as one call: the sweep measured from its options, then on rank 0 what it decides, in short."""
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
+from a2a.algos.facts import shown
+from a2a.algos.registry import candidates
 from a2a.analysis.decide import decide, summary
+from a2a.analysis.export.formats import export_lines
 from a2a.errors import A2AError
 from a2a.measure.driver import measure_sweep, resume_measured, set_thread_level
 from a2a.measure.environment import ask_for_progress_thread, node_memory_share, progress_thread_running
-from a2a.mpi import world
-from a2a.sweep.config import OVERLAP, SWEEP_OPTIONS, SweepConfig, check_sizes
+from a2a.mpi import tune_launcher, world
+from a2a.record.decision import varying
+from a2a.record.results import read_meta
+from a2a.sweep.config import DEFAULTS, OVERLAP, SWEEP_OPTIONS, SweepConfig, check_sizes
 from a2a.sweep.launch import fresh_sweep, launch_progress, refuse_with_resume
 from a2a.sweep.parsing import parse_dtype
 from a2a.sweep.session import Output, StopRequest, SweepState
@@ -31,7 +37,7 @@ def measured(values: dict[str, Any], output: Output) -> int:
     state.progress = progress
     code = measure_sweep(comm, directory, state, output, stop, float(values.get("timeout") or state.config.timeout))
     if code == 0 and comm.rank == 0 and output.fmt in ("table", "tpu") and not output.quiet:
-        print(decision_summary(directory, state.config), flush=True)
+        print(decision_summary(directory, state), flush=True)
     return code
 
 
@@ -47,17 +53,45 @@ def _sweep(comm: Any, values: dict[str, Any]) -> tuple[Path, SweepState]:
     return directory, state
 
 
-def decision_summary(directory: Path, config: SweepConfig) -> str:
-    """What the record decides, in short, and the commands that go on from it."""
+def decision_summary(directory: Path, state: SweepState) -> str:
+    """What the record decides, in short, and the commands that go on from it (each runs as printed)."""
     try:
-        lines = summary(decide([directory]))
+        document = decide([directory])
     except A2AError as nothing:  # no valid point to decide from
         return f"\nno decision: {nothing}"
-    grid = f"--nprocs {','.join(map(str, config.nprocs))} --sizes {','.join(map(human_bytes, config.sizes))}"
-    if config.timing == OVERLAP:
-        grid += f" --collective i{config.collective} --tests {max(config.tests)}"
     return "\n".join([f"\nDecision (by the mean; `python -m bench decide {directory}` has the full table):",
-                      *(f"  {line}" for line in lines),
-                      f"next: python -m bench tune {grid}   (sweeps, exports for this MPI library, verifies it there)",
-                      f"  or: python -m bench decide {directory} -o decision.json; "
-                      "python -m bench export decision.json --format ompi|mpich|intel"])
+                      *(f"  {line}" for line in summary(document)), *next_steps(directory, state, document)])
+
+
+def next_steps(directory: Path, state: SweepState, document: dict[str, Any]) -> list[str]:
+    """`bench tune` on this sweep's grid, launched as it was (where tune repeats such a sweep), or decide then export
+    for this MPI library (a file serves one value of each context column: the last one's here)."""
+    config = state.config
+    table = Path(directory) / "decision.json"
+    one = [f"--where={c}={document['tables'][-1][c]}" for c in varying(document["tables"])[0] if c != "nprocs"]
+    by_hand = [shlex.join(["python", "-m", "bench", "decide", str(directory), *one, "-o", str(table)]),
+               *export_lines(table, read_meta(directory).get("mpi_library") or "")]
+    why_not = tune_refuses(config)
+    if why_not:
+        return [f"next (bench tune does not repeat {why_not}):", *(f"  {line}" for line in by_hand)]
+    names = [shown(v.name, v.options_text) for v in config.variants]
+    tune = ["python", "-m", "bench", "tune", "--nprocs", ",".join(map(str, config.nprocs)),
+            "--sizes", ",".join(map(human_bytes, config.sizes)),
+            *(["--algorithms", ",".join(names)] if sorted(names) != sorted(candidates(config.collective)) else []),
+            *(f"--plugin={p}" for p in state.plugins)]
+    if config.timing == OVERLAP:
+        tune += ["--collective", f"i{config.collective}", "--tests", str(max(config.tests))]
+    return ["next, to sweep again, export for this MPI library and verify it there:",
+            "  " + " ".join(filter(None, [shlex.join(tune), tune_launcher()])),
+            "or by hand:", *(f"  {line}" for line in by_hand)]
+
+
+def tune_refuses(config: SweepConfig) -> str:
+    """What of this sweep `bench tune` does not repeat ('' when it does all of it)."""
+    if max(config.nprocs) < 2:
+        return "a sweep of one rank"
+    differs = [f"--{k} {getattr(config, k)}" for k in ("collective", "workload", "cache")
+               if getattr(config, k) != DEFAULTS[k]]
+    differs += [f"--timing {config.timing}"] if config.timing not in (DEFAULTS["timing"], OVERLAP) else []
+    differs += ["--mesh"] if config.layouts else []
+    return ", ".join(differs)

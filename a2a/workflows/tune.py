@@ -33,10 +33,11 @@ from typing import Any
 
 from tabulate import tabulate
 
+from a2a.algos.facts import library_own_options, shown
 from a2a.algos.plugins import load_plugin
 from a2a.analysis.compare import compare
 from a2a.analysis.decide import decide, summary, unstable, winners_by_launch
-from a2a.analysis.export.common import Exported
+from a2a.analysis.export.common import Exported, library_only
 from a2a.analysis.export.formats import export
 from a2a.analysis.revert import back_to_native, revert_slower
 from a2a.errors import BadConfig, HarnessError
@@ -44,12 +45,12 @@ from a2a.measure.environment import TUNING_PREFIXES
 from a2a.mpi import clean_launcher_env, launcher_flags, launcher_library, launcher_size, mpi_tool
 from a2a.record.decision import write_decision
 from a2a.record.meta import now, software
-from a2a.record.results import NATIVE, read_meta, write_meta
+from a2a.record.results import NATIVE, OVERLAP, read_meta, write_meta
 from a2a.sweep.config import from_options
 from a2a.sweep.naming import named
 from a2a.sweep.parsing import parse_counts
 from a2a.sweep.session import EXIT_NOTHING, NOTHING
-from a2a.units import human_bytes
+from a2a.units import counted, human_bytes
 
 FORMATS = {"MPICH": ("mpich", "json"), "Open MPI": ("ompi", "rules")}  # library -> (export format, file suffix)
 COLLECTIVES = ("alltoall", "ialltoall")  # what a tune may tune
@@ -102,7 +103,7 @@ class TuneConfig:
     @property
     def library_call(self) -> str:
         """The variant that is the library's own call being tuned: native, or its non-blocking form."""
-        return f"{NATIVE}:form=nonblocking" if self.nonblocking else NATIVE
+        return shown(NATIVE, library_own_options(OVERLAP if self.nonblocking else ""))
 
 
 TUNE_DEFAULTS = {**GRID, **{f.name: f.default for f in fields(TuneConfig) if f.default is not MISSING}}
@@ -381,17 +382,12 @@ class Made:
         return self.exported.environment(self.path)
 
 
-def library_only(document: dict[str, Any]) -> bool:
-    """Whether a decision leaves every size range of every process count to the library (native)."""
-    return all(row["algorithm"] == NATIVE for table in document["tables"] for row in table["ranges"])
-
-
 def gains_table(rows: list[dict[str, Any]], alpha: float) -> str:
     """Per process count and size: without, with, their ratio, p and what it says."""
     body = [[row["nprocs"], human_bytes(row["bytes_per_peer"]), f"{row['baseline_us']:,.1f}",
              f"{row['tuned_us']:,.1f}", f"{row['ratio']:.2f}", "-" if row["p"] is None else f"{row['p']:.3f}",
              _verdict(row, alpha)] for row in rows]
-    return tabulate(body, headers=["nprocs", "bytes/peer", "default us", "tuned us", "tuned/default", "p", ""],
+    return tabulate(body, headers=["nprocs", "bytes/peer", "default us", "tuned us", "tuned/default", "p", "verdict"],
                     disable_numparse=True)
 
 
@@ -410,8 +406,9 @@ def faster_and_none_slower(rows: list[dict[str, Any]], alpha: float) -> bool:
 def verdict(rows: list[dict[str, Any]], alpha: float, reverted: bool) -> str:
     """In one line: where the file made the library faster, and slower."""
     faster, slower = significant(rows, alpha)
-    text = (f"faster at {len(faster)} of {len(rows)} points (down to {min(r['ratio'] for r in faster):.2f} of the "
-            "time)" if faster else f"no point significantly faster (alpha {alpha})")
+    text = (f"faster at {len(faster)} of {counted(len(rows), 'point')} (down to "
+            f"{min(r['ratio'] for r in faster):.2f} of the time)" if faster else
+            f"no point significantly faster (alpha {alpha})")
     if slower:
         text += f"; SLOWER at {len(slower)}" + ("" if reverted else ": --revert-slower leaves them to the library")
     return text

@@ -12,11 +12,11 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from a2a.algos.facts import twin
+from a2a.algos.facts import library_own, shown, twin
 from a2a.algos.registry import with_defaults
 from a2a.errors import BadInput
 from a2a.record.decision import lower_bounds, parse_options
-from a2a.record.results import KEY_DEFAULTS, NATIVE, label
+from a2a.record.results import KEY_DEFAULTS, NATIVE
 
 Counterpart = Callable[[str, dict[str, str], int], Hashable | None]  # (algorithm, options, nprocs) -> target
 
@@ -35,10 +35,12 @@ class Exported:
     warnings: list[str] = field(default_factory=list)
     note: str = ""  # how else to apply it, or what the variables also change
 
-    def apply(self, path: str) -> str:
-        """The shell line that applies the file at `path` (and the note, if any)."""
-        variables = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.environment(path).items())
-        return f"export {variables}" + (f"\n  {self.note.format(path=path)}" if self.note else "")
+    def apply(self, path: str | None) -> str:
+        """The shell line that applies the file at `path` (and the note, if any); None: a file not written, whose
+        variables do not name it (the note that needs its path left out)."""
+        variables = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.environment(path or "").items())
+        note = self.note if path is not None or "{path}" not in self.note else ""
+        return f"export {variables}" + (f"\n  {note.format(path=path)}" if note else "")
 
 
 @dataclass(frozen=True)
@@ -119,13 +121,13 @@ def _target(cell: dict[str, Any], nprocs: int, counterpart: Counterpart, library
     if found is not None:
         return found
     where = f"{nprocs} ranks, {cell['bytes_per_peer']} B/peer"
-    chosen = label(cell["algorithm"], cell["options"])
+    chosen = shown(cell["algorithm"], cell["options"])
     for candidate in cell["candidates"]:
         options = with_defaults(candidate["algorithm"], parse_options(candidate["options"]))
         found = counterpart(candidate["algorithm"], options, nprocs)
         if found is not None:
             cost = candidate["value_us"] / cell["value_us"] - 1 if cell["value_us"] > 0 else 0.0
-            substitute = label(candidate["algorithm"], candidate["options"])
+            substitute = shown(candidate["algorithm"], candidate["options"])
             warnings.append(f"{where}: {chosen} has no {library} counterpart; using {substitute} "
                             f"instead, {cost * 100:+.1f}% ({candidate['value_us']:.1f} us vs "
                             f"{cell['value_us']:.1f} us)")
@@ -133,6 +135,12 @@ def _target(cell: dict[str, Any], nprocs: int, counterpart: Counterpart, library
     warnings.append(f"{where}: no measured algorithm has a {library} counterpart; "
                     f"leaving it to {library}'s default")
     return counterpart(NATIVE, {}, nprocs)
+
+
+def library_only(document: dict[str, Any]) -> bool:
+    """Whether a decision leaves every size range of every process count to the library's own all-to-all."""
+    return all(library_own(row["algorithm"], row["options"], table.get("timing", "")) for table in document["tables"]
+               for row in table["ranges"])
 
 
 def _segments(targets: list[tuple[int, Hashable]]) -> list[Segment]:

@@ -1,21 +1,36 @@
 """The tuning-file formats, and a decision table exported in one of them."""
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from a2a.analysis.export import intel, mpich, ompi, ompi_json
-from a2a.analysis.export.common import Exported
+from a2a.analysis.export.common import Exported, library_only
 from a2a.errors import BadInput
 from a2a.record.decision import read_decision
 from a2a.record.results import write_atomic
+
+UNWRITTEN = "\0"  # the path of a file not written: variables that name it cannot be given
 
 
 def formats() -> dict[str, Callable[..., Exported]]:
     """Format name -> exporter."""
     return {"ompi": ompi.export, "ompi-json": ompi_json.export, "mpich": mpich.export,
             "intel": intel.export}
+
+
+# The format of each library's tuning file, by what MPI_Get_library_version says (Intel MPI's also names MPICH)
+LIBRARY_FORMATS = {"Intel": ("intel", "env"), "Open MPI": ("ompi", "rules"), "MPICH": ("mpich", "json")}
+
+
+def export_lines(table: Path, library: str) -> list[str]:
+    """The `bench export` lines for the library a record was measured with (one per format when it is unknown), each
+    writing its file beside the table."""
+    known = [f for name, f in LIBRARY_FORMATS.items() if name in library][:1] or list(LIBRARY_FORMATS.values())
+    return [shlex.join(["python", "-m", "bench", "export", str(table), "--format", fmt, "-o",
+                        str(table.parent / f"tuned.{suffix}")]) for fmt, suffix in known]
 
 
 def export(decision: Path | str, fmt: str, output: Path | None = None, **options: Any) -> Exported:
@@ -41,8 +56,15 @@ def export_report(decision: Path | str, fmt: str, output: Path | None, libmpi: s
         raise BadInput("--env needs --output FILE")
     exported = export(decision, fmt, output, **({"libmpi": libmpi} if libmpi else {}))
     said = [f"warning: {warning}" for warning in exported.warnings]
+    if library_only(read_decision(decision)):
+        said.append("nothing to apply: the table leaves every size to the library's own choice (native); the file "
+                    "only says so")
+        return "" if env_only else f"wrote {output}" if output else exported.text.rstrip("\n"), said
     if env_only:
         return "\n".join(f"{k}={v}" for k, v in exported.environment(str(Path(output).resolve())).items()), said
     if output:
         return f"wrote {output}; apply it with:\n  {exported.apply(str(Path(output).resolve()))}", said
-    return exported.text.rstrip("\n"), [*said, f"apply it with:\n  {exported.apply('FILE')}"]
+    if any(UNWRITTEN in value for value in exported.environment(UNWRITTEN).values()):
+        return exported.text.rstrip("\n"), [*said, "to apply it, write it to a file: add --output FILE (then the "
+                                                    "lines that apply it are printed)"]
+    return exported.text.rstrip("\n"), [*said, f"apply it with:\n  {exported.apply(None)}"]

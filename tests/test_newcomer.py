@@ -1,0 +1,261 @@
+"""A newcomer's path: config files checked against the options, files others can read, hints that run as printed,
+and docs in step with the code."""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import stat
+from dataclasses import replace
+from pathlib import Path
+
+import click
+import pytest
+import yaml
+from decide_fixtures import record, row_for, samples_around
+from support import ROOT, bench_here, is_mpich, python
+
+from a2a.algos.facts import library_own, shown
+from a2a.analysis import decide
+from a2a.analysis.export.formats import export_report
+from a2a.errors import BadResults
+from a2a.record import report
+from a2a.record.decision import write_decision
+from a2a.record.results import COLUMNS, read_meta, write_atomic, write_meta
+from a2a.sweep import naming
+from a2a.sweep.config import CONFIG_KEYS, DEFAULTS, SweepConfig, from_options
+from a2a.sweep.mesh import mesh_layouts
+from a2a.sweep.parsing import load_config
+from a2a.sweep.session import StopRequest, SweepState, resume_command
+from a2a.workflows.run import next_steps
+from bench.cli import main
+
+EXAMPLE = ROOT / "examples" / "sweep.yaml"
+
+
+@pytest.fixture
+def no_signal_handlers(monkeypatch):
+    """`bench run` in this process leaves pytest's signal handlers alone."""
+    monkeypatch.setattr(StopRequest, "install", lambda self: None)
+
+
+def test_a_misspelt_config_key_is_refused_in_one_line_naming_the_closest(tmp_path, capsys, no_signal_handlers):
+    config = tmp_path / "sweep.yaml"
+    config.write_text("algorithm: native\nsizes: 8\n")
+    code, out, err = bench_here(capsys, "run", "--config", str(config), "--output", str(tmp_path / "run"))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "unknown key 'algorithm'; did you mean 'algorithms'?" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_example_config_names_every_key_at_its_default():
+    assert [k.replace("-", "_") for k in yaml.safe_load(EXAMPLE.read_text())] == list(CONFIG_KEYS)
+    assert from_options(load_config(EXAMPLE, CONFIG_KEYS), world=4, memory=1 << 20) == \
+        from_options({}, world=4, memory=1 << 20)
+
+
+def test_usage_lists_every_config_key():
+    section = (ROOT / "docs" / "usage.md").read_text().split("**A config file.**")[1].split("\n\n")[0]
+    assert re.findall(r"`([a-z][a-z-]*)`", section) == [k.replace("_", "-") for k in CONFIG_KEYS]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_files_written_atomically_get_the_mode_open_would_give(tmp_path, umask):
+    previous = os.umask(umask)
+    try:
+        write_meta(tmp_path, {"status": "complete"})
+        write_decision({"schema": "a2a-decision/1", "tables": []}, tmp_path / "decision.json")
+        (tmp_path / "kept.json").write_text("{}")
+        (tmp_path / "kept.json").chmod(0o640)
+        write_atomic(tmp_path / "kept.json", "{}\n")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "meta.json").stat().st_mode) == 0o666 & ~umask
+    assert stat.S_IMODE((tmp_path / "decision.json").stat().st_mode) == 0o666 & ~umask
+    assert stat.S_IMODE((tmp_path / "kept.json").stat().st_mode) == 0o640  # an existing file keeps its mode
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def hints(directory: Path, **changed) -> list[str]:
+    """The commands `bench run` suggests after sweeping `directory` (its config `changed`)."""
+    meta = read_meta(directory)
+    state = SweepState(replace(SweepConfig.from_dict(meta["config"]), **changed), meta.get("plugins", []))
+    lines = next_steps(directory, state, decide.decide([directory]))
+    assert all("|" not in line for line in lines), lines  # alternatives go on lines of their own
+    return [line.strip() for line in lines if line.startswith("  ")]
+
+
+def test_the_hints_after_a_sweep_run_as_printed(small_sweep, tmp_path, capsys, monkeypatch):
+    record = shutil.copytree(small_sweep, tmp_path / "run")
+    tune, decide, export = hints(record)
+    assert shlex.split(tune)[:7] == ["python", "-m", "bench", "tune", "--nprocs", "2", "--sizes"]
+    main.commands["tune"].make_context("tune", shlex.split(tune)[4:])  # every option one `bench tune` takes
+    for line in (decide, export):
+        code, out, err = bench_here(capsys, *shlex.split(line)[3:])
+        assert code == 0, err
+    assert "nothing to apply" in err and (record / "decision.json").is_file()  # native won: the library's choice
+    assert f"--format mpich -o {record / 'tuned.json'}" in export or "--format ompi" in export
+    monkeypatch.setenv("SLURM_STEP_ID", "0")
+    assert shlex.split(hints(record)[0])[-2:] == ["--launcher", "srun"]  # launched as the sweep was
+    monkeypatch.setenv("A2A_TOPOLOGY", "switch")
+    assert hints(record)[0].endswith(' --launcher "$(python -m bench cluster launcher)"')
+
+
+def test_a_plug_in_goes_with_the_tune_and_a_mesh_sweep_is_left_to_decide(small_sweep):
+    plugin = str(ROOT / "tests" / "plugins" / "flip.py")
+    meta = read_meta(small_sweep)
+    state = SweepState(SweepConfig.from_dict(meta["config"]), [plugin])
+    document = decide.decide([small_sweep])
+    assert f"--plugin={plugin}" in shlex.split(next_steps(small_sweep, state, document)[1])
+    config = SweepConfig.from_dict(meta["config"])
+    meshed = replace(config, layouts=mesh_layouts("1x2", []))
+    lines = next_steps(small_sweep, SweepState(meshed, []), document)
+    assert lines[0] == "next (bench tune does not repeat --mesh):" and "bench tune" not in "".join(lines[1:])
+    two = {"tables": [{**document["tables"][0], "groups": "1x2"}, {**document["tables"][0], "groups": "2x1"}]}
+    assert "--where=groups=2x1" in shlex.split(next_steps(small_sweep, SweepState(meshed, []), two)[1])  # an export
+    # serves one value of a context column
+
+
+def test_a_launch_without_mpirun_says_how_to_launch_it(small_sweep, tmp_path):
+    fresh = python("-m", "bench", "run", "--nprocs", "2", "--sizes", "8", "--output", str(tmp_path / "fresh"))
+    assert fresh.returncode == 2 and fresh.stderr.count("\n") == 1, fresh.stderr
+    assert fresh.stderr.rstrip().endswith("this process runs alone (no launcher): "
+                                          "mpirun -n 2 python -m bench run --nprocs 2 --sizes 8 --output "
+                                          f"{tmp_path / 'fresh'}")
+    record = shutil.copytree(small_sweep, tmp_path / "run")
+    resumed = python("-m", "bench", "run", "--resume", str(record))
+    assert resumed.returncode == 2 and resumed.stderr.count("\n") == 1, resumed.stderr
+    assert resumed.stderr.rstrip().endswith(f"resume it with mpirun -n 2 python -m bench run --resume {record}")
+    assert resume_command("mpi", record, 4) == f"mpirun -n 4 python -m bench run --resume {record}"
+    assert resume_command("simgrid", record, 64) == f"python -m bench simulate --resume {record}"
+
+
+def test_tables_head_every_column_and_show_only_the_context_that_varies(tmp_path):
+    seconds = samples_around(20.0)
+    good = row_for(2, 8, "native", "form=blocking", "float32", 4, seconds)
+    headers = report.table([good]).splitlines()[0].split("  ")
+    assert headers[-1].strip() == "stalls"  # no flag column, so no column without a header
+    bad = replace(good, algorithm="pairwise", options="schedule=shift", valid=False, note="failed on ranks 0-1: X")
+    lines = report.explained_table([good, bad], errors=tmp_path / "errors.log").splitlines()
+    assert lines[0].split()[-1] == "flag" and lines[-1].endswith(f"(the full text: {tmp_path / 'errors.log'})")
+    document = decide.decide([record(tmp_path / "run", {(2, 8): {("native", "form=blocking"): 30}})])
+    assert decide.render(document).splitlines()[0].split() == [
+        "nprocs", "range", "(B/peer)", "measured", "algorithm", "mean", "us", "runner-up", "by", "vs", "native"]
+
+
+def test_exports_to_stdout_and_of_the_library_alone_offer_nothing_that_does_not_run(tmp_path):
+    run = record(tmp_path / "run", {(2, 8): {("native", "form=blocking"): 30, ("pairwise", "schedule=shift"): 10}})
+    write_decision(decide.decide([run]), tmp_path / "d.json")
+    _, said = export_report(tmp_path / "d.json", "intel", None)
+    assert said == ["apply it with:\n  export I_MPI_ADJUST_ALLTOALL=3:0-2147483647@2-2147483647"]  # no '. FILE'
+    _, said = export_report(tmp_path / "d.json", "ompi", None)
+    assert said[-1].startswith("to apply it, write it to a file: add --output FILE") and "export" not in said[-1]
+    native = record(tmp_path / "native", {(2, 8): {("native", "form=blocking"): 10,
+                                                   ("pairwise", "schedule=shift"): 30}})
+    write_decision(decide.decide([native]), tmp_path / "native.json")
+    text, said = export_report(tmp_path / "native.json", "ompi", tmp_path / "rules")
+    assert text == f"wrote {tmp_path / 'rules'}" and "apply it" not in " ".join(said) and "nothing to apply" in said[-1]
+
+
+def test_a_directory_that_holds_records_names_them(tmp_path):
+    for name in ("sweep-1", "sweep-2"):
+        record(tmp_path / "tune" / name, {(2, 8): {("native", "form=blocking"): 30}})
+    with pytest.raises(BadResults, match=f"give the records it holds instead: {tmp_path}/tune/sweep-1 "
+                                         f"{tmp_path}/tune/sweep-2$"):
+        decide.decide([tmp_path / "tune"])
+
+
+def test_usage_lists_every_column_of_results_csv_in_order():
+    text = (ROOT / "docs" / "usage.md").read_text()
+    paragraph = text[text.index("Columns of\n`results.csv`"):].split("\n\n")[0]
+    assert re.findall(r"`([a-z][A-Za-z0-9_]*)`", paragraph) == COLUMNS
+
+
+def test_usage_documents_every_option_of_bench_run_with_its_default():
+    rows = [line for line in (ROOT / "docs" / "usage.md").read_text().splitlines() if line.startswith("| `--")]
+    documented = {option: row for row in rows for option in re.findall(r"--[a-z-]+", row.split(" | ")[0])}
+    run = main.commands["run"]
+    assert set(documented) == {o for p in run.params for o in p.opts + p.secondary_opts if o.startswith("--")}
+    for key, default in DEFAULTS.items():
+        if default not in ("", (), True):  # no value to state: nothing, an empty list, the flag on
+            said = f"{default:g}" if isinstance(default, float) else str(default)
+            row = documented[f"--{key.replace('_', '-')}"].replace("`", "")
+            assert re.search(rf"[ (]{re.escape(said)}[):,;]", row), (key, said, row)  # e.g. '(25)', '(0: ...'
+
+
+PAGES = ("README.md", "docs/usage.md", "docs/decide.md", "docs/overlap.md", "docs/library.md")
+LAUNCHERS = ("python", "mpirun", ".venv/bin/mpirun", ".venv/bin/python")
+
+
+def documented() -> list[tuple[str, bool, list[str]]]:
+    """Every `python -m bench` line in the pages' code blocks: (page, whether it is a command to type rather than one
+    an output excerpt suggests (indented), its words after `bench`)."""
+    found = []
+    for page in PAGES:
+        language = None  # outside a code block
+        for line in re.sub(r"\\\n\s*", "", (ROOT / page).read_text()).splitlines():  # continued lines joined
+            if line.startswith("```"):
+                language = line[3:].strip() if language is None else None
+                continue
+            words = line.removeprefix("$ ").split()
+            if language not in ("", "sh") or not words or words[0] not in LAUNCHERS or "bench" not in words:
+                continue
+            words = shlex.split(line.removeprefix("$ "), comments=True)
+            found.append((page, not line[:1].isspace(), words[words.index("bench") + 1:]))
+    return found
+
+
+def command_of(words: list[str]) -> tuple[click.Command, str, list[str]]:
+    """The `bench` (sub)command the words name, its name and its own arguments (no subcommand: `run`)."""
+    command, name = main, "bench"
+    while isinstance(command, click.Group) and words and words[0] in command.commands:
+        command, name, words = command.commands[words[0]], words[0], words[1:]
+    return (main.commands["run"], "run", words) if command is main else (command, name, words)
+
+
+@pytest.mark.parametrize("page, typed, words", documented(), ids=lambda v: v if isinstance(v, str) else None)
+def test_every_documented_command_names_options_its_command_takes(page, typed, words):
+    for part in [words, *([words[words.index("--") + 1:]] if "--" in words else [])]:  # cluster run -- ARGS
+        command, name, args = command_of(part)
+        try:
+            command.make_context(name, args)  # click refuses an option the command lacks, or a bad value
+        except click.BadParameter as refused:
+            assert "does not exist" in str(refused)  # a record an earlier command of the page makes
+
+
+SKIPPED = ("tune", "cluster", "simulate")  # they launch jobs of their own, need root, or take minutes
+
+
+@pytest.mark.skipif(not is_mpich(), reason="needs MPICH: decide.md exports for MPICH")
+def test_the_documented_commands_run_as_written_on_one_rank(tmp_path, monkeypatch, capsys, no_signal_handlers):
+    """Every command the pages give to type, in their order, run here on this one rank with one iteration a point
+    (what needs more ranks, root or minutes is left out)."""
+    (tmp_path / "examples").symlink_to(ROOT / "examples")  # the plug-in the page loads is the one other tests load
+    monkeypatch.chdir(tmp_path)
+    stamps = iter(range(1000))  # records named by the second: launches here come faster than one a second
+    monkeypatch.setattr(naming, "utc_stamp", lambda: f"20260101T0000{next(stamps):02d}Z")
+    ran = []
+    for page, typed, words in documented():
+        command, name, args = command_of(words)
+        if not typed or words[:1] and words[0] in SKIPPED or "cl_sync" in words or "--mesh" in words:
+            continue
+        shrunk = [*words, "--sizes", "8", "--iterations", "1"] if name == "run" else words  # the last one counts
+        code, out, err = bench_here(capsys, *shrunk)
+        assert code == 0, (page, words, err)
+        assert name != "run" or not re.search(r"form=blocking|radix=2\b|window=0\b", out), out  # no defaults
+        ran.append(" ".join(words))
+    assert len(ran) >= 12, ran
+
+
+def test_labels_leave_options_at_their_defaults_out():
+    assert [shown(*pair) for pair in [("native", "form=blocking"), ("linear_sync", "window=0"), ("bruck", "radix=2"),
+                                      ("bruck", "radix=4"), ("native", "form=nonblocking"), ("mine", "depth=3")]] == [
+        "native", "linear_sync", "bruck", "bruck:radix=4", "native:form=nonblocking", "mine:depth=3"]
+    assert library_own("native", "form=blocking") and library_own("native", "")
+    assert not library_own("native", "form=persistent") and not library_own("linear", "")
+    # the overlap protocol starts an exchange: the library's own is MPI_Ialltoall, native's non-blocking form
+    assert library_own("native", "form=nonblocking", "overlap") and not library_own("native", "", "overlap")
+    ranked = [("pairwise", "schedule=shift", 10.0), ("native", "form=nonblocking", 30.0)]
+    assert decide.decision_cell(8, ranked, timing="overlap")["speedup_vs_native"] == 3.0
+    assert decide.decision_cell(8, ranked)["speedup_vs_native"] is None  # no blocking native measured
