@@ -182,9 +182,10 @@ def test_the_whole_grid_is_checked_before_the_first_launch(tmp_path, args, messa
 
 
 def test_a_table_of_native_only_leaves_the_library_alone():
-    ranges = [{"algorithm": "native", "options": {}}, {"algorithm": "native", "options": {}}]
+    ranges = [{"algorithm": "native", "options": ""}, {"algorithm": "native", "options": "form=blocking"}]
     assert library_only({"tables": [{"ranges": ranges}, {"ranges": ranges[:1]}]})
-    assert not library_only({"tables": [{"ranges": ranges}, {"ranges": [{"algorithm": "pairwise"}]}]})
+    assert not library_only({"tables": [{"ranges": ranges}, {"ranges": [{"algorithm": "pairwise", "options": ""}]}]})
+    assert not library_only({"tables": [{"ranges": [{"algorithm": "native", "options": "form=persistent"}]}]})
 
 
 def test_only_libraries_it_can_verify_are_tuned():
