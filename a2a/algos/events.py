@@ -312,5 +312,8 @@ class RankLog:
     def blocked(self, ident: int) -> None:
         """Request `ident` was a blocking Send or Recv: complete before the call returned."""
 
+    def raced(self) -> None:
+        """The rank waits for whichever of several requests completes first (Waitany)."""
+
     def collected(self, members: tuple[int, ...], sent: list, received: list) -> None:
         """A collective among `members` (world ranks): the bytes sent to and received from each (None: nothing)."""

@@ -52,6 +52,7 @@ class Plan:
     note: str = ""  # what the row should say about this plan (the factory's Prepared.note)
     progression: Progression | None = None  # the non-blocking form, once prepared
     _progressive: Callable[[], Progression] | None = field(default=None, repr=False)
+    executor: str = "python"  # what runs it: "c" where the C executor runs its schedule (a2a.algos.executor)
 
     def __call__(self) -> None:
         if self.progression is not None and self.progression.active:
@@ -167,7 +168,7 @@ def _in_c(private: Any, algorithm: Any, kind: Any, resolved: dict[str, Any], opt
     run = _after(staging, made.run)
     progressive = partial(Progression, run, None, request=_after(staging, made.start))
     return Plan(algorithm, resolved, run, made.free, private, "", progressive() if nonblocking else None,
-                progressive)
+                progressive, executor="c")
 
 
 def _progression(name: str, factory: Callable[..., Any], comm: Any, send: Any, recv: Any, options: dict[str, Any],

@@ -71,6 +71,8 @@ class Request:
         live = [i for i, q in enumerate(requests) if q.active and q.ident is not None]
         if not live:
             return UNDEFINED
+        if len(live) > 1:
+            requests[live[0]].log.raced()
         while True:
             ready = next((i for i in live if requests[i]._ready()), None)
             if ready is not None:

@@ -47,6 +47,7 @@ class Recorder(RankLog):
         super().__init__()
         self.steps: list[tuple] = []  # ("isend"|"irecv", peer, ident) | ("wait", idents) | ("coll", members, ...)
         self.bytes: dict[int, bytes] = {}
+        self.racing = False
 
     def add(self, event: Any) -> None:
         if not self.recording:
@@ -67,6 +68,9 @@ class Recorder(RankLog):
     def blocked(self, ident: int) -> None:
         if self.recording:
             self.steps.append(("wait", (ident,)))
+
+    def raced(self) -> None:
+        self.racing = self.racing or self.recording
 
     def collected(self, members: tuple[int, ...], sent: list, received: list) -> None:
         if self.recording:
@@ -214,6 +218,9 @@ class _Follower:
 
     def program(self) -> Program:
         log = self.log
+        if log.racing:
+            raise NotExact(f"rank {self.rank} waits for whichever of several requests completes first (Waitany): "
+                           "what it posts next follows the network's order, not a fixed schedule")
         for step in log.steps:
             if step[0] in ("isend", "irecv"):
                 kind, peer, ident = step
