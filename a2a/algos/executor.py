@@ -183,3 +183,11 @@ def executed(comm: Any, algorithm: Any, collective: str, options: dict[str, Any]
             lib.a2ax_schedule_free(schedule)
         raise ExecutorUnavailable(problems[0])
     return Executed(lib, comm, schedule, send, recv)
+
+
+def executor_facts(comm: Any) -> dict[str, Any]:
+    """What meta.json says of the C executor on this job (collective): the library executor=c runs, or why none."""
+    try:
+        return {"library": executor_library(comm)._name, "runs": "c where an algorithm's schedule is exact data"}
+    except ExecutorUnavailable as missing:
+        return {"library": None, "runs": "python (executor=c falls back)", "why": str(missing)}
