@@ -245,4 +245,5 @@ def test_a_c_program_runs_a_schedule_file_without_python(tmp_path: Path):
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
     done = run(bad)
     assert done.returncode != 0 and done.stdout == "", done.stdout
-    assert done.stderr.count("\n") == 1 and ("checksum" in done.stderr or "truncated" in done.stderr), done.stderr
+    said = [line for line in done.stderr.splitlines() if "schedule file" in line]  # Open MPI's launcher adds its own
+    assert len(said) == 1 and ("checksum" in said[0] or "truncated" in said[0]), done.stderr
