@@ -114,10 +114,10 @@ def parsed(lib: ctypes.CDLL, text: str) -> ctypes.c_void_p:
 class Executed:
     """A plan of the C executor: run() one exchange; start() returns this, whose Test() and Wait() drive it."""
 
-    def __init__(self, lib: ctypes.CDLL, comm: Any, schedule: ctypes.c_void_p, send: Any, recv: Any):
+    def __init__(self, lib: ctypes.CDLL, comm: Any, schedule: ctypes.c_void_p, send: Any, recv: Any, note: str = ""):
         from mpi4py import MPI
 
-        self.lib, self.schedule, self.held = lib, schedule, (send, recv)
+        self.lib, self.schedule, self.held, self.note = lib, schedule, (send, recv), note
         sides = [self._side(side, comm.size) for side in (send, recv)]
         block = -1 if isinstance(recv, VBuffer) else recv.nbytes // comm.size
         self.plan, error = ctypes.c_void_p(), ctypes.create_string_buffer(512)
@@ -129,9 +129,9 @@ class Executed:
             lib.a2ax_schedule_free(schedule)
             raise ExecutorUnavailable(error.value.decode())
         self.done = ctypes.c_int()
-        self.run, self._test, self._wait = (functools.partial(f, self.plan) for f in (lib.a2ax_run, lib.a2ax_test,
-                                                                                      lib.a2ax_wait))
-        self._start = functools.partial(lib.a2ax_start, self.plan)
+        self.run, self._wait, self._start = (functools.partial(f, self.plan) for f in (lib.a2ax_run, lib.a2ax_wait,
+                                                                                       lib.a2ax_start))
+        self._test, self._tested = lib.a2ax_test, (self.plan, ctypes.byref(self.done))
 
     @staticmethod
     def _side(side: Any, nprocs: int) -> tuple[int, np.ndarray, np.ndarray]:
@@ -146,7 +146,7 @@ class Executed:
         return self
 
     def Test(self) -> bool:
-        self._test(ctypes.byref(self.done))
+        self._test(*self._tested)
         return bool(self.done.value)
 
     def Wait(self) -> None:
@@ -182,7 +182,7 @@ def executed(comm: Any, algorithm: Any, collective: str, options: dict[str, Any]
         if schedule is not None:
             lib.a2ax_schedule_free(schedule)
         raise ExecutorUnavailable(problems[0])
-    return Executed(lib, comm, schedule, send, recv)
+    return Executed(lib, comm, schedule, send, recv, data.note)
 
 
 def executor_facts(comm: Any) -> dict[str, Any]:

@@ -166,8 +166,8 @@ def _in_c(private: Any, algorithm: Any, kind: Any, resolved: dict[str, Any], opt
     collective = next(c for c, k in algorithm.kinds.items() if k is kind)
     made = executed(private, algorithm, collective, options, send, recv)
     run = _after(staging, made.run)
-    progressive = partial(Progression, run, None, request=_after(staging, made.start))
-    return Plan(algorithm, resolved, run, made.free, private, "", progressive() if nonblocking else None,
+    progressive = partial(Progression, run, None, made.note, request=_after(staging, made.start))
+    return Plan(algorithm, resolved, run, made.free, private, made.note, progressive() if nonblocking else None,
                 progressive, executor="c")
 
 

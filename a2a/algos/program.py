@@ -27,7 +27,7 @@ index in the program (its receives and sends numbered in order). CHECKSUM is the
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from a2a.errors import A2AError
@@ -87,6 +87,7 @@ class ScheduleData:
     options: str  # k=v;k=v, as a record writes them
     nprocs: int
     programs: tuple[Program, ...]
+    note: str = field(default="", compare=False)  # what the traced plan said (a fallback schedule); not in the file
 
     @property
     def direct(self) -> bool:

@@ -121,6 +121,7 @@ def _traced(key: _Key, options: tuple[tuple[str, Any], ...], nprocs: int, nodes:
     world = World(nprocs, [list(n) for n in nodes])
     logs = [Recorder() for _ in range(nprocs)]
     failures: list[tuple[int, BaseException]] = []
+    notes: set[str] = set()
     chosen = dict(options)
     text = ";".join(f"{k}={v}" for k, v in sorted(chosen.items()))
     if EXECUTOR in algorithm.options:
@@ -140,6 +141,7 @@ def _traced(key: _Key, options: tuple[tuple[str, Any], ...], nprocs: int, nodes:
             log.recording = True
             plan()
             log.recording = False
+            notes.add(plan.note)
             plan.free()
             expected = np.stack([np.arange(nprocs) * nprocs + rank] * 2, axis=1)
             expected[:, 1] ^= MARK
@@ -158,7 +160,7 @@ def _traced(key: _Key, options: tuple[tuple[str, Any], ...], nprocs: int, nodes:
         raise NotExact(f"{name} on rank {rank} of {nprocs}: {type(problem).__name__}: {problem}") from problem
     programs = tuple(_Follower(rank, nprocs, log).program() for rank, log in enumerate(logs))
     _check_pairs(programs, logs, nprocs)
-    return ScheduleData(name, text, nprocs, programs)
+    return ScheduleData(name, text, nprocs, programs, "; ".join(sorted(n for n in notes if n)))
 
 
 class _Follower:
