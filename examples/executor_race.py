@@ -1,9 +1,12 @@
-"""An IMB-style race of the executors (docs/findings/executor.md): mpirun -n P python examples/executor_race.py VARIANT...
+"""An IMB-style race of the executors (docs/findings/executor.md).
 
-Per variant (bench's spelling: pairwise, pairwise:executor=python, native) and size: a loop of back-to-back calls,
-timed on every rank, the slowest rank's time per call; the median of `--reps` loops. The same plan blocking and as
-start() + wait(); and, for the start()ed exchange, the median cost of a test() that finds it not yet complete.
-Prints one CSV line per variant and size.
+    mpirun -n P python examples/executor_race.py VARIANT... [--sizes 8,1024] [--reps 7]
+
+Per variant (bench's spelling: pairwise, pairwise:executor=python, native) and size: a loop of back-to-back
+calls, timed on every rank, the slowest rank's time per call, the median of `--reps` loops; and the fastest single
+call (IMB's t_min: on a shared, loaded machine the call's own cost, when both ranks happened to run). The same plan
+blocking and as start() + wait(); and, for the start()ed exchange, the median cost of a test() that finds it not
+yet complete. Prints one CSV line per variant and size.
 """
 import argparse
 import statistics
@@ -23,6 +26,18 @@ def loop(comm, call, iterations: int) -> float:
     for _ in range(iterations):
         call()
     return comm.allreduce((time.perf_counter() - began) / iterations, op=MPI.MAX)
+
+
+def fastest_call(comm, call, iterations: int) -> float:
+    """The fastest of `iterations` calls each timed alone (IMB's t_min), the slowest rank's: on a loaded machine, the
+    call's own cost, when both ranks happened to run."""
+    comm.Barrier()
+    best = float("inf")
+    for _ in range(iterations):
+        began = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - began)
+    return comm.allreduce(best, op=MPI.MAX)
 
 
 def idle_test(plan, samples: int = 50) -> float:
@@ -48,7 +63,8 @@ def main() -> None:
     args = parser.parse_args()
     comm = MPI.COMM_WORLD
     if comm.rank == 0:
-        print("variant,bytes_per_peer,executor,blocking_us,start_wait_us,ratio,idle_test_us")
+        print("variant,bytes_per_peer,executor,blocking_us,start_wait_us,ratio,fastest_call_us,"
+              "fastest_start_wait_us,ratio_fastest,idle_test_us")
     for size in map(int, args.sizes.split(",")):
         send = np.full(comm.size * size, comm.rank % 251, np.uint8)
         recv = np.empty_like(send)
@@ -63,13 +79,17 @@ def main() -> None:
                 def started():
                     plan.start()
                     plan.wait()
-                blocking = statistics.median(loop(comm, plan, iterations) for _ in range(args.reps))
-                nonblocking = statistics.median(loop(comm, started, iterations) for _ in range(args.reps))
+                blocking = [loop(comm, plan, iterations) for _ in range(args.reps)]
+                nonblocking = [loop(comm, started, iterations) for _ in range(args.reps)]
+                calls = max(iterations, 200)
+                blocking_call, started_call = fastest_call(comm, plan, calls), fastest_call(comm, started, calls)
                 idle = comm.allreduce(idle_test(plan), op=MPI.MAX)
                 if comm.rank == 0:
                     ran = plan.executor if "executor" in a2a.get(name).options else "library"
-                    print(f"{spec},{size},{ran},{blocking * 1e6:.2f},{nonblocking * 1e6:.2f},"
-                          f"{nonblocking / blocking:.3f},{idle * 1e6:.2f}", flush=True)
+                    times = [statistics.median(blocking), statistics.median(nonblocking), blocking_call, started_call]
+                    print(f"{spec},{size},{ran},{times[0] * 1e6:.2f},{times[1] * 1e6:.2f},{times[1] / times[0]:.3f},"
+                          f"{times[2] * 1e6:.2f},{times[3] * 1e6:.2f},{times[3] / times[2]:.3f},{idle * 1e6:.2f}",
+                          flush=True)
 
 
 if __name__ == "__main__":
