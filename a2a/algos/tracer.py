@@ -159,7 +159,7 @@ def _traced(key: _Key, options: tuple[tuple[str, Any], ...], nprocs: int, nodes:
         rank, problem = failures[0]
         raise NotExact(f"{name} on rank {rank} of {nprocs}: {type(problem).__name__}: {problem}") from problem
     programs = tuple(_Follower(rank, nprocs, log).program() for rank, log in enumerate(logs))
-    _check_pairs(programs, logs, nprocs)
+    _check_pairs(programs)
     return ScheduleData(name, text, nprocs, programs, "; ".join(sorted(n for n in notes if n)))
 
 
@@ -295,7 +295,7 @@ class _Follower:
         return Program(self.rank, used, tuple(rounds))
 
 
-def _check_pairs(programs: tuple[Program, ...], logs: list[Recorder], nprocs: int) -> None:
+def _check_pairs(programs: tuple[Program, ...]) -> None:
     """Message k from a rank to a peer must be the peer's receive k from it, of as many blocks (tags match them)."""
     sizes: dict[tuple[str, int, int, int], int] = {}
     for program in programs:
