@@ -20,11 +20,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import a2a  # noqa: E402
+from a2a.algos.events import Collective, Send, collectives, traffic  # noqa: E402
 from a2a.algos.mpi_module import replaced_mpi  # noqa: E402
 from a2a.algos.nodes import node_groups  # noqa: E402
 from a2a.errors import A2AError  # noqa: E402
 from a2a.simulate.capture import capture, stepped  # noqa: E402
-from a2a.simulate.events import Collective, Send, collectives, traffic  # noqa: E402
 
 
 class Tally:
@@ -168,6 +168,8 @@ def real_record(comm: Any, name: str, options: dict[str, Any], count: int, colle
 
     tally = Tally()
     counting = CountingComm(comm, tally, MPI)
+    if "executor" in a2a.get(name).options:  # the algorithm's own code: what the capture follows
+        options = {**options, "executor": "python"}
     with replaced_mpi(counting_module(MPI)):
         if collective == "alltoall":
             send = np.arange(comm.size * count, dtype=np.float32)

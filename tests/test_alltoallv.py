@@ -151,8 +151,8 @@ def test_other_options_for_the_second_collective_are_refused():
     def other(comm, send, recv, *, radix: int = 3):
         return lambda: None
 
-    with pytest.raises(PluginError, match="bruck: its alltoallv options \\(radix=3\\) differ from its alltoall "
-                                          "options \\(radix=2\\)"):
+    with pytest.raises(PluginError, match="bruck: its alltoallv options \\(radix=3, executor=c\\) differ from its "
+                                          "alltoall options \\(radix=2, executor=c\\)"):
         register("bruck", collective="alltoallv")(other)
     assert a2a.get("bruck").collectives == ("alltoall",)
 

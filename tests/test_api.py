@@ -146,7 +146,8 @@ def test_object_arrays_are_refused_on_every_rank_even_if_one_rank_passes_them(co
 
 
 DIFFERENT = [  # (collective, what ranks 1.. ask for, what rank 0 asks for, the error every rank gets)
-    ("alltoall", ("bruck", {"radix": 2}), ("bruck", {"radix": 3}), "bruck radix=3"),
+    ("alltoall", ("bruck", {"radix": 2}), ("bruck", {"radix": 3}), "bruck executor=c,radix=3"),
+    ("alltoall", ("pairwise", {}), ("pairwise", {"executor": "python"}), "pairwise executor=python"),
     ("alltoall", (NATIVE, {}), ("pairwise", {}), "rank 0: pairwise"),
     ("alltoall", ("linear", {}), ("no_such_algorithm", {}), "unknown algorithm 'no_such_algorithm'"),
     ("alltoall", ("bruck", {}), ("bruck", {"radix": 1}), "radix=1; accepted: an integer >= 2"),

@@ -16,14 +16,15 @@ from support import bench_here, needs_simgrid, python
 
 import a2a
 from a2a import fabric
+from a2a.algos import world
+from a2a.algos.events import Burst, Collective, Copy, Irecv, Isend, Recv, Send, Sendrecvs, Wait, unpacked
 from a2a.errors import BadConfig, BadOption
 from a2a.record.results import Recorder, Row
 from a2a.simulate import capture as capture_module
-from a2a.simulate import platforms, replay, simgrid, traces, world
+from a2a.simulate import platforms, replay, simgrid, traces
 from a2a.simulate.calibrate import message_cost
 from a2a.simulate.capture import capture, capture_unit, stepped
 from a2a.simulate.driver import Machine
-from a2a.simulate.events import Burst, Collective, Copy, Irecv, Isend, Recv, Send, Sendrecvs, Wait, unpacked
 
 NODES = [[0, 1, 2], [3, 4, 5]]
 

@@ -55,6 +55,12 @@ def options_of(factory: Callable[..., Any], limits: dict[str, Limit], name: str)
     return options
 
 
+# executor=c|python: every algorithm whose schedule is exact data has it (a2a.algos.executor)
+EXECUTOR = "executor"
+EXECUTOR_OPTION = Option(EXECUTOR, "c", (lambda s: s in ("c", "python"),
+                                         "c (its schedule as data, run by the C executor) or python (its own code)"))
+
+
 def defaults_text(options: dict[str, Option]) -> str:
     """'radix=2, window=8', or 'none'."""
     return ", ".join(f"{k}={o.default}" for k, o in options.items()) or "none"

@@ -20,7 +20,9 @@ import numpy as np
 
 from a2a.algos.agreement import agree, matched_counts
 from a2a.algos.buffers import VBuffer, is_inter
+from a2a.algos.executor import ExecutorUnavailable, executed
 from a2a.algos.mpi_module import replaced_mpi
+from a2a.algos.options import EXECUTOR
 from a2a.algos.prebuilt import copier
 from a2a.algos.progress import EngineComm, Progression, Unprogressable, engine_module
 from a2a.errors import A2AError, BadInput
@@ -50,6 +52,7 @@ class Plan:
     note: str = ""  # what the row should say about this plan (the factory's Prepared.note)
     progression: Progression | None = None  # the non-blocking form, once prepared
     _progressive: Callable[[], Progression] | None = field(default=None, repr=False)
+    executor: str = "python"  # what runs it: "c" where the C executor runs its schedule (a2a.algos.executor)
 
     def __call__(self) -> None:
         if self.progression is not None and self.progression.active:
@@ -128,19 +131,44 @@ def prepare(comm: Any, algorithm: Any, kind: Any, resolved: dict[str, Any], send
     """Run the factory of `kind` on a private duplicate of `comm` (agreed already): the plan, in its blocking form or
     (`nonblocking`) its non-blocking one; the other is made when first used."""
     private = comm.Dup()  # our point-to-point traffic cannot match the caller's
+    note, options = "", {k: v for k, v in resolved.items() if k != EXECUTOR}
+    if resolved.get(EXECUTOR) == "c":
+        try:
+            return _in_c(private, algorithm, kind, resolved, options, send, recv, nonblocking)
+        except ExecutorUnavailable as missing:
+            note = f"{algorithm.name}: executor=c unavailable, ran executor=python ({missing})"
+        except BaseException:
+            private.Free()
+            raise
     staging = None
     if send is None and not kind.in_place:  # in place: the schedule reads a copy of recvbuf
         send, staging = _staged(recv)
-    progressive = partial(_progression, algorithm.name, kind.factory, private, send, recv, resolved, staging)
+    progressive = partial(_progression, algorithm.name, kind.factory, private, send, recv, options, staging)
     try:
-        made = None if nonblocking else _made(kind.factory(private, send, recv, **resolved))
+        made = None if nonblocking else _made(kind.factory(private, send, recv, **options))
         progression = progressive() if nonblocking else None
     except BaseException:
         private.Free()
         raise
     if made is None:
-        return Plan(algorithm, resolved, None, None, private, progression.note, progression, progressive)
-    return Plan(algorithm, resolved, _after(staging, made.run), made.free, private, made.note, None, progressive)
+        return Plan(algorithm, resolved, None, None, private, _joined(note, progression.note), progression, progressive)
+    return Plan(algorithm, resolved, _after(staging, made.run), made.free, private, _joined(note, made.note), None,
+                progressive)
+
+
+def _in_c(private: Any, algorithm: Any, kind: Any, resolved: dict[str, Any], options: dict[str, Any], send: Any,
+          recv: Any, nonblocking: bool) -> Plan:
+    """The plan run by the C executor (a2a.algos.executor): blocking, or started as one request it tests and waits.
+    In place, it reads a staged copy of recvbuf."""
+    staging = None
+    if send is None:
+        send, staging = _staged(recv)
+    collective = next(c for c, k in algorithm.kinds.items() if k is kind)
+    made = executed(private, algorithm, collective, options, send, recv)
+    run = _after(staging, made.run)
+    progressive = partial(Progression, run, None, made.note, request=_after(staging, made.start))
+    return Plan(algorithm, resolved, run, made.free, private, made.note, progressive() if nonblocking else None,
+                progressive, executor="c")
 
 
 def _progression(name: str, factory: Callable[..., Any], comm: Any, send: Any, recv: Any, options: dict[str, Any],

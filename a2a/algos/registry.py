@@ -25,7 +25,7 @@ from typing import Any, Callable, Hashable, Iterator
 
 from a2a.algos.buffers import alltoall_call, alltoallv_call
 from a2a.algos.cost import Formula, MatrixCost, Traffic
-from a2a.algos.options import Limit, Option, defaults_text, options_of
+from a2a.algos.options import EXECUTOR, EXECUTOR_OPTION, Limit, Option, defaults_text, options_of
 from a2a.algos.plan import Plan, planned
 from a2a.errors import BadOption, PluginError, UnknownAlgorithm
 
@@ -65,6 +65,7 @@ class Kind:
     twins: dict[str, Twin] = field(default_factory=dict)
     intercomm: bool = False  # serves intercommunicators (else refused, naming the algorithm)
     in_place: bool = False  # takes MPI.IN_PLACE itself (else the plan stages the data: one copy per call)
+    exact: bool = False  # its schedule is exact data: the algorithm takes executor=c|python (a2a.algos.executor)
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,10 @@ class Registry:
             candidate: bool) -> None:
         """Register a name's factory for a collective, once; both collectives' options must agree."""
         known = self._algorithms.get(name)
+        if kind.exact or (known and EXECUTOR in known.options):  # the name takes executor for both collectives
+            options = {**options, EXECUTOR: EXECUTOR_OPTION}
+            if known and EXECUTOR not in known.options:
+                known = replace(known, options={**known.options, EXECUTOR: EXECUTOR_OPTION})
         if known is None:
             self._algorithms[name] = Algorithm(name, options, {collective: kind},
                                                PLUGIN_SIMPLICITY if simplicity is None else simplicity, candidate)
@@ -203,9 +208,11 @@ REGISTRY = Registry()
 def register(name: str, *, collective: str = "alltoall", mirrors: str = "", limits: dict[str, Limit] | None = None,
              cost: Formula | MatrixCost | None = None, traffic: Traffic | None = None, steps: StepsOf | None = None,
              twins: dict[str, Twin] | None = None, simplicity: int | None = None, candidate: bool = True,
-             intercomm: bool = False, in_place: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+             intercomm: bool = False, in_place: bool = False,
+             exact: bool | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register a factory `f(comm, sendbuf, recvbuf, *, option=default...)` under `name` for `collective`,
-    with what the model, the contention study, the exporters and the tie-break know of it (see Kind)."""
+    with what the model, the contention study, the exporters and the tie-break know of it (see Kind). `exact`:
+    whether its schedule is exact data the C executor may run (default: it declares its steps)."""
     if collective not in COLLECTIVES:
         raise PluginError(f"{name}: collective {collective!r}; accepted: {', '.join(COLLECTIVES)}")
     expected = Formula if collective == "alltoall" else MatrixCost
@@ -219,7 +226,7 @@ def register(name: str, *, collective: str = "alltoall", mirrors: str = "", limi
         options = options_of(factory, limits or {}, name)
         summary = (inspect.getdoc(factory) or "").strip().splitlines()
         kind = Kind(factory, summary[0] if summary else "", mirrors, cost, traffic, steps, dict(twins or {}),
-                    intercomm, in_place)
+                    intercomm, in_place, steps is not None if exact is None else exact)
         REGISTRY.add(name, collective, kind, options, simplicity, candidate)
         return factory
     return decorate

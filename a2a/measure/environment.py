@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from a2a.algos.executor import executor_facts
 from a2a.errors import BadConfig
 from a2a.measure.cache import last_level_cache
 from a2a.mpi import TOPOLOGY_ENV
@@ -31,6 +32,7 @@ def describe_run(comm: Any) -> dict[str, Any]:
         "topology": emulated_topology() or None,
         "last_level_cache": last_level_cache(),
         "tuning": tuning_variables(),
+        "executor": executor_facts(comm),
     }
 
 

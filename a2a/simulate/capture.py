@@ -1,12 +1,12 @@
 """Record an algorithm's messages without launching it: every rank's real plan against a stand-in MPI.
 
 Each rank runs `a2a.get(name).plan(...)` and one call of the plan in a greenlet of its own
-(a2a.simulate.world: one rank runs at a time, until it must wait), with `mpi4py.MPI` replaced
-by the stand-in (a2a.simulate.standin) for the duration. The ranks' placement on nodes comes
+(a2a.algos.world: one rank runs at a time, until it must wait), with `mpi4py.MPI` replaced
+by the stand-in (a2a.algos.standin) for the duration. The ranks' placement on nodes comes
 from the given layout. Local copies reach the rank's log through the algorithms' copy seam
 (a2a.algos.prebuilt.WATCHER, set in each rank's context), and through the buffers the capture
 hands the plan (Tracked arrays, which report what is assigned or copied into them). The
-events (a2a.simulate.events) are the schedule SimGrid replays.
+events (a2a.algos.events) are the schedule SimGrid replays.
 """
 from __future__ import annotations
 
@@ -21,17 +21,18 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from a2a.algos.events import Burst, Collective, Copy, Event, Irecv, Isend, Posts, RankLog, Schedule, Sendrecvs, Wait
 from a2a.algos.facts import steps_for
 from a2a.algos.mpi_module import replaced_mpi
 from a2a.algos.nodes import one_per_node
+from a2a.algos.options import EXECUTOR
 from a2a.algos.pattern import expected_pattern, send_pattern
 from a2a.algos.prebuilt import WATCHER
 from a2a.algos.registry import get
 from a2a.algos.schedule import Among, Batches, Copied, Exchanges, Phases, Posted, Rounds
+from a2a.algos.standin import StandInComm, standin_module
+from a2a.algos.world import Aborted, World, memory_limit, resident_bytes
 from a2a.errors import A2AError, CaptureError, CaptureOutgrew
-from a2a.simulate.events import Burst, Collective, Copy, Event, Irecv, Isend, Posts, RankLog, Schedule, Sendrecvs, Wait
-from a2a.simulate.standin import StandInComm, standin_module
-from a2a.simulate.world import Aborted, World, memory_limit, resident_bytes
 
 
 class Tracked(np.ndarray):
@@ -73,6 +74,8 @@ def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: 
     stopped with a CaptureError.
     """
     algorithm, kind = get(name), np.dtype(dtype)
+    if EXECUTOR in algorithm.options:  # the algorithm's own code sends what is captured (executor=c sends the same)
+        options = {**options, EXECUTOR: "python"}
     world = World(nprocs, nodes or one_per_node(nprocs), memory or memory_limit())
     logs = [RankLog() for _ in range(nprocs)]
     failures: list[tuple[int, Exception]] = []

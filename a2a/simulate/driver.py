@@ -20,6 +20,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from a2a.algos.events import Schedule
+from a2a.algos.world import available_bytes
 from a2a.errors import A2AError, BadConfig, CaptureError, CaptureOutgrew
 from a2a.record.overlap import imb_overlap, osu_overlap
 from a2a.record.results import NATIVE, Row
@@ -27,10 +29,8 @@ from a2a.record.stats import bandwidths
 from a2a.simulate import platforms, replay, simgrid, traces
 from a2a.simulate.calibrate import calibrated
 from a2a.simulate.capture import capture_unit
-from a2a.simulate.events import Schedule
 from a2a.simulate.machine import Machine, simulated_variants
 from a2a.simulate.schedule_cache import OFF, ScheduleCache, default_directory
-from a2a.simulate.world import available_bytes
 from a2a.sweep.config import OVERLAP
 from a2a.sweep.grid import Point
 from a2a.sweep.launch import fresh_sweep, refuse_with_resume

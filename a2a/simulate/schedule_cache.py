@@ -25,8 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 import a2a
-from a2a.algos.registry import get
-from a2a.simulate.events import (
+from a2a.algos.events import (
     Burst,
     Collective,
     Copy,
@@ -40,7 +39,8 @@ from a2a.simulate.events import (
     Sendrecvs,
     Wait,
 )
-from a2a.simulate.simgrid import cache_home
+from a2a.algos.registry import get
+from a2a.kept import cache_home
 
 OFF = "none"
 FORMAT = 1  # the layout below; a file of another is captured again

@@ -17,12 +17,12 @@ import hashlib
 import os
 import re
 import shutil
-import stat
 import subprocess
 import tempfile
 from pathlib import Path
 
 from a2a.errors import BadConfig
+from a2a.kept import cache_home, private_directories, refuse_unless_private  # noqa: F401  (simgrid.X is used)
 
 SMPIRUN_VARIABLE = "A2A_SMPIRUN"
 FAST_SINCE = (3, 34)  # before 3.34 every finished eager send is removed from one list of all of them
@@ -62,9 +62,6 @@ S4U_SOURCE = Path(__file__).with_name("s4u_replay.cpp")
 HEADERS = ("simgrid", "xbt", "smpi", "xbt.h")  # what SimGrid installs under PREFIX/include
 
 
-def cache_home() -> Path:
-    """$XDG_CACHE_HOME/a2a-testbed (~/.cache when unset): what the testbed keeps between runs."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "a2a-testbed"
 
 
 def s4u_replayer() -> str:
@@ -115,28 +112,8 @@ def _build(program: Path, library: Path) -> None:
     os.replace(building, program)
 
 
-def private_directories(directory: Path, top: Path) -> None:
-    """`directory` and every directory from `top` down to it, made (this user's alone) where missing, and each
-    refused unless it is private (refuse_unless_private)."""
-    for path in [*reversed(directory.relative_to(top).parents), directory.relative_to(top)]:
-        path = top / path
-        try:
-            path.mkdir(mode=0o700, parents=path == top)
-        except FileExistsError:
-            pass
-        refuse_unless_private(path)
 
 
-def refuse_unless_private(path: Path) -> None:
-    """BadConfig unless `path` is this user's own and no one else may write it: the testbed runs what it keeps."""
-    held = path.stat()
-    if held.st_uid != os.getuid():
-        raise BadConfig(f"{path} is owned by uid {held.st_uid}, not by this user (uid {os.getuid()}), so the "
-                        "testbed will not run what it holds; remove it, or set XDG_CACHE_HOME to a directory of "
-                        "your own")
-    if held.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise BadConfig(f"{path} is writable by its group or others (mode {stat.S_IMODE(held.st_mode):o}), so the "
-                        f"testbed will not run what it holds; `chmod go-w {path}`, or remove it")
 
 
 def missing() -> str | None:

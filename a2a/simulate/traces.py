@@ -16,8 +16,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from a2a.errors import CaptureError
-from a2a.simulate.events import (
+from a2a.algos.events import (
     Burst,
     Collective,
     Copy,
@@ -32,6 +31,7 @@ from a2a.simulate.events import (
     Sendrecvs,
     Wait,
 )
+from a2a.errors import CaptureError
 from a2a.simulate.platforms import HOST_SPEED, TIME_SCALE
 
 

@@ -290,6 +290,8 @@ def copied(events: list[Event]) -> int:
 class RankLog:
     """One rank's events as its call runs (only the recorded call logs); the copy watcher of its plan."""
 
+    follows = False  # whether it reads the bytes messages carry (the hooks below)
+
     def __init__(self) -> None:
         self.events: list[Event] = []
         self.recording = False
@@ -302,3 +304,16 @@ class RankLog:
     def copied(self, nbytes: int) -> None:
         if self.recording and nbytes:
             self.events.append(Copy(int(nbytes)))
+
+    # what a byte-following log (a2a.algos.tracer) reads besides the events; nothing here
+    def carried(self, ident: int, data: bytes) -> None:
+        """The bytes of request `ident`: a send's when posted, a receive's when complete."""
+
+    def blocked(self, ident: int) -> None:
+        """Request `ident` was a blocking Send or Recv: complete before the call returned."""
+
+    def raced(self) -> None:
+        """The rank waits for whichever of several requests completes first (Waitany)."""
+
+    def collected(self, members: tuple[int, ...], sent: list, received: list) -> None:
+        """A collective among `members` (world ranks): the bytes sent to and received from each (None: nothing)."""

@@ -18,8 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from a2a.errors import CaptureError
-from a2a.simulate.bytemaps import (
+from a2a.algos.bytemaps import (
     BOTTOM,
     Datatype,
     Null,
@@ -37,8 +36,9 @@ from a2a.simulate.bytemaps import (
     whole_blocks,
     write,
 )
-from a2a.simulate.events import Collective, Irecv, Isend, RankLog, Recv, Send, Wait
-from a2a.simulate.world import World
+from a2a.algos.events import Collective, Irecv, Isend, RankLog, Recv, Send, Wait
+from a2a.algos.world import World
+from a2a.errors import CaptureError
 
 
 class Request:
@@ -52,7 +52,9 @@ class Request:
     def _complete(self) -> None:
         if self.receive:
             world, key, buf, offsets, what = self.receive
-            write(buf, offsets, world.collect(key, what))
+            data = world.collect(key, what)
+            write(buf, offsets, data)
+            self.log.carried(self.ident, data)
             self.receive = None
         self.active = False
 
@@ -69,6 +71,8 @@ class Request:
         live = [i for i, q in enumerate(requests) if q.active and q.ident is not None]
         if not live:
             return UNDEFINED
+        if len(live) > 1:
+            requests[live[0]].log.raced()
         while True:
             ready = next((i for i in live if requests[i]._ready()), None)
             if ready is not None:
@@ -288,7 +292,9 @@ class StandInComm:
         buf, offsets = byte_map(spec)
         log.add(kind(self._world_rank(peer), covered(buf, offsets), ident))
         if kind is Isend:
-            self.world.deposit((self.key, self.rank, peer, tag), read(buf, offsets))
+            data = read(buf, offsets)
+            self.world.deposit((self.key, self.rank, peer, tag), data)
+            log.carried(ident, data)
             return Request(log, ident)
         what = lambda: f"a message from rank {peer} (tag {tag}) on {self!r}"  # noqa: E731  (text when needed)
         return Request(log, ident, (self.world, (self.key, peer, self.rank, tag), buf, offsets, what))
@@ -313,6 +319,7 @@ class StandInComm:
         """A blocking call logs as itself, not as a request and a wait."""
         request._complete()
         log = request.log
+        log.blocked(request.ident)
         if log.recording:
             event = log.events.pop()
             log.events.append(kind(event.peer, event.nbytes))
@@ -354,11 +361,15 @@ class StandInComm:
         outgoing, incoming = whole_blocks(sendbuf, n), whole_blocks(recvbuf, n)
         if outgoing is not None and incoming is not None and outgoing.shape == incoming.shape:
             width = (outgoing.shape[1],) * n
+            sent = outgoing.copy() if self.log.follows else outgoing  # in place, the receive overwrites it
             incoming[...] = self._collective(name, None, width, width, outgoing, np.stack)[:, self.rank]
+            self.log.collected(self.members, list(sent), list(incoming))
             return
         pieces = split(sendbuf, n)
         everyone = self._collective(name, None, tuple(map(len, pieces)), vector_bytes(recvbuf, n), pieces, list)
-        place(recvbuf, [everyone[i][self.rank] for i in range(n)])
+        received = [everyone[i][self.rank] for i in range(n)]
+        place(recvbuf, received)
+        self.log.collected(self.members, pieces, received)
 
     def Alltoallw(self, sendbuf: Any, recvbuf: Any) -> None:
         raise CaptureError("Comm.Alltoallw: the stand-in does not answer it")
@@ -370,6 +381,8 @@ class StandInComm:
         everyone = self._collective(name, root, sends, recvs, mine, list)
         if self.rank == root:
             place(recvbuf, everyone)
+        self.log.collected(self.members, [mine if i == root else None for i in range(n)],
+                           everyone if self.rank == root else [None] * n)
 
     def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         self._gather("gather", sendbuf, recvbuf, root)
@@ -384,6 +397,8 @@ class StandInComm:
         recvs = tuple(nbytes_of(recvbuf) if i == root else 0 for i in range(n))
         everyone = self._collective(name, root, sends, recvs, pieces, lambda v: v[root])
         unpack(recvbuf, everyone[self.rank])
+        self.log.collected(self.members, pieces or [None] * n,
+                           [everyone[self.rank] if i == root else None for i in range(n)])
 
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         self._scatter("scatter", sendbuf, recvbuf, root)

@@ -1,0 +1,51 @@
+/* The schedule executor: runs an all-to-all schedule held as data (a2a/algos/program.py describes the file).
+ *
+ * A schedule file holds every rank's program: rounds of local copies, then receives and sends posted at once,
+ * then a wait for the messages the round names. Regions are in blocks of the send, receive or a temporary
+ * buffer, so one file serves every message size. The executor holds no algorithm: any schedule runs here.
+ *
+ *   a2ax_load / a2ax_parse     read and check a schedule file (a wrong version, a truncated or altered file, a
+ *                              region outside its buffer: refused, with one line saying why)
+ *   a2ax_prepare               bind buffers (offsets and lengths of each block, in bytes), build the messages'
+ *                              datatypes once, duplicate the communicator (collective)
+ *   a2ax_run                   one exchange, blocking
+ *   a2ax_start/test/wait       one exchange in flight: start posts the first round, test completes what it can
+ *                              and posts each next round whose inputs are in, wait drives it to the end
+ *   a2ax_free                  release the plan (collective: it frees the duplicated communicator)
+ *
+ * Every function returns 0, or a nonzero code with a line in `error` (room bytes) where it takes one; MPI
+ * errors go to the communicator's error handler.
+ */
+#ifndef A2A_EXECUTOR_H
+#define A2A_EXECUTOR_H
+
+#include <stddef.h>
+#include <mpi.h>
+
+#define A2AX_VERSION 1
+
+typedef struct a2ax_schedule a2ax_schedule;
+typedef struct a2ax_plan a2ax_plan;
+
+int a2ax_parse(const char *text, size_t length, a2ax_schedule **schedule, char *error, size_t room);
+int a2ax_load(const char *path, a2ax_schedule **schedule, char *error, size_t room);
+int a2ax_nprocs(const a2ax_schedule *schedule);
+const char *a2ax_algorithm(const a2ax_schedule *schedule);
+long a2ax_temp_blocks(const a2ax_schedule *schedule, int rank);
+void a2ax_schedule_free(a2ax_schedule *schedule);
+
+/* offsets[i], lengths[i]: where block i of the buffer lies, in bytes; temp_block: the bytes of a temporary block
+   (a schedule that uses the temporary buffer needs every block of that size) */
+int a2ax_prepare(const a2ax_schedule *schedule, MPI_Comm comm, const void *sendbuf, const MPI_Aint *send_offsets,
+                 const MPI_Aint *send_lengths, void *recvbuf, const MPI_Aint *recv_offsets,
+                 const MPI_Aint *recv_lengths, MPI_Aint temp_block, a2ax_plan **plan, char *error, size_t room);
+/* the same for an alltoall: block i at i x block bytes in both buffers */
+int a2ax_prepare_alltoall(const a2ax_schedule *schedule, MPI_Comm comm, const void *sendbuf, void *recvbuf,
+                          MPI_Aint block, a2ax_plan **plan, char *error, size_t room);
+int a2ax_run(a2ax_plan *plan);
+int a2ax_start(a2ax_plan *plan);
+int a2ax_test(a2ax_plan *plan, int *done);
+int a2ax_wait(a2ax_plan *plan);
+int a2ax_free(a2ax_plan *plan);
+
+#endif

@@ -1,0 +1,193 @@
+"""executor=c: a plan that runs its algorithm's schedule as exact data in the C executor (a2a/algos/c/executor.c).
+
+The schedule is traced from the algorithm's own code (a2a.algos.tracer), written in the one
+format (a2a.algos.program) and read by the executor's C parser; the executor binds the plan's
+buffers and runs it blocking or started, tested and waited. The library is compiled with the MPI
+library's own mpicc once per source and MPI library, and kept in this user's private cache (the
+rule the testbed keeps for what it runs). Where it cannot be built, or the schedule is not exact
+data, the plan runs the algorithm's Python and its note says why (every rank alike).
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from a2a.algos.buffers import VBuffer
+from a2a.algos.nodes import node_groups
+from a2a.algos.program import dumps
+from a2a.algos.tracer import NotExact, traced
+from a2a.errors import A2AError, HarnessError
+from a2a.kept import cache_home, private_directories, refuse_unless_private
+from a2a.mpi import mpi_tool
+
+SOURCES = [Path(__file__).parent / "c" / name for name in ("executor.c", "executor.h")]
+FLAGS = ["-O2", "-Wall", "-Wextra", "-fPIC", "-shared"]
+
+
+class ExecutorUnavailable(A2AError):
+    """The C executor cannot be built or loaded here."""
+
+
+def library_path(mpicc: str | None = None) -> Path:
+    """Where the executor built by `mpicc` (default: the MPI library's own) is kept: by its sources and library."""
+    mpicc = mpicc or mpi_tool("mpicc")
+    shown = subprocess.run([mpicc, "-show"], capture_output=True, text=True, check=False).stdout
+    key = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES) + f"{Path(mpicc).resolve()}\n{shown}".encode())
+    return cache_home() / "executor" / key.hexdigest()[:16] / "liba2ax.so"
+
+
+def built(mpicc: str | None = None) -> Path:
+    """The executor library, compiled (-Wall -Wextra) unless kept already; one another user could write is refused."""
+    try:
+        mpicc = mpicc or mpi_tool("mpicc")
+    except HarnessError as missing:
+        raise ExecutorUnavailable(str(missing)) from None
+    path = library_path(mpicc)
+    private_directories(path.parent, cache_home())
+    if path.exists():
+        refuse_unless_private(path)
+        return path
+    building = path.with_name(f"liba2ax.{os.getpid()}.so")  # then renamed: another rank may build it too
+    command = [mpicc, *FLAGS, "-o", str(building), str(SOURCES[0])]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise ExecutorUnavailable(f"{' '.join(command)} failed: {done.stderr.strip()[-600:]}")
+    os.chmod(building, 0o700)
+    os.replace(building, path)
+    return path
+
+
+@functools.lru_cache(maxsize=4)  # one library per process and MPI library
+def loaded(path: str, comm_bytes: int) -> ctypes.CDLL:
+    """The executor library with its functions typed; a communicator handle is `comm_bytes` wide (MPICH's int, Open
+    MPI's pointer)."""
+    lib = ctypes.CDLL(path)
+    comm = ctypes.c_int if comm_bytes == ctypes.sizeof(ctypes.c_int) else ctypes.c_void_p
+    pointer, size, aint = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_ssize_t
+    lib.a2ax_parse.argtypes = [ctypes.c_char_p, size, ctypes.POINTER(pointer), ctypes.c_char_p, size]
+    lib.a2ax_load.argtypes = [ctypes.c_char_p, ctypes.POINTER(pointer), ctypes.c_char_p, size]
+    lib.a2ax_schedule_free.argtypes = [pointer]
+    lib.a2ax_prepare.argtypes = [pointer, comm, pointer, pointer, pointer, pointer, pointer, pointer, aint,
+                                 ctypes.POINTER(pointer), ctypes.c_char_p, size]
+    for name in ("a2ax_run", "a2ax_start", "a2ax_wait", "a2ax_free"):
+        getattr(lib, name).argtypes = [pointer]
+    lib.a2ax_test.argtypes = [pointer, ctypes.POINTER(ctypes.c_int)]
+    return lib
+
+
+def executor_library(comm: Any) -> ctypes.CDLL:
+    """The executor for the MPI library mpi4py runs on, built by the first rank of each node (collective on `comm`)."""
+    from mpi4py import MPI
+
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
+    try:
+        found, problem = None, ""
+        if local.rank == 0:
+            try:
+                found = str(built())
+            except A2AError as error:
+                problem = str(error)
+        found, problem = local.bcast((found, problem), root=0)
+    finally:
+        local.Free()
+    if found is None:
+        raise ExecutorUnavailable(problem)
+    return loaded(found, MPI._sizeof(MPI.Comm))
+
+
+def parsed(lib: ctypes.CDLL, text: str) -> ctypes.c_void_p:
+    """A schedule's text read by the C parser; ExecutorUnavailable with the parser's line if it refuses it."""
+    handle, error = ctypes.c_void_p(), ctypes.create_string_buffer(512)
+    data = text.encode()
+    if lib.a2ax_parse(data, len(data), ctypes.byref(handle), error, len(error)):
+        raise ExecutorUnavailable(f"the executor refused the schedule: {error.value.decode()}")
+    return handle
+
+
+class Executed:
+    """A plan of the C executor: run() one exchange; start() returns this, whose Test() and Wait() drive it."""
+
+    def __init__(self, lib: ctypes.CDLL, comm: Any, schedule: ctypes.c_void_p, send: Any, recv: Any, note: str = ""):
+        from mpi4py import MPI
+
+        self.lib, self.schedule, self.held, self.note = lib, schedule, (send, recv), note
+        sides = [self._side(side, comm.size) for side in (send, recv)]
+        block = -1 if isinstance(recv, VBuffer) else recv.nbytes // comm.size
+        self.plan, error = ctypes.c_void_p(), ctypes.create_string_buffer(512)
+        self.arrays = sides  # the offsets must outlive the call only; the buffers, the plan
+        failed = lib.a2ax_prepare(schedule, MPI._handleof(comm), sides[0][0], sides[0][1].ctypes.data,
+                                  sides[0][2].ctypes.data, sides[1][0], sides[1][1].ctypes.data,
+                                  sides[1][2].ctypes.data, block, ctypes.byref(self.plan), error, len(error))
+        if failed:
+            lib.a2ax_schedule_free(schedule)
+            raise ExecutorUnavailable(error.value.decode())
+        self.done = ctypes.c_int()
+        self.run, self._wait, self._start = (functools.partial(f, self.plan) for f in (lib.a2ax_run, lib.a2ax_wait,
+                                                                                       lib.a2ax_start))
+        self._test, self._tested = lib.a2ax_test, (self.plan, ctypes.byref(self.done))
+
+    @staticmethod
+    def _side(side: Any, nprocs: int) -> tuple[int, np.ndarray, np.ndarray]:
+        """(address, byte offsets, byte lengths) of each block of one side of the call."""
+        if isinstance(side, VBuffer):
+            return side.array.ctypes.data, side.offsets.astype(np.intp), side.nbytes.astype(np.intp)
+        width = side.nbytes // nprocs
+        return side.ctypes.data, np.arange(nprocs, dtype=np.intp) * width, np.full(nprocs, width, np.intp)
+
+    def start(self) -> "Executed":
+        self._start()
+        return self
+
+    def Test(self) -> bool:
+        self._test(*self._tested)
+        return bool(self.done.value)
+
+    def Wait(self) -> None:
+        self._wait()
+
+    def free(self) -> None:
+        if self.plan:
+            self.lib.a2ax_free(self.plan)
+            self.lib.a2ax_schedule_free(self.schedule)
+            self.plan = self.schedule = None
+
+
+def executed(comm: Any, algorithm: Any, collective: str, options: dict[str, Any], send: Any, recv: Any) -> Executed:
+    """The algorithm's schedule traced for this job and prepared in the C executor on `comm` (collective); raises
+    ExecutorUnavailable (alike on every rank) where it cannot be."""
+    problem, schedule, lib = "", None, None
+    try:
+        lib = executor_library(comm)
+    except ExecutorUnavailable as error:
+        problem = str(error)
+    nodes = tuple(map(tuple, node_groups(comm)))
+    if not problem:
+        try:
+            data = traced(algorithm, tuple(sorted(options.items())), comm.size, nodes, collective)
+            if collective == "alltoallv" and not data.direct:
+                raise NotExact(f"{algorithm.name}'s alltoallv forwards blocks through a temporary buffer, whose rows "
+                               "cannot hold uneven blocks")
+            schedule = parsed(lib, dumps(data))
+        except (ExecutorUnavailable, NotExact) as error:
+            problem = str(error)
+    problems = [p for p in comm.allgather(problem) if p]
+    if problems:  # one rank that cannot: every rank runs Python
+        if schedule is not None:
+            lib.a2ax_schedule_free(schedule)
+        raise ExecutorUnavailable(problems[0])
+    return Executed(lib, comm, schedule, send, recv, data.note)
+
+
+def executor_facts(comm: Any) -> dict[str, Any]:
+    """What meta.json says of the C executor on this job (collective): the library executor=c runs, or why none."""
+    try:
+        return {"library": executor_library(comm)._name, "runs": "c where an algorithm's schedule is exact data"}
+    except ExecutorUnavailable as missing:
+        return {"library": None, "runs": "python (executor=c falls back)", "why": str(missing)}
