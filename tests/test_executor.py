@@ -1,7 +1,7 @@
 """executor=c: every algorithm whose schedule is exact data, run by the C executor, against the library's own exchange.
 
 The `mpi`-marked tests run on every subcommunicator (p = 1 .. the job's size): plain pytest runs them at p = 1,
-`mpirun -n 4 python -m pytest` at p = 1..4, and test_every_exact_algorithm_at_one_to_nine_ranks once at p = 1..9.
+`mpirun -n 4 python -m pytest` at p = 1..4, and test_every_exact_algorithm_at_five_to_nine_ranks at p = 5..9.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import ROOT, assert_collective_tests_pass, launch_command, subcommunicators
+from support import ROOT, assert_collective_tests_passed, collective_tests, launch_command, subcommunicators
 
 import a2a
 from a2a.algos.executor import SOURCES, executor_library, library_path, parsed
@@ -146,9 +146,12 @@ def test_an_algorithm_in_one_new_file_runs_in_c(comm):
     assert library_path() == kept
 
 
-def test_every_exact_algorithm_at_one_to_nine_ranks():
-    """The collective tests above on every p from 1 to 9 (odd p, every algorithm), in one job."""
-    assert_collective_tests_pass("tests/test_executor.py", n=9)
+@pytest.mark.nested
+def test_every_exact_algorithm_at_five_to_nine_ranks(tmp_path: Path):
+    """The collective tests above at p = 5 to 9 in one 9-rank job (`mpirun -n 4` runs them at 1 to 4): so every p
+    from 1 to 9, odd ones included, as the issue that brought the executor asks."""
+    assert_collective_tests_passed(collective_tests(["tests/test_executor.py"], 9, (5, 6, 7, 8, 9), tmp_path),
+                                   "tests/test_executor.py")
 
 
 @pytest.mark.mpi
@@ -226,6 +229,7 @@ def test_a_broken_schedule_is_refused_in_one_line_by_python_and_c(what: str):
                                                    in said)), said
 
 
+@pytest.mark.launches
 def test_a_c_program_runs_a_schedule_file_without_python(tmp_path: Path):
     """A C program loads a schedule file with the executor's parser and runs it (blocking, then started and tested)
     correctly; given a corrupted file it prints one line and exits 1, nothing run."""
