@@ -8,7 +8,7 @@ from typing import Any, Callable, Hashable
 
 from a2a.algos.cost import GENERIC, Formula, MatrixCost, Round, Traffic, everything
 from a2a.algos.nodes import one_per_node
-from a2a.algos.options import EXECUTOR
+from a2a.algos.options import schedule_options
 from a2a.algos.registry import PLUGIN_SIMPLICITY, Algorithm, Kind, known, with_defaults
 from a2a.record.decision import parse_options
 from a2a.record.results import NATIVE, OVERLAP, short
@@ -40,7 +40,7 @@ def steps_for(name: str, options: dict[str, Any], nodes: list[list[int]]) -> Cal
     algorithm, kind = known(name) or _NOTHING, _kind(name)
     if not (kind and kind.steps):
         return None
-    chosen = {k: o.parse(options.get(k, o.default), name) for k, o in algorithm.options.items() if k != EXECUTOR}
+    chosen = {k: o.parse(options.get(k, o.default), name) for k, o in schedule_options(algorithm.options).items()}
     if "nodes" in inspect.signature(kind.steps).parameters:
         chosen["nodes"] = nodes
     return partial(kind.steps, **chosen)

@@ -61,6 +61,11 @@ EXECUTOR_OPTION = Option(EXECUTOR, "c", (lambda s: s in ("c", "python"),
                                          "c (its schedule as data, run by the C executor) or python (its own code)"))
 
 
+def schedule_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The options a factory and a cost formula take: all but the executor, which says what runs the schedule."""
+    return {k: v for k, v in options.items() if k != EXECUTOR}
+
+
 def defaults_text(options: dict[str, Option]) -> str:
     """'radix=2, window=8', or 'none'."""
     return ", ".join(f"{k}={o.default}" for k, o in options.items()) or "none"

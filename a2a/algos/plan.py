@@ -22,7 +22,7 @@ from a2a.algos.agreement import agree, matched_counts
 from a2a.algos.buffers import VBuffer, is_inter
 from a2a.algos.executor import ExecutorUnavailable, executed
 from a2a.algos.mpi_module import replaced_mpi
-from a2a.algos.options import EXECUTOR
+from a2a.algos.options import EXECUTOR, schedule_options
 from a2a.algos.prebuilt import copier
 from a2a.algos.progress import EngineComm, Progression, Unprogressable, engine_module
 from a2a.errors import A2AError, BadInput
@@ -131,7 +131,7 @@ def prepare(comm: Any, algorithm: Any, kind: Any, resolved: dict[str, Any], send
     """Run the factory of `kind` on a private duplicate of `comm` (agreed already): the plan, in its blocking form or
     (`nonblocking`) its non-blocking one; the other is made when first used."""
     private = comm.Dup()  # our point-to-point traffic cannot match the caller's
-    note, options = "", {k: v for k, v in resolved.items() if k != EXECUTOR}
+    note, options = "", schedule_options(resolved)
     if resolved.get(EXECUTOR) == "c":
         try:
             return _in_c(private, algorithm, kind, resolved, options, send, recv, nonblocking)

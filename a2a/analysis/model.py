@@ -20,6 +20,7 @@ import numpy as np
 
 from a2a.algos.cost import Formula, Placement
 from a2a.algos.facts import formula, matrix_cost
+from a2a.algos.options import schedule_options
 from a2a.algos.registry import algorithms, with_defaults
 from a2a.analysis import contention
 from a2a.analysis.decide import decision_cell
@@ -36,8 +37,8 @@ PLAIN = tuple(KEY_DEFAULTS.get(c, "") for c in CONTEXT)  # their values for a pl
 
 
 def series_options(algorithm: str, text: str) -> dict[str, str]:
-    """A series' options ('radix=4;...') with the algorithm's registered defaults for those left out."""
-    return with_defaults(algorithm, decision.parse_options(text))
+    """A series' schedule options ('radix=4;...') with the algorithm's registered defaults for those left out."""
+    return schedule_options(with_defaults(algorithm, decision.parse_options(text)))
 
 
 def formula_for(algorithm: str) -> Formula:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from a2a.algos.options import schedule_options
 from a2a.algos.registry import get, register
 from a2a.errors import A2AError, BadOption
 from a2a.record.decision import lookup, parse_options, read_decision
@@ -52,7 +53,7 @@ def choose(comm: Any, table: str, bytes_per_peer: int, collective: str, workload
         raise BadOption(f"auto: table {table} names auto itself; make the table from the other algorithms")
     algorithm = get(name)
     try:
-        resolved = algorithm.resolve(options)
+        resolved = schedule_options(algorithm.resolve(options))  # auto runs the chosen schedule's own code
         factory = algorithm.kind(collective).factory
     except A2AError as problem:
         raise BadOption(f"auto: table {table} names {name} with options the algorithm refuses: {problem}") from None
