@@ -14,9 +14,11 @@ import tempfile
 import threading
 
 import pytest
-import tiers
 
 from a2a.mpi import abort_job, world
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tiers, however this conftest is imported
+import tiers  # noqa: E402
 
 WATCHDOG_SECONDS = float(os.environ.get("A2A_TEST_WATCHDOG", "300"))
 LAUNCHING_FIXTURES = {"small_sweep"}  # session fixtures that launch a job for the first test that needs them

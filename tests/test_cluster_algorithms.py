@@ -9,7 +9,7 @@ from test_cluster import HYDRA, bench, netns, ok  # noqa: F401 (netns is a fixtu
 
 from a2a.record.results import read_rows
 
-pytestmark = pytest.mark.launches  # every test here starts jobs of its own
+pytestmark = [pytest.mark.launches, pytest.mark.netns]  # jobs of its own, on the emulated cluster
 
 
 @HYDRA
@@ -22,8 +22,9 @@ def test_node_aware_and_hierarchical_exchange_right_across_uneven_nodes(netns, t
              "--allow-oversubscribed", "--quiet", "--output", str(out), timeout=300))
     rows = read_rows(out)
     assert {(r.algorithm, r.options, r.bytes_per_peer) for r in rows} == {
-        (a, o, s) for a, o in [("native", "form=blocking"), ("node_aware", "placement=block;ppn=0"),
-                               ("node_aware", "placement=cyclic;ppn=0"), ("hierarchical", "placement=block;ppn=0")]
+        (a, o, s) for a, o in [("native", "form=blocking"), ("node_aware", "executor=c;placement=block;ppn=0"),
+                               ("node_aware", "executor=c;placement=cyclic;ppn=0"),
+                               ("hierarchical", "executor=c;placement=block;ppn=0")]
         for s in (8, 4096)}
     assert all(r.valid and (r.nnodes, r.ppn) == (2, 3) for r in rows), [(r.algorithm, r.note) for r in rows]
     assert json.loads((out / "meta.json").read_text())["by_nprocs"]["5"]["nnodes"] == 2

@@ -546,7 +546,7 @@ def test_simulate_groups_on_a_torus(tmp_path, capsys):
 def test_bad_input_is_refused_once(tmp_path, capsys, args, message):
     code, _, err = simulate(tmp_path, capsys, "--nprocs", "4", *args)
     assert code == 2
-    assert message in err and err.count("rror") == 1
+    assert message in err and err.count("error:") == 1
     assert not (tmp_path / "sim").exists()
 
 
