@@ -70,5 +70,5 @@ def check(config: pytest.Config, argv: list) -> None:
         with open(os.environ["A2A_TEST_TIERS_LOG"], "a") as log:
             log.write(f"{item.nodeid}\t{tier}\t{' '.join(map(str, argv[:8]))}\n")
         return
-    raise pytest.fail(f"{item.nodeid} starts {Path(str(argv[0])).name} ({' '.join(map(str, argv[:6]))} ...): "
+    pytest.fail(f"{item.nodeid} starts {Path(str(argv[0])).name} ({' '.join(map(str, argv[:6]))} ...): "
                       f"mark it @pytest.mark.{tier} ({TIERS[tier]})", pytrace=False)
