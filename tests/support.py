@@ -106,19 +106,31 @@ def collective_tests(paths: list[str], n: int, sizes: tuple[int, ...], out: Path
     report = out / "collective.xml"
     done = mpiexec(n, "-m", "pytest", "-q", "-m", "mpi", "-p", "no:cacheprovider", f"--junitxml={report}", *paths,
                    timeout=timeout, env={**os.environ, SIZES_VARIABLE: ",".join(map(str, sizes)), **QUIET_WAIT})
-    assert report.exists(), done.stdout[-3000:] + done.stderr[-3000:]
+    said = done.stdout[-3000:] + done.stderr[-3000:]
+    assert report.exists(), said
+    # a job that failed with every test passed (a crash at exit, say) is the whole run's failure, not one file's
+    assert done.returncode == 0 or failures(report), said
     return report
+
+
+def cases(report: Path, module: str = "") -> list:
+    """The test cases of a JUnit report, of the test file `module` (its stem) if named."""
+    import xml.etree.ElementTree as ET
+
+    return [case for case in ET.parse(report).iter("testcase") if case.get("classname", "").endswith(module)]
+
+
+def failures(report: Path, module: str = "") -> list[str]:
+    """'name: message' for each failed or errored test case of a JUnit report (of `module` if named)."""
+    return [f"{case.get('name')}: {(case[0].get('message') or '')[:300]}" for case in cases(report, module)
+            if len(case) and case[0].tag in ("failure", "error")]
 
 
 def assert_collective_tests_passed(report: Path, path: str) -> None:
     """Every test of `path` in a `collective_tests` report passed (some ran; none failed or errored)."""
-    import xml.etree.ElementTree as ET
-
     module = Path(path).stem
-    cases = [case for case in ET.parse(report).iter("testcase") if case.get("classname", "").endswith(module)]
-    bad = [f"{case.get('name')}: {(case[0].get('message') or '')[:300]}" for case in cases
-           if len(case) and case[0].tag in ("failure", "error")]
-    ran = [case for case in cases if not len(case) or case[0].tag not in ("skipped",)]
+    ran = [case for case in cases(report, module) if not len(case) or case[0].tag != "skipped"]
+    bad = failures(report, module)
     assert ran and not bad, f"{path}: {len(ran)} ran; failed: {bad}"
 
 
