@@ -50,6 +50,8 @@ class Plan:
     note: str = ""  # what the row should say about this plan (the factory's Prepared.note)
     progression: Progression | None = None  # the non-blocking form, once prepared
     _progressive: Callable[[], Progression] | None = field(default=None, repr=False)
+    binding: Any = None  # a cached plan's buffers on this rank (a2a.algos.oneshot)
+    holder: Any = None  # the one-shot handle whose exchange is in flight on it (a2a.algos.oneshot)
 
     def __call__(self) -> None:
         if self.progression is not None and self.progression.active:
@@ -60,12 +62,16 @@ class Plan:
         else:
             self.run()
 
-    def start(self) -> None:
-        """Begin one exchange without waiting for it (the first start prepares the non-blocking form, collectively)."""
+    def ready_to_start(self) -> None:
+        """Prepare the non-blocking form now if it is not (collectively, as MPI_Alltoall_init)."""
         if self.progression is None:
             if self._progressive is None:
                 raise BadInput("this plan has been freed; make a new one")
             self.progression = self._progressive()
+
+    def start(self) -> None:
+        """Begin one exchange without waiting for it (the first start prepares the non-blocking form, collectively)."""
+        self.ready_to_start()
         self.progression.start()
 
     def test(self) -> bool:
@@ -100,12 +106,22 @@ def _freed() -> None:
     raise BadInput("this plan has been freed; make a new one")
 
 
-def planned(comm: Any, find: Callable[[], Any], collective: str, options: dict[str, Any],
-            call: Callable[[], tuple[Any, Any, tuple]], nonblocking: bool = False) -> Plan:
-    """A plan of the algorithm `find()` gives, once every rank has checked its call (`call` returns send, recv and
-    their signature) and the ranks agree: whatever is wrong on any rank, an unknown name or option included, is one
-    BadInput on every rank. `nonblocking`: prepare its non-blocking form only (start, test, wait)."""
-    problem, signature = None, None
+@dataclass
+class Checked:
+    """One rank's call, checked alone: what it asks for, or its problem (then the rest may be missing)."""
+
+    problem: A2AError | None
+    signature: Any = None  # what every rank must give alike: a2a.algos.agreement.describe reads it
+    algorithm: Any = None
+    kind: Any = None
+    resolved: dict[str, Any] = field(default_factory=dict)
+    send: Any = None
+    recv: Any = None
+
+
+def checked(comm: Any, find: Callable[[], Any], collective: str, options: dict[str, Any],
+            call: Callable[[], tuple[Any, Any, tuple]]) -> Checked:
+    """This rank's call checked on its own (`call` returns send, recv and their signature); no message moves."""
     try:
         found = find()
         kind = found.kind(collective)
@@ -114,13 +130,22 @@ def planned(comm: Any, find: Callable[[], Any], collective: str, options: dict[s
             raise BadInput(f"{found.name} does not serve intercommunicators; accepted: an intracommunicator, "
                            f"or {NATIVE} (the library's own {collective} between the two groups)")
         send, recv, shape = call()
-        signature = (found.name, tuple(sorted((k, str(v)) for k, v in resolved.items())), *shape)
     except A2AError as error:
-        problem = error
-    agree(comm, problem, signature)
+        return Checked(error)
+    signature = (found.name, tuple(sorted((k, str(v)) for k, v in resolved.items())), *shape)
+    return Checked(None, signature, found, kind, resolved, send, recv)
+
+
+def planned(comm: Any, find: Callable[[], Any], collective: str, options: dict[str, Any],
+            call: Callable[[], tuple[Any, Any, tuple]], nonblocking: bool = False) -> Plan:
+    """A plan of the algorithm `find()` gives, once every rank has checked its call (`call` returns send, recv and
+    their signature) and the ranks agree: whatever is wrong on any rank, an unknown name or option included, is one
+    BadInput on every rank. `nonblocking`: prepare its non-blocking form only (start, test, wait)."""
+    mine = checked(comm, find, collective, options, call)
+    agree(comm, mine.problem, mine.signature)
     if collective == "alltoallv":
-        matched_counts(comm, send, recv)
-    return prepare(comm, found, kind, resolved, send, recv, nonblocking)
+        matched_counts(comm, mine.send, mine.recv)
+    return prepare(comm, mine.algorithm, mine.kind, mine.resolved, mine.send, mine.recv, nonblocking)
 
 
 def prepare(comm: Any, algorithm: Any, kind: Any, resolved: dict[str, Any], send: Any, recv: Any,
@@ -128,6 +153,12 @@ def prepare(comm: Any, algorithm: Any, kind: Any, resolved: dict[str, Any], send
     """Run the factory of `kind` on a private duplicate of `comm` (agreed already): the plan, in its blocking form or
     (`nonblocking`) its non-blocking one; the other is made when first used."""
     private = comm.Dup()  # our point-to-point traffic cannot match the caller's
+    return prepared_on(private, algorithm, kind, resolved, send, recv, nonblocking)
+
+
+def prepared_on(private: Any, algorithm: Any, kind: Any, resolved: dict[str, Any], send: Any, recv: Any,
+                nonblocking: bool = False) -> Plan:
+    """`prepare` on `private`, a duplicate made already, which the plan then owns (and frees)."""
     staging = None
     if send is None and not kind.in_place:  # in place: the schedule reads a copy of recvbuf
         send, staging = _staged(recv)
