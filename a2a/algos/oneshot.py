@@ -66,11 +66,12 @@ class Caller:
             self.undigested = []
         return True
 
-    def settle(self, upto: "Handle") -> bool:
-        """Give every call up to `upto` its plan, in call order, as far as it goes without blocking on a peer."""
+    def settle(self, upto: "Handle", block: bool = False) -> bool:
+        """Give every call up to `upto` its plan, in call order, as far as it goes without blocking on a peer (to
+        the end when `block`)."""
         while upto in self.unsettled:
             first = self.unsettled[0]
-            if not first.settled():
+            if not first.settled(block):
                 return False
             self.unsettled.pop(0)
         return True
@@ -172,14 +173,16 @@ class Handle:
         self.request = caller.agreeing.Iallreduce(MPI.IN_PLACE, mine, MPI.MAX)
         self.making = False
 
-    def settled(self) -> bool:
+    def settled(self, block: bool = False) -> bool:
         """Take the plan once the digests are in: an error on every rank if the calls differ, else the cached plan
         or one made anew (its duplicate made by MPI_Comm_idup first); whether done."""
         try:
             if self.making is None:
                 return False  # digest not posted yet: the duplicates are not made
             if self.request is not None:
-                if not self.request.Test():
+                if block:
+                    self.request.Wait()
+                elif not self.request.Test():
                     return False
                 self.request = None
                 high, low, problem, missed = self.digest
@@ -191,7 +194,9 @@ class Handle:
                     self.private, self.duplicating = self.caller.preparing.Idup()
                     self.making = True
             if self.duplicating is not None:
-                if not self.duplicating.Test():
+                if block:
+                    self.duplicating.Wait()
+                elif not self.duplicating.Test():
                     return False
                 self.duplicating = None
             self.plan = self.caller.plan_for(self, self.private if self.making else None)
@@ -228,10 +233,14 @@ class Handle:
 
     def wait(self) -> None:
         """Complete the exchange, advancing every other one in flight meanwhile (waits may come in any order)."""
-        while not self._step():
+        while not self._step(block=self._alone()):
             for caller in callers():
                 caller.progress()
         self._raised(True)
+
+    def _alone(self) -> bool:
+        """Whether nothing else of the one-shot calls is in flight in this process: then MPI's own waits block."""
+        return not self.caller.making and sum(len(c.unsettled) + len(c.running) for c in callers()) <= 1
 
     def _raised(self, complete: bool) -> bool:
         """`complete`, or what the exchange raised (once)."""
@@ -240,11 +249,12 @@ class Handle:
             raise error
         return complete
 
-    def _step(self) -> bool:
-        """Go as far as it goes without blocking on a peer; whether complete. What it raised waits in self.error."""
+    def _step(self, block: bool = False) -> bool:
+        """Go as far as it goes without blocking on a peer (to the end when `block`); whether complete. What it
+        raised waits in self.error."""
         if self.done:
             return True
-        if self.plan is None and not self.caller.settle(self):
+        if self.plan is None and not self.caller.settle(self, block):
             return False
         if self.done:  # its agreement or its plan failed
             return True
@@ -260,7 +270,7 @@ class Handle:
                     return True
                 plan.holder, self.running = self, True
                 plan.start()
-            complete = plan.test()
+            complete = plan.wait() is None if block else plan.test()
         except BaseException as error:
             self.error, complete = error, True
         if complete:

@@ -22,7 +22,7 @@ from a2a.algos.agreement import agree, matched_counts
 from a2a.algos.buffers import VBuffer, is_inter
 from a2a.algos.mpi_module import replaced_mpi
 from a2a.algos.prebuilt import copier
-from a2a.algos.progress import EngineComm, Progression, Unprogressable, engine_module
+from a2a.algos.progress import EngineComm, Progression, Unprogressable, engine_module, unprogressable_names
 from a2a.errors import A2AError, BadInput
 from a2a.record.results import NATIVE
 
@@ -84,9 +84,13 @@ class Plan:
             self.progression.wait()
 
     def free(self) -> None:
-        """Release requests, buffers and communicators the plan holds."""
+        """Release requests, buffers and communicators the plan holds; an exchange in flight completes first (as
+        every rank frees its plan, every rank completes it), so no request stays live over released buffers."""
         if self.progression is not None:
-            self.progression.close()
+            try:
+                self.progression.wait()
+            finally:
+                self.progression.close()
         for release in (self._free, self.progression.free if self.progression else None):
             if release is not None:
                 release()
@@ -183,6 +187,11 @@ def _progression(name: str, factory: Callable[..., Any], comm: Any, send: Any, r
     try:
         with replaced_mpi(engine_module(MPI)):
             made = _made(factory(EngineComm(comm, MPI), send, recv, **options))
+        named = unprogressable_names(made.run)
+        if named is not None:
+            if made.free is not None:
+                made.free()
+            raise Unprogressable(named)
         if made.request is not None:  # one library request: prepared again on the real communicator, so that
             if made.free is not None:  # nothing of the engine's stands between each start and the library
                 made.free()
