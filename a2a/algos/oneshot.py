@@ -199,7 +199,8 @@ class Handle:
                 elif not self.duplicating.Test():
                     return False
                 self.duplicating = None
-            self.plan = self.caller.plan_for(self, self.private if self.making else None)
+            private, self.private = (self.private if self.making else None), None  # the plan owns it now
+            self.plan = self.caller.plan_for(self, private)
             self.caller.running.append(self)
         except BaseException as error:
             self.error, self.done = error, True
