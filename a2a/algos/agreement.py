@@ -22,7 +22,7 @@ def agree(comm: Any, problem: BadInput | A2AError | None, signature: Hashable) -
     One allgather, over both groups of an intercommunicator (merged for it, then freed). A bad option
     is a BadOption on every rank, any other problem a BadInput.
     """
-    mine = (type(problem) is BadOption, str(problem)) if problem else None
+    mine = told(problem)
     everyone = comm.Merge() if is_inter(comm) else comm
     try:
         verdicts = everyone.allgather((mine, None if problem else signature))
@@ -31,6 +31,17 @@ def agree(comm: Any, problem: BadInput | A2AError | None, signature: Hashable) -
             everyone.Free()
     if mine is None and verdicts.count(verdicts[0]) == len(verdicts):
         return  # all alike, no problem: one comparison per rank in C (a capture runs every rank's call)
+    judged(verdicts)
+
+
+def told(problem: A2AError | None) -> tuple[bool, str] | None:
+    """A rank's problem as its peers receive it: whether it is a BadOption, and its text."""
+    return (type(problem) is BadOption, str(problem)) if problem else None
+
+
+def judged(verdicts: list[tuple[tuple[bool, str] | None, Hashable]]) -> None:
+    """Raise what every rank's (told problem, signature) amounts to: the first rank's problem, or that the calls
+    differ (naming how); nothing when they agree."""
     first = next(((rank, p) for rank, (p, _) in enumerate(verdicts) if p), None)
     if first:
         rank, (bad_option, text) = first

@@ -24,7 +24,7 @@ from a2a.algos.executor import ExecutorUnavailable, executed
 from a2a.algos.mpi_module import replaced_mpi
 from a2a.algos.options import EXECUTOR, schedule_options
 from a2a.algos.prebuilt import copier
-from a2a.algos.progress import EngineComm, Progression, Unprogressable, engine_module
+from a2a.algos.progress import EngineComm, Progression, Unprogressable, engine_module, unprogressable_names
 from a2a.errors import A2AError, BadInput
 from a2a.record.results import NATIVE
 
@@ -53,6 +53,8 @@ class Plan:
     progression: Progression | None = None  # the non-blocking form, once prepared
     _progressive: Callable[[], Progression] | None = field(default=None, repr=False)
     executor: str = "python"  # what runs it: "c" where the C executor runs its schedule (a2a.algos.executor)
+    binding: Any = None  # a cached plan's buffers on this rank (a2a.algos.oneshot)
+    holder: Any = None  # the one-shot handle whose exchange is in flight on it (a2a.algos.oneshot)
 
     def __call__(self) -> None:
         if self.progression is not None and self.progression.active:
@@ -63,12 +65,16 @@ class Plan:
         else:
             self.run()
 
-    def start(self) -> None:
-        """Begin one exchange without waiting for it (the first start prepares the non-blocking form, collectively)."""
+    def ready_to_start(self) -> None:
+        """Prepare the non-blocking form now if it is not (collectively, as MPI_Alltoall_init)."""
         if self.progression is None:
             if self._progressive is None:
                 raise BadInput("this plan has been freed; make a new one")
             self.progression = self._progressive()
+
+    def start(self) -> None:
+        """Begin one exchange without waiting for it (the first start prepares the non-blocking form, collectively)."""
+        self.ready_to_start()
         self.progression.start()
 
     def test(self) -> bool:
@@ -81,9 +87,13 @@ class Plan:
             self.progression.wait()
 
     def free(self) -> None:
-        """Release requests, buffers and communicators the plan holds."""
+        """Release requests, buffers and communicators the plan holds; an exchange in flight completes first (as
+        every rank frees its plan, every rank completes it), so no request stays live over released buffers."""
         if self.progression is not None:
-            self.progression.close()
+            try:
+                self.progression.wait()
+            finally:
+                self.progression.close()
         for release in (self._free, self.progression.free if self.progression else None):
             if release is not None:
                 release()
@@ -103,12 +113,22 @@ def _freed() -> None:
     raise BadInput("this plan has been freed; make a new one")
 
 
-def planned(comm: Any, find: Callable[[], Any], collective: str, options: dict[str, Any],
-            call: Callable[[], tuple[Any, Any, tuple]], nonblocking: bool = False) -> Plan:
-    """A plan of the algorithm `find()` gives, once every rank has checked its call (`call` returns send, recv and
-    their signature) and the ranks agree: whatever is wrong on any rank, an unknown name or option included, is one
-    BadInput on every rank. `nonblocking`: prepare its non-blocking form only (start, test, wait)."""
-    problem, signature = None, None
+@dataclass
+class Checked:
+    """One rank's call, checked alone: what it asks for, or its problem (then the rest may be missing)."""
+
+    problem: A2AError | None
+    signature: Any = None  # what every rank must give alike: a2a.algos.agreement.describe reads it
+    algorithm: Any = None
+    kind: Any = None
+    resolved: dict[str, Any] = field(default_factory=dict)
+    send: Any = None
+    recv: Any = None
+
+
+def checked(comm: Any, find: Callable[[], Any], collective: str, options: dict[str, Any],
+            call: Callable[[], tuple[Any, Any, tuple]]) -> Checked:
+    """This rank's call checked on its own (`call` returns send, recv and their signature); no message moves."""
     try:
         found = find()
         kind = found.kind(collective)
@@ -117,13 +137,22 @@ def planned(comm: Any, find: Callable[[], Any], collective: str, options: dict[s
             raise BadInput(f"{found.name} does not serve intercommunicators; accepted: an intracommunicator, "
                            f"or {NATIVE} (the library's own {collective} between the two groups)")
         send, recv, shape = call()
-        signature = (found.name, tuple(sorted((k, str(v)) for k, v in resolved.items())), *shape)
     except A2AError as error:
-        problem = error
-    agree(comm, problem, signature)
+        return Checked(error)
+    signature = (found.name, tuple(sorted((k, str(v)) for k, v in resolved.items())), *shape)
+    return Checked(None, signature, found, kind, resolved, send, recv)
+
+
+def planned(comm: Any, find: Callable[[], Any], collective: str, options: dict[str, Any],
+            call: Callable[[], tuple[Any, Any, tuple]], nonblocking: bool = False) -> Plan:
+    """A plan of the algorithm `find()` gives, once every rank has checked its call (`call` returns send, recv and
+    their signature) and the ranks agree: whatever is wrong on any rank, an unknown name or option included, is one
+    BadInput on every rank. `nonblocking`: prepare its non-blocking form only (start, test, wait)."""
+    mine = checked(comm, find, collective, options, call)
+    agree(comm, mine.problem, mine.signature)
     if collective == "alltoallv":
-        matched_counts(comm, send, recv)
-    return prepare(comm, found, kind, resolved, send, recv, nonblocking)
+        matched_counts(comm, mine.send, mine.recv)
+    return prepare(comm, mine.algorithm, mine.kind, mine.resolved, mine.send, mine.recv, nonblocking)
 
 
 def prepare(comm: Any, algorithm: Any, kind: Any, resolved: dict[str, Any], send: Any, recv: Any,
@@ -131,6 +160,12 @@ def prepare(comm: Any, algorithm: Any, kind: Any, resolved: dict[str, Any], send
     """Run the factory of `kind` on a private duplicate of `comm` (agreed already): the plan, in its blocking form or
     (`nonblocking`) its non-blocking one; the other is made when first used."""
     private = comm.Dup()  # our point-to-point traffic cannot match the caller's
+    return prepared_on(private, algorithm, kind, resolved, send, recv, nonblocking)
+
+
+def prepared_on(private: Any, algorithm: Any, kind: Any, resolved: dict[str, Any], send: Any, recv: Any,
+                nonblocking: bool = False) -> Plan:
+    """`prepare` on `private`, a duplicate made already, which the plan then owns (and frees)."""
     note, options = "", schedule_options(resolved)
     if resolved.get(EXECUTOR) == "c":
         try:
@@ -180,6 +215,11 @@ def _progression(name: str, factory: Callable[..., Any], comm: Any, send: Any, r
     try:
         with replaced_mpi(engine_module(MPI)):
             made = _made(factory(EngineComm(comm, MPI), send, recv, **options))
+        named = unprogressable_names(made.run)
+        if named is not None:
+            if made.free is not None:
+                made.free()
+            raise Unprogressable(named)
         if made.request is not None:  # one library request: prepared again on the real communicator, so that
             if made.free is not None:  # nothing of the engine's stands between each start and the library
                 made.free()

@@ -19,8 +19,9 @@ flight, as an MPI persistent request.
 from __future__ import annotations
 
 import types
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from greenlet import GreenletExit, greenlet
 
@@ -40,6 +41,12 @@ REQUESTS = ({"I" + name.lower() if name == "Barrier" else f"I{name[0].lower()}{n
 MAKERS = ("Dup", "Split", "Split_type", "Create", "Create_group", "Create_cart", "Create_graph", "Sub", "Clone")
 # what has no non-blocking form here: a factory that reaches for it runs its plan inside wait()
 UNPROGRESSABLE = ("Win", "File")
+# ... and the calls: a factory whose code names one (or that reaches for it while preparing) runs its plan inside
+# wait() too, instead of blocking inside test()
+UNPROGRESSABLE_CALLS = ("Ssend", "Bsend", "Rsend", "Probe", "Iprobe", "Mprobe", "Improbe", "Mrecv", "Imrecv", "send",
+                        "recv", "sendrecv", "isend", "irecv", "issend", "ssend", "bsend", "ibsend", "probe",
+                        "iprobe", "mprobe", "improbe", "bcast", "gather", "scatter", "allgather", "alltoall",
+                        "allreduce", "reduce", "scan", "exscan", "barrier", "Waitsome", "Testsome", "Cancel")
 
 
 class Unprogressable(Exception):
@@ -88,26 +95,36 @@ class Awaited:
     any_of: bool = False
     result: Any = None
 
+    status: Any = None  # filled by the last request's completion, as the blocking call would fill it
+
     def ready(self) -> bool:
         """Whether it has arrived (completing the requests that did, as MPI_Test does)."""
         if self.any_of:
             self.result, flag = self.mpi.Request.Testany(self.requests)
             return bool(flag)
         if len(self.requests) == 1:  # MPI_Test: MPICH 5.0's MPI_Testall errs as a persistent collective completes
-            return bool(self.requests[0].Test())
-        return bool(self.mpi.Request.Testall(self.requests))
+            return bool(self.requests[0].Test(self.status))
+        if self.status is None:
+            return bool(self.mpi.Request.Testall(self.requests))
+        if not self.mpi.Request.Testall(self.requests[:-1]):
+            return False
+        return bool(self.requests[-1].Test(self.status))
 
     def block(self) -> None:
         """Wait until it has arrived."""
         if self.any_of:
             self.result = self.mpi.Request.Waitany(self.requests)
-        else:
+        elif self.status is None:
             self.mpi.Request.Waitall(self.requests)
+        else:
+            self.mpi.Request.Waitall(self.requests[:-1])
+            self.requests[-1].Wait(self.status)
 
 
-def finished(mpi: Any, requests: list[Any], any_of: bool = False) -> Any:
-    """Wait for real requests: parked when run inside the engine, else blocking; Waitany's index when `any_of`."""
-    awaited = Awaited(mpi, requests, any_of)
+def finished(mpi: Any, requests: list[Any], any_of: bool = False, status: Any = None) -> Any:
+    """Wait for real requests: parked when run inside the engine, else blocking; Waitany's index when `any_of`;
+    `status` filled by the last one's completion."""
+    awaited = Awaited(mpi, requests, any_of, status=status)
     if running():
         return greenlet.getcurrent().parent.switch(awaited)  # the driver resumes the run once it has arrived
     awaited.block()
@@ -153,27 +170,58 @@ class EngineComm:
     def _wrapped(self, made: Any) -> Any:
         return made if made == self.mpi.COMM_NULL else EngineComm(made, self.mpi)
 
-    def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = -1,
-                 recvtag: int = -1, status: Any = None) -> None:
+    def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int | None = None,
+                 recvtag: int | None = None, status: Any = None) -> None:
+        source, recvtag = self._any(source, recvtag)
         if not running():
             return self.real.Sendrecv(sendbuf, dest, sendtag, recvbuf, source, recvtag, status)
-        finished(self.mpi, [self.real.Isendrecv(sendbuf, dest, sendtag, recvbuf, source, recvtag)])
+        try:
+            requests = [self.real.Isendrecv(sendbuf, dest, sendtag, recvbuf, source, recvtag)]
+        except (AttributeError, NotImplementedError):  # an MPI-3 library: no MPI_Isendrecv
+            requests = [self.real.Isend(sendbuf, dest, sendtag), self.real.Irecv(recvbuf, source, recvtag)]
+        finished(self.mpi, requests, status=status)
 
-    def Sendrecv_replace(self, buf: Any, dest: int, sendtag: int = 0, source: int = -1, recvtag: int = -1,
-                         status: Any = None) -> None:
+    def Sendrecv_replace(self, buf: Any, dest: int, sendtag: int = 0, source: int | None = None,
+                         recvtag: int | None = None, status: Any = None) -> None:
+        source, recvtag = self._any(source, recvtag)
         if not running():
             return self.real.Sendrecv_replace(buf, dest, sendtag, source, recvtag, status)
-        finished(self.mpi, [self.real.Isendrecv_replace(buf, dest, sendtag, source, recvtag)])
+        try:
+            requests = [self.real.Isendrecv_replace(buf, dest, sendtag, source, recvtag)]
+        except (AttributeError, NotImplementedError):  # an MPI-3 library: the send from a copy, then the receive
+            import numpy as np
+
+            copy = np.array(buf, copy=True)
+            requests = [self.real.Isend(copy, dest, sendtag), self.real.Irecv(buf, source, recvtag)]
+        finished(self.mpi, requests, status=status)
 
     def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
         if not running():
             return self.real.Send(buf, dest, tag)
         finished(self.mpi, [self.real.Isend(buf, dest, tag)])
 
-    def Recv(self, buf: Any, source: int = -1, tag: int = -1, status: Any = None) -> None:
+    def Recv(self, buf: Any, source: int | None = None, tag: int | None = None, status: Any = None) -> None:
+        source, tag = self._any(source, tag)
         if not running():
             return self.real.Recv(buf, source, tag, status)
-        finished(self.mpi, [self.real.Irecv(buf, source, tag)])
+        finished(self.mpi, [self.real.Irecv(buf, source, tag)], status=status)
+
+    def _any(self, source: int | None, tag: int | None) -> tuple[int, int]:
+        """MPI's defaults, as the library names them (MPI_ANY_SOURCE is -2 in MPICH, -1 in Open MPI)."""
+        return (self.mpi.ANY_SOURCE if source is None else source), (self.mpi.ANY_TAG if tag is None else tag)
+
+
+def unprogressable_names(run: Callable[..., Any]) -> str | None:
+    """The first call in UNPROGRESSABLE_CALLS that the code of `run` (and of the functions it defines) names."""
+    code = getattr(run, "__code__", None)
+    pending = [code] if code is not None else []
+    while pending:
+        code = pending.pop()
+        found = next((n for n in code.co_names if n in UNPROGRESSABLE_CALLS), None)
+        if found:
+            return found
+        pending += [c for c in code.co_consts if hasattr(c, "co_names")]
+    return None
 
 
 def engine_module(mpi: types.ModuleType) -> types.ModuleType:
@@ -233,10 +281,11 @@ class Progression:
         A run that has no non-blocking form runs whole in the first test, as it would in wait()."""
         if self.in_wait:
             self.wait()
-        if self._request is not None and self._request.Test():
-            self._request, self.active = None, False
-        while self._awaited is not None and self._awaited.ready():
-            self._resume(self._awaited.result)
+        with self._ended_on_error():
+            if self._request is not None and self._request.Test():
+                self._request, self.active = None, False
+            while self._awaited is not None and self._awaited.ready():
+                self._resume(self._awaited.result)
         return not self.active
 
     def wait(self) -> None:
@@ -247,13 +296,24 @@ class Progression:
             self.active = False
             self.run()
             return
-        if self._request is not None:
-            self._request.Wait()
-            self._request, self.active = None, False
-            return
-        while self._awaited is not None:
-            self._awaited.block()
-            self._resume(self._awaited.result)
+        with self._ended_on_error():
+            if self._request is not None:
+                self._request.Wait()
+                self._request, self.active = None, False
+                return
+            while self._awaited is not None:
+                self._awaited.block()
+                self._resume(self._awaited.result)
+
+    @contextmanager
+    def _ended_on_error(self) -> Iterator[None]:
+        """An MPI error while a round completes ends the exchange with it (the plan may start again, or be freed)."""
+        try:
+            yield
+        except BaseException:
+            self.active, self._request, self._awaited = False, None, None
+            self.close()
+            raise
 
     def _resume(self, *value: Any) -> None:
         """Go on with the run (handing it what it waited for) until it parks again (a round posted) or ends."""
