@@ -79,3 +79,95 @@ def test_two_communicators_started_in_opposite_orders_complete_with_every_algori
                 for got, expected in opposite_order(sub, on(name), expect):
                     assert np.array_equal(got, expected), f"{name} at p={p}"
         sub.Free()
+
+
+class Counting:
+    """The agreeing duplicate, counting the digests posted on it."""
+
+    def __init__(self, real):
+        self.real, self.posted = real, 0
+
+    def Iallreduce(self, *args):
+        self.posted += 1
+        return self.real.Iallreduce(*args)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+def caller_counting(comm):
+    """The communicator's one-shot Caller (made by a first call), its digests counted from now on."""
+    from a2a.algos.oneshot import caller_of
+
+    caller = caller_of(comm)
+    caller.agreeing = Counting(caller.agreeing)
+    return caller
+
+
+@pytest.mark.mpi
+def test_an_alltoall_agrees_on_a_miss_only_and_its_buffers_may_change_on_one_rank(comm):
+    """A hit posts no digest, whatever each rank's buffers: rank 0 gives new arrays (and in place) at every call,
+    the others the same ones; every result is the library's."""
+    mine = comm.Dup()
+    try:
+        caller = caller_counting(mine)
+        send = np.arange(4 * mine.size, dtype=np.int64) + 1000 * mine.rank
+        want = np.empty_like(send)
+        mine.Alltoall(send, want)
+        kept = np.zeros_like(send)
+        for call in range(6):
+            fresh = mine.rank == 0 and call % 2 == 1
+            got = np.zeros_like(send) if fresh else kept
+            a2a.alltoall(mine, send.copy() if fresh else send, got, "pairwise")
+            assert np.array_equal(got, want), call
+            a2a.ialltoall(mine, send, got, "pairwise").wait()
+            assert np.array_equal(got, want), call
+        assert caller.agreeing.posted == 1  # the first call: a miss (the non-blocking one shares the plan)
+        inplace = send.copy()
+        a2a.alltoall(mine, MPI_IN_PLACE(), inplace, "pairwise")
+        assert np.array_equal(inplace, want) and caller.agreeing.posted == 2  # in place: another key, a miss
+        half, want_half = send[:2 * mine.size].copy(), np.empty(2 * mine.size, np.int64)
+        mine.Alltoall(half, want_half)
+        got_half = np.zeros_like(half)
+        a2a.alltoall(mine, half, got_half, "pairwise")
+        assert np.array_equal(got_half, want_half) and caller.agreeing.posted == 3  # another count: a miss
+    finally:
+        a2a.free_cache(mine)
+        mine.Free()
+
+
+def MPI_IN_PLACE():
+    from mpi4py import MPI
+
+    return MPI.IN_PLACE
+
+
+@pytest.mark.mpi
+def test_two_exchanges_on_one_cached_plan_into_two_buffers_both_complete_right(comm):
+    """Double buffering: two ialltoall of the same call into two receive buffers, in flight together (the second
+    starts once the first completes, as one plan runs one exchange at a time), waited in reverse order."""
+    send = np.arange(3 * comm.size, dtype=np.float64) + 10 * comm.rank
+    want = np.empty_like(send)
+    comm.Alltoall(send, want)
+    first, second = np.zeros_like(send), np.zeros_like(send)
+    a2a.ialltoall(comm, send, first, "pairwise").wait()  # the plan cached
+    handles = [a2a.ialltoall(comm, send, got, "pairwise") for got in (first, second)]
+    for handle in reversed(handles):
+        handle.wait()
+    assert np.array_equal(first, want) and np.array_equal(second, want)
+    a2a.free_cache(comm)
+
+
+@pytest.mark.mpi
+def test_the_cache_keeps_its_stated_number_of_plans(comm):
+    from a2a.algos.oneshot import CACHE_PLANS, caller_of
+
+    for count in range(1, CACHE_PLANS + 5):
+        send = np.arange(count * comm.size, dtype=np.int32) + comm.rank
+        got, want = np.zeros_like(send), np.empty_like(send)
+        comm.Alltoall(send, want)
+        a2a.alltoall(comm, send, got, "pairwise")
+        assert np.array_equal(got, want)
+    assert len(caller_of(comm).plans) == CACHE_PLANS
+    a2a.free_cache(comm)
+    assert not caller_of(comm).plans

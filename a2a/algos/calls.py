@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from a2a.algos.buffers import alltoall_call, alltoallv_call
-from a2a.algos.oneshot import Handle, one_shot
+from a2a.algos.buffers import alltoallv_call
+from a2a.algos.oneshot import Handle, alltoall_shot, one_shot
 from a2a.algos.registry import get
 from a2a.record.results import NATIVE
 
 
 def alltoall(comm: Any, sendbuf: Any, recvbuf: Any, algorithm: str = NATIVE, **options: Any) -> None:
     """One all-to-all with the named algorithm (its plan cached for the next call alike)."""
-    _done(one_shot(comm, lambda: get(algorithm), "alltoall", options, lambda: alltoall_call(comm, sendbuf, recvbuf),
-                   blocking=True))
+    made = alltoall_shot(comm, sendbuf, recvbuf, algorithm, options, blocking=True)
+    if made is not None:  # None: a call made before, done already
+        _done(made)
 
 
 def alltoallv(comm: Any, sendbuf: Any, sendcounts: Any, recvbuf: Any, recvcounts: Any, algorithm: str = NATIVE,
@@ -27,8 +28,7 @@ def alltoallv(comm: Any, sendbuf: Any, sendcounts: Any, recvbuf: Any, recvcounts
 def ialltoall(comm: Any, sendbuf: Any, recvbuf: Any, algorithm: str = NATIVE, **options: Any) -> Handle:
     """Start one all-to-all with the named algorithm and return at once, as MPI_Ialltoall: test() or wait() it."""
     options = _nonblocking(algorithm, options)
-    return _started(one_shot(comm, lambda: get(algorithm), "alltoall", options,
-                             lambda: alltoall_call(comm, sendbuf, recvbuf), blocking=False))
+    return _started(alltoall_shot(comm, sendbuf, recvbuf, algorithm, options, blocking=False))
 
 
 def ialltoallv(comm: Any, sendbuf: Any, sendcounts: Any, recvbuf: Any, recvcounts: Any, algorithm: str = NATIVE,

@@ -53,7 +53,6 @@ class Plan:
     progression: Progression | None = None  # the non-blocking form, once prepared
     _progressive: Callable[[], Progression] | None = field(default=None, repr=False)
     executor: str = "python"  # what runs it: "c" where the C executor runs its schedule (a2a.algos.executor)
-    binding: Any = None  # a cached plan's buffers on this rank (a2a.algos.oneshot)
     holder: Any = None  # the one-shot handle whose exchange is in flight on it (a2a.algos.oneshot)
 
     def __call__(self) -> None:
