@@ -52,8 +52,11 @@ from .options import defaults
                             "per-rank means; global: ReproMPI's synchronised clocks, latest exit minus an agreed "
                             "start; overlap: OSU's and IMB-NBC's overlap of an exchange with computation.",
                             DEFAULTS["timing"]))
-@click.option("--compute-ratio", help=defaults("--timing overlap: the compute phase over the pure exchange time "
-                                               "(real arithmetic, calibrated per point).", DEFAULTS["compute_ratio"]))
+@click.option("--compute-ratio", help=defaults("--timing overlap: the compute phase over the library's own "
+                                               "non-blocking pure time (real arithmetic, sized once per point, the "
+                                               "same for every algorithm).", DEFAULTS["compute_ratio"]))
+@click.option("--compute-us", type=float, help="--timing overlap: the compute phase in microseconds, instead of "
+                                               "--compute-ratio.")
 @click.option("--tests", help=defaults("--timing overlap: progress calls (test) spread through the compute phase; "
                                        "a list is swept like sizes (0: a program that never polls).",
                                        DEFAULTS["tests"]))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 import pytest
 from decide_fixtures import LIBRARY_TABLE, minimal_table, record, row_for, samples_around
@@ -17,7 +18,7 @@ from a2a.analysis.export.formats import export, formats
 from a2a.analysis.revert import revert_slower
 from a2a.errors import BadInput, BadResults
 from a2a.record import decision
-from a2a.record.results import Recorder
+from a2a.record.results import Recorder, write_meta
 
 
 @pytest.fixture
@@ -376,3 +377,26 @@ def test_a_cell_given_back_to_native_merges_with_its_neighbours_into_one_range(t
     revert_slower(document, [{"nprocs": 2, "bytes_per_peer": 1024, "ratio": 2.0, "p": 0.001}], 0.05)
     assert spans(document["tables"][0]) == [(0, None, "native", "form=blocking")]
     assert decide.summary(document) == ["nprocs=2: 0..inf native"]
+
+
+def test_an_overlap_decision_ranks_by_exposed_time_so_full_overlap_beats_a_faster_exchange_that_hides_nothing(
+        tmp_path):
+    """At one point both computed the same 100 us phase; pairwise's pure exchange is 2.5x native's, but it hides
+    behind the phase (2 us exposed) while native's hides nothing (40 us exposed)."""
+    recorder = Recorder(tmp_path)
+    for j, (algorithm, options, pure, exposed) in enumerate([("pairwise", "", 100.0, 2.0),
+                                                             ("native", "form=nonblocking", 40.0, 40.0)]):
+        compute = samples_around(100.0, seed=j)
+        overall = compute + samples_around(exposed, seed=10 + j)
+        row = replace(row_for(2, 1024, algorithm, options, "float32", 4, overall), timing="overlap", tests="4",
+                      progress="poll", compute_ratio="1", t_pure_us=pure, t_compute_us=100.0,
+                      t_overall_us=float(overall.mean() * 1e6), compute_phase_us=100.0)
+        recorder.add(row, {"": overall, "compute": compute})
+    recorder.close()
+    write_meta(tmp_path, {"status": "complete", "mpi_library": "MPICH Version: test"})
+    document = decide.decide([tmp_path], metric="median")
+    cell = document["tables"][0]["ranges"][0]["cells"][0]
+    assert (cell["algorithm"], cell["runner_up"]) == ("pairwise", "native:form=nonblocking")
+    assert cell["value_us"] == pytest.approx(2.0, rel=0.2) and cell["runner_up_us"] == pytest.approx(40.0, rel=0.2)
+    shown = decide.render(document)
+    assert "median exposed us" in shown and "rank by the exposed time" in shown

@@ -56,7 +56,8 @@ def test_the_compute_phase_is_calibrated_arithmetic_cut_in_even_slices():
     assert work.units(0.02) == round(0.02 / work.unit) and work.units(0) == 0
     work._timed = lambda units: 2 * units * work.unit  # the machine got twice as slow since: half the units
     assert work.units(0.02) == pytest.approx(0.01 / work.unit, abs=1)
-    assert slices(10, 3) == [4, 3, 3] and slices(10, 0) == [10] and slices(2, 5) == [1, 1, 0, 0, 0]
+    assert slices(10, 3) == [3, 4, 3] and slices(10, 0) == [10]
+    assert slices(2, 5) == [0, 1, 0, 1, 0] and slices(3, 9) == [0, 1, 0] * 3  # more tests than units: spread out
 
 
 @pytest.mark.launches
@@ -71,7 +72,10 @@ def test_an_overlap_run_records_both_figures_its_three_times_and_every_iteration
     assert len(rows) == 12 and all(r.valid for r in rows), [r.note for r in rows if not r.valid]
     assert {(r.tests, r.progress, r.compute_ratio) for r in rows} == {("0", "poll", "1"), ("3", "poll", "1")}
     for r in rows:
-        assert r.t_pure_us > 0 and r.t_overall_us > 0 and r.t_compute_us > 0
+        assert r.t_pure_us > 0 and r.t_overall_us > 0 and r.t_compute_us > 0 and r.compute_phase_us > 0
+        assert r.t_exposed_us < r.t_overall_us
+        alike = {o.compute_phase_us for o in rows if (o.bytes_per_peer, o.tests) == (r.bytes_per_peer, r.tests)}
+        assert alike == {r.compute_phase_us}  # one compute phase per point, whatever the algorithm
         assert 0 <= r.overlap_osu_pct <= 100 and 0 <= r.overlap_imb_pct <= 100
         assert r.t_p50_us == pytest.approx(r.t_overall_us, rel=1e-4)  # the row's times are the overall ones
     testing = read_samples(out, "testing")
@@ -90,6 +94,8 @@ def test_an_overlap_run_records_both_figures_its_three_times_and_every_iteration
     (["--timing", "overlap", "--algorithms", "native:form=eventually"],
      "native: option form='eventually'; accepted: blocking, nonblocking, persistent"),
     (["--timing", "overlap", "--cache", "cold"], "--cache cold goes with the sync"),
+    (["--timing", "overlap", "--compute-us", "-5"], "--compute-us -5.0; accepted: microseconds"),
+    (["--timing", "overlap", "--compute-us", "5", "--compute-ratio", "2"], "--compute-ratio and --compute-us both"),
     (["--timing", "overlap", "--progress", "psychic"], "--progress 'psychic'; accepted: poll, thread"),
     (["--timing", "overlap", "--tests", "-3"], "--tests '-3'; accepted: a whole number, 0 or more"),
 ])
@@ -98,13 +104,14 @@ def test_bad_overlap_options_are_one_line_and_exit_2(capsys, tmp_path, args, mes
 
 
 @pytest.mark.launches
-def test_all_under_overlap_with_tests_sweeps_the_librarys_non_blocking_forms(tmp_path):
+def test_all_under_overlap_sweeps_the_librarys_non_blocking_forms_with_a_compute_phase_given(tmp_path):
     out = tmp_path / "run"
-    done = bench(2, "run", "--timing", "overlap", "--sizes", "8", "--algorithms", "all", "--tests", "2",
-                 "--iterations", "5", "--nprocs", "2", "--output", str(out), "--quiet")
+    done = bench(2, "run", "--timing", "overlap", "--sizes", "8", "--algorithms", "all", "--tests", "0",
+                 "--compute-us", "50", "--iterations", "5", "--nprocs", "2", "--output", str(out), "--quiet")
     assert done.returncode == 0, done.stderr
-    natives = sorted(r.options for r in read_rows(out) if r.algorithm == "native")
-    assert natives == ["form=nonblocking", "form=persistent"]
+    rows = read_rows(out)
+    assert sorted(r.options for r in rows if r.algorithm == "native") == ["form=nonblocking", "form=persistent"]
+    assert {(r.compute_us, r.compute_ratio, r.compute_phase_us) for r in rows} == {("50", "", 50.0)}
 
 
 @pytest.mark.launches

@@ -31,7 +31,7 @@ from a2a.record.decision import (
     where,
     write_decision,
 )
-from a2a.record.results import Row, load, point_key
+from a2a.record.results import OVERLAP, Row, load, point_key, read_samples
 from a2a.units import counted, human_bytes
 
 METRICS = ("mean", "median", "p90", "p99", "max")
@@ -51,10 +51,13 @@ class Candidate:
     rows: list[Row] = field(default_factory=list)
 
     def value_us(self, metric: str) -> float:
-        """The metric in microseconds: from the samples, else from the best-sampled row."""
+        """The metric in microseconds: from the samples, else from the best-sampled row (an overlap row's exposed
+        time, when it has one)."""
         if self.samples:
             return metric_of(np.asarray(self.samples), metric) * 1e6
         row = max(self.rows, key=lambda r: r.iterations)
+        if row.timing == OVERLAP and not math.isnan(row.t_exposed_us):
+            return float(row.t_exposed_us)
         return float(getattr(row, ROW_COLUMN[metric]))
 
 
@@ -116,6 +119,7 @@ def gather(directories: list[Path], dtype: str | None = None, where: dict[str, s
     for directory in directories:
         run = load(Path(directory))
         sources.append(source(run))
+        computed = read_samples(Path(directory), "compute") if any(r.timing == OVERLAP for r in run.rows) else {}
         for row in run.rows:
             key = point_key(row)
             if "WRONG RESULT" in row.note:
@@ -128,7 +132,7 @@ def gather(directories: list[Path], dtype: str | None = None, where: dict[str, s
                                         row.algorithm, row.options)
             point = points[key]
             point.rows.append(row)
-            point.samples += run.samples.get(key, [])
+            point.samples += exposed(run.samples.get(key, []), computed.get(key))
     points = {k: p for k, p in points.items() if k not in wrong}
     names = ", ".join(str(d) for d in directories)
     for column, option in (("timing", "--timing"), ("cache", "--cache")):
@@ -139,6 +143,15 @@ def gather(directories: list[Path], dtype: str | None = None, where: dict[str, s
     if not points:
         raise BadResults(f"no valid points in {names}: every point was skipped, refused or wrong")
     return _one_dtype(points, dtype, names), sources, _chosen_dtype(points, dtype)
+
+
+def exposed(overall: list[float], compute: list[float] | None) -> list[float]:
+    """An overlap point's samples as the decision ranks them: per iteration, the overall time less the compute
+    phase's (the time the program waits for the exchange; comparable since every contestant computes the same
+    phase); the overall times where no compute times were kept."""
+    if not compute or len(compute) != len(overall):
+        return list(overall)
+    return [o - c for o, c in zip(overall, compute)]
 
 
 def _one_dtype(points: dict[tuple, Candidate], dtype: str | None, names: str) -> dict[tuple, Candidate]:
@@ -248,11 +261,14 @@ def render(document: dict[str, Any]) -> str:
                              f"{cell['value_us']:,.1f}", cell["runner_up"] or "-",
                              _percent(cell["margin"]), _times(cell["speedup_vs_native"]),
                              *(["yes" if cell["tie"] else ""] if ties else [])])
-    headers = [*columns, "range (B/peer)", "measured", "algorithm", f"{document['metric']} us",
+    overlap = any(t.get("timing") == OVERLAP for t in document["tables"])
+    headers = [*columns, "range (B/peer)", "measured", "algorithm",
+               f"{document['metric']} exposed us" if overlap else f"{document['metric']} us",
                "runner-up", "by", "vs native", *(["tie"] if ties else [])]
-    ranked = [f"Overlap tables rank by t_overall: start, a compute phase of compute_ratio x the pure exchange time "
-              f"with `tests` progress calls in it, wait ({document['metric']} over the iterations)."] \
-        if any(t.get("timing") == "overlap" for t in document["tables"]) else []
+    ranked = [f"Overlap tables rank by the exposed time, t_overall - t_compute per iteration ({document['metric']} "
+              "over the iterations): how long the program waits for the exchange, after start, a compute phase the "
+              "same for every algorithm at a point (compute_phase_us), with `tests` progress calls in it, and "
+              "wait."] if overlap else []
     context = [f"Every table's {', '.join(same)}."] if same else []
     return "\n".join([*ranked, *context, tabulate(body, headers=headers, disable_numparse=True)])
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import time
 import traceback
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from math import nan
 from pathlib import Path
@@ -26,13 +26,13 @@ from a2a.measure.environment import (
     machine_of_this_rank,
     oversubscription,
 )
-from a2a.measure.overlap import Work, time_overlap
+from a2a.measure.overlap import Work, pure_seconds, time_overlap
 from a2a.measure.timing import harness_cost, time_global, time_imb, time_pipelined, time_sync
 from a2a.measure.traffic import traffic_of
 from a2a.mpi import abort_job, abort_on_error, idle_barrier, ranks_on_this_node
 from a2a.netstat import stall_counters
 from a2a.record.overlap import imb_overlap, osu_overlap
-from a2a.record.results import FAILED, OVERLAP_QUANTITIES, Row
+from a2a.record.results import FAILED, KEY_COLUMNS, NATIVE, OVERLAP_QUANTITIES, Row
 from a2a.record.stats import Stats
 from a2a.sweep.config import OVERLAP, PER_RANK_MEANS, SweepConfig
 from a2a.sweep.grid import Point
@@ -134,6 +134,7 @@ class Context:
     harness: dict[str, float]
     clock: GlobalClock | None = None
     work: Work | None = None  # the overlap protocol's arithmetic, measured here
+    phases: dict[tuple, tuple[int, float]] = field(default_factory=dict)  # the overlap protocol's, per point: _phase
 
     @classmethod
     def of(cls, comm: Any, ppn: int, timing: str = "sync") -> "Context":
@@ -310,8 +311,9 @@ def _time_and_check(comm: Any, group: Any, point: Point, config: SweepConfig, co
     if point.cache == "cold":
         evict()
     if point.timing == OVERLAP:
+        units, row.compute_phase_us = _phase(comm, group, point, config, context, traffic, sets[0])
         samples, stopped, timing_note, enough = _overlapped(comm, plans[0], point, config, context, row,
-                                                            stop_requested)
+                                                            stop_requested, units)
     else:
         samples, stopped, timing_note, enough = _samples(comm, cycling([plan.run for plan in plans]), point, config,
                                                          context, stop_requested)
@@ -348,16 +350,42 @@ def _samples(comm: Any, run: Callable[[], Any], point: Point, config: SweepConfi
     return (*timed, "", True)
 
 
+def _phase(comm: Any, group: Any, point: Point, config: SweepConfig, context: Context, traffic: Any,
+           buffers: tuple[Any, Any]) -> tuple[int, float]:
+    """The compute phase every contestant gets at this point, sized at the first one measured there: this rank's
+    Work units, and its microseconds (the largest rank's); --compute-us, else compute_ratio x the library's own
+    non-blocking pure time (MPI_Ialltoall(v) on the point's buffers)."""
+    at = tuple(v for k, v in zip(KEY_COLUMNS, point.key) if k not in ("algorithm", "options"))
+    if at not in context.phases:
+        if config.compute_us:
+            seconds = config.compute_us * 1e-6
+        else:
+            library = traffic.plan(get(NATIVE), group, *buffers, {"form": "nonblocking"}, nonblocking=True)
+            try:
+                seconds = config.compute_ratio * pure_seconds(comm, library, config.warmup)
+            finally:
+                library.free()
+        context.phases[at] = (context.work.units(seconds), comm.allreduce(seconds * 1e6, op=_max()))
+    return context.phases[at]
+
+
+def _max() -> Any:
+    from mpi4py import MPI
+
+    return MPI.MAX
+
+
 def _overlapped(comm: Any, plan: Any, point: Point, config: SweepConfig, context: Context, row: Row,
-                stop_requested: Callable[[], bool]) -> tuple[dict[str, np.ndarray], bool, str, bool]:
+                stop_requested: Callable[[], bool], units: int) -> tuple[dict[str, np.ndarray], bool, str, bool]:
     """The overlap protocol's samples (the calls' times: the overall ones), its figures into `row`."""
     timed = time_overlap(comm, plan, context.work, config.warmup, config.iterations, config.max_time_per_point,
-                         stop_requested, config.compute_ratio, int(point.tests))
+                         stop_requested, units, int(point.tests))
     if timed.stopped:
         return {}, True, "", False
     us = 1e6
     row.t_pure_us, row.t_overall_us, row.t_compute_us = (float(np.median(timed.samples[q])) * us
                                                          for q in ("pure", "overall", "compute"))
+    row.t_exposed_us = float(np.median(timed.samples["overall"] - timed.samples["compute"])) * us
     row.overlap_osu_pct, row.overlap_imb_pct = osu_overlap(timed.means), imb_overlap(timed.means)
     samples = {"": timed.samples["overall"], **{q: timed.samples[q] for q in OVERLAP_QUANTITIES}}
     return samples, False, f"compute phase {timed.units} units of {context.work.unit * 1e6:.2f} us", True

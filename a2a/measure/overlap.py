@@ -1,14 +1,17 @@
 """The overlap protocol: how much of an exchange hides behind computation, timed as OSU's osu_ialltoall and IMB-NBC's
 Ialltoall time it (their figures: a2a.record.overlap).
 
-Per point, after the warm-up, CALIBRATION pure exchanges (start, then wait at once) give each rank its own pure
-time (their median), as both sources calibrate on each rank's own; the compute phase is then `ratio` times it, in
-units of real arithmetic on a private array (Work), not a sleep, timed once at the point and rescaled to fit (IMB's
-calibration), since the units run slower on a loaded machine than when they were first measured. Per iteration,
-each part begun together on every rank:
+The compute phase is sized once per point, for every contestant alike, as a program has one compute phase per
+step whatever algorithm it picks: `ratio` times the library's own non-blocking pure time there (CALIBRATION pure
+exchanges of MPI_Ialltoall(v), start then wait at once, their median on each rank, as both sources calibrate on
+each rank's own), or a given number of microseconds; in units of real arithmetic on a private array (Work), not a
+sleep, timed once at the point and rescaled to fit (IMB's calibration), since the units run slower on a loaded
+machine than when they were first measured. The warm-up runs the overall part below, so the path through the
+tests is warm too. Per iteration, each part begun together on every rank:
 - pure: start, wait;
-- overall: start, the compute phase in `tests` equal slices each followed by one test() (OSU's -t: none when 0, a
-  program that never polls), wait; the phase's time and the time in its tests are kept apart;
+- overall: start, the compute phase in `tests` slices as even as can be, each followed by one test() (OSU's -t:
+  none when 0, a program that never polls; more tests than units spread their empty slices through the phase),
+  wait; the phase's time and the time in its tests are kept apart;
 - compute: the same arithmetic alone, no exchange in flight.
 A sample is one iteration's max over ranks of each; each rank's means feed the published figures.
 """
@@ -56,11 +59,29 @@ class Work:
 
 
 def slices(units: int, tests: int) -> list[int]:
-    """The compute phase cut into `tests` slices as even as can be (one slice when there are no tests)."""
+    """The compute phase cut into `tests` slices as even as can be, each test at its share of the phase (one slice
+    when there are no tests): the k-th ends at round(k x units / tests)."""
     if tests <= 0:
         return [units]
-    each, extra = divmod(units, tests)
-    return [each + (k < extra) for k in range(tests)]
+    ends = [round((k + 1) * units / tests) for k in range(tests)]
+    return [end - begin for begin, end in zip([0, *ends], ends)]
+
+
+def pure_seconds(comm: Any, plan: Any, warmup: int) -> float:
+    """This rank's median pure time of `plan` (prepared non-blocking): start then wait at once, after `warmup`."""
+    from mpi4py import MPI
+
+    for _ in range(warmup):
+        plan.start()
+        plan.wait()
+    times = []
+    for _ in range(CALIBRATION):
+        comm.Barrier()
+        began = MPI.Wtime()
+        plan.start()
+        plan.wait()
+        times.append(MPI.Wtime() - began)
+    return float(np.median(times))
 
 
 @dataclass(frozen=True)
@@ -74,8 +95,9 @@ class OverlapSamples:
 
 
 def time_overlap(comm: Any, plan: Any, work: Work, warmup: int, iterations: int, max_seconds: float,
-                 stop_requested: Callable[[], bool], ratio: float, tests: int) -> OverlapSamples:
-    """Time `plan` (prepared non-blocking) by the overlap protocol on `comm`; see the module's docstring."""
+                 stop_requested: Callable[[], bool], units: int, tests: int) -> OverlapSamples:
+    """Time `plan` (prepared non-blocking) by the overlap protocol on `comm` with a compute phase of `units`; see
+    the module's docstring."""
     from mpi4py import MPI
 
     wtime, barrier = MPI.Wtime, comm.Barrier
@@ -88,11 +110,14 @@ def time_overlap(comm: Any, plan: Any, work: Work, warmup: int, iterations: int,
         wait()
         return wtime() - began
 
-    for _ in range(warmup):
-        start()
-        wait()
-    units = work.units(ratio * float(np.median([pure() for _ in range(CALIBRATION)])))
     phase_slices = slices(units, tests)
+    for _ in range(warmup):  # the overall part, tests and all
+        start()
+        for share in phase_slices:
+            work.do(share)
+            if tests:
+                test()
+        wait()
     local = np.zeros((iterations, len(QUANTITIES)))
     mine, agreed, begin, done = np.zeros(2), np.zeros(2), wtime(), 0
     while done < iterations:

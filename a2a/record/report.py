@@ -52,15 +52,17 @@ def table(rows: Iterable[Row], defaults: Defaults | None = None, fmt: str = "sim
 
 
 def overlap_table(rows: Iterable[Row], defaults: Defaults | None = None, fmt: str = "simple") -> str:
-    """Overlap rows: per point its tests and progress, the medians of the three times, and both overlap figures."""
+    """Overlap rows: per point its tests and progress, the compute phase every contestant got, the medians of the
+    three times and of the exposed time (overall less compute), and both overlap figures."""
     rows = sorted(rows, key=lambda r: (r.nprocs, r.progress, int(r.tests or 0), r.bytes_per_peer, r.algorithm,
                                        r.options))
     flagged = any(flag(r) for r in rows)
     body = [[r.nprocs, human_bytes(r.bytes_per_peer), short_label(r, defaults), r.tests, r.progress,
-             _us(r.t_pure_us), _us(r.t_overall_us), _us(r.t_compute_us), _percent(r.overlap_osu_pct),
+             _us(r.compute_phase_us), _us(r.t_pure_us), _us(r.t_overall_us), _us(r.t_compute_us),
+             _us(r.t_exposed_us), _percent(r.overlap_osu_pct),
              _percent(r.overlap_imb_pct), _us(r.t_mean_us), r.stalls, *([flag(r)] if flagged else [])] for r in rows]
-    headers = ["nprocs", "bytes/peer", "algorithm", "tests", "progress", "pure us", "overall us", "compute us",
-               "OSU %", "IMB %", "overall avg us", "stalls", *(["flag"] if flagged else [])]
+    headers = ["nprocs", "bytes/peer", "algorithm", "tests", "progress", "phase us", "pure us", "overall us",
+               "compute us", "exposed us", "OSU %", "IMB %", "overall avg us", "stalls", *(["flag"] if flagged else [])]
     return tabulate(body, headers=headers, tablefmt=fmt, disable_numparse=True,
                     colalign=("right", "right", "left", "right", "left") + ("right",) * (len(headers) - 5))
 

@@ -67,11 +67,14 @@ class Row:
     # the overlap protocol's (empty in other rows): what the point was measured under (key columns, as text) ...
     tests: str = ""  # progress calls spread through the compute phase
     progress: str = ""  # poll (the program's own calls), or thread (the library's asynchronous progress)
-    compute_ratio: str = ""  # the compute phase over the pure exchange time
+    compute_ratio: str = ""  # the compute phase over the library's own non-blocking pure time ('' with compute_us)
+    compute_us: str = ""  # the compute phase in microseconds, when given rather than sized from compute_ratio
     # ... and what came out: medians of per-iteration maxima over ranks, and the two published overlap figures
     t_pure_us: float = math.nan
     t_overall_us: float = math.nan
     t_compute_us: float = math.nan
+    t_exposed_us: float = math.nan  # overall less compute, per iteration: the time the program waits for the exchange
+    compute_phase_us: float = math.nan  # the compute phase as sized, the same for every contestant at the point
     overlap_osu_pct: float = math.nan
     overlap_imb_pct: float = math.nan
 
@@ -107,7 +110,7 @@ class Row:
 
 COLUMNS: list[str] = [f.name for f in fields(Row)]
 KEY_COLUMNS: list[str] = ["nprocs", "algorithm", "options", "dtype", "bytes_per_peer", "timing", "mesh", "groups",
-                          "collective", "workload", "cache", "tests", "progress", "compute_ratio"]
+                          "collective", "workload", "cache", "tests", "progress", "compute_ratio", "compute_us"]
 # key columns added since samples.csv had its first columns go after them, so older files still read; `quantity`
 # names what a sample times where a point keeps more than its calls' times ('' for those; the overlap protocol's:
 # OVERLAP_QUANTITIES)

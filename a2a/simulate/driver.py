@@ -301,6 +301,7 @@ class Replays:
         overall replay, whose time is the row's."""
         us = 1e6
         row.t_pure_us, row.t_overall_us, row.t_compute_us = pure.seconds * us, overall.seconds * us, compute * us
+        row.t_exposed_us, row.compute_phase_us = (overall.seconds - compute) * us, compute * us
         means = np.array([[pure.seconds, overall.seconds, compute, 0.0]])
         row.overlap_osu_pct, row.overlap_imb_pct = osu_overlap(means), imb_overlap(means)
         return replay.Replay(overall.seconds, pure.wall_seconds + overall.wall_seconds,

@@ -45,7 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "workload": KEY_DEFAULTS["workload"], "warmup": 1, "iterations": 25, "max_time_per_point": 10.0,
     "stall_threshold": 0.1, "check": True, "timeout": 300.0, "ppn": 0, "seed": 0, "timing": KEY_DEFAULTS["timing"],
     "cache": KEY_DEFAULTS["cache"], "mesh": "", "groups": (), "option": (), "plugin": (),
-    "compute_ratio": 1.0, "tests": "0", "progress": PROGRESS[0],
+    "compute_ratio": 1.0, "compute_us": 0.0, "tests": "0", "progress": PROGRESS[0],
 }
 SIMULATION_DEFAULTS: dict[str, Any] = {**DEFAULTS, "sizes": "8,1K,64K", "nprocs": "64", "timing": SIMULATED}
 BACKEND_DEFAULTS = {"mpi": DEFAULTS, "simgrid": SIMULATION_DEFAULTS}
@@ -80,6 +80,7 @@ class SweepConfig:
     workload: str = DEFAULTS["workload"]
     cache: str = DEFAULTS["cache"]
     compute_ratio: float = DEFAULTS["compute_ratio"]  # the overlap protocol's
+    compute_us: float = DEFAULTS["compute_us"]  # the overlap protocol's compute phase, when given (0: by the ratio)
     tests: list[int] = field(default_factory=lambda: [int(DEFAULTS["tests"])])
     progress: list[str] = field(default_factory=lambda: [DEFAULTS["progress"]])
 
@@ -132,7 +133,7 @@ def from_options(values: dict[str, Any], backend: str = "mpi", world: int | None
                            iterations=1, warmup=0, timing=timing, check=False, compute_ratio=ratio,
                            progress=[SIMULATED_PROGRESS] if timing == OVERLAP else [DEFAULTS["progress"]])
     timing, cache = choice(get("timing"), TIMINGS, "--timing"), choice(get("cache"), CACHES, "--cache")
-    ratio, tests, progress = _overlap_options(values, get, timing, cache)
+    ratio, compute_us, tests, progress = _overlap_options(values, get, timing, cache)
     return SweepConfig(
         sizes=sizes, dtype=dtype, nprocs=nprocs, ppn=ppn, collective=collective, workload=workload,
         layouts=layouts, warmup=parse_count(get("warmup"), "--warmup"),
@@ -141,30 +142,34 @@ def from_options(values: dict[str, Any], backend: str = "mpi", world: int | None
         stall_threshold=seconds(get("stall_threshold"), "--stall-threshold"),
         check=bool(get("check")), timeout=seconds(get("timeout"), "--timeout"),
         max_memory=parse_size(str(values.get("max_memory") or memory or SweepConfig.max_memory), "--max-memory"),
-        seed=parse_count(get("seed"), "--seed"), timing=timing, cache=cache, compute_ratio=ratio, tests=tests,
+        seed=parse_count(get("seed"), "--seed"), timing=timing, cache=cache, compute_ratio=ratio,
+        compute_us=compute_us, tests=tests,
         progress=progress, variants=_overlapping(chosen, tests, as_text(get("algorithms"))) if timing == OVERLAP
         else chosen,
     )
 
 
 def _overlap_options(values: dict[str, Any], get: Callable[[str], Any], timing: str,
-                     cache: str) -> tuple[float, list[int], list[str]]:
-    """--compute-ratio, --tests and --progress checked: they go with --timing overlap only (and it with warm
-    caches: it times one buffer set)."""
-    given = [f"--{k.replace('_', '-')}" for k in ("compute_ratio", "tests", "progress") if values.get(k) not in
-             (None, "")]
+                     cache: str) -> tuple[float, float, list[int], list[str]]:
+    """--compute-ratio, --compute-us, --tests and --progress checked: they go with --timing overlap only (and it
+    with warm caches: it times one buffer set)."""
+    given = [f"--{k.replace('_', '-')}" for k in ("compute_ratio", "compute_us", "tests", "progress")
+             if values.get(k) not in (None, "")]
     if timing != OVERLAP:
         if given:
             raise BadConfig(f"{', '.join(given)} go with --timing overlap; accepted there: --compute-ratio R >= 0, "
-                            "--tests N[,N..], --progress poll,thread")
-        return DEFAULTS["compute_ratio"], [int(DEFAULTS["tests"])], [DEFAULTS["progress"]]
+                            "--compute-us T > 0, --tests N[,N..], --progress poll,thread")
+        return DEFAULTS["compute_ratio"], DEFAULTS["compute_us"], [int(DEFAULTS["tests"])], [DEFAULTS["progress"]]
     if cache != "warm":
         raise BadConfig("--cache cold goes with the sync, pipelined, imb and global timings; --timing overlap times "
                         "one buffer set")
     progress = [p.strip() for p in as_text(get("progress")).split(",") if p.strip()]
     for mode in progress:
         choice(mode, PROGRESS, "--progress")
-    return (_ratio(get("compute_ratio")), parse_list(as_text(get("tests")), "--tests", parse_count),
+    if values.get("compute_us") not in (None, "") and values.get("compute_ratio") not in (None, ""):
+        raise BadConfig("--compute-ratio and --compute-us both size the compute phase; give one")
+    return (_ratio(get("compute_ratio")), _microseconds(get("compute_us")),
+            parse_list(as_text(get("tests")), "--tests", parse_count),
             list(dict.fromkeys(progress)))
 
 
@@ -180,11 +185,23 @@ def _ratio(value: Any) -> float:
     return ratio
 
 
+def _microseconds(value: Any) -> float:
+    """--compute-us: more than 0 (0, the default: sized by --compute-ratio)."""
+    try:
+        given = float(value)
+    except (TypeError, ValueError):
+        given = -1.0
+    if not given >= 0 or given == float("inf"):
+        raise BadConfig(f"--compute-us {value!r}; accepted: microseconds of computation, more than 0")
+    return given
+
+
 def _overlapping(chosen: list[Variant], tests: list[int], algorithms: str) -> list[Variant]:
-    """Under --timing overlap, the library's own blocking MPI_Alltoall cannot be tested while in flight: `all`
-    sweeps native's non-blocking and persistent forms instead; a blocking form named with tests is refused."""
+    """Under --timing overlap, the library's own blocking MPI_Alltoall cannot overlap anything (no test reaches it
+    while it runs): `all` means the non-blocking forms, native's non-blocking and persistent ones instead; a blocking
+    form named with tests is refused (without tests it is the baseline a program that never overlaps would see)."""
     blocking = [v for v in chosen if v.name == NATIVE and v.options.get("form") == "blocking"]
-    if not blocking or max(tests) == 0:
+    if not blocking or algorithms.strip() != "all" and max(tests) == 0:
         return chosen
     if algorithms.strip() != "all":
         raise BadConfig(f"{blocking[0].label} is MPI_Alltoall, which no test reaches while it runs; with --tests "

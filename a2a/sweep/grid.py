@@ -39,7 +39,9 @@ class Point:
     cache = property(lambda self: self.config.cache)
     mesh = property(lambda self: self.layout.mesh_text if self.layout else "")
     groups = property(lambda self: self.layout.strategy if self.layout else "")
-    compute_ratio = property(lambda self: f"{self.config.compute_ratio:g}" if self.tests else "")
+    compute_ratio = property(lambda self: f"{self.config.compute_ratio:g}" if self.tests and not self.config.compute_us
+                             else "")
+    compute_us = property(lambda self: f"{self.config.compute_us:g}" if self.tests and self.config.compute_us else "")
 
     @property
     def key(self) -> tuple:
@@ -54,7 +56,7 @@ class Point:
                    timing=self.timing, collective=self.collective, workload=self.workload, cache=self.cache,
                    mesh=self.mesh, groups=self.groups, group_size=layout.group_size if layout else None,
                    ngroups=layout.ngroups if layout else None, tests=self.tests, progress=self.progress,
-                   compute_ratio=self.compute_ratio, **columns)
+                   compute_ratio=self.compute_ratio, compute_us=self.compute_us, **columns)
 
     def __str__(self) -> str:
         where = f" in groups {self.layout.strategy} of mesh {self.layout.mesh_text}" if self.layout else ""
