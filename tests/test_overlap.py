@@ -17,7 +17,7 @@ from support import (
 )
 
 from a2a.measure.overlap import Work, slices
-from a2a.record.overlap import imb_overlap, osu_overlap
+from a2a.record.overlap import imb_overlap, osu_overlap, overlap_figures
 from a2a.record.results import read_rows, read_samples
 
 
@@ -47,6 +47,16 @@ def test_osu_averages_over_ranks_and_imb_takes_the_slowest_ranks_times():
     found = means((100, 120, 100, 0), (100, 200, 100, 0))
     assert osu_overlap(found) == pytest.approx(100 - (160 - 100) / 100 * 100)  # averages: 40 %
     assert imb_overlap(found) == 0  # the rank whose overall is largest hid nothing
+
+
+def test_a_points_figures_come_from_the_statistic_of_its_time_columns_so_one_stall_does_not_zero_them():
+    """Ten iterations hide a 10 us exchange fully behind a 10 us phase; one stalls 1 ms. Per-rank means would read
+    no overlap at all; the medians, which the row's t_pure, t_overall and t_compute columns are, read it whole."""
+    samples = {"pure": np.full(10, 10e-6), "overall": np.full(10, 10.5e-6), "phase": np.full(10, 10e-6),
+               "testing": np.zeros(10)}
+    samples["overall"][3] = 1e-3
+    assert overlap_figures(samples) == pytest.approx((95.0, 95.0))
+    assert osu_overlap(np.array([[s.mean() for s in samples.values()]])) == 0.0
 
 
 def test_the_compute_phase_is_calibrated_arithmetic_cut_in_even_slices():

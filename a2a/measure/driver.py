@@ -31,7 +31,7 @@ from a2a.measure.timing import harness_cost, time_global, time_imb, time_pipelin
 from a2a.measure.traffic import traffic_of
 from a2a.mpi import abort_job, abort_on_error, idle_barrier, ranks_on_this_node
 from a2a.netstat import stall_counters
-from a2a.record.overlap import imb_overlap, osu_overlap
+from a2a.record.overlap import overlap_figures
 from a2a.record.results import FAILED, KEY_COLUMNS, NATIVE, OVERLAP_QUANTITIES, Row
 from a2a.record.stats import Stats
 from a2a.sweep.config import OVERLAP, PER_RANK_MEANS, SweepConfig
@@ -386,7 +386,7 @@ def _overlapped(comm: Any, plan: Any, point: Point, config: SweepConfig, context
     row.t_pure_us, row.t_overall_us, row.t_compute_us = (float(np.median(timed.samples[q])) * us
                                                          for q in ("pure", "overall", "compute"))
     row.t_exposed_us = float(np.median(timed.samples["overall"] - timed.samples["compute"])) * us
-    row.overlap_osu_pct, row.overlap_imb_pct = osu_overlap(timed.means), imb_overlap(timed.means)
+    row.overlap_osu_pct, row.overlap_imb_pct = overlap_figures(timed.samples)
     samples = {"": timed.samples["overall"], **{q: timed.samples[q] for q in OVERLAP_QUANTITIES}}
     return samples, False, f"compute phase {timed.units} units of {context.work.unit * 1e6:.2f} us", True
 

@@ -13,7 +13,8 @@ tests is warm too. Per iteration, each part begun together on every rank:
   none when 0, a program that never polls; more tests than units spread their empty slices through the phase),
   wait; the phase's time and the time in its tests are kept apart;
 - compute: the same arithmetic alone, no exchange in flight.
-A sample is one iteration's max over ranks of each; each rank's means feed the published figures.
+A sample is one iteration's max over ranks of each; the medians of those samples are the row's times, and feed
+the published figures too (a2a.record.overlap), so that a figure is explained by the columns beside it.
 """
 from __future__ import annotations
 
@@ -86,10 +87,9 @@ def pure_seconds(comm: Any, plan: Any, warmup: int) -> float:
 
 @dataclass(frozen=True)
 class OverlapSamples:
-    """What time_overlap saw: per iteration each quantity's max over ranks, each rank's means, the phase's units."""
+    """What time_overlap saw: per iteration each quantity's max over ranks, and the phase's units."""
 
     samples: dict[str, np.ndarray]
-    means: np.ndarray  # ranks x (pure, overall, phase, testing): a2a.record.overlap's columns
     units: int
     stopped: bool = False
 
@@ -124,7 +124,7 @@ def time_overlap(comm: Any, plan: Any, work: Work, warmup: int, iterations: int,
         mine[0], mine[1] = wtime() - begin, stop_requested()
         comm.Allreduce(mine, agreed, MPI.MAX)  # every rank agrees to go on, or to stop
         if agreed[1]:
-            return OverlapSamples({}, np.zeros((0, 4)), units, stopped=True)
+            return OverlapSamples({}, units, stopped=True)
         if done >= MIN_ITERATIONS and agreed[0] > max_seconds:
             break
         row = local[done]
@@ -149,5 +149,4 @@ def time_overlap(comm: Any, plan: Any, work: Work, warmup: int, iterations: int,
         done += 1
     worst = np.empty((done, len(QUANTITIES)))
     comm.Allreduce(np.ascontiguousarray(local[:done]), worst, MPI.MAX)
-    means = np.array(comm.allgather(local[:done].mean(axis=0)))
-    return OverlapSamples({q: worst[:, k] for k, q in enumerate(QUANTITIES)}, means[:, [0, 1, 3, 4]], units)
+    return OverlapSamples({q: worst[:, k] for k, q in enumerate(QUANTITIES)}, units)

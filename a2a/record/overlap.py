@@ -1,8 +1,10 @@
-"""The two published overlap figures, computed as their sources compute them, from each rank's mean times.
+"""The two published overlap figures, by their sources' formulas.
 
-`means` holds one row per rank: its mean pure exchange time (start to the end of wait, nothing
-between), mean overall time (start, the compute phase with its progress calls, wait), mean compute
-phase (its arithmetic and its progress calls) and mean time in those calls.
+`means` holds one row per rank: its pure exchange time (start to the end of wait, nothing between),
+overall time (start, the compute phase with its progress calls, wait), compute phase (its
+arithmetic and its progress calls) and time in those calls. The sources give each rank's means; a
+measured row gives one row of the medians of per-iteration maxima over ranks, the statistic of its
+time columns, so that one stall cannot move a figure that the columns beside it do not explain.
 
 - OSU's `osu_ialltoall` (OMB 7.4, c/util/osu_util_mpi.c, print_stats_nbc, lines 868-870) averages
   each over the ranks (calculate_and_print_stats, lines 830-841), then
@@ -33,3 +35,10 @@ def imb_overlap(means: np.ndarray) -> float:
     computing = phase - testing
     widest = max(pure, computing)
     return float(100 * max(0.0, min(1.0, (pure + computing - overall) / widest))) if widest > 0 else float("nan")
+
+
+def overlap_figures(samples: dict[str, np.ndarray]) -> tuple[float, float]:
+    """OSU's and IMB-NBC's overlap from a measured point's samples (per iteration, each quantity's max over ranks):
+    by their formulas, from the medians, the statistic of the row's time columns."""
+    medians = np.array([[np.median(samples[q]) for q in ("pure", "overall", "phase", "testing")]])
+    return osu_overlap(medians), imb_overlap(medians)
