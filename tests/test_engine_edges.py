@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from support import self_comm
 
+from a2a.algos.engine import EngineComm, Progression
 from a2a.algos.plan import prepare
-from a2a.algos.progress import EngineComm, Progression
 from a2a.algos.registry import Algorithm, Kind
 
 

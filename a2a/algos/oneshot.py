@@ -128,7 +128,7 @@ class Caller:
             self.unsettled.pop(0)
         return True
 
-    def progress(self) -> None:
+    def advance(self) -> None:
         """Advance every call in flight here, as any MPI call advances every request (so waits in any order end)."""
         self.ready()
         if self.unsettled:
@@ -321,14 +321,14 @@ class Handle:
     def test(self) -> bool:
         """Advance the exchange without blocking on a peer; whether it is complete."""
         if not self.done:
-            self.caller.progress()
+            self.caller.advance()
         return self._raised(self._step())
 
     def wait(self) -> None:
         """Complete the exchange, advancing every other one in flight meanwhile (waits may come in any order)."""
         while not self._step(block=self._alone()):
             for caller in self.caller.everyone:
-                caller.progress()
+                caller.advance()
         self._raised(True)
 
     def _alone(self) -> bool:

@@ -7,7 +7,7 @@ match the caller's; a call in place gets a staged copy of the receive buffer unl
 algorithm takes MPI.IN_PLACE itself.
 
 A plan is blocking (call it) and non-blocking (start, test, wait): the non-blocking form is the
-same factory prepared for the progression engine (a2a.algos.progress), made at plan time for a
+same factory prepared for the progression engine (a2a.algos.engine), made at plan time for a
 plan from `Algorithm.init`, else by the first start() (collectively, as MPI_Alltoall_init).
 """
 from __future__ import annotations
@@ -20,11 +20,11 @@ import numpy as np
 
 from a2a.algos.agreement import agree, matched_counts
 from a2a.algos.buffers import VBuffer, is_inter
+from a2a.algos.engine import EngineComm, Progression, Unprogressable, engine_module, unprogressable_names
 from a2a.algos.executor import ExecutorUnavailable, executed
 from a2a.algos.mpi_module import replaced_mpi
 from a2a.algos.options import EXECUTOR, schedule_options
 from a2a.algos.prebuilt import copier
-from a2a.algos.progress import EngineComm, Progression, Unprogressable, engine_module, unprogressable_names
 from a2a.errors import A2AError, BadInput
 from a2a.record.results import NATIVE
 

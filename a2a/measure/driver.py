@@ -101,7 +101,7 @@ def measure_sweep(comm: Any, directory: Path, state: SweepState, output: Output,
     job with its message.
     """
     with abort_on_error(comm):
-        facts = {**describe_run(comm), "progress": state.progress or None}
+        facts = {**describe_run(comm), "progress": state.progress_mode or None}
         if comm.rank == 0:
             backend = Backend("mpi", facts, table_details(state.config), timeout=timeout,
                               abort=partial(abort_job, comm, prefix_rank=False))

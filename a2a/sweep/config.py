@@ -35,8 +35,8 @@ TIMINGS = ("sync", "pipelined", "imb", "global", OVERLAP)
 PER_RANK_MEANS = ("pipelined", "imb")  # timings whose samples are each rank's mean time per call
 CACHES = ("warm", "cold")
 SIMULATED = "simulated"  # the timing of a simulated record: one replay per point
-PROGRESS = ("poll", "thread")  # who advances an exchange in flight: the program's calls, or the library's thread
-SIMULATED_PROGRESS = "network"  # a simulated exchange's: SMPI moves posted messages with no call of the rank's
+PROGRESS_MODES = ("poll", "thread")  # who advances an exchange in flight: the program's calls, or the library's thread
+SIMULATED_PROGRESS_MODE = "network"  # a simulated exchange's: SMPI moves posted messages with no call of the rank's
 
 # Every sweep option's default. `nprocs` and `max_memory` of a measured sweep come from the job
 # (powers of two up to the world size; a share of the node's memory).
@@ -45,7 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "workload": KEY_DEFAULTS["workload"], "warmup": 1, "iterations": 25, "max_time_per_point": 10.0,
     "stall_threshold": 0.1, "check": True, "timeout": 300.0, "ppn": 0, "seed": 0, "timing": KEY_DEFAULTS["timing"],
     "cache": KEY_DEFAULTS["cache"], "mesh": "", "groups": (), "option": (), "plugin": (),
-    "compute_ratio": 1.0, "compute_us": 0.0, "tests": "0", "progress": PROGRESS[0],
+    "compute_ratio": 1.0, "compute_us": 0.0, "tests": "0", "progress": PROGRESS_MODES[0],
 }
 SIMULATION_DEFAULTS: dict[str, Any] = {**DEFAULTS, "sizes": "8,1K,64K", "nprocs": "64", "timing": SIMULATED}
 BACKEND_DEFAULTS = {"mpi": DEFAULTS, "simgrid": SIMULATION_DEFAULTS}
@@ -131,7 +131,7 @@ def from_options(values: dict[str, Any], backend: str = "mpi", world: int | None
         ratio = _ratio(get("compute_ratio")) if timing == OVERLAP else DEFAULTS["compute_ratio"]
         return SweepConfig(sizes=sizes, dtype=dtype, nprocs=nprocs, ppn=ppn, variants=chosen, layouts=layouts,
                            iterations=1, warmup=0, timing=timing, check=False, compute_ratio=ratio,
-                           progress=[SIMULATED_PROGRESS] if timing == OVERLAP else [DEFAULTS["progress"]])
+                           progress=[SIMULATED_PROGRESS_MODE] if timing == OVERLAP else [DEFAULTS["progress"]])
     timing, cache = choice(get("timing"), TIMINGS, "--timing"), choice(get("cache"), CACHES, "--cache")
     ratio, compute_us, tests, progress = _overlap_options(values, get, timing, cache)
     return SweepConfig(
@@ -165,7 +165,7 @@ def _overlap_options(values: dict[str, Any], get: Callable[[str], Any], timing: 
                         "one buffer set")
     progress = [p.strip() for p in as_text(get("progress")).split(",") if p.strip()]
     for mode in progress:
-        choice(mode, PROGRESS, "--progress")
+        choice(mode, PROGRESS_MODES, "--progress")
     if values.get("compute_us") not in (None, "") and values.get("compute_ratio") not in (None, ""):
         raise BadConfig("--compute-ratio and --compute-us both size the compute phase; give one")
     return (_ratio(get("compute_ratio")), _microseconds(get("compute_us")),

@@ -8,7 +8,7 @@ from typing import Any, Iterable
 from a2a.algos.plugins import load_plugin
 from a2a.errors import BadConfig
 from a2a.record.results import read_meta, read_rows
-from a2a.sweep.config import CONFIG_KEYS, DEFAULTS, OVERLAP, PROGRESS, Chooser, SweepConfig, from_options
+from a2a.sweep.config import CONFIG_KEYS, DEFAULTS, OVERLAP, PROGRESS_MODES, Chooser, SweepConfig, from_options
 from a2a.sweep.grid import points
 from a2a.sweep.naming import fresh_record
 from a2a.sweep.parsing import as_list, as_text, choice, load_config
@@ -44,7 +44,7 @@ def with_file(values: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def launch_progress(values: dict[str, Any]) -> str:
+def launch_progress_mode(values: dict[str, Any]) -> str:
     """The progress mode this launch of an overlap sweep measures, known before MPI starts (a library's progress
     thread is chosen then): the first of --progress, or on --resume the first with points missing; '' for another
     timing."""
@@ -52,7 +52,7 @@ def launch_progress(values: dict[str, Any]) -> str:
         merged = with_file(values)
         if merged.get("timing", DEFAULTS["timing"]) != OVERLAP:
             return ""
-        return choice(as_text(merged.get("progress", DEFAULTS["progress"])).split(",")[0].strip(), PROGRESS,
+        return choice(as_text(merged.get("progress", DEFAULTS["progress"])).split(",")[0].strip(), PROGRESS_MODES,
                       "--progress")
     directory = Path(values["resume"])
     meta = read_meta(directory)

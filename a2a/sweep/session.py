@@ -1,8 +1,8 @@
-"""One launch of a sweep, measured or simulated: the record on disk, progress, the tables, resuming.
+"""One launch of a sweep, measured or simulated: the record on disk, the status line, the tables, resuming.
 
 A backend walks the grid's points and hands each point's row and samples to the Session (on
 rank 0 when measuring); the session owns everything else: results.csv, samples.csv and
-meta.json (a2a.record.meta's schema), the progress line, the per-process-count tables, the
+meta.json (a2a.record.meta's schema), the status line, the per-process-count tables, the
 closing output and the hint to resume. `bench run` drives it through the MPI driver
 (a2a.measure.driver), `bench simulate` through the simulator (a2a.simulate.driver).
 """
@@ -35,7 +35,7 @@ EXIT_NOTHING = 1  # the launch ran, and not one of its points succeeded
 NOTHING = "no point was {}"  # how a launch that measured (or simulated) no valid point begins to say so
 ERRORS_LOG = "errors.log"  # in the record: the full text (backtraces included) behind each failed point's note
 FORMATS = ("table", "tpu", "csv", "json")
-PROGRESS_EVERY = 15.0  # seconds between progress lines when stderr is not a terminal
+STATUS_EVERY = 15.0  # seconds between status lines when stderr is not a terminal
 
 
 @dataclass
@@ -47,7 +47,7 @@ class SweepState:
     done: set[tuple] = field(default_factory=set)
     meta: dict[str, Any] = field(default_factory=dict)
     ended: dict[tuple, str] = field(default_factory=dict)  # points that ended an earlier launch, and how
-    progress: str = ""  # the overlap protocol's progress mode this launch measures ('' for every point)
+    progress_mode: str = ""  # the overlap protocol's progress mode this launch measures ('' for every point)
 
     @property
     def missing(self) -> list[Point]:
@@ -58,12 +58,14 @@ class SweepState:
     def todo(self) -> list[Point]:
         """What this launch measures of the missing points: those of its progress mode (each needs a launch of its
         own: the library's progress thread is chosen before MPI starts)."""
-        return [p for p in self.missing if not (self.progress and p.progress and p.progress != self.progress)]
+        mode = self.progress_mode
+        return [p for p in self.missing if not (mode and p.progress and p.progress != mode)]
 
     @property
     def later(self) -> list[str]:
         """The progress modes whose missing points need another launch."""
-        return list(dict.fromkeys(p.progress for p in self.missing if p.progress and p.progress != self.progress))
+        mode = self.progress_mode
+        return list(dict.fromkeys(p.progress for p in self.missing if p.progress and p.progress != mode))
 
 
 def resume_command(backend: str, directory: Path, nprocs: int) -> str:
@@ -176,14 +178,14 @@ class Observer:
 
 
 class Session(Observer):
-    """One launch's record owner: rows and samples on disk, meta.json, progress, tables, the watchdog."""
+    """One launch's record owner: rows and samples on disk, meta.json, the status line, tables, the watchdog."""
 
     def __init__(self, directory: Path, state: SweepState, backend: Backend, output: Output):
         self.directory, self.config, self.backend, self.output = Path(directory), state.config, backend, output
-        self.progress = state.progress
+        self.progress_mode = state.progress_mode
         self.recorder = Recorder(self.directory)
         self.total, self.rows, self.began = len(state.todo), [], time.monotonic()
-        self.last_progress, self.watchdog, self.crowded = 0.0, None, {}
+        self.last_status, self.watchdog, self.crowded = 0.0, None, {}
         self.meta, self.launch = launch_meta(state.meta, backend.name, state.config.as_dict(), state.plugins,
                                              option_defaults(state.config), backend.facts, len(state.done),
                                              self.recorder.dropped)
@@ -228,7 +230,7 @@ class Session(Observer):
         if not row.valid and "WRONG RESULT" in row.note:
             _say(f"WARNING: {row.algorithm} gave a WRONG RESULT at {row.bytes_per_peer} B per peer "
                  f"on {row.nprocs} ranks ({row.note}); the point is marked invalid")
-        self._progress(row)
+        self._status_line(row)
 
     def end_nprocs(self, nprocs: int, rows: list[Row]) -> None:
         tables = self.output.fmt in ("table", "tpu") and not self.output.quiet and rows
@@ -252,7 +254,7 @@ class Session(Observer):
         """Close the record, stamp meta.json, print what the format asks; the exit code. `later`: the overlap
         protocol's progress modes whose points need a launch of their own."""
         if status == "complete" and later:
-            status = f"complete for progress {self.progress}"
+            status = f"complete for progress {self.progress_mode}"
             _say(f"the points with progress {', '.join(later)} need a launch each (the library's progress thread is "
                  f"set up before MPI starts): {self.resume_command}")
         self.recorder.close()
@@ -283,16 +285,16 @@ class Session(Observer):
     def resume_command(self) -> str:
         return resume_command(self.backend.name, self.directory, max(self.config.nprocs))
 
-    def _progress(self, row: Row) -> None:
+    def _status_line(self, row: Row) -> None:
         if self.output.quiet:
             return
         now_ = time.monotonic()
         tty = sys.stderr.isatty()
-        if not tty and now_ - self.last_progress < PROGRESS_EVERY and len(self.rows) < self.total:
+        if not tty and now_ - self.last_status < STATUS_EVERY and len(self.rows) < self.total:
             return
-        self.last_progress = now_
+        self.last_status = now_
         point = f"{row.nprocs} ranks {human_bytes(row.bytes_per_peer)} {shown(row.algorithm, row.options)}"
-        text = progress_text(len(self.rows), self.total, now_ - self.began, point)
+        text = status_line(len(self.rows), self.total, now_ - self.began, point)
         _say(("\r" + text.ljust(100)) if tty else text, nl=not tty or len(self.rows) == self.total)
 
     def _log_error(self, row: Row, detail: str) -> None:
@@ -335,8 +337,8 @@ def _say(text: str, err: bool = True, nl: bool = True) -> None:
     stream.flush()
 
 
-def progress_text(done: int, total: int, elapsed: float, what: str, width: int = 30) -> str:
-    """'[####......] 12/40 ETA 1m05s  WHAT': the progress line of a sweep or a simulation."""
+def status_line(done: int, total: int, elapsed: float, what: str, width: int = 30) -> str:
+    """'[####......] 12/40 ETA 1m05s  WHAT': the status line of a sweep or a simulation (how far it is)."""
     eta = elapsed / done * (total - done) if done else 0.0
     filled = int(width * done / max(total, 1))
     return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} ETA {_duration(eta)}  {what}"

@@ -16,7 +16,7 @@ from a2a.mpi import tune_launcher, world
 from a2a.record.decision import varying
 from a2a.record.results import read_meta
 from a2a.sweep.config import DEFAULTS, OVERLAP, SWEEP_OPTIONS, SweepConfig, check_sizes
-from a2a.sweep.launch import fresh_sweep, launch_progress, refuse_with_resume
+from a2a.sweep.launch import fresh_sweep, launch_progress_mode, refuse_with_resume
 from a2a.sweep.parsing import parse_dtype
 from a2a.sweep.session import Output, StopRequest, SweepState
 from a2a.units import human_bytes
@@ -26,15 +26,15 @@ def measured(values: dict[str, Any], output: Output) -> int:
     """Measure the sweep the options describe (fresh, or --resume DIR) on this MPI job; the exit code."""
     stop = StopRequest()
     stop.install()  # before MPI starts: a batch system's warning may come at any time
-    progress = launch_progress(values)
-    if progress == "thread":
+    mode = launch_progress_mode(values)
+    if mode == "thread":
         ask_for_progress_thread()
     set_thread_level()
     comm = world()
-    if progress == "thread":
+    if mode == "thread":
         progress_thread_running()
     directory, state = _sweep(comm, values)
-    state.progress = progress
+    state.progress_mode = mode
     code = measure_sweep(comm, directory, state, output, stop, float(values.get("timeout") or state.config.timeout))
     if code == 0 and comm.rank == 0 and output.fmt in ("table", "tpu") and not output.quiet:
         print(decision_summary(directory, state), flush=True)

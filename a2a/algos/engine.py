@@ -227,7 +227,7 @@ def unprogressable_names(run: Callable[..., Any]) -> str | None:
 def engine_module(mpi: types.ModuleType) -> types.ModuleType:
     """An `mpi4py.MPI` for factories preparing a plan for the engine: `mpi` (the real one), but for the class-level
     waits of its requests, which park, and refusing what has no non-blocking form (Unprogressable)."""
-    module = types.ModuleType("mpi4py.MPI", "the progression engine's MPI (a2a.algos.progress)")
+    module = types.ModuleType("mpi4py.MPI", "the progression engine's MPI (a2a.algos.engine)")
 
     class Requests:
         """MPI.Request and MPI.Prequest as the engine answers them."""
