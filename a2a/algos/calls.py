@@ -41,7 +41,9 @@ def ialltoallv(comm: Any, sendbuf: Any, sendcounts: Any, recvbuf: Any, recvcount
 
 def _nonblocking(algorithm: str, options: dict[str, Any]) -> dict[str, Any]:
     """The options of a non-blocking call: native's form MPI_Ialltoall(v) unless one is named."""
-    return {"form": "nonblocking", **options} if algorithm == NATIVE else options
+    if algorithm == NATIVE and "form" not in options:
+        options["form"] = "nonblocking"  # a dict of this call's own (its **options)
+    return options
 
 
 def _done(made: Any) -> None:

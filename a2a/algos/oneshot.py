@@ -47,8 +47,8 @@ from a2a.errors import BadInput
 
 CACHE_PLANS = 16  # plans kept per communicator; the least recently used is freed first
 TOLD_BYTES = 4096  # what a rank tells the others of its call when the ranks do not agree (cut to fit)
-SEEN_CALLS = 64  # alltoall calls remembered per communicator so that one made again skips its checks
-BOUND_ARRAYS = 8  # pairs of arrays per cached alltoall plan whose copies are kept
+SEEN_CALLS = 64  # alltoall calls (by dtypes and shapes) remembered per communicator: one made again skips its checks
+BOUND_ARRAYS = 8  # pairs of arrays whose copies are kept, per cached alltoall plan and per communicator (held alive)
 
 
 @dataclass
@@ -62,19 +62,19 @@ class Cached:
     recv: Any = None
     bound: dict = field(default_factory=dict)  # by the ids of (sendbuf, recvbuf): them, and the copies in and out
 
-    def copies_for(self, sendbuf: Any, recvbuf: Any, send: Any, recv: Any) -> tuple:
-        """(copy in, copy out) between the call's arrays (`send`, `recv`: as checked) and the plan's; the objects
-        given are held, so that their ids stay theirs."""
+    def bind(self, sendbuf: Any, recvbuf: Any, send: Any, recv: Any) -> tuple:
+        """(sendbuf, recvbuf, copy in, copy out): the copies between the call's arrays (`send`, `recv`: as
+        checked) and the plan's, made once per pair given; the objects given are held, so their ids stay theirs."""
         ids = (id(sendbuf), id(recvbuf))
         found = self.bound.get(ids)
         if found is not None and found[0] is sendbuf and found[1] is recvbuf:
-            return found[2:]
+            return found
         if len(self.bound) >= BOUND_ARRAYS:
             self.bound.clear()
         flat = recv.reshape(-1)  # a view: the call's arrays are C-contiguous
         copy_in = copier(self.recv, flat) if send is None else copier(self.send, send.reshape(-1))
         self.bound[ids] = (sendbuf, recvbuf, copy_in, copier(flat, self.recv))
-        return self.bound[ids][2:]
+        return self.bound[ids]
 
 
 class Caller:
@@ -88,7 +88,7 @@ class Caller:
         self.keys: OrderedDict[Hashable, None] = OrderedDict()  # the cache's keys at call time, least recent first
         self.plans: dict[Hashable, Cached] = {}  # the plans, once the calls that made them settle
         self.seen: dict[Hashable, Hashable] = {}  # an alltoall's key by its arrays' dtypes and shapes (_seen)
-        self.known: dict[Hashable, Hashable] = {}  # an alltoall's key by algorithm, the arrays' ids, options
+        self.known: dict[Hashable, tuple] = {}  # by algorithm, the arrays' ids, options: key, Cached, its binding
         self.bindings: dict[Hashable, Hashable] = {}  # per alltoallv key, its binding once calls started settle
         self.unsettled: list[Handle] = []  # started, no plan taken yet (call order)
         self.running: list[Handle] = []  # with their plan, not complete yet
@@ -200,6 +200,9 @@ class Caller:
 class Handle:
     """One one-shot call on its way: agreed, given its plan, run. As a handle (ialltoall): test() and wait()."""
 
+    __slots__ = ("caller", "call", "collective", "blocking", "number", "key", "binding", "digest", "request",
+                 "cached", "copies", "running", "done", "error", "private", "duplicating", "making", "pushed")
+
     def __init__(self, caller: Caller, call: Checked, collective: str, blocking: bool):
         self.caller, self.call, self.collective, self.blocking = caller, call, collective, blocking
         self.number = caller.calls
@@ -224,7 +227,7 @@ class Handle:
         else:
             caller.undigested.append(self)
         if not blocking:
-            self._step()  # start it now where nothing is to wait for
+            self._step(poll=False)  # start it now where nothing is to wait for
 
     @classmethod
     def hit(cls, caller: Caller, key: Hashable, cached: Cached, copies: tuple, blocking: bool) -> "Handle":
@@ -239,7 +242,7 @@ class Handle:
         handle.error = handle.private = handle.request = handle.duplicating = None
         handle.making = False
         caller.running.append(handle)
-        handle._step()
+        handle._step(poll=False)
         return handle
 
     def post(self) -> None:
@@ -290,7 +293,7 @@ class Handle:
             self.cached = self.caller.plan_for(self, private)
             if self.collective == "alltoall":
                 call = self.call
-                self.copies = self.cached.copies_for(call.send, call.recv, call.send, call.recv)
+                self.copies = self.cached.bind(call.send, call.recv, call.send, call.recv)[2:]
             self.caller.running.append(self)
         except BaseException as error:
             self.error, self.done = error, True
@@ -336,7 +339,7 @@ class Handle:
         caller = self.caller
         if caller.making or len(caller.unsettled) + len(caller.running) > 1:
             return False
-        return idle(caller)
+        return len(caller.everyone) == 1 or idle(caller)
 
     def _raised(self, complete: bool) -> bool:
         """`complete`, or what the exchange raised (once)."""
@@ -345,9 +348,9 @@ class Handle:
             raise error
         return complete
 
-    def _step(self, block: bool = False) -> bool:
-        """Go as far as it goes without blocking on a peer (to the end when `block`); whether complete. What it
-        raised waits in self.error."""
+    def _step(self, block: bool = False, poll: bool = True) -> bool:
+        """Go as far as it goes without blocking on a peer (to the end when `block`; not past a start when not
+        `poll`); whether complete. What it raised waits in self.error."""
         if self.done:
             return True
         if self.cached is None and not self.caller.settle(self, block):
@@ -371,7 +374,7 @@ class Handle:
                     return True
                 plan.holder, self.running = self, True
                 plan.start()
-            complete = plan.wait() is None if block else plan.test()
+            complete = plan.wait() is None if block else poll and plan.test()
             if complete and copy_out is not None:
                 copy_out()
         except BaseException as error:
@@ -384,8 +387,10 @@ class Handle:
         self.done, self.running = True, False
         if self.cached.plan.holder is self:
             self.cached.plan.holder = None
-        if self in self.caller.running:
+        try:
             self.caller.running.remove(self)
+        except ValueError:
+            pass
 
 
 def binding_of(call: Checked) -> Hashable:
@@ -469,14 +474,14 @@ def alltoall_shot(comm: Any, sendbuf: Any, recvbuf: Any, algorithm: str, options
     caller = comm.Get_attr(_keyval())
     if caller is not None and not caller.unsettled:
         try:
-            key = caller.known.get((algorithm, id(sendbuf), id(recvbuf), *options.items()))
+            known = caller.known.get((algorithm, id(sendbuf), id(recvbuf), *options.items()))
         except TypeError:  # an option's value is not hashable
-            key = None
-        cached = caller.plans.get(key)
-        if cached is not None and cached.plan.holder is None:
-            found = cached.bound.get((id(sendbuf), id(recvbuf)))
-            if found is not None and found[0] is sendbuf and found[1] is recvbuf:  # ids still theirs
-                return _hit(caller, key, cached, found[2:], blocking)
+            known = None
+        if known is not None:
+            key, cached, bound = known
+            if bound[0] is sendbuf and bound[1] is recvbuf and caller.plans.get(key) is cached \
+                    and cached.plan.holder is None:  # the ids are still theirs, the plan still cached and idle
+                return _hit(caller, key, cached, bound[2:], blocking)
     seen = _seen(algorithm, options, sendbuf, recvbuf)
     if caller is not None and seen is not None and not caller.unsettled:
         key = caller.seen.get(seen)
@@ -487,10 +492,11 @@ def alltoall_shot(comm: Any, sendbuf: Any, recvbuf: Any, algorithm: str, options
             except BadInput:
                 cached = None
             if cached is not None:
-                if len(caller.known) >= SEEN_CALLS:
+                bound = cached.bind(sendbuf, recvbuf, send, recv)
+                if len(caller.known) >= BOUND_ARRAYS:
                     caller.known.clear()
-                caller.known[(algorithm, id(sendbuf), id(recvbuf), *options.items())] = key
-                return _hit(caller, key, cached, cached.copies_for(sendbuf, recvbuf, send, recv), blocking)
+                caller.known[(algorithm, id(sendbuf), id(recvbuf), *options.items())] = key, cached, bound
+                return _hit(caller, key, cached, bound[2:], blocking)
     made = one_shot(comm, lambda: get(algorithm), "alltoall", options, lambda: alltoall_call(comm, sendbuf, recvbuf),
                     blocking)
     if isinstance(made, Handle) and made.call.problem is None and seen is not None:
