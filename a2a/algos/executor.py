@@ -27,35 +27,45 @@ from a2a.errors import A2AError, HarnessError
 from a2a.kept import cache_home, private_directories, refuse_unless_private
 from a2a.mpi import mpi_tool
 
-SOURCES = [Path(__file__).parent / "c" / name for name in ("executor.c", "executor.h")]
+C = Path(__file__).parent / "c"
 FLAGS = ["-O2", "-Wall", "-Wextra", "-fPIC", "-shared"]
+# what each library the testbed builds is made of: its C files (the first ones compiled) and its flags
+LIBRARIES = {
+    "liba2ax.so": ([C / "executor.c", C / "executor.h"], FLAGS),
+    # the PMPI library: only the MPI functions it intercepts are seen by the program it is preloaded into
+    "liba2a.so": ([C / "liba2a.c", C / "executor.c", C / "executor.h"], [*FLAGS, "-fvisibility=hidden"]),
+}
 
 
 class ExecutorUnavailable(A2AError):
     """The C executor cannot be built or loaded here."""
 
 
-def library_path(mpicc: str | None = None) -> Path:
-    """Where the executor built by `mpicc` (default: the MPI library's own) is kept: by its sources and library."""
+def library_path(mpicc: str | None = None, name: str = "liba2ax.so") -> Path:
+    """Where library `name` built by `mpicc` (default: the MPI library's own) is kept: by its sources and library."""
     mpicc = mpicc or mpi_tool("mpicc")
+    sources, flags = LIBRARIES[name]
     shown = subprocess.run([mpicc, "-show"], capture_output=True, text=True, check=False).stdout
-    key = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES) + f"{Path(mpicc).resolve()}\n{shown}".encode())
-    return cache_home() / "executor" / key.hexdigest()[:16] / "liba2ax.so"
+    key = hashlib.sha256(b"".join(p.read_bytes() for p in sources) +
+                         f"{Path(mpicc).resolve()}\n{shown}\n{flags}".encode())
+    return cache_home() / "executor" / key.hexdigest()[:16] / name
 
 
-def built(mpicc: str | None = None) -> Path:
-    """The executor library, compiled (-Wall -Wextra) unless kept already; one another user could write is refused."""
+def built(mpicc: str | None = None, name: str = "liba2ax.so") -> Path:
+    """Library `name` (the executor, or the PMPI library), compiled unless kept already; one another user could
+    write is refused."""
     try:
         mpicc = mpicc or mpi_tool("mpicc")
     except HarnessError as missing:
         raise ExecutorUnavailable(str(missing)) from None
-    path = library_path(mpicc)
+    path = library_path(mpicc, name)
     private_directories(path.parent, cache_home())
     if path.exists():
         refuse_unless_private(path)
         return path
-    building = path.with_name(f"liba2ax.{os.getpid()}.so")  # then renamed: another rank may build it too
-    command = [mpicc, *FLAGS, "-o", str(building), str(SOURCES[0])]
+    sources, flags = LIBRARIES[name]
+    building = path.with_name(f"{path.stem}.{os.getpid()}.so")  # then renamed: another rank may build it too
+    command = [mpicc, *flags, "-o", str(building), *(str(s) for s in sources if s.suffix == ".c")]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode:
         raise ExecutorUnavailable(f"{' '.join(command)} failed: {done.stderr.strip()[-600:]}")
