@@ -30,6 +30,7 @@
 #define EXPORT __attribute__((visibility("default")))
 #define DEPLOY_VERSION 1
 #define SLOTS 8          /* prepared plans kept per communicator */
+#define NAMED 4          /* predefined datatypes whose size is kept */
 #define RECORD_LIMIT 64  /* distinct signatures (sizes, count matrices) recorded per communicator and collective */
 
 enum collective { ALLTOALL, ALLTOALLV, COLLECTIVES };
@@ -82,6 +83,8 @@ typedef struct comm_state {
     struct comm_state *next;
 } comm_state;
 
+typedef struct { MPI_Datatype type; MPI_Count size; } named_type;
+
 /* the library's one state per process: what MPI_Init found, the counts, every communicator met */
 static struct {
     int ready, keyval, report, recording, ncomms;
@@ -89,6 +92,8 @@ static struct {
     char path[1024], record[1024], job[64];
     long long seen[COLLECTIVES], passed[REASONS], *served;
     comm_state *states;
+    named_type named[NAMED];
+    unsigned next_named;
 } the;
 
 static int fail(char *error, size_t room, const char *format, ...) __attribute__((format(printf, 3, 4)));
@@ -378,15 +383,20 @@ static a2ax_plan *bound(comm_state *c, int k, const void *send, void *recv, MPI_
     return plan;
 }
 
-/* a predefined datatype whose bytes lie contiguous: its size, else 0 */
+/* a predefined datatype whose bytes lie contiguous: its size, else 0 (the last few answers kept: a predefined
+   type is never freed, so its handle always means the same type) */
 static MPI_Count plain_size(MPI_Datatype type) {
+    for (int i = 0; i < NAMED; i++)
+        if (the.named[i].size && the.named[i].type == type) return the.named[i].size;
     int integers, addresses, types, combiner;
     MPI_Count size, lb, extent;
     PMPI_Type_get_envelope(type, &integers, &addresses, &types, &combiner);
     if (combiner != MPI_COMBINER_NAMED) return 0;
     PMPI_Type_size_x(type, &size);
     PMPI_Type_get_extent_x(type, &lb, &extent);
-    return lb == 0 && extent == size ? size : 0;
+    size = lb == 0 && extent == size ? size : 0;
+    the.named[the.next_named++ % NAMED] = (named_type){type, size};
+    return size;
 }
 
 static int passed(int reason) {
