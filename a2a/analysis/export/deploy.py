@@ -125,7 +125,7 @@ def _ranges(table: dict[str, Any], collective: str) -> list[tuple[int, int, str,
 
 def _add(made: Deployment, collective: str, p: int, nodes: list[list[int]], low: int, high: int, algorithm: str,
          options: str) -> None:
-    where = f"{collective} on {p} ranks, {low}..{'' if high < 0 else high} B"
+    where = f"{collective} on {p} ranks, {_span(low, high)}"
     schedule, layout = -1, "*"
     if algorithm != NATIVE:  # the library's own, in whichever form: its choice
         try:
@@ -135,6 +135,11 @@ def _add(made: Deployment, collective: str, p: int, nodes: list[list[int]], low:
             made.kept.append(f"{where}: {shown(algorithm, options)} is not exact data ({why}); the library's "
                              "choice is kept")
     made.entries.append((collective, p, layout, low, high, schedule))
+
+
+def _span(low: int, high: int) -> str:
+    """'100..999 B per peer', 'every size'."""
+    return "every size" if (low, high) == (0, -1) else f"{low}..{'' if high < 0 else high} B per peer"
 
 
 def origin_of(document: dict[str, Any], path: str) -> list[str]:
@@ -151,8 +156,8 @@ def written(made: Deployment, output: Path) -> list[str]:
     """Write the deploy file; what it serves, what it keeps for the library, and how to apply it."""
     write_atomic(Path(output), made.text())
     names = dict(enumerate(name for name, _ in made.schedules))
-    lines = [f"{c} on {p} ranks{'' if layout == '*' else f' (nodes {layout})'}, {low}..{'' if high < 0 else high} "
-             f"B per peer: {names.get(k, 'the library')}" for c, p, layout, low, high, k in made.entries]
+    lines = [f"{c} on {p} ranks{'' if layout == '*' else f' (nodes {layout})'}, {_span(low, high)}: "
+             f"{names.get(k, 'the library')}" for c, p, layout, low, high, k in made.entries]
     lines += [f"kept: {k}" for k in made.kept]
     return lines + [f"wrote {output} ({len(made.schedules)} schedules, {len(made.entries)} entries, for "
                     f"{made.library})"]
