@@ -306,7 +306,12 @@ static comm_state *state_of(MPI_Comm comm) {
     int sized = 0, laid = 0;
     for (int i = 0; the.deploy && i < the.deploy->nentries; i++)
         if (the.deploy->entries[i].nprocs == c->size) sized++, laid += the.deploy->entries[i].layout != NULL;
-    if (sized || the.recording) PMPI_Comm_dup(comm, &c->own);
+    if (sized || the.recording) { /* a copy of the group, not MPI_Comm_dup: the program's attributes stay its own */
+        MPI_Group group;
+        PMPI_Comm_group(comm, &group);
+        PMPI_Comm_create(comm, group, &c->own);
+        PMPI_Group_free(&group);
+    }
     int *layout = laid ? layout_of(c) : NULL;
     c->candidates = calloc((size_t)sized + 1, sizeof *c->candidates);
     for (int i = 0; sized && i < the.deploy->nentries; i++) {
