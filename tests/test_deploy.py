@@ -117,17 +117,21 @@ def test_mpi4py_calls_are_served(tmp_path: Path, preload: str, p: int):
 
 @pytest.mark.launches
 def test_what_the_file_does_not_cover_passes_through(tmp_path: Path, preload: str, check_program: Path):
-    """A communicator of another size, an intercommunicator, a derived datatype, MPI_IN_PLACE and a size outside
-    the file each go to the MPI library, counted by reason, with correct results."""
-    document = decision([(0, "pairwise"), (9, "native")], "pairwise", [4])  # up to 8 B; 100 ints pass
-    path, _ = written(tmp_path, document, [4])
-    done = under_library(4, preload, str(check_program), "1", "100", A2A_DEPLOY=str(path), A2A_DEPLOY_REPORT="1",
-                         CHECK_PASS_THROUGH="1")
+    """A communicator of another size, an intercommunicator, a derived datatype, MPI_IN_PLACE, a size the file
+    leaves to the library and one it does not cover each go to the MPI library, counted by reason, with correct
+    results."""
+    document = decision([(0, "pairwise"), (9, "native"), (1001, "bruck")], "pairwise", [4])
+    made = deployment(document, [4], 0, this_library(), [])
+    made.entries = [e for e in made.entries if e[3] != 1001]  # above 1000 B: not in the file
+    path = tmp_path / "deploy.a2a"
+    path.write_text(made.text())
+    done = under_library(4, preload, str(check_program), "1", "100", "3000", A2A_DEPLOY=str(path),
+                         A2A_DEPLOY_REPORT="1", CHECK_PASS_THROUGH="1")
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
     assert served(done.stderr) == {"pairwise": 4 * 2 + 4 * 2}, done.stderr  # 1 int, twice; the alltoallv, twice
     assert passed(done.stderr) == {
-        "the file keeps the library's choice": 8, "communicator size not in the file": 4, "intercommunicator": 4,
-        "derived or non-contiguous datatype": 4, "MPI_IN_PLACE": 4}, done.stderr
+        "the file keeps the library's choice": 8, "size not in the file": 8, "communicator size not in the file": 4,
+        "intercommunicator": 4, "derived or non-contiguous datatype": 4, "MPI_IN_PLACE": 4}, done.stderr
 
 
 @pytest.mark.launches
