@@ -620,26 +620,28 @@ EXPORT int MPI_Finalize(void) {
 
 #define SEEN(collective) (the.seen[collective]++, the.ready && (the.deploy || the.recording))
 
-EXPORT int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                        MPI_Datatype recvtype, MPI_Comm comm) {
-    if (!SEEN(ALLTOALL)) return the.passed[NO_FILE]++, PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                                                     recvtype, comm);
-    int result;
-    double start = PMPI_Wtime();
-    if (!served(ALLTOALL, sendbuf, recvbuf, sendcount * plain_size(sendtype), recvcount * plain_size(recvtype),
-                sendtype, recvtype, NULL, comm, &result))
-        result = PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    if (the.recording) /* in place, the send arguments mean nothing */
-        recorded(comm, ALLTOALL, sendbuf == MPI_IN_PLACE ? recvtype : sendtype, recvtype,
-                 sendbuf == MPI_IN_PLACE ? recvcount : sendcount, NULL, PMPI_Wtime() - start);
-    return result;
-}
+/* MPI_Alltoall and its large-count form: COUNT is int or MPI_Count */
+#define SERVE_ALLTOALL(NAME, COUNT)                                                                                 \
+    EXPORT int NAME(const void *sendbuf, COUNT sendcount, MPI_Datatype sendtype, void *recvbuf, COUNT recvcount,   \
+                    MPI_Datatype recvtype, MPI_Comm comm) {                                                         \
+        if (!SEEN(ALLTOALL))                                                                                        \
+            return the.passed[NO_FILE]++, P##NAME(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm); \
+        int result;                                                                                                 \
+        double start = PMPI_Wtime();                                                                                \
+        if (!served(ALLTOALL, sendbuf, recvbuf, sendcount * plain_size(sendtype), recvcount * plain_size(recvtype), \
+                    sendtype, recvtype, NULL, comm, &result))                                                       \
+            result = P##NAME(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);                     \
+        if (the.recording) /* in place, the send arguments mean nothing */                                          \
+            recorded(comm, ALLTOALL, sendbuf == MPI_IN_PLACE ? recvtype : sendtype, recvtype,                       \
+                     sendbuf == MPI_IN_PLACE ? recvcount : sendcount, NULL, PMPI_Wtime() - start);                  \
+        return result;                                                                                              \
+    }
 
-/* an alltoallv's blocks in bytes (send offsets, lengths, receive offsets, lengths) and its sent row in elements */
-#define LAID_OUT(count_type, displ_type)                                                                            \
-    static MPI_Aint *laid_out_##count_type(MPI_Comm comm, const count_type *sc, const displ_type *sd,              \
-                                           MPI_Datatype st, const count_type *rc, const displ_type *rd,            \
-                                           MPI_Datatype rt, long long **row) {                                     \
+/* MPI_Alltoallv and its large-count form (COUNT, DISPL: int or MPI_Count, MPI_Aint); the blocks in bytes (send
+   offsets, lengths, receive offsets, lengths) and the row sent, in elements */
+#define SERVE_ALLTOALLV(NAME, COUNT, DISPL)                                                                         \
+    static MPI_Aint *NAME##_blocks(MPI_Comm comm, const COUNT *sc, const DISPL *sd, MPI_Datatype st,               \
+                                   const COUNT *rc, const DISPL *rd, MPI_Datatype rt, long long **row) {           \
         int n, inter;                                                                                               \
         PMPI_Comm_test_inter(comm, &inter);                                                                         \
         if (inter) PMPI_Comm_remote_size(comm, &n);                                                                 \
@@ -649,69 +651,36 @@ EXPORT int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
         *row = malloc(sizeof(long long) * (size_t)n);                                                               \
         for (int i = 0; b && *row && i < n; i++) {                                                                  \
             b[i] = (MPI_Aint)(sd[i] * ss), b[n + i] = (MPI_Aint)(sc[i] * ss);                                        \
-            b[2 * n + i] = (MPI_Aint)(rd ? rd[i] * rs : 0), b[3 * n + i] = (MPI_Aint)(rc ? rc[i] * rs : 0);          \
+            b[2 * n + i] = (MPI_Aint)(rd[i] * rs), b[3 * n + i] = (MPI_Aint)(rc[i] * rs);                            \
             (*row)[i] = sc[i];                                                                                      \
         }                                                                                                           \
         return b;                                                                                                   \
+    }                                                                                                               \
+    EXPORT int NAME(const void *sendbuf, const COUNT sendcounts[], const DISPL sdispls[], MPI_Datatype sendtype,   \
+                    void *recvbuf, const COUNT recvcounts[], const DISPL rdispls[], MPI_Datatype recvtype,         \
+                    MPI_Comm comm) {                                                                                \
+        if (!SEEN(ALLTOALLV))                                                                                       \
+            return the.passed[NO_FILE]++, P##NAME(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,     \
+                                                  rdispls, recvtype, comm);                                         \
+        int result;                                                                                                 \
+        long long *row = NULL;                                                                                      \
+        MPI_Aint *blocks = sendbuf == MPI_IN_PLACE ? NULL : NAME##_blocks(comm, sendcounts, sdispls, sendtype,      \
+                                                                          recvcounts, rdispls, recvtype, &row);     \
+        double start = PMPI_Wtime();                                                                                \
+        if (!blocks || !served(ALLTOALLV, sendbuf, recvbuf, 0, 0, sendtype, recvtype, blocks, comm, &result))      \
+            result = P##NAME(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm); \
+        if (!blocks && sendbuf == MPI_IN_PLACE && the.deploy) passed(IN_PLACE);                                     \
+        if (the.recording && row) recorded(comm, ALLTOALLV, sendtype, recvtype, 0, row, PMPI_Wtime() - start);     \
+        free(blocks);                                                                                               \
+        free(row);                                                                                                  \
+        return result;                                                                                              \
     }
-LAID_OUT(int, int)
 
-EXPORT int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
-                         void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
-                         MPI_Comm comm) {
-    if (!SEEN(ALLTOALLV)) return the.passed[NO_FILE]++, PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
-                                                                       recvcounts, rdispls, recvtype, comm);
-    int result;
-    long long *row = NULL;
-    MPI_Aint *blocks = sendbuf == MPI_IN_PLACE ? NULL : laid_out_int(comm, sendcounts, sdispls, sendtype, recvcounts,
-                                                                     rdispls, recvtype, &row);
-    double start = PMPI_Wtime();
-    if (!blocks || !served(ALLTOALLV, sendbuf, recvbuf, 0, 0, sendtype, recvtype, blocks, comm, &result))
-        result = PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
-    if (!blocks && sendbuf == MPI_IN_PLACE && the.deploy) passed(IN_PLACE);
-    if (the.recording && row) recorded(comm, ALLTOALLV, sendtype, recvtype, 0, row, PMPI_Wtime() - start);
-    free(blocks);
-    free(row);
-    return result;
-}
-
+SERVE_ALLTOALL(MPI_Alltoall, int)
+SERVE_ALLTOALLV(MPI_Alltoallv, int, int)
 #if MPI_VERSION >= 4
-LAID_OUT(MPI_Count, MPI_Aint)
-
-EXPORT int MPI_Alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
-                          MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-    if (!SEEN(ALLTOALL)) return the.passed[NO_FILE]++, PMPI_Alltoall_c(sendbuf, sendcount, sendtype, recvbuf,
-                                                                       recvcount, recvtype, comm);
-    int result;
-    double start = PMPI_Wtime();
-    if (!served(ALLTOALL, sendbuf, recvbuf, sendcount * plain_size(sendtype), recvcount * plain_size(recvtype),
-                sendtype, recvtype, NULL, comm, &result))
-        result = PMPI_Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    if (the.recording) /* in place, the send arguments mean nothing */
-        recorded(comm, ALLTOALL, sendbuf == MPI_IN_PLACE ? recvtype : sendtype, recvtype,
-                 sendbuf == MPI_IN_PLACE ? recvcount : sendcount, NULL, PMPI_Wtime() - start);
-    return result;
-}
-
-EXPORT int MPI_Alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],
-                           MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[],
-                           MPI_Datatype recvtype, MPI_Comm comm) {
-    if (!SEEN(ALLTOALLV)) return the.passed[NO_FILE]++, PMPI_Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype,
-                                                                         recvbuf, recvcounts, rdispls, recvtype, comm);
-    int result;
-    long long *row = NULL;
-    MPI_Aint *blocks = sendbuf == MPI_IN_PLACE ? NULL : laid_out_MPI_Count(comm, sendcounts, sdispls, sendtype,
-                                                                           recvcounts, rdispls, recvtype, &row);
-    double start = PMPI_Wtime();
-    if (!blocks || !served(ALLTOALLV, sendbuf, recvbuf, 0, 0, sendtype, recvtype, blocks, comm, &result))
-        result = PMPI_Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
-                                  comm);
-    if (!blocks && sendbuf == MPI_IN_PLACE && the.deploy) passed(IN_PLACE);
-    if (the.recording && row) recorded(comm, ALLTOALLV, sendtype, recvtype, 0, row, PMPI_Wtime() - start);
-    free(blocks);
-    free(row);
-    return result;
-}
+SERVE_ALLTOALL(MPI_Alltoall_c, MPI_Count)
+SERVE_ALLTOALLV(MPI_Alltoallv_c, MPI_Count, MPI_Aint)
 #endif
 
 /* the non-blocking forms pass through, counted */
