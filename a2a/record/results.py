@@ -74,6 +74,7 @@ class Row:
     t_compute_us: float = math.nan
     overlap_osu_pct: float = math.nan
     overlap_imb_pct: float = math.nan
+    recorded_calls: int | None = None  # a recorded workload's: how often the recorded program made this call
 
     @property
     def key(self) -> tuple:
