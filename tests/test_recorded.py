@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 from support import assert_refused_here, bench, bench_here
 
+import a2a
 from a2a.errors import BadConfig
 from a2a.measure.traffic import traffic_of
 from a2a.record.results import read_rows
+from a2a.simulate.machine import simulated_variants
 from a2a.sweep.config import from_options
 from a2a.sweep.grid import points
 from a2a.sweep.recorded import read_record
@@ -181,3 +183,48 @@ def test_a_recorded_alltoallv_replays_at_three_ranks(tmp_path: Path):
         assert row.recorded_calls == 10 * call + 1
         assert row.imbalance == pytest.approx(matrix.max() / matrix.mean(), rel=1e-5)
     assert {r.algorithm for r in rows} == {"pairwise", "linear", "native"}
+
+
+def test_the_simulator_replays_the_recorded_alltoall_calls(tmp_path: Path):
+    """bench simulate's config: the record's alltoall calls at their sizes and process count (the simulator replays
+    no alltoallv: those are named as left out, and a record of alltoallv calls alone is refused)."""
+    write_record(tmp_path / "both", [alltoall(4, 2), alltoall(4, 128, 8, "MPI_DOUBLE", 3), alltoallv(UNEVEN)])
+    spec = f"recorded:{tmp_path / 'both'}"
+    config = from_options({"workload": spec, "algorithms": "pairwise"}, "simgrid", choose=simulated_variants)
+    assert (config.collective, config.nprocs, config.sizes, config.dtype) == ("alltoall", [4], [8, 1024], "uint32")
+    assert [p.workload.rsplit(":", 1)[1] for p in points(config, 4)] == ["call=0", "call=1"]
+    assert read_record(tmp_path / "both").left_out("alltoall") == \
+        "1 alltoallv call signatures (50 calls, 0.01 s in the program)"
+    write_record(tmp_path / "v", [alltoallv(UNEVEN)])
+    with pytest.raises(BadConfig, match="holds no alltoall call to replay; it holds 1 alltoallv call signatures"):
+        from_options({"workload": f"recorded:{tmp_path / 'v'}"}, "simgrid", choose=simulated_variants)
+
+
+@pytest.mark.simgrid
+def test_bench_simulate_replays_a_record(tmp_path: Path, capsys):
+    write_record(tmp_path / "rec", [alltoall(4, 2, calls=7), alltoallv(UNEVEN)])
+    code, _, err = bench_here(capsys, "simulate", "--workload", f"recorded:{tmp_path / 'rec'}", "--algorithms",
+                              "pairwise", "--copy-bandwidth", "10e9", "--output", str(tmp_path / "sim"))
+    assert code == 0, err
+    assert "replays its alltoall calls, not 1 alltoallv call signatures (50 calls" in err
+    rows = read_rows(tmp_path / "sim")
+    assert [(r.nprocs, r.bytes_per_peer, r.workload, r.recorded_calls, r.valid) for r in rows] == \
+        [(4, 8, f"recorded:{tmp_path / 'rec'}:call=0", 7, True)]
+
+
+@pytest.mark.mpi
+def test_a_recorded_matrix_is_exchanged_exactly(comm, tmp_path: Path):
+    """Collective, at this job's size: the driver's traffic for the point, run by pairwise's plan, gives each rank
+    exactly the recorded column of the matrix (its count from each peer, with the check pattern)."""
+    p, matrix = comm.size, random_matrix(comm.size, 5)
+    directory = Path(comm.bcast(str(tmp_path) if comm.rank == 0 else None))
+    if comm.rank == 0:
+        write_record(directory, [alltoallv(matrix, 2, "MPI_INT", 4)])
+    comm.Barrier()
+    config = from_options({"workload": f"recorded:{directory}", "algorithms": "pairwise"}, world=p)
+    (point,) = points(config, p)
+    traffic = traffic_of(point.collective, point.workload, p, point.bytes_per_peer, point.dtype, config.seed)
+    send, recv = traffic.buffers(comm.rank)
+    with traffic.plan(a2a.get("pairwise"), comm, send, recv, {}) as plan:
+        plan()
+    assert len(recv) == np.array(matrix)[:, comm.rank].sum() and np.array_equal(recv, traffic.expected(comm.rank))

@@ -107,6 +107,15 @@ class Record:
         """The calls of `collective` a sweep replays (an alltoallv whose matrix was not kept cannot be)."""
         return [c for c in self.calls if c.collective == collective and c.replayable]
 
+    def left_out(self, collective: str) -> str:
+        """What a replay of `collective` leaves out of the record, in a line ('' when nothing)."""
+        other = [c for c in self.calls if c.collective != collective]
+        unkept = [c for c in self.calls if c.collective == collective and not c.replayable]
+        return "; ".join(f"{len(calls)} {calls[0].collective} call signatures ({sum(c.calls for c in calls)} calls, "
+                         f"{sum(c.seconds for c in calls):.3g} s in the program){why}" for calls, why in
+                         ((other, ""), (unkept, f" whose matrix was not kept ({unkept[0].why if unkept else ''})"))
+                         if calls)
+
     def dtype(self, collective: str) -> str:
         """The NumPy type that replays the calls at their recorded width: the datatype's own where all share one
         width, else an unsigned integer as wide as the largest power of two that divides every width."""
