@@ -3,16 +3,20 @@ replays each recorded call as one point, an alltoallv with exactly the recorded 
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+from decide_fixtures import row_for, samples_around
 from support import assert_refused_here, bench, bench_here
 
 import a2a
+from a2a.analysis.decide import decided
 from a2a.errors import BadConfig
 from a2a.measure.traffic import traffic_of
-from a2a.record.results import read_rows
+from a2a.record.results import Recorder, read_rows, write_meta
 from a2a.simulate.machine import simulated_variants
 from a2a.sweep.config import from_options
 from a2a.sweep.grid import points
@@ -228,3 +232,23 @@ def test_a_recorded_matrix_is_exchanged_exactly(comm, tmp_path: Path):
     with traffic.plan(a2a.get("pairwise"), comm, send, recv, {}) as plan:
         plan()
     assert len(recv) == np.array(matrix)[:, comm.rank].sum() and np.array_equal(recv, traffic.expected(comm.rank))
+
+
+def test_decide_ranks_algorithms_by_the_programs_total_time(tmp_path: Path):
+    """Per call its own table; then each algorithm's time over the program (its mean x times made, summed): pairwise
+    wins the rare large call, native the frequent small one, so the choice per call beats both, and native, slower
+    on the rare call, totals less than pairwise."""
+    recorder = Recorder(tmp_path)
+    for call, made, times in ((0, 10, {"native": 100, "pairwise": 50}), (1, 1000, {"native": 10, "pairwise": 20})):
+        for j, (algorithm, us) in enumerate(times.items()):
+            seconds = samples_around(us, seed=10 * call + j, spread=0.01)
+            row = row_for(4, 64 * (1 + call), algorithm, "", "float64", 8, seconds)
+            recorder.add(replace(row, collective="alltoallv", workload=f"recorded:R:call={call}",
+                                 recorded_calls=made), seconds)
+    recorder.close()
+    write_meta(tmp_path, {"status": "complete", "mpi_library": "MPICH Version: test"})
+    said = decided([tmp_path]).splitlines()[-1]
+    found = re.fullmatch(r"recorded:R \(2 calls, made 1010 times\), mean x times made: the choice per call "
+                         r"([\d.]+) ms; native ([\d.]+) ms, pairwise ([\d.]+) ms", said)
+    assert found, said
+    assert [float(v) for v in found.groups()] == pytest.approx([10.5, 11.0, 20.5], rel=0.02)

@@ -219,7 +219,8 @@ def decide(directories: list[Path], metric: str = "mean", alpha: float = 0.05,
     for context in sorted({c for c, _ in by_cell}):
         sizes = sorted(size for c, size in by_cell if c == context)
         cells = [decide_cell(by_cell[context, size], metric, alpha) for size in sizes]
-        tables.append({**context_dict(context), "ranges": ranges(cells)})
+        made = by_cell[context, sizes[0]][0].rows[0].recorded_calls  # a recorded call's table: one size
+        tables.append({**context_dict(context), **({"recorded_calls": made} if made else {}), "ranges": ranges(cells)})
     libraries = sorted({s["mpi_library"] for s in sources if s["mpi_library"]})
     return {
         "schema": SCHEMA, "metric": metric, "alpha": alpha, "dtype": chosen_dtype,
@@ -305,6 +306,30 @@ def summary(document: dict[str, Any]) -> list[str]:
             parts.append(f"{human_bytes(row['bytes_min'])}..{high or 'inf'} {shown(row['algorithm'], row['options'])}"
                          f"{said}{tie}")
         lines.append(f"{where(table)}: " + "; ".join(parts))
+    return lines + program_totals(document)
+
+
+def program_totals(document: dict[str, Any]) -> list[str]:
+    """For a recorded program (its calls' tables: recorded_calls set), each algorithm's time in all of its calls (the
+    metric x the times the program made each, summed) fastest first, after the choices per call; where an algorithm
+    lacks a call it is left out."""
+    programs: dict[str, list[dict[str, Any]]] = {}
+    for table in document["tables"]:
+        if table.get("recorded_calls"):
+            programs.setdefault(table["workload"].rsplit(":call=", 1)[0], []).append(table)
+    lines = []
+    for name, tables in programs.items():
+        cells = [(t["recorded_calls"], t["ranges"][0]["cells"][0]) for t in tables]
+        totals: dict[str, float] = {}
+        for label in {shown(c["algorithm"], c["options"]) for _, cell in cells for c in cell["candidates"]}:
+            times = [made * c["value_us"] for made, cell in cells for c in cell["candidates"]
+                     if shown(c["algorithm"], c["options"]) == label]
+            if len(times) == len(cells):
+                totals[label] = sum(times)
+        chosen = sum(made * cell["value_us"] for made, cell in cells)
+        ranked = ", ".join(f"{label} {us / 1e3:,.4g} ms" for label, us in sorted(totals.items(), key=lambda t: t[1]))
+        lines.append(f"{name} ({counted(len(cells), 'call')}, made {sum(made for made, _ in cells)} times), "
+                     f"{document['metric']} x times made: the choice per call {chosen / 1e3:,.4g} ms; {ranked}")
     return lines
 
 
@@ -316,7 +341,7 @@ def decided(directories: list[Path], metric: str = "mean", alpha: float = 0.05, 
     document = decide(directories, metric, alpha, dtype, where)
     ties = sum(c["tie"] for t in document["tables"] for r in t["ranges"] for c in r["cells"])
     lines = [render(document), f"\n{counted(ties, 'cell')} went to a simpler algorithm not significantly slower "
-                               f"(tie, alpha={alpha})."]
+                               f"(tie, alpha={alpha}).", *program_totals(document)]
     if output is not None:
         write_decision(document, Path(output))
         lines.append(f"wrote {output}")
