@@ -13,7 +13,7 @@ from decide_fixtures import row_for, samples_around
 from support import assert_refused_here, bench, bench_here
 
 import a2a
-from a2a.analysis.decide import decided
+from a2a.analysis.decide import decide, decided
 from a2a.errors import BadConfig
 from a2a.measure.traffic import traffic_of
 from a2a.record.results import Recorder, read_rows, write_meta
@@ -235,9 +235,9 @@ def test_a_recorded_matrix_is_exchanged_exactly(comm, tmp_path: Path):
 
 
 def test_decide_ranks_algorithms_by_the_programs_total_time(tmp_path: Path):
-    """Per call its own table; then each algorithm's time over the program (its mean x times made, summed): pairwise
-    wins the rare large call, native the frequent small one, so the choice per call beats both, and native, slower
-    on the rare call, totals less than pairwise."""
+    """The program's calls make one table per process count (its sizes; what a library can serve); then each
+    algorithm's time over the program (its mean x times made, summed): pairwise wins the rare large call, native the
+    frequent small one, so the choices beat both, and native, slower on the rare call, totals less than pairwise."""
     recorder = Recorder(tmp_path)
     for call, made, times in ((0, 10, {"native": 100, "pairwise": 50}), (1, 1000, {"native": 10, "pairwise": 20})):
         for j, (algorithm, us) in enumerate(times.items()):
@@ -247,8 +247,12 @@ def test_decide_ranks_algorithms_by_the_programs_total_time(tmp_path: Path):
                                  recorded_calls=made), seconds)
     recorder.close()
     write_meta(tmp_path, {"status": "complete", "mpi_library": "MPICH Version: test"})
+    (table,) = decide([tmp_path])["tables"]
+    cells = [c for r in table["ranges"] for c in r["cells"]]
+    assert table["workload"] == "recorded:R" and [(c["bytes_per_peer"], c["algorithm"], c["recorded_calls"]) for c
+                                                  in cells] == [(64, "pairwise", 10), (128, "native", 1000)]
     said = decided([tmp_path]).splitlines()[-1]
-    found = re.fullmatch(r"recorded:R \(2 calls, made 1010 times\), mean x times made: the choice per call "
+    found = re.fullmatch(r"recorded:R \(2 sizes, calls made 1010 times\), mean x times made: the choices "
                          r"([\d.]+) ms; native ([\d.]+) ms, pairwise ([\d.]+) ms", said)
     assert found, said
     assert [float(v) for v in found.groups()] == pytest.approx([10.5, 11.0, 20.5], rel=0.02)

@@ -12,7 +12,7 @@ from typing import Iterable
 import numpy as np
 from tabulate import tabulate
 
-from a2a.record.results import COLUMNS, FAILED, Defaults, Row, load, short_label
+from a2a.record.results import CALL, COLUMNS, FAILED, Defaults, Row, load, short_label
 from a2a.record.stalls import explain
 from a2a.units import counted, human_bytes
 
@@ -39,7 +39,7 @@ def table(rows: Iterable[Row], defaults: Defaults | None = None, fmt: str = "sim
     flagged = any(flag(r) for r in rows)
     body = []
     for r in rows:
-        call = [r.workload.rpartition(":call=")[2], r.recorded_calls] if recorded else []
+        call = [r.workload.rpartition(CALL)[2], r.recorded_calls] if recorded else []
         line = [r.nprocs, human_bytes(r.bytes_per_peer), *call, short_label(r, defaults), _us(r.t_mean_us),
                 _us(r.t_std_us), _us(r.t_min_us), _us(r.t_max_us), _us(r.t_p50_us), _us(r.t_p99_us),
                 "" if math.isnan(r.busbw_GBps) else f"{r.busbw_GBps:.3f}", r.stalls]

@@ -127,6 +127,15 @@ def point_key(row: Any) -> tuple:
     return tuple(str(getattr(row, k)) for k in KEY_COLUMNS)
 
 
+CALL = ":call="  # what a replayed point's workload adds to a recorded one: recorded:DIR:call=N
+
+
+def program_workload(workload: str) -> str:
+    """The workload of the program a recorded call belongs to (recorded:DIR:call=3 -> recorded:DIR); any other as it
+    is."""
+    return workload.rpartition(CALL)[0] if workload.startswith("recorded:") and CALL in workload else workload
+
+
 def label(algorithm: str, options: str) -> str:
     """An algorithm with its results-style options as one name: ('bruck', 'radix=4') -> 'bruck:radix=4'."""
     return ":".join([algorithm, *(o for o in options.split(";") if o)])

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from a2a.algos.facts import shown
-from a2a.record.results import KEY_DEFAULTS, Row, point_key
+from a2a.record.results import CALL, KEY_DEFAULTS, Row, point_key
 from a2a.sweep.config import OVERLAP, SweepConfig
 from a2a.sweep.mesh import Layout
 from a2a.sweep.variants import Variant
@@ -44,7 +44,7 @@ class Point:
     @property
     def workload(self) -> str:
         """The sweep's workload; a recorded one's with the call this point replays."""
-        return f"{self.config.workload}:call={self.call[0]}" if self.call else self.config.workload
+        return f"{self.config.workload}{CALL}{self.call[0]}" if self.call else self.config.workload
 
     @property
     def key(self) -> tuple:
@@ -84,7 +84,7 @@ def points(config: SweepConfig, nprocs: int) -> list[Point]:
             for size, call in _sizes(config, nprocs):
                 for tests in map(str, config.tests) if overlap else [""]:
                     variants = list(config.variants)
-                    replayed = f":call={call[0]}" if call else ""
+                    replayed = f"{CALL}{call[0]}" if call else ""
                     random.Random(f"{config.seed}:{nprocs}:{size}{tests and ':' + tests}{replayed}").shuffle(variants)
                     order += [Point(config, nprocs, size, v, layout, tests, progress, call) for v in variants]
     return order
