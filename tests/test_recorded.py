@@ -18,7 +18,7 @@ from a2a.errors import BadConfig
 from a2a.measure.traffic import traffic_of
 from a2a.record.results import Recorder, read_rows, write_meta
 from a2a.simulate.machine import simulated_variants
-from a2a.sweep.config import from_options
+from a2a.sweep.config import SweepConfig, from_options
 from a2a.sweep.grid import points
 from a2a.sweep.recorded import read_record
 
@@ -120,6 +120,8 @@ def test_the_sizes_axis_becomes_the_recorded_calls(tmp_path: Path):
     got = {(p.workload, p.bytes_per_peer, p.row(1, 4).recorded_calls) for p in points(config, 4)}
     mean = round(np.mean(random_matrix(4))) * 8
     assert got == {(f"recorded:{tmp_path}:call=2", 16, 50), (f"recorded:{tmp_path}:call=3", mean, 5)}
+    resumed = SweepConfig.from_dict(json.loads(json.dumps(config.as_dict())))  # as --resume reads meta.json
+    assert [p.key for p in points(resumed, 4)] == [p.key for p in points(config, 4)]
     config = from_options({"workload": f"recorded:{tmp_path}", "collective": "alltoall"}, world=8)
     assert (config.sizes, config.dtype, config.nprocs) == ([4, 2048], "uint32", [4])  # 8 B and 4 B elements
 

@@ -43,14 +43,16 @@ class Workload:
 
     @property
     def text(self) -> str:
-        """The spec as rows store it: kind, then every parameter (matrix: its file)."""
+        """The spec as rows store it: kind, then every parameter (matrix: its file; recorded: its directory, then
+        job and call where given)."""
         if self.kind in ("matrix", "recorded"):
             return ":".join([self.kind, self.path, *(f"{k}={v}" for k, v in self.params)])
         shown = [(k, v) for k, v in self.params if (k, v) != ("experts", 0)]  # left out: one expert per rank
         return ":".join([self.kind] + ([",".join(f"{k}={v}" for k, v in shown)] if shown else []))
 
     def counts(self, p: int, mean_bytes: int, itemsize: int, seed: int = 0) -> np.ndarray:
-        """The p x p matrix of elements rank i sends rank j; its mean is about `mean_bytes`."""
+        """The p x p matrix of elements rank i sends rank j; its mean is about `mean_bytes` (a recorded call's: its
+        own, exactly)."""
         values = dict(self.params)
         if self.kind == "recorded":
             return self.recorded_call(p).counts(itemsize)
@@ -65,7 +67,6 @@ class Workload:
         weights = read_matrix(self.path, p) if self.kind == "matrix" else WEIGHTS[self.kind](p, rng, **values)
         total = weights.sum()
         return np.rint(weights * (mean * p * p / total)).astype(np.int64) if total else weights.astype(np.int64)
-
 
     def record(self) -> Record:
         """A recorded workload's record (of its job)."""
