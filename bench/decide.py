@@ -5,10 +5,10 @@ from pathlib import Path
 
 import click
 
+from a2a.algos.executor import preload_library
 from a2a.analysis import decide as decision
 from a2a.analysis.compare import compared
 from a2a.analysis.export.deploy import deploy as deployed
-from a2a.analysis.export.deploy import preload_library
 from a2a.analysis.export.formats import export_report, formats
 from a2a.analysis.validate import render_validation
 from a2a.analysis.validate import validate as validate_records

@@ -184,9 +184,3 @@ def deploy(decision: Path, nprocs: list[int], ranks_per_node: int, output: Path)
     return written(deployment(document, counts, ranks_per_node, this_library(), origin_of(document, str(decision))),
                    output)
 
-
-def preload_library() -> Path:
-    """liba2a.so for the MPI library mpi4py runs on, built unless kept already."""
-    from a2a.algos.executor import built
-
-    return built(name="liba2a.so")
