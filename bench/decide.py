@@ -52,25 +52,26 @@ def export(table: str, fmt: str, output: str | None, libmpi: str | None, env_onl
 
 
 @main.command("deploy")
-@click.argument("decision", required=False, type=click.Path(exists=True))
-@click.option("--nprocs", default="", help="Process counts to serve, e.g. 2,4,8  [default: the decision's]")
+@click.argument("decisions", nargs=-1, type=click.Path(exists=True))
+@click.option("--nprocs", default="", help="Process counts to serve, e.g. 2,4,8  [default: the decisions']")
 @click.option("--ranks-per-node", type=int, default=0, show_default=True,
               help="Ranks per node of the jobs to serve (block placement); 0: all on one node.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default="deploy.a2a", show_default=True)
 @click.option("--library", is_flag=True, help="Print the path of liba2a.so (building it) and exit.")
-def deploy(decision: str | None, nprocs: str, ranks_per_node: int, output: str, library: bool) -> None:
-    """Write a deploy file: a decision's schedules for the PMPI library to run inside any MPI program.
+def deploy(decisions: tuple[str, ...], nprocs: str, ranks_per_node: int, output: str, library: bool) -> None:
+    """Write a deploy file: the decisions' schedules for the PMPI library to run inside any MPI program.
 
-    DECISION is a decision.json (bench decide -o) or a results directory. Run a program with it:
-    env LD_PRELOAD=$(python -m bench deploy --library) A2A_DEPLOY=deploy.a2a mpiexec -n 4 ./program
+    DECISIONS are decision.json files (bench decide -o) or results directories, e.g. one for alltoall and one for
+    alltoallv. Run a program with it: mpiexec -n 4 env LD_PRELOAD=$(python -m bench deploy --library)
+    A2A_DEPLOY=deploy.a2a ./program
     """
     if library:
         click.echo(preload_library())
         return
-    if decision is None:
+    if not decisions:
         raise click.UsageError("give a decision.json or a results directory (or --library)")
     counts = [parse_count(n) for n in nprocs.split(",") if n.strip()]
-    for line in deployed(Path(decision), counts, ranks_per_node, Path(output)):
+    for line in deployed([Path(d) for d in decisions], counts, ranks_per_node, Path(output)):
         click.echo(line)
 
 

@@ -191,3 +191,20 @@ def test_deploy_writes_what_it_can_compile_and_says_what_it_keeps(tmp_path: Path
     assert "entry alltoall 4 * 0 99 -1" in text and "entry alltoall 4 0,0,1,1 100 999 0" in text, text
     code, _, stderr = bench_here(capsys, "deploy", str(table), "--nprocs", "4,x", "-o", str(out))
     assert code != 0 and "'x' is not a process count" in stderr
+
+
+@pytest.mark.launches
+def test_the_documented_loop_runs_on_the_projects_own_program(tmp_path: Path):
+    """examples/deploy_loop.sh (make deploy-demo) end to end at 2 ranks: the program's calls recorded, raced (two
+    algorithms of the testbed's, so that one of them wins), deployed, and every one served on the rerun, its results
+    checked by the program itself."""
+    done = subprocess.run(["bash", str(ROOT / "examples" / "deploy_loop.sh"), str(tmp_path / "loop")], cwd=ROOT,
+                          env={**clean_launcher_env(None), "NP": "2", "ITERATIONS": "2", "RACE_ITERATIONS": "3",
+                               "ALGORITHMS": "pairwise,linear",
+                               "VENV": str(Path(mpi_tool("python")).parent.parent)},
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    after = (tmp_path / "loop" / "after.txt").read_text()
+    assert after.count("check ok") == 2 and "passed through: none" in after, after
+    assert served(after) and sum(served(after).values()) == 2 * (2 * 2 + 2), after  # per rank: 2 x 2 alltoall, 2 v
+    assert re.search(r"^transpose: [\d.]+ -> [\d.]+ \([\d.]+x\)$", done.stdout, re.MULTILINE), done.stdout[-2000:]

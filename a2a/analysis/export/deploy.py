@@ -170,17 +170,30 @@ def this_library() -> str:
     return family(MPI.Get_library_version())
 
 
-def deploy(decision: Path, nprocs: list[int], ranks_per_node: int, output: Path) -> list[str]:
-    """`bench deploy`: the deploy file for a decision table (bench decide -o), or a record's decision, on jobs of
-    these process counts."""
+def deploy(decisions: list[Path], nprocs: list[int], ranks_per_node: int, output: Path) -> list[str]:
+    """`bench deploy`: the deploy file for decision tables (bench decide -o), or records' decisions, on jobs of
+    these process counts; each collective and process count decided once among them."""
     from a2a.analysis.decide import decide
 
-    document = decide([Path(decision)]) if Path(decision).is_dir() else read_decision(decision)
-    counts = nprocs or sorted({t["nprocs"] for t in document["tables"]})
     if ranks_per_node < 0:
         raise BadInput(f"--ranks-per-node {ranks_per_node}; accepted: 0 (all ranks on one node) or K >= 1")
     if not Path(output).resolve().parent.is_dir():
         raise BadInput(f"--output {output}: its directory does not exist")
-    return written(deployment(document, counts, ranks_per_node, this_library(), origin_of(document, str(decision))),
-                   output)
+    tables, origin = [], []
+    for path in map(Path, decisions):
+        document = decide([path]) if path.is_dir() else read_decision(path)
+        tables += document["tables"]
+        origin += origin_of(document, str(path))
+    _check_once(tables)
+    counts = nprocs or sorted({t["nprocs"] for t in tables})
+    return written(deployment({"tables": tables}, counts, ranks_per_node, this_library(), origin), output)
 
+
+def _check_once(tables: list[dict[str, Any]]) -> None:
+    """BadInput if two tables decide the same blocking collective at the same process count."""
+    keys = Counter((t.get("collective", "alltoall"), t["nprocs"]) for t in tables
+                   if t.get("timing", KEY_DEFAULTS.get("timing")) != OVERLAP)
+    twice = [f"{c} on {p} ranks" for (c, p), n in sorted(keys.items()) if n > 1]
+    if twice:
+        raise BadInput(f"more than one table decides {', '.join(twice)} (another workload, mesh or source): give "
+                       "one decision per collective and process count (bench decide --where COLUMN=VALUE)")
