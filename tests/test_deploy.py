@@ -177,7 +177,8 @@ def test_without_a_file_the_library_only_counts_and_records(tmp_path: Path, prel
 
 def test_deploy_writes_what_it_can_compile_and_says_what_it_keeps(tmp_path: Path, capsys):
     """bench deploy on a decision: a schedule per exact choice, a node-aware one for the given layout, the library's
-    choice kept (and said) where the winner is not exact data; a bad --nprocs is refused in one line."""
+    choice kept (and said) where the winner is not exact data; a bad --nprocs, and two decisions of one collective
+    and process count, are refused in one line."""
     document = decision([(0, "onesided"), (100, "node_aware"), (1000, "native")], "tuna", [4])
     table = tmp_path / "decision.json"
     write_decision(document, table)
@@ -191,6 +192,8 @@ def test_deploy_writes_what_it_can_compile_and_says_what_it_keeps(tmp_path: Path
     assert "entry alltoall 4 * 0 99 -1" in text and "entry alltoall 4 0,0,1,1 100 999 0" in text, text
     code, _, stderr = bench_here(capsys, "deploy", str(table), "--nprocs", "4,x", "-o", str(out))
     assert code != 0 and "'x' is not a process count" in stderr
+    code, _, stderr = bench_here(capsys, "deploy", str(table), str(table), "-o", str(out))
+    assert code != 0 and "more than one table decides alltoall on 4 ranks, alltoallv on 4 ranks" in stderr, stderr
 
 
 @pytest.mark.launches
