@@ -30,10 +30,9 @@ from a2a.algos.registry import get
 from a2a.algos.tracer import NotExact, traced
 from a2a.errors import A2AError, BadInput
 from a2a.record.decision import parse_options, read_decision
-from a2a.record.results import KEY_DEFAULTS, NATIVE, write_atomic
+from a2a.record.results import KEY_DEFAULTS, NATIVE, OVERLAP, write_atomic
 
 MAGIC, VERSION = "a2a-deploy", 1
-OVERLAP = "overlap"
 
 
 def family(version: str) -> str:
