@@ -353,7 +353,7 @@ static a2ax_plan *bound(comm_state *c, int k, const void *send, void *recv, MPI_
     for (int i = 0; i < SLOTS; i++) {
         slot_t *s = &c->slots[i];
         if (s->plan && s->schedule == k && s->send == send && s->recv == recv && s->block == block &&
-            (!blocks || memcmp(s->blocks, blocks, bytes) == 0)) {
+            (blocks ? s->blocks && memcmp(s->blocks, blocks, bytes) == 0 : !s->blocks)) {
             s->used = ++c->clock;
             return s->plan;
         }
