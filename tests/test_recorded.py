@@ -25,10 +25,10 @@ from a2a.sweep.recorded import read_record
 UNEVEN = [[0, 5, 3, 2], [1, 0, 4, 4], [2, 2, 2, 2], [9, 0, 0, 1]]
 
 
-def alltoall(p: int, count: int, type_bytes: int = 4, sendtype: str = "MPI_INT", calls: int = 100) -> dict:
+def alltoall(p: int, count: int, type_bytes: int = 4, sendtype: str = "MPI_INT", calls: int = 100, **more) -> dict:
     return {"comm": 0, "nprocs": p, "collective": "alltoall", "sendtype": sendtype, "recvtype": sendtype,
             "type_bytes": type_bytes, "count": count, "block_bytes": count * type_bytes, "calls": calls,
-            "seconds": 0.0123}
+            "seconds": 0.0123, **more}
 
 
 def alltoallv(matrix: list[list[int]] | None, calls: int = 50, sendtype: str = "MPI_DOUBLE", type_bytes: int = 8,
@@ -51,14 +51,20 @@ def random_matrix(p: int, seed: int = 3) -> list[list[int]]:
 
 
 def test_a_record_is_read_in_order_of_ranks_and_lines(tmp_path: Path):
+    """Files by rank, lines in order; a line with `why` (the calls beyond the signatures the library keeps, their
+    sizes or matrices mixed) is counted, not replayed, and a launch names it."""
     write_record(tmp_path, [alltoallv(UNEVEN)], rank=2)
-    write_record(tmp_path, [alltoall(4, 256), alltoallv(None, 7, why="beyond the 64 distinct matrices kept")])
+    beyond = "beyond the 64 distinct signatures kept"
+    write_record(tmp_path, [alltoall(4, 256), alltoallv(None, 7, why=beyond), alltoall(4, 3, calls=9, why=beyond)])
     record = read_record(tmp_path)
     assert [(c.index, c.writer, c.collective) for c in record.calls] == [(0, 0, "alltoall"), (1, 0, "alltoallv"),
-                                                                          (2, 2, "alltoallv")]
-    assert record.calls[0].bytes_per_peer == 1024 and record.calls[2].bytes_per_peer == round(37 / 16) * 8
-    assert [c.index for c in record.replayed("alltoallv")] == [2]  # no matrix kept, none to replay
-    assert record.calls[1].why == "beyond the 64 distinct matrices kept"
+                                                                          (2, 0, "alltoall"), (3, 2, "alltoallv")]
+    assert record.calls[0].bytes_per_peer == 1024 and record.calls[3].bytes_per_peer == round(37 / 16) * 8
+    assert [c.index for c in record.replayed("alltoallv")] == [3] and [c.index for c in record.replayed("alltoall")] \
+        == [0]
+    assert record.calls[1].why == beyond
+    assert record.left_out("alltoall") == ("2 alltoallv call signatures (57 calls, 0.02 s in the program); 1 alltoall "
+                                           f"call signatures (9 calls, 0.0123 s in the program) not kept ({beyond})")
 
 
 BROKEN = {  # what is wrong -> (the files' lines, what the one-line refusal says)

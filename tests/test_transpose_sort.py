@@ -2,14 +2,16 @@
 at 2 and 3 ranks, and its check catches a planted wrong value; the build rule it shares with the executor."""
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 from pathlib import Path
 
 import pytest
 from support import launch_command
 
-from a2a.errors import HarnessError
-from a2a.kept import compiled, compiled_path
+from a2a.errors import BadConfig, HarnessError
+from a2a.kept import cache_home, compiled, compiled_path
 from a2a.mpi import clean_launcher_env
 from a2a.workflows.transpose_sort import FLAGS, SOURCE, phase_times, transpose_sort
 
@@ -66,3 +68,20 @@ def test_a_compiler_that_fails_says_why(tmp_path: Path, monkeypatch):
     with pytest.raises(HarnessError, match="missing"):
         compiled([broken], "broken", FLAGS)
     assert not compiled_path([broken], "broken", FLAGS).exists()
+
+
+@pytest.mark.launches
+def test_a_kept_program_is_this_users_alone_and_one_another_could_write_is_refused(tmp_path: Path, monkeypatch):
+    """Built under a fresh cache with a umask that leaves group write on, the program and every directory down to it
+    are 0700; made group-writable afterwards, it is refused (BadConfig naming it), not returned to be run."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    old = os.umask(0o002)
+    try:
+        program = transpose_sort()
+    finally:
+        os.umask(old)
+    for path in (program, program.parent, program.parent.parent, cache_home()):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o700, path
+    program.chmod(0o770)
+    with pytest.raises(BadConfig, match=f"{program} is writable by its group or others"):
+        transpose_sort()

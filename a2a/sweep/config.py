@@ -117,8 +117,7 @@ def from_options(values: dict[str, Any], backend: str = "mpi", world: int | None
     get = lambda key: defaults.get(key) if values.get(key) in (None, "") else values[key]  # noqa: E731
     workload = parse_workload(str(get("workload")))
     replay = _replayed(values, workload, backend, world) if workload.kind == "recorded" else {}
-    dtype = replay["dtype"] if "dtype" in replay and values.get("dtype") in (None, "") else \
-        parse_dtype(str(get("dtype")))
+    dtype = replay["dtype"] if replay and values.get("dtype") in (None, "") else parse_dtype(str(get("dtype")))
     sizes = replay.get("sizes") or parse_list(as_text(get("sizes")), "size")
     check_sizes(sizes, dtype)
     layouts = mesh_layouts(as_text(get("mesh")), as_list(get("groups")))

@@ -4,7 +4,8 @@ checked, so that a sweep can replay the program's own exchanges (the workload re
 At MPI_Finalize, world rank R writes DIR/record.<job>.rank<R>.jsonl: one JSON object a line, one per communicator
 of which R is rank 0 and call signature. Every line has the fields of COMMON; an alltoall's those of ALLTOALL
 (elements a peer, of sendtype); an alltoallv's `matrix` (matrix[i][j]: elements of sendtype rank i sends rank j, as
-in a2a.sweep.workload), or null with `why` when the library kept no more distinct matrices. `calls` is how often the
+in a2a.sweep.workload), or null. A line with `why` holds the calls beyond the distinct signatures the library keeps
+(their sizes or matrices differ; the count is one of them): counted, not replayed. `calls` is how often the
 program made that call, `seconds` the time rank 0 of the communicator spent in them. docs/alltoallv.md shows a file.
 """
 from __future__ import annotations
@@ -55,12 +56,12 @@ class RecordedCall:
     seconds: float
     count: int = 0  # an alltoall's elements a peer
     matrix: tuple[tuple[int, ...], ...] | None = None  # an alltoallv's
-    why: str = ""  # why an alltoallv's matrix was not kept
+    why: str = ""  # why the signature was not kept (the calls beyond the library's limit, together)
 
     @property
     def replayable(self) -> bool:
-        """An alltoall, or an alltoallv whose matrix was kept."""
-        return self.collective == "alltoall" or self.matrix is not None
+        """A signature the library kept: an alltoall's size, an alltoallv's matrix."""
+        return not self.why and (self.collective == "alltoall" or self.matrix is not None)
 
     @property
     def bytes_per_peer(self) -> int:
@@ -97,8 +98,7 @@ class Record:
                             "alltoallv")
         chosen = given or found[0]
         if not self.replayed(chosen):
-            kept = f" (no matrix kept: {next(c.why for c in self.calls if c.collective == chosen)})" \
-                if held[chosen] else ""
+            kept = f" (not kept: {next(c.why for c in self.calls if c.collective == chosen)})" if held[chosen] else ""
             raise BadConfig(f"recorded:{self.directory} holds no {chosen} call to replay{kept}; it holds "
                             + ", ".join(f"{held[c]} {c}" for c in found) + " call signatures")
         return chosen
@@ -113,7 +113,7 @@ class Record:
         unkept = [c for c in self.calls if c.collective == collective and not c.replayable]
         return "; ".join(f"{len(calls)} {calls[0].collective} call signatures ({sum(c.calls for c in calls)} calls, "
                          f"{sum(c.seconds for c in calls):.3g} s in the program){why}" for calls, why in
-                         ((other, ""), (unkept, f" whose matrix was not kept ({unkept[0].why if unkept else ''})"))
+                         ((other, ""), (unkept, f" not kept ({unkept[0].why or 'no matrix'})" if unkept else ""))
                          if calls)
 
     def dtype(self, collective: str) -> str:
@@ -178,9 +178,9 @@ def _call(line: str, where: str, index: int, job: str, rank: int) -> RecordedCal
     _check(where, values, job, rank)
     if collective == "alltoallv":
         values["matrix"] = _matrix(where, data.get("matrix", "missing"), values["nprocs"])
-        values["why"] = str(data.get("why", "")) if values["matrix"] is None else ""
     else:
         del values["block_bytes"]
+    values["why"] = str(data.get("why") or "")
     return RecordedCall(index, where, **values)
 
 

@@ -114,8 +114,9 @@ static int transpose(const options *o, int rank, int p)
     if (!failed) {
         double whole = median_of_slowest(phase, o->iterations), alltoall = median_of_slowest(exchange, o->iterations);
         if (rank == 0)
-            printf("transpose: N=%ld on %d ranks, %ld B per peer: %.1f us per iteration (MPI_Alltoall %.1f us), "
-                   "median of %ld, slowest rank; check ok\n", n, p, block * (long)sizeof(double), whole * 1e6,
+            printf("transpose: N=%ld on %d rank%s, %ld B per peer: %.1f us per iteration (MPI_Alltoall %.1f us), "
+                   "median of %ld, slowest rank; check ok\n", n, p, p > 1 ? "s" : "", block * (long)sizeof(double),
+                   whole * 1e6,
                    alltoall * 1e6, o->iterations);
     }
     free(rows), free(send), free(recv), free(columns), free(phase), free(exchange);
@@ -209,9 +210,9 @@ static int sample_sort(const options *o, int rank, int p)
     if (!failed) {
         double whole = median_of_slowest(phase, o->iterations), alltoall = median_of_slowest(exchange, o->iterations);
         if (rank == 0)
-            printf("sample sort: %ld keys a rank (skew %g) on %d ranks: %.1f us per iteration (MPI_Alltoall and "
+            printf("sample sort: %ld keys a rank (skew %g) on %d rank%s: %.1f us per iteration (MPI_Alltoall and "
                    "MPI_Alltoallv %.1f us), median of %ld, slowest rank; check ok\n", o->keys, o->skew, p,
-                   whole * 1e6, alltoall * 1e6, o->iterations);
+                   p > 1 ? "s" : "", whole * 1e6, alltoall * 1e6, o->iterations);
     }
     free(keys), free(local), free(sorted), free(samples), free(gathered), free(counts), free(phase), free(exchange);
     return failed;
