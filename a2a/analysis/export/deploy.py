@@ -76,7 +76,7 @@ def layout_text(nodes: list[list[int]], nprocs: int) -> str:
     return ",".join(map(str, node_of))
 
 
-def compiled(algorithm: str, options: str, nprocs: int, nodes: list[list[int]], collective: str
+def schedule_of(algorithm: str, options: str, nprocs: int, nodes: list[list[int]], collective: str
              ) -> tuple[str, str, bool]:
     """(name, schedule text, whether it depends on the ranks' nodes) of a decision's choice; NotExact if it is not
     exact data."""
@@ -128,7 +128,7 @@ def _add(made: Deployment, collective: str, p: int, nodes: list[list[int]], low:
     schedule, layout = -1, "*"
     if algorithm != NATIVE:  # the library's own, in whichever form: its choice
         try:
-            name, text, by_node = compiled(algorithm, options, p, nodes, collective)
+            name, text, by_node = schedule_of(algorithm, options, p, nodes, collective)
             schedule, layout = made.schedule_for(name, text), layout_text(nodes, p) if by_node else "*"
         except (NotExact, A2AError) as why:
             made.kept.append(f"{where}: {shown(algorithm, options)} is not exact data ({why}); the library's "
