@@ -22,8 +22,9 @@ from .options import defaults
 @click.option("--collective", type=click.Choice(COLLECTIVES), default=None,
               help=defaults("alltoall, or alltoallv with counts from --workload.", DEFAULTS["collective"]))
 @click.option("--workload", help=defaults("alltoallv count matrix: uniform, random:spread=S, zipf:s=S, "
-                                          "sparse:density=D, moe:experts=E,topk=K,..., matrix:FILE.csv "
-                                          "(docs/alltoallv.md).", DEFAULTS["workload"]))
+                                          "sparse:density=D, moe:experts=E,topk=K,..., matrix:FILE.csv, or "
+                                          "recorded:DIR, a program's own calls (docs/alltoallv.md).",
+                                          DEFAULTS["workload"]))
 @click.option("--algorithms", help=defaults("Names (or NAME:KEY=VALUE variants), comma-separated, or 'all' "
                                             "(every algorithm serving the collective).", DEFAULTS["algorithms"]))
 @click.option("--plugin", multiple=True, help="A .py file or module that registers algorithms (repeatable).")

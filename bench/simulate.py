@@ -25,6 +25,9 @@ from .options import defaults
 @click.option("--nprocs", help=defaults("Process counts, e.g. 64,1024,4096.", SIMULATION_DEFAULTS["nprocs"]))
 @click.option("--sizes", help=defaults("Bytes per peer (8,1K,4M or START:STOP:xF).", SIMULATION_DEFAULTS["sizes"]))
 @click.option("--dtype", help=defaults("NumPy element type.", SIMULATION_DEFAULTS["dtype"]))
+@click.option("--workload", help="recorded:DIR[:job=ID]: a program's recorded MPI_Alltoall calls (A2A_RECORD=DIR), "
+                                 "each a point at its size and process count (no --sizes, --nprocs). "
+                                 "[default: uniform]")
 @click.option("--algorithms", help=defaults("Names or NAME:KEY=VALUE variants, or 'all'; native:selector=mpich|ompi|"
                                             "default or native:algorithm=NAME picks SMPI's MPI_Alltoall.",
                                             SIMULATION_DEFAULTS["algorithms"]))

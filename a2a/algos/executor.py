@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +21,13 @@ from a2a.algos.nodes import node_groups
 from a2a.algos.program import dumps
 from a2a.algos.tracer import NotExact, traced
 from a2a.errors import A2AError, HarnessError
-from a2a.kept import cache_home, private_directories, refuse_unless_private
-from a2a.mpi import mpi_tool
+from a2a.kept import compiled, compiled_path
 
-SOURCES = [Path(__file__).parent / "c" / name for name in ("executor.c", "executor.h")]
-FLAGS = ["-O2", "-Wall", "-Wextra", "-fPIC", "-shared"]
+C = Path(__file__).parent / "c"
+SOURCES = [C / "executor.c", C / "executor.h"]
+LIBRARY, FLAGS = "liba2ax.so", ["-O2", "-Wall", "-Wextra"]
+# the PMPI library (c/liba2a.c): the program it is preloaded into sees only the MPI functions it intercepts
+PRELOAD_SOURCES, PRELOAD_FLAGS = [C / "liba2a.c", *SOURCES], [*FLAGS, "-fvisibility=hidden"]
 
 
 class ExecutorUnavailable(A2AError):
@@ -37,31 +36,20 @@ class ExecutorUnavailable(A2AError):
 
 def library_path(mpicc: str | None = None) -> Path:
     """Where the executor built by `mpicc` (default: the MPI library's own) is kept: by its sources and library."""
-    mpicc = mpicc or mpi_tool("mpicc")
-    shown = subprocess.run([mpicc, "-show"], capture_output=True, text=True, check=False).stdout
-    key = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES) + f"{Path(mpicc).resolve()}\n{shown}".encode())
-    return cache_home() / "executor" / key.hexdigest()[:16] / "liba2ax.so"
+    return compiled_path(SOURCES, LIBRARY, FLAGS, shared=True, mpicc=mpicc)
 
 
 def built(mpicc: str | None = None) -> Path:
     """The executor library, compiled (-Wall -Wextra) unless kept already; one another user could write is refused."""
     try:
-        mpicc = mpicc or mpi_tool("mpicc")
-    except HarnessError as missing:
-        raise ExecutorUnavailable(str(missing)) from None
-    path = library_path(mpicc)
-    private_directories(path.parent, cache_home())
-    if path.exists():
-        refuse_unless_private(path)
-        return path
-    building = path.with_name(f"liba2ax.{os.getpid()}.so")  # then renamed: another rank may build it too
-    command = [mpicc, *FLAGS, "-o", str(building), str(SOURCES[0])]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode:
-        raise ExecutorUnavailable(f"{' '.join(command)} failed: {done.stderr.strip()[-600:]}")
-    os.chmod(building, 0o700)
-    os.replace(building, path)
-    return path
+        return compiled(SOURCES, LIBRARY, FLAGS, shared=True, mpicc=mpicc)
+    except HarnessError as failed:
+        raise ExecutorUnavailable(str(failed)) from None
+
+
+def preload_library(mpicc: str | None = None) -> Path:
+    """liba2a.so, the PMPI library that runs deploy files' schedules (docs/deploy.md), compiled unless kept."""
+    return compiled(PRELOAD_SOURCES, "liba2a.so", PRELOAD_FLAGS, shared=True, mpicc=mpicc)
 
 
 @functools.lru_cache(maxsize=4)  # one library per process and MPI library

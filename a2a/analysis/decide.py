@@ -31,7 +31,7 @@ from a2a.record.decision import (
     where,
     write_decision,
 )
-from a2a.record.results import OVERLAP, Row, load, point_key, read_samples
+from a2a.record.results import KEY_COLUMNS, OVERLAP, Row, load, point_key, program_workload, read_samples
 from a2a.units import counted, human_bytes
 
 METRICS = ("mean", "median", "p90", "p99", "max")
@@ -121,18 +121,19 @@ def gather(directories: list[Path], dtype: str | None = None, where: dict[str, s
         sources.append(source(run))
         computed = read_samples(Path(directory), "compute") if any(r.timing == OVERLAP for r in run.rows) else {}
         for row in run.rows:
-            key = point_key(row)
+            key = _program_key(row)
             if "WRONG RESULT" in row.note:
                 wrong.add(key)
             if not row.measured or not candidate(row.algorithm) or \
                     any(str(getattr(row, k)) != v for k, v in (where or {}).items()):
                 continue
             if key not in points:
-                points[key] = Candidate(tuple(getattr(row, c) for c in CONTEXT_COLUMNS), row.bytes_per_peer,
-                                        row.algorithm, row.options)
+                context = tuple(program_workload(row.workload) if c == "workload" else getattr(row, c)
+                                for c in CONTEXT_COLUMNS)
+                points[key] = Candidate(context, row.bytes_per_peer, row.algorithm, row.options)
             point = points[key]
             point.rows.append(row)
-            point.samples += exposed(run.samples.get(key, []), computed.get(key))
+            point.samples += exposed(run.samples.get(point_key(row), []), computed.get(point_key(row)))
     points = {k: p for k, p in points.items() if k not in wrong}
     names = ", ".join(str(d) for d in directories)
     for column, option in (("timing", "--timing"), ("cache", "--cache")):
@@ -152,6 +153,14 @@ def exposed(overall: list[float], compute: list[float] | None) -> list[float]:
     if not compute or len(compute) != len(overall):
         return list(overall)
     return [o - c for o, c in zip(overall, compute)]
+
+
+def _program_key(row: Row) -> tuple:
+    """A row's point key, a recorded call's workload as its program's: the calls of a program at one size are one
+    point (their samples pooled, as the same point's over runs), so a table is per program and process count."""
+    key = list(point_key(row))
+    key[KEY_COLUMNS.index("workload")] = program_workload(row.workload)
+    return tuple(key)
 
 
 def _one_dtype(points: dict[tuple, Candidate], dtype: str | None, names: str) -> dict[tuple, Candidate]:
@@ -206,9 +215,11 @@ def decide_cell(points: list[Candidate], metric: str, alpha: float) -> dict[str,
     best = ranked[0]
     tied = [p for p in ranked if p is best or _tied(best, p, alpha)]
     choice = min(tied, key=lambda p: preference(p.algorithm, p.options))
-    return decision_cell(choice.bytes_per_peer, [(p.algorithm, p.options, p.value_us(metric)) for p in ranked],
+    cell = decision_cell(choice.bytes_per_peer, [(p.algorithm, p.options, p.value_us(metric)) for p in ranked],
                          ranked.index(choice), len(choice.samples),
                          [shown(p.algorithm, p.options) for p in tied if p is not choice], choice.rows[0].timing)
+    made = {r.workload: r.recorded_calls for p in points for r in p.rows if r.recorded_calls}  # by recorded call
+    return {**cell, "recorded_calls": sum(made.values())} if made else cell
 
 
 def _tied(best: Candidate, other: Candidate, alpha: float) -> bool:
@@ -321,6 +332,29 @@ def summary(document: dict[str, Any]) -> list[str]:
             parts.append(f"{human_bytes(row['bytes_min'])}..{high or 'inf'} {shown(row['algorithm'], row['options'])}"
                          f"{said}{tie}")
         lines.append(f"{where(table)}: " + "; ".join(parts))
+    return lines + program_totals(document)
+
+
+def program_totals(document: dict[str, Any]) -> list[str]:
+    """For a recorded program (its tables' cells carry recorded_calls), each algorithm's time in all of its calls
+    (the metric x the times the program made the calls of each size, summed) fastest first, after the choices';
+    an algorithm not measured at every size is left out."""
+    programs: dict[str, list[dict[str, Any]]] = {}
+    for table in document["tables"]:
+        for row in table["ranges"]:
+            programs.setdefault(table["workload"], []).extend(c for c in row["cells"] if c.get("recorded_calls"))
+    lines = []
+    for name, cells in ((name, cells) for name, cells in programs.items() if cells):
+        totals: dict[str, float] = {}
+        for label in {shown(c["algorithm"], c["options"]) for cell in cells for c in cell["candidates"]}:
+            times = [cell["recorded_calls"] * c["value_us"] for cell in cells for c in cell["candidates"]
+                     if shown(c["algorithm"], c["options"]) == label]
+            if len(times) == len(cells):
+                totals[label] = sum(times)
+        chosen = sum(cell["recorded_calls"] * cell["value_us"] for cell in cells)
+        ranked = ", ".join(f"{label} {us / 1e3:,.4g} ms" for label, us in sorted(totals.items(), key=lambda t: t[1]))
+        lines.append(f"{name} ({counted(len(cells), 'size')}, calls made {sum(c['recorded_calls'] for c in cells)} "
+                     f"times), {document['metric']} x times made: the choices {chosen / 1e3:,.4g} ms; {ranked}")
     return lines
 
 
@@ -332,7 +366,7 @@ def decided(directories: list[Path], metric: str = "mean", alpha: float = 0.05, 
     document = decide(directories, metric, alpha, dtype, where)
     ties = sum(c["tie"] for t in document["tables"] for r in t["ranges"] for c in r["cells"])
     lines = [render(document), f"\n{counted(ties, 'cell')} went to a simpler algorithm not significantly slower "
-                               f"(tie, alpha={alpha})."]
+                               f"(tie, alpha={alpha}).", *program_totals(document)]
     if output is not None:
         write_decision(document, Path(output))
         lines.append(f"wrote {output}")

@@ -32,7 +32,7 @@ from a2a.measure.traffic import traffic_of
 from a2a.mpi import abort_job, abort_on_error, idle_barrier, ranks_on_this_node
 from a2a.netstat import stall_counters
 from a2a.record.overlap import overlap_figures
-from a2a.record.results import FAILED, KEY_COLUMNS, NATIVE, OVERLAP_QUANTITIES, Row
+from a2a.record.results import FAILED, KEY_COLUMNS, KEY_DEFAULTS, NATIVE, OVERLAP_QUANTITIES, Row
 from a2a.record.stats import Stats
 from a2a.sweep.config import OVERLAP, PER_RANK_MEANS, SweepConfig
 from a2a.sweep.grid import Point
@@ -117,7 +117,8 @@ def measure_sweep(comm: Any, directory: Path, state: SweepState, output: Output,
 
 def table_details(config: SweepConfig) -> str:
     """What a measured table's title says in parentheses: collective, timing, caches, units, stalls."""
-    what = f"{config.collective}, workload {config.workload}; " if config.collective != "alltoall" else ""
+    plain = (config.collective, config.workload) == (KEY_DEFAULTS["collective"], KEY_DEFAULTS["workload"])
+    what = "" if plain else f"{config.collective}, workload {config.workload}; "
     cold = ", cold caches" if config.cache == "cold" else ""
     return (f"{what}{config.timing} timing{cold}; times in microseconds; "
             f"! = stalled, a sample >= fastest + {config.stall_threshold:g} s")

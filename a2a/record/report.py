@@ -12,7 +12,7 @@ from typing import Iterable
 import numpy as np
 from tabulate import tabulate
 
-from a2a.record.results import COLUMNS, FAILED, Defaults, Row, load, short_label
+from a2a.record.results import CALL, COLUMNS, FAILED, Defaults, Row, load, short_label
 from a2a.record.stalls import explain
 from a2a.units import counted, human_bytes
 
@@ -33,22 +33,24 @@ def flag(row: Row) -> str:
 
 def table(rows: Iterable[Row], defaults: Defaults | None = None, fmt: str = "simple") -> str:
     """One process count's (or any) rows as a text table, sizes ascending, algorithms by name."""
-    rows = sorted(rows, key=lambda r: (r.nprocs, r.bytes_per_peer, r.algorithm, r.options))
+    rows = sorted(rows, key=lambda r: (r.nprocs, r.bytes_per_peer, r.workload, r.algorithm, r.options))
     show_timeouts = any(r.tcp_timeouts is not None for r in rows)
+    recorded = any(r.recorded_calls is not None for r in rows)  # a replay: which call of the program, how often made
     flagged = any(flag(r) for r in rows)
     body = []
     for r in rows:
-        line = [r.nprocs, human_bytes(r.bytes_per_peer), short_label(r, defaults), _us(r.t_mean_us),
+        call = [r.workload.rpartition(CALL)[2], r.recorded_calls] if recorded else []
+        line = [r.nprocs, human_bytes(r.bytes_per_peer), *call, short_label(r, defaults), _us(r.t_mean_us),
                 _us(r.t_std_us), _us(r.t_min_us), _us(r.t_max_us), _us(r.t_p50_us), _us(r.t_p99_us),
                 "" if math.isnan(r.busbw_GBps) else f"{r.busbw_GBps:.3f}", r.stalls]
         if show_timeouts:
             line += ["" if count is None else count for count in (r.tcp_timeouts, r.tcp_loss_probes)]
         body.append(line + ([flag(r)] if flagged else []))
     tcp = ["tcp timeouts", "loss probes"] if show_timeouts else []
-    headers = ["nprocs", "bytes/peer", "algorithm", "avg us", "std us", "min us", "max us",
-               "p50 us", "p99 us", "busbw GB/s", "stalls"] + tcp + (["flag"] if flagged else [])
+    headers = ["nprocs", "bytes/peer", *(["call", "made"] if recorded else []), "algorithm", "avg us", "std us",
+               "min us", "max us", "p50 us", "p99 us", "busbw GB/s", "stalls"] + tcp + (["flag"] if flagged else [])
     return tabulate(body, headers=headers, tablefmt=fmt, disable_numparse=True,
-                    colalign=("right", "right", "left") + ("right",) * (len(headers) - 3))
+                    colalign=("right",) * (4 if recorded else 2) + ("left",) + ("right",) * (len(headers) - 3))
 
 
 def overlap_table(rows: Iterable[Row], defaults: Defaults | None = None, fmt: str = "simple") -> str:

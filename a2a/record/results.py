@@ -77,6 +77,7 @@ class Row:
     compute_phase_us: float = math.nan  # the compute phase as sized, the same for every contestant at the point
     overlap_osu_pct: float = math.nan
     overlap_imb_pct: float = math.nan
+    recorded_calls: int | None = None  # a recorded workload's: how often the recorded program made this call
 
     @property
     def key(self) -> tuple:
@@ -127,6 +128,15 @@ def point_key(row: Any) -> tuple:
     if isinstance(row, dict):
         return tuple(str(row.get(k, KEY_DEFAULTS.get(k, ""))) for k in KEY_COLUMNS)
     return tuple(str(getattr(row, k)) for k in KEY_COLUMNS)
+
+
+CALL = ":call="  # what a replayed point's workload adds to a recorded one: recorded:DIR:call=N
+
+
+def program_workload(workload: str) -> str:
+    """The workload of the program a recorded call belongs to (recorded:DIR:call=3 -> recorded:DIR); any other as it
+    is."""
+    return workload.rpartition(CALL)[0] if workload.startswith("recorded:") and CALL in workload else workload
 
 
 def label(algorithm: str, options: str) -> str:

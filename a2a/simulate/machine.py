@@ -89,8 +89,9 @@ class Machine:
 def simulated_variants(text: str, assignments: dict[str, dict[str, str]], ppn: int, collective: str = "alltoall",
                        workload: str = "uniform") -> list[Variant]:
     """Our algorithms as `bench run` resolves them (alltoall only); native's options pick SMPI's MPI_Alltoall."""
-    if (collective, workload) != ("alltoall", "uniform"):
-        raise BadConfig("the simulator replays alltoall schedules only; drop --collective and --workload")
+    if collective != "alltoall" or workload.partition(":")[0] not in ("uniform", "recorded"):
+        raise BadConfig("the simulator replays alltoall schedules only, at uniform counts or a program's recorded "
+                        "alltoall calls (--workload recorded:DIR); drop --collective and other workloads")
     specs = [s.strip() for s in text.split(",") if s.strip()]
     if specs == ["all"]:
         specs = candidates("alltoall")

@@ -28,7 +28,7 @@ from a2a.sweep.parsing import (
     seconds,
 )
 from a2a.sweep.variants import Variant, variants
-from a2a.sweep.workload import parse_workload
+from a2a.sweep.workload import Workload, parse_workload
 from a2a.units import parse_size
 
 TIMINGS = ("sync", "pipelined", "imb", "global", OVERLAP)
@@ -83,6 +83,8 @@ class SweepConfig:
     compute_us: float = DEFAULTS["compute_us"]  # the overlap protocol's compute phase, when given (0: by the ratio)
     tests: list[int] = field(default_factory=lambda: [int(DEFAULTS["tests"])])
     progress: list[str] = field(default_factory=lambda: [DEFAULTS["progress"]])
+    # a recorded workload's calls replayed: [call index, nprocs, bytes per peer, how often the program made it]
+    calls: list[list[int]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -114,29 +116,32 @@ def from_options(values: dict[str, Any], backend: str = "mpi", world: int | None
     bytes of buffers per rank; `choose` resolves the algorithms (the simulator's knows SMPI's natives)."""
     defaults = BACKEND_DEFAULTS[backend]
     get = lambda key: defaults.get(key) if values.get(key) in (None, "") else values[key]  # noqa: E731
-    dtype = parse_dtype(str(get("dtype")))
-    sizes = parse_list(as_text(get("sizes")), "size")
+    workload = parse_workload(str(get("workload")))
+    replay = _replayed(values, workload, backend, world) if workload.kind == "recorded" else {}
+    dtype = replay["dtype"] if replay and values.get("dtype") in (None, "") else parse_dtype(str(get("dtype")))
+    sizes = replay.get("sizes") or parse_list(as_text(get("sizes")), "size")
     check_sizes(sizes, dtype)
     layouts = mesh_layouts(as_text(get("mesh")), as_list(get("groups")))
-    nprocs = _process_counts(values.get("nprocs"), layouts, world, defaults.get("nprocs"))
+    nprocs = _process_counts(replay.get("nprocs") or values.get("nprocs"), layouts, world, defaults.get("nprocs"))
     ppn = parse_count(get("ppn"), "--ppn")
-    collective = choice(get("collective"), COLLECTIVES, "--collective")
-    workload = parse_workload(str(get("workload"))).text
-    if collective == "alltoall" and workload != "uniform":
-        raise BadConfig(f"--workload {workload} makes uneven counts; add --collective alltoallv")
+    collective = replay.get("collective") or choice(get("collective"), COLLECTIVES, "--collective")
+    if collective == "alltoall" and workload.kind not in ("uniform", "recorded"):
+        raise BadConfig(f"--workload {workload.text} makes uneven counts; add --collective alltoallv")
     chosen = choose(as_text(get("algorithms")), parse_assignments(get("option"), "--option"), ppn, collective,
-                    workload)
+                    workload.text)
+    calls = [call for call in replay.get("calls", []) if call[1] in nprocs]
     if backend == "simgrid":  # one replay per point (two for overlap): no warm-up, no check (the capture checks)
         timing = choice(get("timing"), (SIMULATED, OVERLAP), "--timing")
         ratio = _ratio(get("compute_ratio")) if timing == OVERLAP else DEFAULTS["compute_ratio"]
         return SweepConfig(sizes=sizes, dtype=dtype, nprocs=nprocs, ppn=ppn, variants=chosen, layouts=layouts,
-                           iterations=1, warmup=0, timing=timing, check=False, compute_ratio=ratio,
+                           workload=workload.text, calls=calls, iterations=1, warmup=0, timing=timing, check=False,
+                           compute_ratio=ratio,
                            progress=[SIMULATED_PROGRESS_MODE] if timing == OVERLAP else [DEFAULTS["progress"]])
     timing, cache = choice(get("timing"), TIMINGS, "--timing"), choice(get("cache"), CACHES, "--cache")
     ratio, compute_us, tests, progress = _overlap_options(values, get, timing, cache)
     return SweepConfig(
-        sizes=sizes, dtype=dtype, nprocs=nprocs, ppn=ppn, collective=collective, workload=workload,
-        layouts=layouts, warmup=parse_count(get("warmup"), "--warmup"),
+        sizes=sizes, dtype=dtype, nprocs=nprocs, ppn=ppn, collective=collective, workload=workload.text,
+        calls=calls, layouts=layouts, warmup=parse_count(get("warmup"), "--warmup"),
         iterations=at_least_one(get("iterations"), "--iterations"),
         max_time_per_point=seconds(get("max_time_per_point"), "--max-time-per-point"),
         stall_threshold=seconds(get("stall_threshold"), "--stall-threshold"),
@@ -147,6 +152,30 @@ def from_options(values: dict[str, Any], backend: str = "mpi", world: int | None
         progress=progress, variants=_overlapping(chosen, tests, as_text(get("algorithms"))) if timing == OVERLAP
         else chosen,
     )
+
+
+def _replayed(values: dict[str, Any], workload: Workload, backend: str, world: int | None) -> dict[str, Any]:
+    """What a recorded workload sets: the collective (the simulator's: alltoall), the dtype of its width, the sizes
+    and process counts of its calls, and the calls; BadConfig where an option given contradicts the record."""
+    if values.get("sizes") not in (None, ""):
+        raise BadConfig(f"--sizes goes with a synthetic workload; {workload.text} replays the sizes of the "
+                        "program's own calls: leave --sizes out")
+    record = workload.record()
+    given = "alltoall" if backend == "simgrid" else values.get("collective") or None
+    collective = record.collective(given)
+    calls = record.replayed(collective)
+    made = sorted({call.nprocs for call in calls})
+    asked = parse_list(as_text(values["nprocs"]), "process count", parse_count) if values.get("nprocs") else made
+    stray = [n for n in asked if n not in made]
+    if stray:
+        raise BadConfig(f"--nprocs {','.join(map(str, stray))}: {workload.text}'s {collective} calls were made on "
+                        f"{', '.join(map(str, made))} ranks; a replay runs at the recorded process counts")
+    if world is not None and max(asked) > world:
+        raise BadConfig(f"{workload.text}'s {collective} calls were made on {max(asked)} ranks; this job has {world}"
+                        f": {relaunched(max(asked))}")
+    return {"collective": collective, "dtype": record.dtype(collective), "nprocs": ",".join(map(str, asked)),
+            "sizes": sorted({call.bytes_per_peer for call in calls}),
+            "calls": [[call.index, call.nprocs, call.bytes_per_peer, call.calls] for call in calls]}
 
 
 def _overlap_options(values: dict[str, Any], get: Callable[[str], Any], timing: str,

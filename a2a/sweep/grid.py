@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from a2a.algos.facts import shown
-from a2a.record.results import KEY_DEFAULTS, Row, point_key
+from a2a.record.results import CALL, KEY_DEFAULTS, Row, point_key
 from a2a.sweep.config import OVERLAP, SweepConfig
 from a2a.sweep.mesh import Layout
 from a2a.sweep.variants import Variant
@@ -29,19 +29,24 @@ class Point:
     layout: Layout | None = None
     tests: str = ""  # the overlap protocol's: progress calls during the compute phase ('' in any other)
     progress: str = ""  # the overlap protocol's: poll or thread
+    call: tuple[int, int] | None = None  # a recorded workload's: (the call's index, how often the program made it)
 
     algorithm = property(lambda self: self.variant.name)
     options = property(lambda self: self.variant.options_text)
     dtype = property(lambda self: self.config.dtype)
     timing = property(lambda self: self.config.timing)
     collective = property(lambda self: self.config.collective)
-    workload = property(lambda self: self.config.workload)
     cache = property(lambda self: self.config.cache)
     mesh = property(lambda self: self.layout.mesh_text if self.layout else "")
     groups = property(lambda self: self.layout.strategy if self.layout else "")
     compute_ratio = property(lambda self: f"{self.config.compute_ratio:g}" if self.tests and not self.config.compute_us
                              else "")
     compute_us = property(lambda self: f"{self.config.compute_us:g}" if self.tests and self.config.compute_us else "")
+
+    @property
+    def workload(self) -> str:
+        """The sweep's workload; a recorded one's with the call this point replays."""
+        return f"{self.config.workload}{CALL}{self.call[0]}" if self.call else self.config.workload
 
     @property
     def key(self) -> tuple:
@@ -56,7 +61,8 @@ class Point:
                    timing=self.timing, collective=self.collective, workload=self.workload, cache=self.cache,
                    mesh=self.mesh, groups=self.groups, group_size=layout.group_size if layout else None,
                    ngroups=layout.ngroups if layout else None, tests=self.tests, progress=self.progress,
-                   compute_ratio=self.compute_ratio, compute_us=self.compute_us, **columns)
+                   compute_ratio=self.compute_ratio, compute_us=self.compute_us,
+                   recorded_calls=self.call[1] if self.call else None, **columns)
 
     def __str__(self) -> str:
         where = f" in groups {self.layout.strategy} of mesh {self.layout.mesh_text}" if self.layout else ""
@@ -78,9 +84,18 @@ def points(config: SweepConfig, nprocs: int) -> list[Point]:
     overlap = config.timing == OVERLAP
     for progress in config.progress if overlap else [""]:
         for layout in [m for m in config.layouts if m.nprocs == nprocs] or [None]:
-            for size in config.sizes:
+            for size, call in _sizes(config, nprocs):
                 for tests in map(str, config.tests) if overlap else [""]:
                     variants = list(config.variants)
-                    random.Random(f"{config.seed}:{nprocs}:{size}{tests and ':' + tests}").shuffle(variants)
-                    order += [Point(config, nprocs, size, v, layout, tests, progress) for v in variants]
+                    replayed = f"{CALL}{call[0]}" if call else ""
+                    random.Random(f"{config.seed}:{nprocs}:{size}{tests and ':' + tests}{replayed}").shuffle(variants)
+                    order += [Point(config, nprocs, size, v, layout, tests, progress, call) for v in variants]
     return order
+
+
+def _sizes(config: SweepConfig, nprocs: int) -> list[tuple[int, tuple[int, int] | None]]:
+    """(bytes per peer, recorded call) of each point of a process count: the sizes, or the recorded calls made on
+    `nprocs` ranks."""
+    if not config.calls:
+        return [(size, None) for size in config.sizes]
+    return [(size, (index, made)) for index, n, size, made in config.calls if n == nprocs]

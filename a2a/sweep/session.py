@@ -27,6 +27,7 @@ from a2a.record.meta import BACKENDS, RUNNING, backend_of, launch_meta, now
 from a2a.record.results import Recorder, Row, read_meta, read_rows, read_samples, write_meta
 from a2a.sweep.config import SweepConfig
 from a2a.sweep.grid import Point, points
+from a2a.sweep.workload import parse_workload
 from a2a.units import counted, human_bytes
 
 EXIT_TERMINATED = 143
@@ -192,6 +193,10 @@ class Session(Observer):
         self.write()
         what = "sweep" if backend.name == "mpi" else "simulation"
         self.say(f"a2a {what}: {counted(self.total, 'point')} -> {directory}")
+        workload = parse_workload(self.config.workload) if not state.done else None
+        left = workload.record().left_out(self.config.collective) if workload and workload.kind == "recorded" else ""
+        if left:
+            self.say(f"note: {workload.text} replays its {self.config.collective} calls, not {left}")
         for why in state.ended.values():
             _say(f"note: skipping {state.meta['point_in_progress']['point']}: {why}; it is recorded as skipped")
 

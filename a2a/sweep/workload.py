@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from a2a.errors import BadConfig
+from a2a.sweep.recorded import Record, RecordedCall, read_record
 
 # kind -> {parameter: default}; documented in docs/alltoallv.md
 KINDS: dict[str, dict[str, Any]] = {
@@ -23,9 +24,12 @@ KINDS: dict[str, dict[str, Any]] = {
     "sparse": {"density": 0.25},
     "moe": {"experts": 0, "topk": 2, "capacity": 0.0, "skew": 0.0, "tokens": 256, "direction": "dispatch"},  # 0: p
     "matrix": {},
+    "recorded": {},  # recorded:DIR[:job=ID]: a program's own calls (a2a.sweep.recorded); a point's adds :call=N
 }
 ACCEPTED = ("uniform, random:spread=S, zipf:s=S, sparse:density=D, "
-            "moe:experts=E,topk=K,capacity=C,skew=S,tokens=T,direction=dispatch|combine, matrix:FILE.csv")
+            "moe:experts=E,topk=K,capacity=C,skew=S,tokens=T,direction=dispatch|combine, matrix:FILE.csv, "
+            "recorded:DIR[:job=ID]")
+RECORDED_SELECTORS = ("job", "call")
 DIRECTIONS = ("dispatch", "combine")
 
 
@@ -39,15 +43,19 @@ class Workload:
 
     @property
     def text(self) -> str:
-        """The spec as rows store it: kind, then every parameter (matrix: its file)."""
-        if self.kind == "matrix":
-            return f"matrix:{self.path}"
+        """The spec as rows store it: kind, then every parameter (matrix: its file; recorded: its directory, then
+        job and call where given)."""
+        if self.kind in ("matrix", "recorded"):
+            return ":".join([self.kind, self.path, *(f"{k}={v}" for k, v in self.params)])
         shown = [(k, v) for k, v in self.params if (k, v) != ("experts", 0)]  # left out: one expert per rank
         return ":".join([self.kind] + ([",".join(f"{k}={v}" for k, v in shown)] if shown else []))
 
     def counts(self, p: int, mean_bytes: int, itemsize: int, seed: int = 0) -> np.ndarray:
-        """The p x p matrix of elements rank i sends rank j; its mean is about `mean_bytes`."""
+        """The p x p matrix of elements rank i sends rank j; its mean is about `mean_bytes` (a recorded call's: its
+        own, exactly)."""
         values = dict(self.params)
+        if self.kind == "recorded":
+            return self.recorded_call(p).counts(itemsize)
         rng = np.random.default_rng([seed, p, zlib.crc32(self.text.encode())])
         mean = mean_bytes / itemsize
         if self.kind == "moe":
@@ -59,6 +67,20 @@ class Workload:
         weights = read_matrix(self.path, p) if self.kind == "matrix" else WEIGHTS[self.kind](p, rng, **values)
         total = weights.sum()
         return np.rint(weights * (mean * p * p / total)).astype(np.int64) if total else weights.astype(np.int64)
+
+    def record(self) -> Record:
+        """A recorded workload's record (of its job)."""
+        return read_record(self.path, dict(self.params).get("job", ""))
+
+    def recorded_call(self, p: int) -> RecordedCall:
+        """The recorded call a point replays, made on `p` ranks (BadConfig naming what is wrong)."""
+        if "call" not in dict(self.params):
+            raise BadConfig(f"workload {self.text}: a point replays one recorded call; name it with :call=N")
+        call = self.record().calls[dict(self.params)["call"]]
+        if call.nprocs != p:
+            raise BadConfig(f"recorded call {call.index} ({call.where}) was made on {call.nprocs} ranks; this "
+                            f"exchange has {p}")
+        return call
 
 
 def imbalance(counts: np.ndarray) -> float:
@@ -77,6 +99,8 @@ def parse_workload(text: str) -> Workload:
             raise BadConfig(f"workload {text!r}: give the file, matrix:FILE.csv")
         read_matrix(rest, None)  # fails now, not at the first point
         return Workload(kind, (), rest)
+    if kind == "recorded":
+        return _recorded(text, rest)
     defaults, given = KINDS[kind], {}
     for item in filter(None, (piece.strip() for piece in rest.split(","))):
         key, sep, value = item.partition("=")
@@ -90,6 +114,29 @@ def parse_workload(text: str) -> Workload:
     values = {**defaults, **given}
     _check(text, kind, values)
     return Workload(kind, tuple(values.items()))
+
+
+def _recorded(text: str, rest: str) -> Workload:
+    """recorded:DIR[:job=ID][:call=N], its record read now (fails here, not at the first point)."""
+    given: dict[str, str] = {}
+    while True:
+        head, sep, tail = rest.rpartition(":")
+        key, equals, value = tail.partition("=")
+        if not (sep and equals and key in RECORDED_SELECTORS and key not in given):
+            break
+        given[key], rest = value, head
+    if not rest:
+        raise BadConfig(f"workload {text!r}: give the directory, recorded:DIR (a program's record, A2A_RECORD=DIR)")
+    if not given.get("call", "0").isdigit():
+        raise BadConfig(f"workload {text!r}: call={given['call']}; accepted: a call's index in the record, 0 or more")
+    params = tuple((k, int(given[k]) if k == "call" else given[k]) for k in RECORDED_SELECTORS if k in given)
+    workload = Workload("recorded", params, rest)
+    record = workload.record()
+    call = dict(params).get("call")
+    if call is not None and (call >= len(record.calls) or not record.calls[call].replayable):
+        raise BadConfig(f"workload {text!r}: the record holds no call {call} to replay; accepted: "
+                        f"{', '.join(str(c.index) for c in record.calls if c.replayable)}")
+    return workload
 
 
 def _parse_value(text: str, key: str, value: str, default: Any) -> Any:

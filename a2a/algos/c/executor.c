@@ -32,7 +32,7 @@ typedef struct { void *buf; int count; MPI_Datatype type; int owned; int peer, t
 struct a2ax_plan {
     MPI_Comm comm;
     long nrounds, current;
-    int active;
+    int active, owns_comm;
     round_t *rounds;     /* this rank's rounds, first_copy/first_message/first_wait into the arrays below */
     copy_t *copies;
     posted *messages;
@@ -339,9 +339,10 @@ static int describe(const a2ax_schedule *s, const message *m, const buffers *b, 
     return bad;
 }
 
-int a2ax_prepare(const a2ax_schedule *s, MPI_Comm comm, const void *sendbuf, const MPI_Aint *send_offsets,
-                 const MPI_Aint *send_lengths, void *recvbuf, const MPI_Aint *recv_offsets,
-                 const MPI_Aint *recv_lengths, MPI_Aint temp_block, a2ax_plan **out, char *error, size_t room) {
+/* a2ax_prepare's work; dup: whether the plan runs on its own duplicate of comm, else on comm itself */
+static int prepare(const a2ax_schedule *s, MPI_Comm comm, int dup, const void *sendbuf, const MPI_Aint *send_offsets,
+                   const MPI_Aint *send_lengths, void *recvbuf, const MPI_Aint *recv_offsets,
+                   const MPI_Aint *recv_lengths, MPI_Aint temp_block, a2ax_plan **out, char *error, size_t room) {
     int size, rank;
     *out = NULL;
     MPI_Comm_size(comm, &size);
@@ -403,7 +404,9 @@ int a2ax_prepare(const a2ax_schedule *s, MPI_Comm comm, const void *sendbuf, con
         w += r->waits;
     }
     for (long i = 0; i < nmessages; i++) p->requests[i] = MPI_REQUEST_NULL;
-    if (!bad) bad = MPI_Comm_dup(comm, &p->comm) != MPI_SUCCESS && fail(error, room, "MPI_Comm_dup failed");
+    p->comm = comm;
+    p->owns_comm = dup;
+    if (!bad && dup) bad = MPI_Comm_dup(comm, &p->comm) != MPI_SUCCESS && fail(error, room, "MPI_Comm_dup failed");
     if (bad) {
         p->nrounds = 0;
         for (long i = 0; i < m; i++)
@@ -414,6 +417,20 @@ int a2ax_prepare(const a2ax_schedule *s, MPI_Comm comm, const void *sendbuf, con
     }
     *out = p;
     return 0;
+}
+
+int a2ax_prepare(const a2ax_schedule *s, MPI_Comm comm, const void *sendbuf, const MPI_Aint *send_offsets,
+                 const MPI_Aint *send_lengths, void *recvbuf, const MPI_Aint *recv_offsets,
+                 const MPI_Aint *recv_lengths, MPI_Aint temp_block, a2ax_plan **out, char *error, size_t room) {
+    return prepare(s, comm, 1, sendbuf, send_offsets, send_lengths, recvbuf, recv_offsets, recv_lengths, temp_block,
+                   out, error, room);
+}
+
+int a2ax_bind(const a2ax_schedule *s, MPI_Comm comm, const void *sendbuf, const MPI_Aint *send_offsets,
+              const MPI_Aint *send_lengths, void *recvbuf, const MPI_Aint *recv_offsets, const MPI_Aint *recv_lengths,
+              MPI_Aint temp_block, a2ax_plan **out, char *error, size_t room) {
+    return prepare(s, comm, 0, sendbuf, send_offsets, send_lengths, recvbuf, recv_offsets, recv_lengths, temp_block,
+                   out, error, room);
 }
 
 int a2ax_prepare_alltoall(const a2ax_schedule *s, MPI_Comm comm, const void *sendbuf, void *recvbuf, MPI_Aint block,
@@ -506,7 +523,7 @@ int a2ax_free(a2ax_plan *p) {
     for (long k = 0; k < p->nrounds; k++) nmessages += p->rounds[k].receives + p->rounds[k].sends;
     for (long i = 0; i < nmessages; i++)
         if (p->messages[i].owned) MPI_Type_free(&p->messages[i].type);
-    if (p->comm != MPI_COMM_NULL) MPI_Comm_free(&p->comm);
+    if (p->owns_comm && p->comm != MPI_COMM_NULL) MPI_Comm_free(&p->comm);
     free(p->rounds);
     free(p->copies);
     free(p->messages);

@@ -8,6 +8,8 @@
  *                              region outside its buffer: refused, with one line saying why)
  *   a2ax_prepare               bind buffers (offsets and lengths of each block, in bytes), build the messages'
  *                              datatypes once, duplicate the communicator (collective)
+ *   a2ax_bind                  the same on a communicator the caller keeps private to its exchanges, one at a time
+ *                              (local: no collective call; a2ax_free leaves that communicator alone)
  *   a2ax_run                   one exchange, blocking
  *   a2ax_start/test/wait       one exchange in flight: start posts the first round, test completes what it can
  *                              and posts each next round whose inputs are in, wait drives it to the end
@@ -42,6 +44,9 @@ int a2ax_prepare(const a2ax_schedule *schedule, MPI_Comm comm, const void *sendb
 /* the same for an alltoall: block i at i x block bytes in both buffers */
 int a2ax_prepare_alltoall(const a2ax_schedule *schedule, MPI_Comm comm, const void *sendbuf, void *recvbuf,
                           MPI_Aint block, a2ax_plan **plan, char *error, size_t room);
+int a2ax_bind(const a2ax_schedule *schedule, MPI_Comm comm, const void *sendbuf, const MPI_Aint *send_offsets,
+              const MPI_Aint *send_lengths, void *recvbuf, const MPI_Aint *recv_offsets, const MPI_Aint *recv_lengths,
+              MPI_Aint temp_block, a2ax_plan **plan, char *error, size_t room);
 int a2ax_run(a2ax_plan *plan);
 int a2ax_start(a2ax_plan *plan);
 int a2ax_test(a2ax_plan *plan, int *done);

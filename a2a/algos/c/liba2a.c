@@ -1,0 +1,728 @@
+/* liba2a: the chosen all-to-all schedules inside any MPI program, through MPI's profiling interface (PMPI).
+ *
+ * Put in front of the MPI library with LD_PRELOAD, it intercepts MPI_Alltoall and MPI_Alltoallv (and their
+ * large-count _c forms where the library has them):
+ *   A2A_DEPLOY=FILE      a deploy file (`python -m bench deploy`): a call it covers (the communicator's size and node
+ *                        layout, predefined contiguous datatypes, the size range) runs the file's schedule in the
+ *                        executor (executor.c); every other call goes to the MPI library untouched
+ *   A2A_DEPLOY_REPORT=1  at MPI_Finalize rank 0 prints the calls seen, served per schedule, passed through per reason
+ *   A2A_RECORD=DIR       at MPI_Finalize, what the program exchanged: one JSON line per communicator and call
+ *                        signature (a2a/sweep/recorded.py reads them), written by the communicator's rank 0
+ * Without them it counts calls and does nothing else. A deploy file that cannot be used is refused at MPI_Init in
+ * one line on rank 0 and every call passes through. The non-blocking and persistent forms pass through (counted).
+ *
+ * The choice is made on each rank from its own arguments, so ranks must call with the same kinds of arguments
+ * (MPI lets one rank pass 4 x MPI_INT where another passes one contiguous type of 4 ints: such a call would be
+ * served on one and passed through on the other).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "executor.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define DEPLOY_VERSION 1
+#define SLOTS 8          /* prepared plans kept per communicator */
+#define NAMED 4          /* predefined datatypes whose size is kept */
+#define RECORD_LIMIT 64  /* distinct signatures (sizes, count matrices) recorded per communicator and collective */
+
+enum collective { ALLTOALL, ALLTOALLV, COLLECTIVES };
+static const char *const collective_name[COLLECTIVES] = {"alltoall", "alltoallv"};
+
+enum reason { NO_FILE, INTERCOMM, IN_PLACE, DATATYPE, SIGNATURE, NPROCS, LAYOUT, SIZE, LIBRARY, PREPARE, NONBLOCKING,
+              PERSISTENT, REASONS };
+static const char *const reason_text[REASONS] = {
+    "no deploy file", "intercommunicator", "MPI_IN_PLACE", "derived or non-contiguous datatype",
+    "send and receive sizes differ", "communicator size not in the file", "node layout not in the file",
+    "size not in the file", "the file keeps the library's choice", "the executor could not prepare it",
+    "non-blocking form (not served)", "persistent form (not served)"};
+
+typedef struct { int collective, nprocs, *layout; long long low, high; int schedule; } entry;
+
+typedef struct {
+    int nentries, nschedules;
+    entry *entries;
+    a2ax_schedule **schedules;
+    char (*names)[128];
+} deploy_t;
+
+typedef struct {
+    a2ax_plan *plan;
+    int schedule;
+    const void *send;
+    void *recv;
+    MPI_Aint block, *blocks; /* alltoall: block bytes; alltoallv: send offsets, lengths, receive offsets, lengths */
+    unsigned long used;
+} slot_t;
+
+typedef struct signature {
+    int collective, type_bytes;
+    char sendtype[64], recvtype[64];
+    long long count, calls;
+    double seconds;
+    uint64_t matrix_id;
+    long long *matrix; /* nprocs x nprocs elements, on rank 0; NULL: beyond the limit */
+    int beyond;
+    struct signature *next;
+} signature;
+
+typedef struct comm_state {
+    MPI_Comm comm, own; /* the program's, and our duplicate (MPI_COMM_NULL where nothing runs on it) */
+    int size, rank, id, freed, ncandidates, kept[COLLECTIVES];
+    const entry **candidates;
+    slot_t slots[SLOTS];
+    unsigned long clock;
+    signature *signatures;
+    struct comm_state *next;
+} comm_state;
+
+typedef struct { MPI_Datatype type; MPI_Count size; } named_type;
+
+/* the library's one state per process: what MPI_Init found, the counts, every communicator met */
+static struct {
+    int ready, keyval, report, recording, ncomms;
+    deploy_t *deploy;
+    char path[1024], record[1024], job[64];
+    long long seen[COLLECTIVES], passed[REASONS], *served;
+    comm_state *states;
+    named_type named[NAMED];
+    unsigned next_named;
+} the;
+
+static int fail(char *error, size_t room, const char *format, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *error, size_t room, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    vsnprintf(error, room, format, args);
+    va_end(args);
+    return 1;
+}
+
+/* ---- the deploy file (written by a2a/analysis/export/deploy.py, which describes it) ---- */
+
+static uint64_t fnv(const void *data, size_t length, uint64_t value) {
+    const unsigned char *bytes = data;
+    for (size_t i = 0; i < length; i++) value = (value ^ bytes[i]) * 0x100000001b3ULL;
+    return value;
+}
+
+static const char *family(const char *version) {
+    if (strstr(version, "Open MPI")) return "Open MPI";
+    if (strstr(version, "Intel")) return "Intel MPI";
+    if (strstr(version, "MPICH")) return "MPICH";
+    return "unknown";
+}
+
+static void free_deploy(deploy_t *d) {
+    if (!d) return;
+    for (int i = 0; i < d->nentries; i++) free(d->entries[i].layout);
+    for (int i = 0; i < d->nschedules; i++) a2ax_schedule_free(d->schedules[i]);
+    free(d->entries);
+    free(d->schedules);
+    free(d->names);
+    free(d);
+}
+
+static int parse_layout(const char *text, int nprocs, int **layout) {
+    *layout = NULL;
+    if (strcmp(text, "*") == 0) return 0;
+    int *node = malloc(sizeof(int) * (size_t)nprocs);
+    const char *at = text;
+    for (int r = 0; node && r < nprocs; r++) {
+        char *stop;
+        node[r] = (int)strtol(at, &stop, 10);
+        if (stop == at || (r < nprocs - 1 ? *stop != ',' : *stop != 0)) {
+            free(node);
+            return 1;
+        }
+        at = stop + 1;
+    }
+    *layout = node;
+    return node == NULL;
+}
+
+/* the lines between the header and the schedules */
+static int parse_entries(char **at, char *end, deploy_t *d, const char *library, char *error, size_t room) {
+    char word[32], layout[4096];
+    long line = 1;
+    while (*at < end) {
+        char *next = memchr(*at, '\n', (size_t)(end - *at));
+        if (!next) return fail(error, room, "line %ld is cut", line + 1);
+        *next = 0;
+        line++;
+        if (strncmp(*at, "library ", 8) == 0) {
+            if (strcmp(*at + 8, library) != 0)
+                return fail(error, room, "it was made for %s; this program runs %s", *at + 8, library);
+        } else if (strncmp(*at, "entry ", 6) == 0) {
+            entry e;
+            int got = sscanf(*at + 6, "%31s %d %4095s %lld %lld %d", word, &e.nprocs, layout, &e.low, &e.high,
+                             &e.schedule);
+            e.collective = strcmp(word, "alltoall") == 0 ? ALLTOALL : strcmp(word, "alltoallv") == 0 ? ALLTOALLV : -1;
+            if (got != 6 || e.collective < 0 || e.nprocs < 1 || e.low < 0 || parse_layout(layout, e.nprocs, &e.layout))
+                return fail(error, room, "line %ld: an entry line is 'entry COLLECTIVE NPROCS LAYOUT LOW HIGH "
+                            "SCHEDULE'", line);
+            entry *more = realloc(d->entries, sizeof(entry) * (size_t)(d->nentries + 1));
+            if (!more) return fail(error, room, "out of memory");
+            d->entries = more;
+            d->entries[d->nentries++] = e;
+        } else if (strncmp(*at, "schedule ", 9) == 0) {
+            *next = '\n';
+            return 0;
+        } else if (strncmp(*at, "from ", 5) != 0) {
+            return fail(error, room, "line %ld: '%.40s' is not a deploy line", line, *at);
+        }
+        *at = next + 1;
+    }
+    return 0;
+}
+
+static int parse_schedules(char *at, char *end, deploy_t *d, char *error, size_t room) {
+    char name[128];
+    while (at < end) {
+        int index, used = 0;
+        long length;
+        if (sscanf(at, "schedule %d %127s %ld%n", &index, name, &length, &used) != 3 || index != d->nschedules ||
+            at[used] != '\n' || length < 0 || length > end - (at + used + 1))
+            return fail(error, room, "schedule %d: its line is not 'schedule INDEX NAME LENGTH' or it is cut",
+                        d->nschedules);
+        at += used + 1;
+        a2ax_schedule **more = realloc(d->schedules, sizeof *more * (size_t)(d->nschedules + 1));
+        char (*names)[128] = more ? realloc(d->names, sizeof *names * (size_t)(d->nschedules + 1)) : NULL;
+        if (more) d->schedules = more;
+        if (!more || !names) return fail(error, room, "out of memory");
+        d->names = names;
+        char why[400];
+        if (a2ax_parse(at, (size_t)length, &d->schedules[d->nschedules], why, sizeof why))
+            return fail(error, room, "schedule %d (%s): %s", index, name, why);
+        snprintf(d->names[d->nschedules++], sizeof *names, "%s", name);
+        at += length;
+    }
+    for (int i = 0; i < d->nentries; i++) {
+        entry *e = &d->entries[i];
+        if (e->schedule >= d->nschedules || (e->schedule >= 0 && a2ax_nprocs(d->schedules[e->schedule]) != e->nprocs))
+            return fail(error, room, "an entry for %d ranks names schedule %d, which is not one for %d ranks",
+                        e->nprocs, e->schedule, e->nprocs);
+    }
+    return 0;
+}
+
+static int read_deploy(const char *path, const char *library, deploy_t **out, char *error, size_t room) {
+    static const char magic[] = "a2a-deploy ";
+    *out = NULL;
+    FILE *file = fopen(path, "rb");
+    if (!file) return fail(error, room, "it cannot be opened (%s)", strerror(errno));
+    fseek(file, 0, SEEK_END);
+    long length = ftell(file);
+    rewind(file);
+    char *text = length > 0 ? malloc((size_t)length + 1) : NULL;
+    int bad = !text || fread(text, 1, (size_t)length, file) != (size_t)length;
+    fclose(file);
+    if (bad) {
+        free(text);
+        return fail(error, room, "it cannot be read, or it is empty");
+    }
+    text[length] = 0;
+    char *end = NULL;
+    for (char *p = text + length - 1; p > text && !end; p--)
+        if (p[-1] == '\n' && text + length - p >= 4 && memcmp(p, "end ", 4) == 0) end = p;
+    long version = strncmp(text, magic, sizeof magic - 1) == 0 ? strtol(text + sizeof magic - 1, NULL, 10) : -1;
+    char stated[17] = {0}, computed[17];
+    if (end) snprintf(computed, sizeof computed, "%016llx", (unsigned long long)fnv(text, (size_t)(end - text),
+                                                                                     0xcbf29ce484222325ULL));
+    deploy_t *d = calloc(1, sizeof *d);
+    if (version < 0) bad = fail(error, room, "not a deploy file (it does not begin 'a2a-deploy')");
+    else if (version != DEPLOY_VERSION)
+        bad = fail(error, room, "deploy format version %ld; this library reads %d", version, DEPLOY_VERSION);
+    else if (!end || text[length - 1] != '\n') bad = fail(error, room, "it has no 'end' line (truncated)");
+    else if (sscanf(end + 4, "%16s", stated) != 1 || strcmp(stated, computed) != 0)
+        bad = fail(error, room, "checksum %s does not match its contents (%s): altered or cut", stated, computed);
+    else if (!d) bad = fail(error, room, "out of memory");
+    char *at = bad ? NULL : strchr(text, '\n') + 1;
+    bad = bad || parse_entries(&at, end, d, library, error, room) || parse_schedules(at, end, d, error, room);
+    free(text);
+    if (bad) {
+        free_deploy(d);
+        return 1;
+    }
+    *out = d;
+    return 0;
+}
+
+/* ---- communicators: what the file serves on each, its duplicate and prepared plans, what it exchanged ---- */
+
+static void free_plans(comm_state *c) {
+    for (int i = 0; i < SLOTS; i++) {
+        a2ax_free(c->slots[i].plan);
+        free(c->slots[i].blocks);
+        c->slots[i] = (slot_t){0};
+    }
+}
+
+static int forget(MPI_Comm comm, int keyval, void *value, void *extra) {
+    (void)comm, (void)keyval, (void)extra;
+    comm_state *c = value;
+    free_plans(c);
+    if (c->own != MPI_COMM_NULL) PMPI_Comm_free(&c->own);
+    free(c->candidates);
+    c->candidates = NULL;
+    c->ncandidates = 0;
+    c->freed = 1; /* what it recorded stays until MPI_Finalize writes it */
+    return MPI_SUCCESS;
+}
+
+/* each rank's node, numbered in order of the nodes' lowest ranks (collective on c->own) */
+static int *layout_of(comm_state *c) {
+    MPI_Comm local;
+    int lowest, *node = malloc(sizeof(int) * (size_t)c->size), *first = malloc(sizeof(int) * (size_t)c->size);
+    PMPI_Comm_split_type(c->own, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local);
+    PMPI_Allreduce(&c->rank, &lowest, 1, MPI_INT, MPI_MIN, local);
+    PMPI_Comm_free(&local);
+    PMPI_Allgather(&lowest, 1, MPI_INT, first, 1, MPI_INT, c->own);
+    int nodes = 0;
+    for (int r = 0; r < c->size; r++) node[r] = first[r] == r ? nodes++ : node[first[r]];
+    free(first);
+    return node;
+}
+
+/* the state of a communicator, made at its first all-to-all (collective: every rank makes the same choices) */
+static comm_state *state_of(MPI_Comm comm) {
+    comm_state *c;
+    int found;
+    PMPI_Comm_get_attr(comm, the.keyval, &c, &found);
+    if (found) return c;
+    c = calloc(1, sizeof *c);
+    c->comm = comm;
+    c->own = MPI_COMM_NULL;
+    c->id = the.ncomms++;
+    PMPI_Comm_size(comm, &c->size);
+    PMPI_Comm_rank(comm, &c->rank);
+    int sized = 0, laid = 0;
+    for (int i = 0; the.deploy && i < the.deploy->nentries; i++)
+        if (the.deploy->entries[i].nprocs == c->size) sized++, laid += the.deploy->entries[i].layout != NULL;
+    if (sized || the.recording) { /* a copy of the group, not MPI_Comm_dup: the program's attributes stay its own */
+        MPI_Group group;
+        PMPI_Comm_group(comm, &group);
+        PMPI_Comm_create(comm, group, &c->own);
+        PMPI_Group_free(&group);
+    }
+    int *layout = laid ? layout_of(c) : NULL;
+    c->candidates = calloc((size_t)sized + 1, sizeof *c->candidates);
+    for (int i = 0; sized && i < the.deploy->nentries; i++) {
+        const entry *e = &the.deploy->entries[i];
+        if (e->nprocs == c->size &&
+            (!e->layout || memcmp(e->layout, layout, sizeof(int) * (size_t)c->size) == 0))
+            c->candidates[c->ncandidates++] = e;
+    }
+    free(layout);
+    c->next = the.states;
+    the.states = c;
+    PMPI_Comm_set_attr(comm, the.keyval, c);
+    return c;
+}
+
+/* the entry serving `bytes` of a collective on c, or why none */
+static const entry *chosen(const comm_state *c, int collective, long long bytes, int *why) {
+    int sized = 0;
+    for (int i = 0; i < c->ncandidates; i++) {
+        const entry *e = c->candidates[i];
+        if (e->collective != collective) continue;
+        sized = 1;
+        if (bytes >= e->low && (e->high < 0 || bytes <= e->high)) {
+            *why = LIBRARY;
+            return e->schedule >= 0 ? e : NULL;
+        }
+    }
+    int any_size = 0;
+    for (int i = 0; !sized && the.deploy && i < the.deploy->nentries; i++)
+        any_size |= the.deploy->entries[i].nprocs == c->size && the.deploy->entries[i].collective == collective;
+    *why = sized ? SIZE : any_size ? LAYOUT : NPROCS;
+    return NULL;
+}
+
+/* a plan of schedule k bound to these buffers: kept from an earlier call, else prepared (local, no collective) */
+static a2ax_plan *bound(comm_state *c, int k, const void *send, void *recv, MPI_Aint block, const MPI_Aint *blocks) {
+    size_t bytes = 4 * sizeof(MPI_Aint) * (size_t)c->size;
+    slot_t *oldest = &c->slots[0];
+    for (int i = 0; i < SLOTS; i++) {
+        slot_t *s = &c->slots[i];
+        if (s->plan && s->schedule == k && s->send == send && s->recv == recv && s->block == block &&
+            (blocks ? s->blocks && memcmp(s->blocks, blocks, bytes) == 0 : !s->blocks)) {
+            s->used = ++c->clock;
+            return s->plan;
+        }
+        if (s->used < oldest->used) oldest = s;
+    }
+    a2ax_free(oldest->plan);
+    free(oldest->blocks);
+    *oldest = (slot_t){0};
+    char error[512];
+    a2ax_plan *plan = NULL;
+    const a2ax_schedule *schedule = the.deploy->schedules[k];
+    int bad;
+    if (blocks) {
+        int n = c->size;
+        bad = a2ax_bind(schedule, c->own, send, blocks, blocks + n, recv, blocks + 2 * n, blocks + 3 * n, -1, &plan,
+                        error, sizeof error);
+    } else {
+        MPI_Aint *at = malloc(sizeof(MPI_Aint) * 2 * (size_t)c->size);
+        for (int i = 0; at && i < c->size; i++) at[i] = i * block, at[c->size + i] = block;
+        bad = !at || a2ax_bind(schedule, c->own, send, at, at + c->size, recv, at, at + c->size, block, &plan, error,
+                               sizeof error);
+        free(at);
+    }
+    if (bad) return NULL;
+    *oldest = (slot_t){plan, k, send, recv, block, NULL, ++c->clock};
+    if (blocks && (oldest->blocks = malloc(bytes)) != NULL) memcpy(oldest->blocks, blocks, bytes);
+    if (blocks && !oldest->blocks) {
+        a2ax_free(plan);
+        *oldest = (slot_t){0};
+        return NULL;
+    }
+    return plan;
+}
+
+/* a predefined datatype whose bytes lie contiguous: its size, else 0 (the last few answers kept: a predefined
+   type is never freed, so its handle always means the same type) */
+static MPI_Count plain_size(MPI_Datatype type) {
+    for (int i = 0; i < NAMED; i++)
+        if (the.named[i].size && the.named[i].type == type) return the.named[i].size;
+    int integers, addresses, types, combiner;
+    MPI_Count size, lb, extent;
+    PMPI_Type_get_envelope(type, &integers, &addresses, &types, &combiner);
+    if (combiner != MPI_COMBINER_NAMED) return 0;
+    PMPI_Type_size_x(type, &size);
+    PMPI_Type_get_extent_x(type, &lb, &extent);
+    size = lb == 0 && extent == size ? size : 0;
+    the.named[the.next_named++ % NAMED] = (named_type){type, size};
+    return size;
+}
+
+static int passed(int reason) {
+    the.passed[reason]++;
+    return 0;
+}
+
+/* run the call with its schedule if the file covers it (1, its result in *result), else 0: the caller passes it on */
+static int served(int collective, const void *send, void *recv, MPI_Count send_bytes, MPI_Count recv_bytes,
+                  MPI_Datatype sendtype, MPI_Datatype recvtype, const MPI_Aint *blocks, MPI_Comm comm, int *result) {
+    int inter, why;
+    if (!the.deploy) return passed(NO_FILE);
+    PMPI_Comm_test_inter(comm, &inter);
+    if (inter) return passed(INTERCOMM);
+    comm_state *c = state_of(comm);
+    if (send == MPI_IN_PLACE) return passed(IN_PLACE);
+    if (!plain_size(sendtype) || !plain_size(recvtype)) return passed(DATATYPE);
+    if (collective == ALLTOALL && send_bytes != recv_bytes) return passed(SIGNATURE);
+    const entry *e = chosen(c, collective, send_bytes, &why);
+    if (!e) return passed(why);
+    a2ax_plan *plan = bound(c, e->schedule, send, recv, (MPI_Aint)send_bytes, blocks);
+    if (!plan) return passed(PREPARE);
+    *result = a2ax_run(plan) ? MPI_ERR_OTHER : MPI_SUCCESS;
+    the.served[e->schedule]++;
+    return 1;
+}
+
+/* ---- recording what the program exchanged ---- */
+
+static void type_name(MPI_Datatype type, char *name) {
+    int length = 0;
+    name[0] = 0;
+    if (plain_size(type)) PMPI_Type_get_name(type, name, &length);
+    if (!name[0]) strcpy(name, "derived");
+}
+
+static signature *signature_for(comm_state *c, int collective, MPI_Datatype st, MPI_Datatype rt, long long count,
+                                uint64_t matrix_id) {
+    char sendtype[64], recvtype[64];
+    type_name(st, sendtype);
+    type_name(rt, recvtype);
+    signature *beyond = NULL;
+    for (signature *s = c->signatures; s; s = s->next) {
+        if (s->collective != collective || strcmp(s->sendtype, sendtype) || strcmp(s->recvtype, recvtype)) continue;
+        if (s->beyond) beyond = s;
+        else if (s->count == count && s->matrix_id == matrix_id) return s;
+    }
+    if (beyond && c->kept[collective] >= RECORD_LIMIT) return beyond;
+    signature *s = calloc(1, sizeof *s);
+    MPI_Count size;
+    PMPI_Type_size_x(st, &size);
+    *s = (signature){collective, (int)size, "", "", count, 0, 0.0, matrix_id, NULL, c->kept[collective] >= RECORD_LIMIT,
+                     c->signatures};
+    strcpy(s->sendtype, sendtype);
+    strcpy(s->recvtype, recvtype);
+    c->kept[collective] += !s->beyond;
+    c->signatures = s;
+    return s;
+}
+
+static void recorded(MPI_Comm comm, int collective, MPI_Datatype st, MPI_Datatype rt, long long count,
+                     const long long *row, double seconds) {
+    int inter;
+    PMPI_Comm_test_inter(comm, &inter);
+    if (inter) return;
+    comm_state *c = state_of(comm);
+    uint64_t mine = 0, id = 0;
+    if (collective == ALLTOALLV) { /* one id for the whole matrix, the same on every rank */
+        mine = fnv(row, sizeof(long long) * (size_t)c->size, fnv(&c->rank, sizeof c->rank, 0xcbf29ce484222325ULL));
+        PMPI_Allreduce(&mine, &id, 1, MPI_UINT64_T, MPI_SUM, c->own);
+    }
+    signature *s = signature_for(c, collective, st, rt, count, id);
+    if (collective == ALLTOALLV && !s->beyond && s->calls == 0) {
+        long long *matrix = c->rank == 0 ? malloc(sizeof(long long) * (size_t)c->size * (size_t)c->size) : NULL;
+        PMPI_Gather(row, c->size, MPI_LONG_LONG, matrix, c->size, MPI_LONG_LONG, 0, c->own);
+        s->matrix = matrix;
+    }
+    s->calls++;
+    s->seconds += seconds;
+}
+
+static void write_records(void) {
+    int rank;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    FILE *out = NULL;
+    for (comm_state *c = the.states; c; c = c->next) {
+        for (signature *s = c->signatures; s && c->rank == 0; s = s->next) {
+            if (!out) {
+                char path[1200];
+                mkdir(the.record, 0777);
+                snprintf(path, sizeof path, "%s/record.%s.rank%d.jsonl", the.record, the.job, rank);
+                if (!(out = fopen(path, "w"))) {
+                    fprintf(stderr, "a2a: A2A_RECORD: cannot write %s (%s)\n", path, strerror(errno));
+                    return;
+                }
+            }
+            fprintf(out, "{\"job\": \"%s\", \"writer\": %d, \"comm\": %d, \"nprocs\": %d, \"collective\": \"%s\", "
+                    "\"sendtype\": \"%s\", \"recvtype\": \"%s\", \"type_bytes\": %d, ", the.job, rank, c->id,
+                    c->size, collective_name[s->collective], s->sendtype, s->recvtype, s->type_bytes);
+            if (s->collective == ALLTOALL)
+                fprintf(out, "\"count\": %lld, \"block_bytes\": %lld, ", s->count, s->count * s->type_bytes);
+            else if (s->matrix) {
+                fprintf(out, "\"matrix\": [");
+                for (int i = 0; i < c->size * c->size; i++)
+                    fprintf(out, "%s%lld%s", i % c->size ? ", " : "[", s->matrix[i],
+                            i % c->size == c->size - 1 ? (i == c->size * c->size - 1 ? "]" : "], ") : "");
+                fprintf(out, "], ");
+            } else
+                fprintf(out, "\"matrix\": null, ");
+            fprintf(out, "\"calls\": %lld, \"seconds\": %.9g", s->calls, s->seconds);
+            if (s->beyond) fprintf(out, ", \"why\": \"beyond the %d distinct signatures kept\"", RECORD_LIMIT);
+            fprintf(out, "}\n");
+        }
+    }
+    if (out) fclose(out);
+}
+
+/* ---- MPI_Init and MPI_Finalize ---- */
+
+static void started(void) {
+    char error[600] = "", version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int length, rank, local[4], all[4];
+    const char *deploy = getenv("A2A_DEPLOY"), *report = getenv("A2A_DEPLOY_REPORT"), *record = getenv("A2A_RECORD");
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    PMPI_Get_library_version(version, &length);
+    if (deploy && *deploy) {
+        snprintf(the.path, sizeof the.path, "%s", deploy);
+        read_deploy(deploy, family(version), &the.deploy, error, sizeof error);
+    }
+    /* every rank must make the same choices: one refusal anywhere refuses the file everywhere */
+    local[0] = deploy && *deploy && !the.deploy;
+    local[1] = report && strcmp(report, "0") != 0 && *report;
+    local[2] = record && *record;
+    local[3] = the.deploy ? the.deploy->nschedules : 0;
+    PMPI_Allreduce(local, all, 4, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (all[0]) {
+        if (rank == 0)
+            fprintf(stderr, "a2a: A2A_DEPLOY=%s refused: %s; every all-to-all goes to the MPI library\n", the.path,
+                    error[0] ? error : "another rank could not read it");
+        free_deploy(the.deploy);
+        the.deploy = NULL;
+    }
+    the.report = all[1];
+    the.recording = all[2];
+    the.served = calloc((size_t)all[3] + 1, sizeof(long long));
+    if (the.recording) {
+        snprintf(the.record, sizeof the.record, "%s", record ? record : "");
+        if (rank == 0) {
+            time_t now = time(NULL);
+            strftime(the.job, sizeof the.job, "%Y%m%d-%H%M%S", gmtime(&now));
+            snprintf(the.job + strlen(the.job), sizeof the.job - strlen(the.job), "-%d", (int)getpid());
+        }
+        PMPI_Bcast(the.job, sizeof the.job, MPI_CHAR, 0, MPI_COMM_WORLD);
+    }
+    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, forget, &the.keyval, NULL);
+    the.ready = 1;
+}
+
+EXPORT int MPI_Init(int *argc, char ***argv) {
+    int result = PMPI_Init(argc, argv);
+    if (result == MPI_SUCCESS) started();
+    return result;
+}
+
+EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
+    int result = PMPI_Init_thread(argc, argv, required, provided);
+    if (result == MPI_SUCCESS) started();
+    return result;
+}
+
+static void print_report(void) {
+    int rank, size, n = the.deploy ? the.deploy->nschedules : 0;
+    long long local[COLLECTIVES + REASONS + 1 + 64] = {0}, sum[COLLECTIVES + REASONS + 1 + 64];
+    n = n > 64 ? 64 : n;
+    memcpy(local, the.seen, sizeof the.seen);
+    memcpy(local + COLLECTIVES, the.passed, sizeof the.passed);
+    memcpy(local + COLLECTIVES + REASONS, the.served, sizeof(long long) * (size_t)n);
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &size);
+    PMPI_Reduce(local, sum, COLLECTIVES + REASONS + n, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank != 0) return;
+    long long served = 0, *by_schedule = sum + COLLECTIVES + REASONS;
+    for (int i = 0; i < n; i++) served += by_schedule[i];
+    fprintf(stderr, "a2a deploy report (%s; calls summed over %d ranks)\n", the.deploy ? the.path : "no deploy file",
+            size);
+    fprintf(stderr, "  seen: alltoall %lld, alltoallv %lld\n  served: %lld", sum[ALLTOALL], sum[ALLTOALLV], served);
+    int any = 0;
+    for (int i = 0; i < n; i++) { /* by name: the schedules of one algorithm for each process count together */
+        long long calls = 0;
+        for (int j = i; j < n; j++)
+            if (strcmp(the.deploy->names[j], the.deploy->names[i]) == 0) calls += by_schedule[j], by_schedule[j] = 0;
+        if (calls) fprintf(stderr, "%s%s %lld", any++ ? ", " : " (", the.deploy->names[i], calls);
+    }
+    fprintf(stderr, "%s\n  passed through:", any ? ")" : "");
+    any = 0;
+    for (int i = 0; i < REASONS; i++)
+        if (sum[COLLECTIVES + i]) fprintf(stderr, "%s %s %lld", any++ ? "," : "", reason_text[i], sum[COLLECTIVES + i]);
+    fprintf(stderr, "%s\n", any ? "" : " none");
+}
+
+EXPORT int MPI_Finalize(void) {
+    if (the.ready) {
+        if (the.recording) write_records();
+        if (the.report) print_report();
+        for (comm_state *c = the.states; c; c = c->next)
+            if (!c->freed) PMPI_Comm_delete_attr(c->comm, the.keyval);
+        PMPI_Comm_free_keyval(&the.keyval);
+        free_deploy(the.deploy);
+        the.deploy = NULL;
+        the.ready = 0;
+    }
+    return PMPI_Finalize();
+}
+
+/* ---- the calls ---- */
+
+#define SEEN(collective) (the.seen[collective]++, the.ready && (the.deploy || the.recording))
+
+/* MPI_Alltoall and its large-count form: COUNT is int or MPI_Count */
+#define SERVE_ALLTOALL(NAME, COUNT)                                                                                 \
+    EXPORT int NAME(const void *sendbuf, COUNT sendcount, MPI_Datatype sendtype, void *recvbuf, COUNT recvcount,   \
+                    MPI_Datatype recvtype, MPI_Comm comm) {                                                         \
+        if (!SEEN(ALLTOALL))                                                                                        \
+            return the.passed[NO_FILE]++, P##NAME(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm); \
+        int result;                                                                                                 \
+        double start = PMPI_Wtime();                                                                                \
+        if (!served(ALLTOALL, sendbuf, recvbuf, sendcount * plain_size(sendtype), recvcount * plain_size(recvtype), \
+                    sendtype, recvtype, NULL, comm, &result))                                                       \
+            result = P##NAME(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);                     \
+        if (the.recording) /* in place, the send arguments mean nothing */                                          \
+            recorded(comm, ALLTOALL, sendbuf == MPI_IN_PLACE ? recvtype : sendtype, recvtype,                       \
+                     sendbuf == MPI_IN_PLACE ? recvcount : sendcount, NULL, PMPI_Wtime() - start);                  \
+        return result;                                                                                              \
+    }
+
+/* MPI_Alltoallv and its large-count form (COUNT, DISPL: int or MPI_Count, MPI_Aint); the blocks in bytes (send
+   offsets, lengths, receive offsets, lengths) and the row sent, in elements */
+#define SERVE_ALLTOALLV(NAME, COUNT, DISPL)                                                                         \
+    static MPI_Aint *NAME##_blocks(MPI_Comm comm, const COUNT *sc, const DISPL *sd, MPI_Datatype st,               \
+                                   const COUNT *rc, const DISPL *rd, MPI_Datatype rt, long long **row) {           \
+        int n, inter;                                                                                               \
+        PMPI_Comm_test_inter(comm, &inter);                                                                         \
+        if (inter) PMPI_Comm_remote_size(comm, &n);                                                                 \
+        else PMPI_Comm_size(comm, &n);                                                                              \
+        MPI_Count ss = plain_size(st), rs = plain_size(rt);                                                         \
+        MPI_Aint *b = malloc(sizeof(MPI_Aint) * 4 * (size_t)n);                                                     \
+        *row = malloc(sizeof(long long) * (size_t)n);                                                               \
+        for (int i = 0; b && *row && i < n; i++) {                                                                  \
+            b[i] = (MPI_Aint)(sd[i] * ss), b[n + i] = (MPI_Aint)(sc[i] * ss);                                        \
+            b[2 * n + i] = (MPI_Aint)(rd[i] * rs), b[3 * n + i] = (MPI_Aint)(rc[i] * rs);                            \
+            (*row)[i] = sc[i];                                                                                      \
+        }                                                                                                           \
+        return b;                                                                                                   \
+    }                                                                                                               \
+    EXPORT int NAME(const void *sendbuf, const COUNT sendcounts[], const DISPL sdispls[], MPI_Datatype sendtype,   \
+                    void *recvbuf, const COUNT recvcounts[], const DISPL rdispls[], MPI_Datatype recvtype,         \
+                    MPI_Comm comm) {                                                                                \
+        if (!SEEN(ALLTOALLV))                                                                                       \
+            return the.passed[NO_FILE]++, P##NAME(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,     \
+                                                  rdispls, recvtype, comm);                                         \
+        int result;                                                                                                 \
+        long long *row = NULL;                                                                                      \
+        MPI_Aint *blocks = sendbuf == MPI_IN_PLACE ? NULL : NAME##_blocks(comm, sendcounts, sdispls, sendtype,      \
+                                                                          recvcounts, rdispls, recvtype, &row);     \
+        double start = PMPI_Wtime();                                                                                \
+        if (!blocks || !served(ALLTOALLV, sendbuf, recvbuf, 0, 0, sendtype, recvtype, blocks, comm, &result))      \
+            result = P##NAME(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm); \
+        if (!blocks && sendbuf == MPI_IN_PLACE && the.deploy) passed(IN_PLACE);                                     \
+        if (the.recording && row) recorded(comm, ALLTOALLV, sendtype, recvtype, 0, row, PMPI_Wtime() - start);     \
+        free(blocks);                                                                                               \
+        free(row);                                                                                                  \
+        return result;                                                                                              \
+    }
+
+SERVE_ALLTOALL(MPI_Alltoall, int)
+SERVE_ALLTOALLV(MPI_Alltoallv, int, int)
+#if MPI_VERSION >= 4
+SERVE_ALLTOALL(MPI_Alltoall_c, MPI_Count)
+SERVE_ALLTOALLV(MPI_Alltoallv_c, MPI_Count, MPI_Aint)
+#endif
+
+/* the non-blocking forms pass through, counted */
+EXPORT int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                         MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request) {
+    the.seen[ALLTOALL]++, the.passed[NONBLOCKING]++;
+    return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+}
+
+EXPORT int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                          void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
+                          MPI_Comm comm, MPI_Request *request) {
+    the.seen[ALLTOALLV]++, the.passed[NONBLOCKING]++;
+    return PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
+                           request);
+}
+
+#if MPI_VERSION >= 4
+EXPORT int MPI_Ialltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                           MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request) {
+    the.seen[ALLTOALL]++, the.passed[NONBLOCKING]++;
+    return PMPI_Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+}
+
+EXPORT int MPI_Ialltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],
+                            MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[],
+                            MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request) {
+    the.seen[ALLTOALLV]++, the.passed[NONBLOCKING]++;
+    return PMPI_Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
+                             request);
+}
+
+EXPORT int MPI_Alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                             MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request) {
+    the.seen[ALLTOALL]++, the.passed[PERSISTENT]++;
+    return PMPI_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+}
+
+EXPORT int MPI_Alltoall_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                               MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                               MPI_Request *request) {
+    the.seen[ALLTOALL]++, the.passed[PERSISTENT]++;
+    return PMPI_Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+}
+#endif

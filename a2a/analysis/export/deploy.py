@@ -1,0 +1,198 @@
+"""The deploy file: a decision's winners as the executor's schedule data, for the PMPI library (liba2a) to run.
+
+A text file, written here and read by a2a/algos/c/liba2a.c:
+
+    a2a-deploy 1
+    library MPICH                                    the MPI library it is made for (liba2a refuses another)
+    from ...                                         where it came from (decision, records, commits), for people
+    entry COLLECTIVE NPROCS LAYOUT LOW HIGH SCHEDULE
+    schedule INDEX NAME LENGTH                       then LENGTH bytes: an a2a-schedule file (a2a.algos.program)
+    end CHECKSUM
+
+An entry serves a collective on communicators of NPROCS ranks whose blocks hold LOW to HIGH bytes (-1: no
+limit) with schedule SCHEDULE (-1: the MPI library's own choice). LAYOUT is `*` where the schedule is the same
+whatever the ranks' nodes, else each rank's node numbered in order of first appearance (0,0,1,1). An alltoallv
+entry serves every size: its ranks cannot know the call's size without talking, so one schedule per process
+count and layout, the one most of the measured sizes chose. CHECKSUM is FNV-1a over the bytes before the end line.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from a2a.algos.facts import shown
+from a2a.algos.nodes import virtual_nodes
+from a2a.algos.options import schedule_options
+from a2a.algos.program import checksum, dumps
+from a2a.algos.registry import get
+from a2a.algos.tracer import NotExact, traced
+from a2a.errors import A2AError, BadInput
+from a2a.record.decision import parse_options, read_decision
+from a2a.record.results import KEY_DEFAULTS, NATIVE, OVERLAP, write_atomic
+
+MAGIC, VERSION = "a2a-deploy", 1
+
+
+def family(version: str) -> str:
+    """The MPI library a version text names, as liba2a.c names it."""
+    return next((name for name, mark in (("Open MPI", "Open MPI"), ("Intel MPI", "Intel"), ("MPICH", "MPICH"))
+                 if mark in version), "unknown")
+
+
+@dataclass
+class Deployment:
+    """What a deploy file holds: entries, the schedules' texts, and what could not be compiled."""
+
+    library: str
+    origin: list[str]
+    entries: list[tuple[str, int, str, int, int, int]] = field(default_factory=list)
+    schedules: list[tuple[str, str]] = field(default_factory=list)  # (name, schedule text)
+    kept: list[str] = field(default_factory=list)  # the ranges left to the library, and why
+
+    def text(self) -> str:
+        """The file's text."""
+        lines = [f"{MAGIC} {VERSION}", f"library {self.library}", *(f"from {o}" for o in self.origin)]
+        lines += [" ".join(map(str, e)) for e in (("entry", *e) for e in self.entries)]
+        body = "\n".join(lines) + "\n"
+        body += "".join(f"schedule {i} {name} {len(data.encode())}\n{data}" for i, (name, data)
+                        in enumerate(self.schedules))
+        return body + f"end {checksum(body.encode())}\n"
+
+    def schedule_for(self, name: str, data: str) -> int:
+        """The index of this schedule text, added if new."""
+        if (name, data) not in self.schedules:
+            self.schedules.append((name, data))
+        return self.schedules.index((name, data))
+
+
+def layout_text(nodes: list[list[int]], nprocs: int) -> str:
+    """'0,0,1,1': each rank's node, numbered by the nodes' lowest ranks."""
+    node_of = [0] * nprocs
+    for index, members in enumerate(sorted(nodes, key=min)):
+        for rank in members:
+            node_of[rank] = index
+    return ",".join(map(str, node_of))
+
+
+def schedule_of(algorithm: str, options: str, nprocs: int, nodes: list[list[int]], collective: str
+             ) -> tuple[str, str, bool]:
+    """(name, schedule text, whether it depends on the ranks' nodes) of a decision's choice; NotExact if it is not
+    exact data."""
+    found = get(algorithm)
+    chosen = tuple(sorted(schedule_options(found.resolve(parse_options(options))).items()))
+    data = traced(found, chosen, nprocs, tuple(map(tuple, nodes)), collective)
+    if collective == "alltoallv" and not data.direct:
+        raise NotExact(f"{algorithm}'s alltoallv forwards blocks through a temporary buffer")
+    alone = traced(found, chosen, nprocs, tuple((r,) for r in range(nprocs)), collective)
+    text = dumps(data)
+    return shown(algorithm, options).replace(" ", ""), text, dumps(alone) != text
+
+
+def deployment(document: dict[str, Any], nprocs: list[int], ranks_per_node: int, library: str,
+               origin: list[str]) -> Deployment:
+    """The deploy file for `document`'s blocking all-to-all choices on jobs of these process counts."""
+    tables = [t for t in document["tables"] if t.get("timing", KEY_DEFAULTS.get("timing")) != OVERLAP]
+    if not tables:
+        raise BadInput("the decision ranks non-blocking exchanges (an overlap record); liba2a serves MPI_Alltoall "
+                       "and MPI_Alltoallv: decide a record of blocking timing")
+    made = Deployment(library, origin)
+    for collective in sorted({t.get("collective", "alltoall") for t in tables}):
+        for p in nprocs:
+            fitting = [t for t in tables if t.get("collective", "alltoall") == collective and t["nprocs"] <= p]
+            if not fitting:
+                made.kept.append(f"{collective} on {p} ranks: the decision has no table at or below {p} ranks")
+                continue
+            table = max(fitting, key=lambda t: t["nprocs"])
+            nodes = virtual_nodes(p, ranks_per_node or p, "block")
+            for low, high, algorithm, options in _ranges(table, collective):
+                _add(made, collective, p, nodes, low, high, algorithm, options)
+    return made
+
+
+def _ranges(table: dict[str, Any], collective: str) -> list[tuple[int, int, str, str]]:
+    """(low, high, algorithm, options) per range; alltoallv: one range, the choice of most measured sizes."""
+    rows = table["ranges"]
+    if collective == "alltoall":
+        return [(r["bytes_min"], -1 if r["bytes_max"] is None else r["bytes_max"], r["algorithm"], r["options"])
+                for r in rows]
+    votes = Counter((c["algorithm"], c["options"]) for r in rows for c in r.get("cells") or [r])
+    (algorithm, options), _ = votes.most_common(1)[0]
+    return [(0, -1, algorithm, options)]
+
+
+def _add(made: Deployment, collective: str, p: int, nodes: list[list[int]], low: int, high: int, algorithm: str,
+         options: str) -> None:
+    where = f"{collective} on {p} ranks, {_span(low, high)}"
+    schedule, layout = -1, "*"
+    if algorithm != NATIVE:  # the library's own, in whichever form: its choice
+        try:
+            name, text, by_node = schedule_of(algorithm, options, p, nodes, collective)
+            schedule, layout = made.schedule_for(name, text), layout_text(nodes, p) if by_node else "*"
+        except (NotExact, A2AError) as why:
+            made.kept.append(f"{where}: {shown(algorithm, options)} is not exact data ({why}); the library's "
+                             "choice is kept")
+    made.entries.append((collective, p, layout, low, high, schedule))
+
+
+def _span(low: int, high: int) -> str:
+    """'100..999 B per peer', 'every size'."""
+    return "every size" if (low, high) == (0, -1) else f"{low}..{'' if high < 0 else high} B per peer"
+
+
+def origin_of(document: dict[str, Any], path: str) -> list[str]:
+    """The 'from' lines: the decision and each record it read (commit, library)."""
+    lines = [f"decision {path} (metric {document.get('metric')}, created {document.get('created')})"]
+    for source in document.get("sources", []):
+        library = (source.get("mpi_library") or "").splitlines()[:1]
+        lines.append(f"record {source.get('directory')} (commit {source.get('git_commit')}, "
+                     f"{library[0].strip() if library else 'library unknown'})")
+    return lines
+
+
+def written(made: Deployment, output: Path) -> list[str]:
+    """Write the deploy file; what it serves, what it keeps for the library, and how to apply it."""
+    write_atomic(Path(output), made.text())
+    names = dict(enumerate(name for name, _ in made.schedules))
+    lines = [f"{c} on {p} ranks{'' if layout == '*' else f' (nodes {layout})'}, {_span(low, high)}: "
+             f"{names.get(k, 'the library')}" for c, p, layout, low, high, k in made.entries]
+    lines += [f"kept: {k}" for k in made.kept]
+    return lines + [f"wrote {output} ({len(made.schedules)} schedules, {len(made.entries)} entries, for "
+                    f"{made.library})"]
+
+
+def this_library() -> str:
+    """The MPI library mpi4py runs on, as a deploy file names it."""
+    from mpi4py import MPI
+
+    return family(MPI.Get_library_version())
+
+
+def deploy(decisions: list[Path], nprocs: list[int], ranks_per_node: int, output: Path) -> list[str]:
+    """`bench deploy`: the deploy file for decision tables (bench decide -o), or records' decisions, on jobs of
+    these process counts; each collective and process count decided once among them."""
+    from a2a.analysis.decide import decide
+
+    if ranks_per_node < 0:
+        raise BadInput(f"--ranks-per-node {ranks_per_node}; accepted: 0 (all ranks on one node) or K >= 1")
+    if not Path(output).resolve().parent.is_dir():
+        raise BadInput(f"--output {output}: its directory does not exist")
+    tables, origin = [], []
+    for path in map(Path, decisions):
+        document = decide([path]) if path.is_dir() else read_decision(path)
+        tables += document["tables"]
+        origin += origin_of(document, str(path))
+    _check_once(tables)
+    counts = nprocs or sorted({t["nprocs"] for t in tables})
+    return written(deployment({"tables": tables}, counts, ranks_per_node, this_library(), origin), output)
+
+
+def _check_once(tables: list[dict[str, Any]]) -> None:
+    """BadInput if two tables decide the same blocking collective at the same process count."""
+    keys = Counter((t.get("collective", "alltoall"), t["nprocs"]) for t in tables
+                   if t.get("timing", KEY_DEFAULTS.get("timing")) != OVERLAP)
+    twice = [f"{c} on {p} ranks" for (c, p), n in sorted(keys.items()) if n > 1]
+    if twice:
+        raise BadInput(f"more than one table decides {', '.join(twice)} (another workload, mesh or source): give "
+                       "one decision per collective and process count (bench decide --where COLUMN=VALUE)")

@@ -1,0 +1,213 @@
+"""The deploy loop's far end: bench deploy writes the schedules a decision chose, and liba2a (LD_PRELOAD) runs them
+inside programs that know nothing of the testbed, passes the rest to the MPI library, and records what they
+exchange."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from support import ROOT, bench_here, launch_command
+
+from a2a.algos.executor import preload_library
+from a2a.algos.registry import algorithms
+from a2a.analysis.export.deploy import Deployment, deployment, this_library
+from a2a.mpi import clean_launcher_env, mpi_tool
+from a2a.record.decision import write_decision
+
+LARGE = 1 << 20  # bytes per peer the largest calls carry
+ALLTOALLV_DIRECT = ("pairwise", "linear", "throttled", "node_aware")  # whose alltoallv sends blocks straight
+
+
+def decision(choices: list[tuple[int, str]], alltoallv: str, nprocs: list[int]) -> dict:
+    """A decision table by hand: (first byte, algorithm) ranges for alltoall, one algorithm for alltoallv."""
+    def ranges(starts: list[tuple[int, str]]) -> list[dict]:
+        ends = [low - 1 for low, _ in starts[1:]] + [None]
+        return [{"bytes_min": low, "bytes_max": end, "algorithm": name, "options": "", "cells": []}
+                for (low, name), end in zip(starts, ends)]
+    tables = [t for p in nprocs for t in (
+        {"nprocs": p, "collective": "alltoall", "ranges": ranges(choices)},
+        {"nprocs": p, "collective": "alltoallv", "ranges": ranges([(0, alltoallv)])})]
+    return {"schema": "a2a-decision/1", "metric": "mean", "tables": tables, "sources": []}
+
+
+def every_schedule(names: list[str]) -> tuple[list[tuple[int, str]], list[int]]:
+    """Ranges that give each algorithm a small size (4 (k + 1) bytes) and one near 1 MiB; the ints per peer that
+    call each (small first)."""
+    k = len(names)
+    small = [(0 if i == 0 else 4 * i + 1, name) for i, name in enumerate(names)]
+    gap = [(4 * k + 1, "native")]
+    large = [(LARGE - 64 * (k - i) + 1, name) for i, name in enumerate(names)] + [(LARGE + 1, "native")]
+    counts = [i + 1 for i in range(k)] + [(LARGE - 64 * (k - 1 - i)) // 4 for i in range(k)]
+    return small + gap + large, counts
+
+
+@pytest.fixture(scope="module")
+def preload() -> str:
+    return str(preload_library())
+
+
+@pytest.fixture(scope="module")
+def check_program(tmp_path_factory) -> Path:
+    program = tmp_path_factory.mktemp("programs") / "alltoall_check"
+    subprocess.run([mpi_tool("mpicc"), "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(program),
+                    str(ROOT / "tests" / "programs" / "alltoall_check.c")], check=True)
+    return program
+
+
+def under_library(n: int, preload: str, *program: str, **variables: str) -> subprocess.CompletedProcess:
+    """Run `program` on n ranks with liba2a preloaded in the ranks only (not in mpiexec) and these variables."""
+    settings = [f"{k}={v}" for k, v in {"LD_PRELOAD": preload, **variables}.items()]
+    return subprocess.run(launch_command(n, "env", *settings, *program), env=clean_launcher_env(None),
+                          capture_output=True, text=True, timeout=300)
+
+
+def served(report: str) -> dict[str, int]:
+    """The report's 'served' line as {schedule: calls}."""
+    line = next(line for line in report.splitlines() if line.strip().startswith("served:"))
+    return {name: int(calls) for name, calls in re.findall(r"([\w:=.,-]+) (\d+)(?=[,)])", line)}
+
+
+def passed(report: str) -> dict[str, int]:
+    line = next(line for line in report.splitlines() if line.strip().startswith("passed through:"))
+    return {why.strip(): int(calls) for why, calls in re.findall(r"([^,:]+?) (\d+)", line.split(":", 1)[1])}
+
+
+def written(tmp_path: Path, document: dict, nprocs: list[int], ranks_per_node: int = 0) -> tuple[Path, Deployment]:
+    made = deployment(document, nprocs, ranks_per_node, this_library(), ["decision by hand (tests)"])
+    path = tmp_path / "deploy.a2a"
+    path.write_text(made.text())
+    return path, made
+
+
+@pytest.mark.launches
+@pytest.mark.parametrize("p", range(2, 9))
+def test_every_schedule_serves_a_c_program(tmp_path: Path, preload: str, check_program: Path, p: int):
+    """A deploy file that gives each alltoall algorithm two sizes (4 (k + 1) B and near 1 MiB per peer) and an
+    alltoallv algorithm: a C program's MPI_Alltoall and MPI_Alltoallv get every element right, and the report says
+    each call was served by the schedule chosen for it."""
+    names = [a for a in algorithms("alltoall") if a not in ("native", "auto", "onesided")]
+    ranges, counts = every_schedule(names)
+    alltoallv = ALLTOALLV_DIRECT[p % len(ALLTOALLV_DIRECT)]
+    path, made = written(tmp_path, decision(ranges, alltoallv, [p]), [p])
+    assert not made.kept, made.kept
+    done = under_library(p, preload, str(check_program), *map(str, counts), A2A_DEPLOY=str(path),
+                         A2A_DEPLOY_REPORT="1")
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+    got = served(done.stderr)
+    want = {name: 4 * p for name in names}  # two sizes, each called twice, on p ranks
+    want[alltoallv] = want.get(alltoallv, 0) + 2 * p
+    assert got == want, done.stderr
+    assert passed(done.stderr) == {}, done.stderr
+
+
+@pytest.mark.launches
+@pytest.mark.parametrize("p", [2, 3, 4])
+def test_mpi4py_calls_are_served(tmp_path: Path, preload: str, p: int):
+    """mpi4py's comm.Alltoall and comm.Alltoallv (which call the large-count MPI_Alltoall_c where the library has
+    it) are served, with results equal to the library's own from 1 B to 1 MiB per peer."""
+    document = decision([(0, "bruck"), (65, "pairwise"), (64 * 1024 + 1, "bine")], "linear", [p])
+    path, _ = written(tmp_path, document, [p])
+    done = under_library(p, preload, mpi_tool("python"), str(ROOT / "tests" / "programs" / "alltoall_mpi4py.py"),
+                         A2A_DEPLOY=str(path), A2A_DEPLOY_REPORT="1")
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+    assert served(done.stderr) == {"bruck": 2 * p, "pairwise": 2 * p, "bine": 2 * p, "linear": p}, done.stderr
+
+
+@pytest.mark.launches
+def test_what_the_file_does_not_cover_passes_through(tmp_path: Path, preload: str, check_program: Path):
+    """A communicator of another size, an intercommunicator, a derived datatype, MPI_IN_PLACE, a size the file
+    leaves to the library and one it does not cover each go to the MPI library, counted by reason, with correct
+    results."""
+    document = decision([(0, "pairwise"), (9, "native"), (1001, "bruck")], "pairwise", [4])
+    made = deployment(document, [4], 0, this_library(), [])
+    made.entries = [e for e in made.entries if e[3] != 1001]  # above 1000 B: not in the file
+    path = tmp_path / "deploy.a2a"
+    path.write_text(made.text())
+    done = under_library(4, preload, str(check_program), "1", "100", "3000", A2A_DEPLOY=str(path),
+                         A2A_DEPLOY_REPORT="1", CHECK_PASS_THROUGH="1")
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+    assert served(done.stderr) == {"pairwise": 4 * 2 + 4 * 2}, done.stderr  # 1 int, twice; the alltoallv, twice
+    assert passed(done.stderr) == {
+        "the file keeps the library's choice": 8, "size not in the file": 8, "communicator size not in the file": 4,
+        "intercommunicator": 4, "derived or non-contiguous datatype": 4, "MPI_IN_PLACE": 4}, done.stderr
+
+
+@pytest.mark.launches
+def test_a_file_that_cannot_be_used_is_refused_in_one_line(tmp_path: Path, preload: str, check_program: Path):
+    """A corrupted deploy file, one of another format version and one made for another MPI library: one line on
+    rank 0 at MPI_Init, and the program completes correctly with every call passed through."""
+    made = deployment(decision([(0, "bruck")], "pairwise", [2]), [2], 0, this_library(), [])
+    text = made.text()
+    other = "Open MPI" if this_library() != "Open MPI" else "MPICH"
+    files = {"altered": text.replace("entry alltoall 2 * 0 -1 0", "entry alltoall 2 * 0 -1 1"),
+             "cut": text[: len(text) // 2],
+             "version": text.replace("a2a-deploy 1", "a2a-deploy 9", 1),
+             "library": Deployment(other, [], made.entries, made.schedules).text()}
+    said = {"altered": "does not match its contents", "cut": "truncated", "version": "format version 9",
+            "library": f"made for {other}; this program runs {this_library()}"}
+    for name, content in files.items():
+        path = tmp_path / f"{name}.a2a"
+        path.write_text(content)
+        done = under_library(2, preload, str(check_program), "3", A2A_DEPLOY=str(path), A2A_DEPLOY_REPORT="1")
+        assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+        refusals = [line for line in done.stderr.splitlines() if "refused" in line]
+        assert len(refusals) == 1 and said[name] in refusals[0], done.stderr
+        assert served(done.stderr) == {} and passed(done.stderr) == {"no deploy file": 8}, done.stderr
+
+
+@pytest.mark.launches
+def test_without_a_file_the_library_only_counts_and_records(tmp_path: Path, preload: str, check_program: Path):
+    """No A2A_DEPLOY: every call passes through, and nothing is printed or written unless asked. A2A_RECORD writes
+    what the program exchanged: its sizes, and the alltoallv's count matrix, once with the number of calls."""
+    done = under_library(3, preload, str(check_program), "2", "7")
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "ok", ""), done.stderr
+    record = tmp_path / "record"
+    done = under_library(3, preload, str(check_program), "2", "7", A2A_RECORD=str(record))
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "ok", ""), done.stderr
+    lines = [json.loads(line) for path in sorted(record.glob("record.*.rank*.jsonl")) for line in path.open()]
+    calls = {(r["collective"], r.get("count")): r["calls"] for r in lines}
+    assert calls == {("alltoall", 2): 2, ("alltoall", 7): 2, ("alltoallv", None): 2}, lines
+    matrix = next(r["matrix"] for r in lines if r["collective"] == "alltoallv")
+    assert matrix == [[(i + j) % 3 + 1 for j in range(3)] for i in range(3)]  # what alltoall_check.c sends
+    assert all(r["nprocs"] == 3 and r["sendtype"] == "MPI_INT" and r["seconds"] > 0 for r in lines)
+
+
+def test_deploy_writes_what_it_can_compile_and_says_what_it_keeps(tmp_path: Path, capsys):
+    """bench deploy on a decision: a schedule per exact choice, a node-aware one for the given layout, the library's
+    choice kept (and said) where the winner is not exact data; a bad --nprocs, and two decisions of one collective
+    and process count, are refused in one line."""
+    document = decision([(0, "onesided"), (100, "node_aware"), (1000, "native")], "tuna", [4])
+    table = tmp_path / "decision.json"
+    write_decision(document, table)
+    out = tmp_path / "d.a2a"
+    code, stdout, _ = bench_here(capsys, "deploy", str(table), "--nprocs", "4,8", "--ranks-per-node", "2", "-o",
+                                 str(out))
+    assert code == 0, stdout
+    assert "alltoall on 8 ranks (nodes 0,0,1,1,2,2,3,3), 100..999 B per peer: node_aware" in stdout
+    assert stdout.count("onesided is not exact data") == 2 and stdout.count("tuna is not exact data") == 2, stdout
+    text = out.read_text()
+    assert "entry alltoall 4 * 0 99 -1" in text and "entry alltoall 4 0,0,1,1 100 999 0" in text, text
+    code, _, stderr = bench_here(capsys, "deploy", str(table), "--nprocs", "4,x", "-o", str(out))
+    assert code != 0 and "'x' is not a process count" in stderr
+    code, _, stderr = bench_here(capsys, "deploy", str(table), str(table), "-o", str(out))
+    assert code != 0 and "more than one table decides alltoall on 4 ranks, alltoallv on 4 ranks" in stderr, stderr
+
+
+@pytest.mark.launches
+def test_the_documented_loop_runs_on_the_projects_own_program(tmp_path: Path):
+    """examples/deploy_loop.sh (make deploy-demo) end to end at 2 ranks: the program's calls recorded, raced (two
+    algorithms of the testbed's, so that one of them wins), deployed, and every one served on the rerun, its results
+    checked by the program itself."""
+    done = subprocess.run(["bash", str(ROOT / "examples" / "deploy_loop.sh"), str(tmp_path / "loop")], cwd=ROOT,
+                          env={**clean_launcher_env(None), "NP": "2", "ITERATIONS": "2", "RACE_ITERATIONS": "3",
+                               "ALGORITHMS": "pairwise,linear",
+                               "VENV": str(Path(mpi_tool("python")).parent.parent)},
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    after = (tmp_path / "loop" / "after.txt").read_text()
+    assert after.count("check ok") == 2 and "passed through: none" in after, after
+    assert served(after) and sum(served(after).values()) == 2 * (2 * 2 + 2), after  # per rank: 2 x 2 alltoall, 2 v
+    assert re.search(r"^transpose: [\d.]+ -> [\d.]+ \([\d.]+x\)$", done.stdout, re.MULTILINE), done.stdout[-2000:]
