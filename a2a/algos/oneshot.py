@@ -270,9 +270,7 @@ class Handle:
             if self.making is None:
                 return False  # digest not posted yet: the duplicates are not made
             if self.request is not None:
-                if block:
-                    self.request.Wait()
-                elif not self.request.Test():
+                if not completed(self.request, block):
                     return False
                 self.request = None
                 high, low, problem, missed = self.digest
@@ -284,9 +282,7 @@ class Handle:
                     self.private, self.duplicating = self.caller.preparing.Idup()
                     self.making = True
             if self.duplicating is not None:
-                if block:
-                    self.duplicating.Wait()
-                elif not self.duplicating.Test():
+                if not completed(self.duplicating, block):
                     return False
                 self.duplicating = None
             private, self.private = (self.private if self.making else None), None  # the plan owns it now
@@ -391,6 +387,14 @@ class Handle:
             self.caller.running.remove(self)
         except ValueError:
             pass
+
+
+def completed(request: Any, block: bool) -> bool:
+    """Whether an MPI request is complete: waited for (block), else tested."""
+    if block:
+        request.Wait()
+        return True
+    return request.Test()
 
 
 def binding_of(call: Checked) -> Hashable:
