@@ -34,14 +34,22 @@ def expected_pattern(dtype: np.dtype, nprocs: int, rank: int, count: int) -> np.
     return _values(np.dtype(dtype), np.arange(nprocs), np.full(nprocs, rank), count)
 
 
+def _values_v(dtype: np.dtype, sources: np.ndarray, dests: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The blocks of `_values` of several lengths, end to end (one block per source, destination and length)."""
+    lengths = np.asarray(lengths, np.int64)
+    limit, total = min(_exact_limit(dtype), 1 << 62), int(lengths.sum())
+    bases = np.asarray(sources, np.int64) * 7919 + np.asarray(dests, np.int64) * 104729
+    steps = (np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)) * 31
+    return ((steps + np.repeat(bases, lengths)) % limit).astype(dtype)
+
+
 def send_pattern_v(dtype: np.dtype, counts: np.ndarray, rank: int) -> np.ndarray:
     """What `rank` sends in an alltoallv with the p x p `counts`: block j (counts[rank, j] long) for rank j."""
-    dtype = np.dtype(dtype)
-    return np.concatenate([_values(dtype, np.array([rank]), np.array([j]), int(n)) for j, n in enumerate(counts[rank])])
+    p = len(counts)
+    return _values_v(np.dtype(dtype), np.full(p, rank), np.arange(p), counts[rank])
 
 
 def expected_pattern_v(dtype: np.dtype, counts: np.ndarray, rank: int) -> np.ndarray:
     """What `rank` must receive: block j (counts[j, rank] long) came from rank j."""
-    dtype = np.dtype(dtype)
-    return np.concatenate([_values(dtype, np.array([j]), np.array([rank]), int(n))
-                           for j, n in enumerate(counts[:, rank])])
+    p = len(counts)
+    return _values_v(np.dtype(dtype), np.arange(p), np.full(p, rank), counts[:, rank])

@@ -356,13 +356,15 @@ class StandInComm:
         self._exchange("alltoallv", sendbuf, recvbuf)
 
     def _exchange(self, name: str, sendbuf: Any, recvbuf: Any) -> None:
-        """Every member's block for every member, as one (n, n, bytes) array where the blocks are even."""
+        """Every member's blocks for every member; a rank whose blocks are even sends them as one (n, bytes) array.
+        (An alltoallv's blocks may be even on some members only: each reads its own row of what each member gave.)"""
         n = self.size
         outgoing, incoming = whole_blocks(sendbuf, n), whole_blocks(recvbuf, n)
         if outgoing is not None and incoming is not None and outgoing.shape == incoming.shape:
             width = (outgoing.shape[1],) * n
             sent = outgoing.copy() if self.log.follows else outgoing  # in place, the receive overwrites it
-            incoming[...] = self._collective(name, None, width, width, outgoing, np.stack)[:, self.rank]
+            everyone = self._collective(name, None, width, width, outgoing, list)
+            incoming[...] = np.stack([given[self.rank] for given in everyone])
             self.log.collected(self.members, list(sent), list(incoming))
             return
         pieces = split(sendbuf, n)

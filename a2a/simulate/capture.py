@@ -26,7 +26,7 @@ from a2a.algos.facts import steps_for
 from a2a.algos.mpi_module import replaced_mpi
 from a2a.algos.nodes import one_per_node
 from a2a.algos.options import EXECUTOR
-from a2a.algos.pattern import expected_pattern, send_pattern
+from a2a.algos.pattern import expected_pattern, expected_pattern_v, send_pattern, send_pattern_v
 from a2a.algos.prebuilt import WATCHER
 from a2a.algos.registry import get
 from a2a.algos.schedule import Among, Batches, Copied, Exchanges, Phases, Posted, Rounds
@@ -90,15 +90,17 @@ def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: 
                 send = send_pattern(kind, comm.size, comm.rank, count).view(Tracked)
                 recv = tracked((comm.size * count,), kind)
                 plan = algorithm.plan(comm, send, recv, **options)
+                want = expected_pattern(kind, comm.size, comm.rank, count)
             else:
                 sends, recvs = matrix[comm.rank], matrix[:, comm.rank]
-                send, recv = tracked((int(sends.sum()),), kind), tracked((int(recvs.sum()),), kind)
+                send, recv = send_pattern_v(kind, matrix, comm.rank).view(Tracked), tracked((int(recvs.sum()),), kind)
                 plan = algorithm.plan_v(comm, send, sends, recv, recvs, **options)
+                want = expected_pattern_v(kind, matrix, comm.rank)
             log.recording = True
             plan()
             log.recording = False
             plan.free()
-            if matrix is None and not np.array_equal(recv, expected_pattern(kind, comm.size, comm.rank, count)):
+            if not np.array_equal(recv, want):
                 raise CaptureError("the captured call left a wrong result (a broken algorithm, or a call "
                                    "the stand-in answers unlike MPI)")
         except Aborted:
