@@ -246,13 +246,16 @@ def log_axis(ax: Any) -> None:
 
 
 def legend_below(fig: Any, handles: list[Any], labels: list[str], bold: Iterable[str] = ()) -> None:
-    """One legend under the panels, in as many columns as the figure's width holds; `bold` labels stand out."""
+    """One legend under the panels, in as many columns as the figure's width holds, the figure made taller by the
+    legend's height (so a long legend under one panel leaves the panel its size); `bold` labels stand out."""
     bold, renderer = set(bold), fig.canvas.get_renderer()
     for columns in range(min(len(labels), 8), 0, -1):
         legend = fig.legend(handles, labels, loc="outside lower center", ncol=columns, frameon=False)
         for text in legend.get_texts():
             text.set_fontweight("bold" if text.get_text() in bold else "normal")
-        if columns == 1 or legend.get_window_extent(renderer).width <= 0.98 * fig.bbox.width:
+        box = legend.get_window_extent(renderer)
+        if columns == 1 or box.width <= 0.98 * fig.bbox.width:
+            fig.set_figheight(fig.get_figheight() + box.height / fig.dpi)
             return
         legend.remove()
 
