@@ -10,6 +10,9 @@ MPIRUN_FLAGS ?=
 # Ranks that outnumber the cores wait in MPICH's nanosleep rather than spinning (Open MPI yields by itself when
 # oversubscribed): the collective tests take half the time on 2 cores, and nothing they check depends on it.
 TEST_ENV ?= MPIR_CVAR_ENABLE_HEAVY_YIELD=1
+# Plain pytest in two workers (pytest-xdist): most tests wait on launches they start, so a second worker fills the
+# other core; tests that share a daemon or namespaces still run one at a time (tiers.APART). WORKERS=0: one process.
+WORKERS ?= 2
 # Open MPI refuses more ranks than cores, and root, unless told
 OMPI_FLAGS := --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root)
 
@@ -33,7 +36,7 @@ test-quick: install
 	$(BIN)/python -m pytest -q --quick
 
 test-plain: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(if $(filter-out 0,$(WORKERS)),-n $(WORKERS))
 
 test-mpi: install
 	env $(TEST_ENV) $(BIN)/mpirun $(MPIRUN_FLAGS) -n $(NP) $(BIN)/python -m pytest -q

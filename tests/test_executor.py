@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import ROOT, assert_collective_tests_passed, collective_tests, launch_command, subcommunicators
+from support import ROOT, assert_collective_tests_passed, launch_command, subcommunicators
 
 import a2a
 from a2a.algos.executor import C, executor_library, library_path, parsed
@@ -147,11 +147,10 @@ def test_an_algorithm_in_one_new_file_runs_in_c(comm):
 
 
 @pytest.mark.nested
-def test_every_exact_algorithm_at_five_to_nine_ranks(tmp_path: Path):
-    """The collective tests above at p = 5 to 9 in one 9-rank job (`mpirun -n 4` runs them at 1 to 4): so every p
-    from 1 to 9, odd ones included, as the issue that brought the executor asks."""
-    assert_collective_tests_passed(collective_tests(["tests/test_executor.py"], 9, (5, 6, 7, 8, 9), tmp_path),
-                                   "tests/test_executor.py")
+def test_every_exact_algorithm_at_five_to_nine_ranks(above_four):
+    """The collective tests above at p = 5 to 9, in the shared 9-rank job (`mpirun -n 4` runs them at 1 to 4): so
+    every p from 1 to 9, odd ones included, as the issue that brought the executor asks."""
+    assert_collective_tests_passed(above_four, __file__)
 
 
 @pytest.mark.mpi

