@@ -8,7 +8,8 @@ the library's non-blocking (MPI_Ialltoall) and persistent (MPI_Alltoall_init) fo
 - plan: the testbed's plan of `native` with that form (start(), wait()), the path `--timing overlap` times.
 Each iteration is begun after a barrier, as in both, on buffers placed as the driver places them (each on pages of
 its own, as C's malloc maps a large buffer: numpy's heap can put the receive buffer 16 bytes past the send buffer
-modulo 4 KiB, which doubled this machine's 64 KiB exchange). Each is read with two statistics:
+modulo 4 KiB, where a copy from one to the other aliases; docs/findings/overlap.md). Each is read with two
+statistics:
 - IMB: each rank's mean over the iterations, the slowest rank's printed (IMB prints the rank with the largest
   overlapped time; on the pure part alone, the slowest mean);
 - ours: each iteration's maximum over the ranks, their median (the protocol's t_pure_us).
