@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
+from a2a.algos.registry import COLLECTIVES
 from a2a.errors import BadConfig
 
 FILE = re.compile(r"^record\.(?P<job>.+)\.rank(?P<rank>\d+)\.jsonl$")
 NAMED = "record.<job>.rank<R>.jsonl"
-COLLECTIVES = ("alltoall", "alltoallv")
 COMMON = {"job": str, "writer": int, "comm": int, "nprocs": int, "collective": str, "sendtype": str,
           "recvtype": str, "type_bytes": int, "calls": int, "seconds": float}
 ALLTOALL = {"count": int, "block_bytes": int}

@@ -53,10 +53,9 @@ static int fail(char *error, size_t room, const char *format, ...) {
     return 1;
 }
 
-/* FNV-1a over the bytes before the end line, as a2a/algos/program.py computes it */
-static uint64_t checksum(const char *text, size_t length) {
-    uint64_t value = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < length; i++) value = (value ^ (unsigned char)text[i]) * 0x100000001b3ULL;
+uint64_t a2ax_fnv(const void *data, size_t length, uint64_t value) {
+    const unsigned char *bytes = data;
+    for (size_t i = 0; i < length; i++) value = (value ^ bytes[i]) * 0x100000001b3ULL;
     return value;
 }
 
@@ -197,7 +196,8 @@ int a2ax_parse(const char *text, size_t length, a2ax_schedule **schedule, char *
         if (p[-1] == '\n' && length - (size_t)(p - text) >= 4 && memcmp(p, "end ", 4) == 0) { end = p; break; }
     if (!end || text[length - 1] != '\n') return fail(error, room, "it has no 'end' line (truncated)");
     char stated[17] = {0}, computed[17];
-    snprintf(computed, sizeof computed, "%016llx", (unsigned long long)checksum(text, (size_t)(end - text)));
+    unsigned long long sum = a2ax_fnv(text, (size_t)(end - text), A2AX_FNV_BASIS);
+    snprintf(computed, sizeof computed, "%016llx", sum);
     if (sscanf(end + 4, "%16s", stated) != 1 || strcmp(stated, computed) != 0)
         return fail(error, room, "checksum %s does not match its contents (%s): altered or cut", stated, computed);
     a2ax_schedule *s = calloc(1, sizeof *s);

@@ -22,6 +22,7 @@
 #define A2A_EXECUTOR_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <mpi.h>
 
 #define A2AX_VERSION 1
@@ -52,5 +53,10 @@ int a2ax_start(a2ax_plan *plan);
 int a2ax_test(a2ax_plan *plan, int *done);
 int a2ax_wait(a2ax_plan *plan);
 int a2ax_free(a2ax_plan *plan);
+
+/* FNV-1a (64 bits) of `length` bytes, continuing from `value` (A2AX_FNV_BASIS to begin): the checksum of schedule
+   and deploy files (a2a/algos/program.py computes the same) */
+#define A2AX_FNV_BASIS 0xcbf29ce484222325ULL
+uint64_t a2ax_fnv(const void *data, size_t length, uint64_t value);
 
 #endif

@@ -107,12 +107,6 @@ static int fail(char *error, size_t room, const char *format, ...) {
 
 /* ---- the deploy file (written by a2a/analysis/export/deploy.py, which describes it) ---- */
 
-static uint64_t fnv(const void *data, size_t length, uint64_t value) {
-    const unsigned char *bytes = data;
-    for (size_t i = 0; i < length; i++) value = (value ^ bytes[i]) * 0x100000001b3ULL;
-    return value;
-}
-
 static const char *family(const char *version) {
     if (strstr(version, "Open MPI")) return "Open MPI";
     if (strstr(version, "Intel")) return "Intel MPI";
@@ -234,8 +228,9 @@ static int read_deploy(const char *path, const char *library, deploy_t **out, ch
         if (p[-1] == '\n' && text + length - p >= 4 && memcmp(p, "end ", 4) == 0) end = p;
     long version = strncmp(text, magic, sizeof magic - 1) == 0 ? strtol(text + sizeof magic - 1, NULL, 10) : -1;
     char stated[17] = {0}, computed[17];
-    if (end) snprintf(computed, sizeof computed, "%016llx", (unsigned long long)fnv(text, (size_t)(end - text),
-                                                                                     0xcbf29ce484222325ULL));
+    if (end)
+        snprintf(computed, sizeof computed, "%016llx",
+                 (unsigned long long)a2ax_fnv(text, (size_t)(end - text), A2AX_FNV_BASIS));
     deploy_t *d = calloc(1, sizeof *d);
     if (version < 0) bad = fail(error, room, "not a deploy file (it does not begin 'a2a-deploy')");
     else if (version != DEPLOY_VERSION)
@@ -471,7 +466,8 @@ static void recorded(MPI_Comm comm, int collective, MPI_Datatype st, MPI_Datatyp
     comm_state *c = state_of(comm);
     uint64_t mine = 0, id = 0;
     if (collective == ALLTOALLV) { /* one id for the whole matrix, the same on every rank */
-        mine = fnv(row, sizeof(long long) * (size_t)c->size, fnv(&c->rank, sizeof c->rank, 0xcbf29ce484222325ULL));
+        mine = a2ax_fnv(row, sizeof(long long) * (size_t)c->size,
+                        a2ax_fnv(&c->rank, sizeof c->rank, A2AX_FNV_BASIS));
         PMPI_Allreduce(&mine, &id, 1, MPI_UINT64_T, MPI_SUM, c->own);
     }
     signature *s = signature_for(c, collective, st, rt, count, id);
