@@ -2,6 +2,7 @@
 this user alone could have written, and how a C program or library is compiled and kept."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import stat
@@ -46,10 +47,15 @@ def compiled_path(sources: list[Path], name: str, flags: list[str], shared: bool
     """Where compiled() keeps `name`: by the sources' bytes, the flags and the MPI library `mpicc` (default: its own)
     compiles for."""
     mpicc = mpicc or mpi_tool("mpicc")
-    shown = subprocess.run([mpicc, "-show"], capture_output=True, text=True, check=False).stdout
     key = hashlib.sha256(b"".join(Path(p).read_bytes() for p in sources) +
-                         f"{flags}\n{shared}\n{Path(mpicc).resolve()}\n{shown}".encode())
+                         f"{flags}\n{shared}\n{Path(mpicc).resolve()}\n{compile_line(mpicc)}".encode())
     return cache_home() / "compiled" / key.hexdigest()[:16] / name
+
+
+@functools.lru_cache(maxsize=8)  # asked once per process: a plan that runs in C looks its library up each time
+def compile_line(mpicc: str) -> str:
+    """What `mpicc -show` prints: the compiler and flags the wrapper stands for."""
+    return subprocess.run([mpicc, "-show"], capture_output=True, text=True, check=False).stdout
 
 
 def compiled(sources: list[Path], name: str, flags: list[str], shared: bool = False, mpicc: str | None = None) -> Path:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from a2a.algos.buffers import VBuffer
-from a2a.algos.nodes import node_groups
+from a2a.algos.nodes import grouped
 from a2a.algos.program import dumps
 from a2a.algos.tracer import NotExact, traced
 from a2a.errors import A2AError, HarnessError
@@ -72,22 +72,30 @@ def loaded(path: str, comm_bytes: int) -> ctypes.CDLL:
 
 def executor_library(comm: Any) -> ctypes.CDLL:
     """The executor for the MPI library mpi4py runs on, built by the first rank of each node (collective on `comm`)."""
+    return _per_node(comm)[0]
+
+
+def _per_node(comm: Any) -> tuple[ctypes.CDLL, list[list[int]]]:
+    """The executor library, built by the first rank of each node, and the ranks of each node, in one pass over
+    the node's communicator (collective on `comm`); ExecutorUnavailable, alike on a node's ranks, where it cannot be
+    built."""
     from mpi4py import MPI
 
     local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
     try:
-        found, problem = None, ""
-        if local.rank == 0:
+        said = None
+        if local.rank == 0:  # the node's lowest rank of `comm`, which names the node
             try:
-                found = str(built())
+                said = (str(built()), "", comm.rank)
             except A2AError as error:
-                problem = str(error)
-        found, problem = local.bcast((found, problem), root=0)
+                said = (None, str(error), comm.rank)
+        found, problem, leader = local.bcast(said, root=0)
     finally:
         local.Free()
+    nodes = grouped(comm.allgather(leader))
     if found is None:
         raise ExecutorUnavailable(problem)
-    return loaded(found, MPI._sizeof(MPI.Comm))
+    return loaded(found, MPI._sizeof(MPI.Comm)), nodes
 
 
 def parsed(lib: ctypes.CDLL, text: str) -> ctypes.c_void_p:
@@ -152,19 +160,14 @@ def executed(comm: Any, algorithm: Any, collective: str, options: dict[str, Any]
     ExecutorUnavailable (alike on every rank) where it cannot be."""
     problem, schedule, lib = "", None, None
     try:
-        lib = executor_library(comm)
-    except ExecutorUnavailable as error:
+        lib, nodes = _per_node(comm)
+        data = traced(algorithm, tuple(sorted(options.items())), comm.size, tuple(map(tuple, nodes)), collective)
+        if collective == "alltoallv" and not data.direct:
+            raise NotExact(f"{algorithm.name}'s alltoallv forwards blocks through a temporary buffer, whose rows "
+                           "cannot hold uneven blocks")
+        schedule = parsed(lib, dumps(data))
+    except (ExecutorUnavailable, NotExact) as error:
         problem = str(error)
-    nodes = tuple(map(tuple, node_groups(comm)))
-    if not problem:
-        try:
-            data = traced(algorithm, tuple(sorted(options.items())), comm.size, nodes, collective)
-            if collective == "alltoallv" and not data.direct:
-                raise NotExact(f"{algorithm.name}'s alltoallv forwards blocks through a temporary buffer, whose rows "
-                               "cannot hold uneven blocks")
-            schedule = parsed(lib, dumps(data))
-        except (ExecutorUnavailable, NotExact) as error:
-            problem = str(error)
     problems = [p for p in comm.allgather(problem) if p]
     if problems:  # one rank that cannot: every rank runs Python
         if schedule is not None:

@@ -28,7 +28,7 @@ def node_groups(comm: Any, ppn: int = 0, placement: str = "block") -> list[list[
     local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
     lowest = local.allreduce(comm.rank, op=MPI.MIN)
     local.Free()
-    return _grouped(comm.allgather(lowest))
+    return grouped(comm.allgather(lowest))
 
 
 def nodes_of_job(nodes: list[list[int]], ppn: int, placement: str) -> list[list[int]]:
@@ -39,10 +39,10 @@ def nodes_of_job(nodes: list[list[int]], ppn: int, placement: str) -> list[list[
 def virtual_nodes(size: int, ppn: int, placement: str) -> list[list[int]]:
     """`size` ranks on virtual nodes of `ppn` ranks, placed as node_groups says."""
     nnodes = -(-size // ppn)
-    return _grouped([r // ppn if placement == "block" else r % nnodes for r in range(size)])
+    return grouped([r // ppn if placement == "block" else r % nnodes for r in range(size)])
 
 
-def _grouped(node_of: list[int]) -> list[list[int]]:
+def grouped(node_of: list[int]) -> list[list[int]]:
     """Ranks grouped by the node each is on, each node's ranks ascending, nodes by lowest rank.
 
     In numpy: a capture runs this on every one of thousands of ranks."""
