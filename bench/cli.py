@@ -9,7 +9,6 @@ import click
 from a2a.errors import A2AError
 from a2a.mpi import launcher_rank
 
-from . import commands  # noqa: F401  (registers the subcommands on the group)
 from .group import main
 
 # Launchers such as Open MPI's prterun end the whole job at the first non-zero exit; the

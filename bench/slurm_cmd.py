@@ -62,7 +62,7 @@ def run_arguments(run_options: tuple[str, ...], command: str = "run") -> str:
             raise BadOption(f"run option {word!r}: the batch script splits options on spaces, so a "
                             "value cannot hold spaces, quotes, $, ` or \\")
     try:
-        main.commands[command].make_context(f"bench {command}", list(run_options))
+        main.get_command(None, command).make_context(f"bench {command}", list(run_options))
     except click.UsageError as problem:
         raise BadOption(f"options for the {command} (after --): {problem.format_message()}") from None
     return " ".join(run_options)
