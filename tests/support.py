@@ -14,7 +14,7 @@ import pytest
 from a2a.mpi import clean_launcher_env, launcher_flags, mpi_tool
 
 ROOT = Path(__file__).resolve().parent.parent
-SIZES_VARIABLE = "A2A_TEST_SIZES"  # a nested run at more ranks tests only the sizes the 4-rank run cannot reach
+SIZES_VARIABLE = "A2A_TEST_SIZES"  # a nested run's sizes per test file, "test_a:5,8 test_b:5,6,7"
 # oversubscribed MPICH ranks wait asleep instead of spinning (as the Makefile's test-mpi): about half the time
 QUIET_WAIT = {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"}
 
@@ -98,14 +98,17 @@ def assert_refused_here(capsys, args: list[str], message: str, out: Path) -> Non
     assert not (out / "results.csv").exists()
 
 
-def collective_tests(paths: list[str], n: int, sizes: tuple[int, ...], out: Path, timeout: float = 1200) -> Path:
-    """Run the `mpi`-marked tests of `paths` in one `mpiexec -n N pytest`, their subcommunicators only of `sizes`.
+def collective_tests(files: tuple[tuple[str, tuple[int, ...]], ...], out: Path, timeout: float = 1200) -> Path:
+    """Run the `mpi`-marked tests of each (file, sizes) in one `mpiexec -n N pytest` (N: the largest size named),
+    each file's on subcommunicators of its own sizes only.
 
     Returns the JUnit report, which `assert_collective_tests_passed` reads per file.
     """
     report = out / "collective.xml"
-    done = mpiexec(n, "-m", "pytest", "-q", "-m", "mpi", "-p", "no:cacheprovider", f"--junitxml={report}", *paths,
-                   timeout=timeout, env={**os.environ, SIZES_VARIABLE: ",".join(map(str, sizes)), **QUIET_WAIT})
+    told = " ".join(f"{Path(path).stem}:{','.join(map(str, sizes))}" for path, sizes in files)
+    done = mpiexec(max(max(sizes) for _, sizes in files), "-m", "pytest", "-q", "-m", "mpi", "-p", "no:cacheprovider",
+                   f"--junitxml={report}", *(path for path, _ in files), timeout=timeout,
+                   env={**os.environ, SIZES_VARIABLE: told, **QUIET_WAIT})
     said = done.stdout[-3000:] + done.stderr[-3000:]
     assert report.exists(), said
     # a job that failed with every test passed (a crash at exit, say) is the whole run's failure, not one file's
@@ -150,9 +153,14 @@ def self_comm():
 
 
 def sizes_to_test(world_size: int) -> list[int]:
-    """The subcommunicator sizes the collective tests loop over: 1 .. world size, or those A2A_TEST_SIZES names."""
+    """The subcommunicator sizes the collective tests loop over: 1 .. world size, or those A2A_TEST_SIZES names for
+    the running test's file."""
     named = os.environ.get(SIZES_VARIABLE)
-    return [int(p) for p in named.split(",") if int(p) <= world_size] if named else list(range(1, world_size + 1))
+    if not named:
+        return list(range(1, world_size + 1))
+    module = Path(os.environ["PYTEST_CURRENT_TEST"].split("::")[0]).stem
+    sizes = dict(entry.split(":") for entry in named.split())[module]
+    return [int(p) for p in sizes.split(",") if int(p) <= world_size]
 
 
 def subcommunicators(comm):

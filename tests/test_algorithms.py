@@ -20,6 +20,7 @@ from a2a.algos.nodes import split_nodes, virtual_nodes
 from a2a.algos.registry import candidates
 from a2a.algos.schedule import pairs, slots
 from a2a.record.results import read_rows
+from a2a.simulate.capture import capture
 
 # every algorithm that may be chosen, at its defaults (a new built-in is checked with no line here), and
 # the options that change a schedule
@@ -133,8 +134,19 @@ def test_ranks_with_different_dtypes_are_refused(comm):
 
 @pytest.mark.nested
 def test_every_algorithm_above_four_ranks(above_four):
-    """The collective tests above at 5 to 9 ranks (`mpirun -n 4` runs them at 1 to 4)."""
+    """The collective tests above at 5 and 8 ranks (`mpirun -n 4` runs them at 1 to 4)."""
     assert_collective_tests_passed(above_four, __file__)
+
+
+@pytest.mark.parametrize("name,options", [(n, o) for n, o in VARIANTS if n != "onesided"],  # the stand-in has no RMA
+                         ids=[f"{n}{o or ''}" for n, o in VARIANTS if n != "onesided"])
+def test_every_variant_on_five_to_twelve_stand_in_ranks(name, options):
+    """test_matches_mpi_alltoall's schedules at every p from 5 to 12, in process: the capture's stand-in MPI runs the
+    algorithm's own code, moves the data and checks every rank's result. Real MPI runs them at 1 to 4 and at 5 and 8."""
+    for p in range(5, 13):
+        if fits(options, p):
+            for dtype, count in (("int16", 7), ("complex128", 1)):  # the stand-in has no large-message protocol
+                capture(name, options, p, count, dtype)  # raises on a wrong result
 
 
 @pytest.mark.parametrize("send,recv,message", [

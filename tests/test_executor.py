@@ -1,7 +1,7 @@
 """executor=c: every algorithm whose schedule is exact data, run by the C executor, against the library's own exchange.
 
 The `mpi`-marked tests run on every subcommunicator (p = 1 .. the job's size): plain pytest runs them at p = 1,
-`mpirun -n 4 python -m pytest` at p = 1..4, and test_every_exact_algorithm_at_five_to_nine_ranks at p = 5..9.
+`mpirun -n 4 python -m pytest` at p = 1..4, and test_every_exact_algorithm_above_four_ranks at p = 5..9.
 """
 from __future__ import annotations
 
@@ -147,8 +147,8 @@ def test_an_algorithm_in_one_new_file_runs_in_c(comm):
 
 
 @pytest.mark.nested
-def test_every_exact_algorithm_at_five_to_nine_ranks(above_four):
-    """The collective tests above at p = 5 to 9, in the shared 9-rank job (`mpirun -n 4` runs them at 1 to 4): so
+def test_every_exact_algorithm_above_four_ranks(above_four):
+    """The collective tests above at p = 5 to 9, in the shared nested job (`mpirun -n 4` runs them at 1 to 4): so
     every p from 1 to 9, odd ones included, as the issue that brought the executor asks."""
     assert_collective_tests_passed(above_four, __file__)
 

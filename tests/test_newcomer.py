@@ -90,7 +90,7 @@ def test_the_hints_after_a_sweep_run_as_printed(small_sweep, tmp_path, capsys, m
     record = shutil.copytree(small_sweep, tmp_path / "run")
     tune, decide, export = hints(record)
     assert shlex.split(tune)[:7] == ["python", "-m", "bench", "tune", "--nprocs", "2", "--sizes"]
-    main.commands["tune"].make_context("tune", shlex.split(tune)[4:])  # every option one `bench tune` takes
+    main.get_command(None, "tune").make_context("tune", shlex.split(tune)[4:])  # every option one `bench tune` takes
     for line in (decide, export):
         code, out, err = bench_here(capsys, *shlex.split(line)[3:])
         assert code == 0, err
@@ -175,7 +175,7 @@ def test_usage_lists_every_column_of_results_csv_in_order():
 def test_usage_documents_every_option_of_bench_run_with_its_default():
     rows = [line for line in (ROOT / "docs" / "usage.md").read_text().splitlines() if line.startswith("| `--")]
     documented = {option: row for row in rows for option in re.findall(r"--[a-z-]+", row.split(" | ")[0])}
-    run = main.commands["run"]
+    run = main.get_command(None, "run")
     assert set(documented) == {o for p in run.params for o in p.opts + p.secondary_opts if o.startswith("--")}
     for key, default in DEFAULTS.items():
         if default not in ("", (), True):  # no value to state: nothing, an empty list, the flag on
@@ -209,9 +209,9 @@ def documented() -> list[tuple[str, bool, list[str]]]:
 def command_of(words: list[str]) -> tuple[click.Command, str, list[str]]:
     """The `bench` (sub)command the words name, its name and its own arguments (no subcommand: `run`)."""
     command, name = main, "bench"
-    while isinstance(command, click.Group) and words and words[0] in command.commands:
-        command, name, words = command.commands[words[0]], words[0], words[1:]
-    return (main.commands["run"], "run", words) if command is main else (command, name, words)
+    while isinstance(command, click.Group) and words and words[0] in command.list_commands(None):
+        command, name, words = command.get_command(None, words[0]), words[0], words[1:]
+    return (main.get_command(None, "run"), "run", words) if command is main else (command, name, words)
 
 
 @pytest.mark.parametrize("page, typed, words", documented(), ids=lambda v: v if isinstance(v, str) else None)

@@ -39,9 +39,10 @@ def run_two(plans: list, polls: int) -> None:
 
 def nonblocking_cases(p: int) -> list[tuple[type, int]]:
     """Fewer (dtype, count) pairs than the blocking tests' (each runs two plans three times): float32's every count and
-    every other count of the rest up to 4 ranks; above, the large block alone."""
+    every other count of the rest up to 4 ranks; above, where only the schedule's shape is new, an odd count of int16
+    (the large-message protocol's progress is tested at every p to 4, and blocking above)."""
     if p > 4:
-        return cases(p)[-1:]
+        return cases(p)[:1]
     return [(dtype, count) for dtype, count in cases(p) if dtype == np.float32 or count in counts(dtype)[::2]]
 
 
@@ -192,5 +193,5 @@ def test_a_run_that_raises_ends_its_exchange_with_the_error():
 
 @pytest.mark.nested
 def test_every_algorithm_non_blocking_above_four_ranks(above_four):
-    """The collective tests above at 5 to 9 ranks (`mpirun -n 4` runs them at 1 to 4)."""
+    """The collective tests above at 5 and 8 ranks (`mpirun -n 4` runs them at 1 to 4)."""
     assert_collective_tests_passed(above_four, __file__)
