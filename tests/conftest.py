@@ -146,12 +146,17 @@ def apart(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 
 @pytest.fixture(autouse=True)
-def registry_as_found(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test starts with the algorithms the process had before it: the plug-ins a test loads are gone after it,
-    whichever test a worker runs next."""
+def registry_as_found(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each test starts with the algorithms the process had before it: the plug-ins a test loads are gone after it
+    (their files' modules too, so that loading one again registers it again), whichever test a worker runs next."""
+    from a2a.algos.plugins import FILE_MODULES
     from a2a.algos.registry import REGISTRY
 
     monkeypatch.setattr(REGISTRY, "_algorithms", dict(REGISTRY.all()))  # built-ins found first, on the kept table
+    loaded = {name for name in sys.modules if name.startswith(FILE_MODULES)}
+    yield
+    for name in [name for name in sys.modules if name.startswith(FILE_MODULES) and name not in loaded]:
+        del sys.modules[name]
 
 
 @pytest.hookimpl(hookwrapper=True)

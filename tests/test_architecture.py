@@ -110,6 +110,23 @@ def test_each_builtin_file_registers_the_algorithm_it_is_named_after():
             assert kind.factory.__module__ == f"{BUILTIN_PACKAGE}.{name}", (name, kind.factory.__module__)
 
 
+def test_each_command_is_found_in_the_module_its_name_maps_to():
+    """bench.group.COMMANDS, which the command line imports by, names every command's module: importing every
+    module of bench adds no command it lacks, and each command it names is defined where it says."""
+    import importlib
+    import pkgutil
+
+    import bench
+    from bench.group import COMMANDS, main
+
+    for module in pkgutil.iter_modules(bench.__path__):
+        if module.name != "__main__":
+            importlib.import_module(f"bench.{module.name}")
+    assert set(main.commands) == set(COMMANDS)
+    assert {name: command.callback.__module__ for name, command in main.commands.items()} == {
+        name: f"bench.{module}" for name, module in COMMANDS.items()}
+
+
 @pytest.mark.launches
 def test_the_console_script_is_python_m_bench(tmp_path: Path):
     """a2a-bench goes through the same entry: a bad option is one line on one rank, exit 2 on every rank."""

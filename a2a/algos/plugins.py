@@ -9,6 +9,8 @@ from pathlib import Path
 from a2a.algos.registry import REGISTRY
 from a2a.errors import PluginError
 
+FILE_MODULES = "a2a_plugin_"  # the prefix of the module a plug-in file is imported as
+
 
 def load_plugin(source: str | Path) -> list[str]:
     """Import a plug-in from a .py file or a module name; return the names it registered."""
@@ -31,7 +33,7 @@ def _import_file(path: Path, source: str) -> None:
     """Import a plug-in file once; a failed import leaves no module behind, so a retry fails again."""
     if not path.is_file():
         raise PluginError(f"plug-in file {source} does not exist")
-    name = f"a2a_plugin_{path.stem}_{abs(hash(str(path.resolve())))}"
+    name = f"{FILE_MODULES}{path.stem}_{abs(hash(str(path.resolve())))}"
     if name in sys.modules:
         return
     spec = importlib.util.spec_from_file_location(name, path)
