@@ -9,6 +9,7 @@ prints.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import sys
 import tempfile
@@ -27,6 +28,7 @@ import tiers  # noqa: E402
 
 WATCHDOG_SECONDS = float(os.environ.get("A2A_TEST_WATCHDOG", "300"))
 LAUNCHING_FIXTURES = {"small_sweep"}  # session fixtures that launch a job for the first test that needs them
+TIER_MAP = "A2A_TEST_TIER_MAP"  # under pytest-xdist, the file where the workers list each test of tiers.APART
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -37,6 +39,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     tiers.register(config)
+    if getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ[TIER_MAP] = tempfile.mkstemp(prefix="a2a-tiers-", suffix=".json")[1]  # the workers inherit it
     if config.getoption("quick"):
         config.option.markexpr = f"({config.option.markexpr}) and {tiers.QUICK}" if config.option.markexpr \
             else tiers.QUICK
@@ -46,10 +50,20 @@ def pytest_configure(config: pytest.Config) -> None:
         sys.stdout = open(os.devnull, "w")
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if os.environ.get(TIER_MAP) and not os.environ.get("PYTEST_XDIST_WORKER"):
+        Path(os.environ.pop(TIER_MAP)).unlink(missing_ok=True)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:  # a test that asks for a recorded run launches it, if it is the first to ask
         if LAUNCHING_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.launches)
+    if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(TIER_MAP):
+        listed = {item.nodeid: tier for item in items if (tier := tiers.apart_tier(item))}
+        written = f"{os.environ[TIER_MAP]}.{os.getpid()}"
+        Path(written).write_text(json.dumps(listed))
+        os.replace(written, os.environ[TIER_MAP])  # every worker lists the same
     comm = world()
     if comm.size == 1:
         return
@@ -133,11 +147,30 @@ def held(path: Path) -> Iterator[None]:
         yield
 
 
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """pytest-xdist's load scheduling, but the tests of each tier of tiers.APART go to one worker together: one
+    of them at a time is the rule anyway, and a worker waiting on another's tier lock would sit idle."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TiersTogether(LoadScopeScheduling):
+        def schedule(self) -> None:
+            if self.collection is None:  # the workers listed the tiers before their collections reached us
+                self.tier_of = json.loads(Path(os.environ[TIER_MAP]).read_text() or "{}")
+            super().schedule()
+
+        def _split_scope(self, nodeid: str) -> str:
+            return self.tier_of.get(nodeid, nodeid)  # a scope of its own for a test of no such tier
+
+    return TiersTogether(config, log)
+
+
 @pytest.fixture(autouse=True)
 def apart(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Under pytest-xdist, a test of a tier that shares a daemon, namespaces or both cores (tiers.APART) holds that
     tier's lock, so no other worker runs one of that tier beside it."""
-    tier = next((t for t in tiers.APART if request.node.get_closest_marker(t)), None)
+    tier = tiers.apart_tier(request.node)
     if tier is None or not os.environ.get("PYTEST_XDIST_WORKER"):
         yield
         return

@@ -32,6 +32,11 @@ PROGRAMS = {"mpiexec": "launches", "mpirun": "launches", "mpiexec.hydra": "launc
 CURRENT = pytest.StashKey[pytest.Item]()
 
 
+def apart_tier(item: pytest.Item) -> str | None:
+    """The tier of APART the test belongs to, if any."""
+    return next((tier for tier in APART if item.get_closest_marker(tier)), None)
+
+
 def tier_of(argv: list[str]) -> str | None:
     """The tier a command belongs to, or None for one any test may run (a compiler, git, ...)."""
     names = [Path(str(arg)).name for arg in argv]
