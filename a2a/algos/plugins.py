@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import sys
 from pathlib import Path
+from types import CodeType
 
 from a2a.algos.registry import REGISTRY
 from a2a.errors import PluginError
@@ -36,7 +38,7 @@ def _import_file(path: Path, source: str) -> None:
     name = f"{FILE_MODULES}{path.stem}_{abs(hash(str(path.resolve())))}"
     if name in sys.modules:
         return
-    spec = importlib.util.spec_from_file_location(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=FromSource(name, str(path)))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
@@ -44,3 +46,12 @@ def _import_file(path: Path, source: str) -> None:
     except BaseException:
         del sys.modules[name]
         raise
+
+
+class FromSource(importlib.machinery.SourceFileLoader):
+    """A plug-in file's loader that compiles its source every time and keeps no bytecode: a .pyc is trusted by the
+    source's size and mtime in whole seconds, so an edit of the same length within a second would run the old code
+    (and the schedule cache keys an algorithm by the source it ran)."""
+
+    def get_code(self, fullname: str) -> CodeType:
+        return self.source_to_code(self.get_data(self.path), self.path)
