@@ -29,6 +29,7 @@ import tiers  # noqa: E402
 WATCHDOG_SECONDS = float(os.environ.get("A2A_TEST_WATCHDOG", "300"))
 LAUNCHING_FIXTURES = {"small_sweep"}  # session fixtures that launch a job for the first test that needs them
 TIER_MAP = "A2A_TEST_TIER_MAP"  # under pytest-xdist, the file where the workers list each test of tiers.APART
+TIER_LIST = pytest.StashKey[str]()  # that file, on the controller that made it
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -39,8 +40,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     tiers.register(config)
-    if getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER"):
-        os.environ[TIER_MAP] = tempfile.mkstemp(prefix="a2a-tiers-", suffix=".json")[1]  # the workers inherit it
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):  # xdist's controller
+        config.stash[TIER_LIST] = os.environ[TIER_MAP] = tempfile.mkstemp(prefix="a2a-tiers-", suffix=".json")[1]
     if config.getoption("quick"):
         config.option.markexpr = f"({config.option.markexpr}) and {tiers.QUICK}" if config.option.markexpr \
             else tiers.QUICK
@@ -51,15 +52,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if os.environ.get(TIER_MAP) and not os.environ.get("PYTEST_XDIST_WORKER"):
-        Path(os.environ.pop(TIER_MAP)).unlink(missing_ok=True)
+    if TIER_LIST in config.stash:
+        Path(config.stash[TIER_LIST]).unlink(missing_ok=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:  # a test that asks for a recorded run launches it, if it is the first to ask
         if LAUNCHING_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.launches)
-    if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(TIER_MAP):
+    if hasattr(config, "workerinput") and os.environ.get(TIER_MAP):  # an xdist worker (not a pytest it nests)
         listed = {item.nodeid: tier for item in items if (tier := tiers.apart_tier(item))}
         written = f"{os.environ[TIER_MAP]}.{os.getpid()}"
         Path(written).write_text(json.dumps(listed))
