@@ -179,9 +179,13 @@ def test_global_sweep_records_its_mode_and_the_clock(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "(global timing;" in done.stdout
     rows = read_rows(out)
-    assert len(rows) == 4 and {r.timing for r in rows} == {"global"} and all(r.valid for r in rows)
+    assert len(rows) == 4 and {r.timing for r in rows} == {"global"}
+    # beside the suite's other worker a point's ranks may lose their cores in nearly every iteration: the protocol
+    # then refuses to summarise it and says so (test_ranks_sharing_one_core_get_invalid_rows_that_say_why)
+    valid = [r for r in rows if r.valid]
+    assert valid and all("too few to summarise" in r.note for r in rows if not r.valid), [r.note for r in rows]
     samples = read_samples(out)
-    assert all(len(samples[r.key]) == r.iterations > 0 and r.t_min_us > 0 for r in rows)
+    assert all(len(samples[r.key]) == r.iterations > 0 and r.t_min_us > 0 for r in valid)
     clock = json.loads((out / "meta.json").read_text())["by_nprocs"]["2"]["clock"]
     assert 0 <= clock["offset_error_us"] < 1e5 and clock["lead_us"] > 0 and len(clock["drifts"]) == 2
 
