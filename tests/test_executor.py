@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import ROOT, assert_collective_tests_passed, launch_command, subcommunicators
+from support import ROOT, assert_collective_tests_passed, launch_command, sizes_to_test, subcommunicators
 
 import a2a
 from a2a.algos.executor import C, executor_library, library_path, parsed
@@ -168,6 +168,33 @@ def test_a_schedule_that_is_not_exact_data_runs_in_python_and_says_so(comm):
             plan()
         assert np.array_equal(got, reference(sub, send))
         assert plan.executor == "python" and "executor=c unavailable" in plan.note and "Waitany" in plan.note
+
+
+@pytest.mark.mpi
+def test_a_plan_finds_its_nodes_once_per_group(comm, monkeypatch):
+    """Each plan runs on a duplicate of its own: what the executor learns of the nodes is kept by the group, found
+    in one collective pass the first time it is met, read again after (a duplicate's too); the same ranks in
+    another order are another group."""
+    from mpi4py import MPI
+
+    from a2a.algos import executor
+
+    passes, found = [], executor._node_facts
+    monkeypatch.setattr(executor, "_node_facts", lambda c: passes.append(c.size) or found(c))
+    kept = MPI.COMM_SELF.Get_attr(executor._node_facts_key())
+    MPI.COMM_SELF.Set_attr(executor._node_facts_key(), {})  # none known yet
+    try:
+        for p, sub in subcommunicators(comm):
+            if sub is None:
+                continue
+            duplicate, reordered = sub.Dup(), sub.Split(0, -sub.rank)
+            assert executor._per_node(sub)[1] == executor._per_node(duplicate)[1] == [list(range(p))]
+            executor._per_node(reordered)
+            duplicate.Free()
+            reordered.Free()
+    finally:
+        MPI.COMM_SELF.Set_attr(executor._node_facts_key(), kept or {})
+    assert passes == [n for p in sizes_to_test(comm.size) if comm.rank < p for n in ([p, p] if p > 1 else [p])]
 
 
 def schedule_text(name: str = "bruck", p: int = 5) -> str:

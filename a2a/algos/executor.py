@@ -75,10 +75,54 @@ def executor_library(comm: Any) -> ctypes.CDLL:
     return _per_node(comm)[0]
 
 
+@functools.cache
+def _node_facts_key() -> int:
+    """The attribute of MPI.COMM_SELF that keeps what _node_facts found, by the group it was found on."""
+    from mpi4py import MPI
+
+    return MPI.Comm.Create_keyval()
+
+
 def _per_node(comm: Any) -> tuple[ctypes.CDLL, list[list[int]]]:
-    """The executor library, built by the first rank of each node, and the ranks of each node, in one pass over
-    the node's communicator (collective on `comm`); ExecutorUnavailable, alike on a node's ranks, where it cannot be
-    built."""
+    """The executor library, built by the first rank of each node, and the ranks of each node (collective on `comm`
+    the first time its group is met: every plan has a duplicate of its own, and the facts depend on the group
+    only); ExecutorUnavailable, alike on a node's ranks, where it cannot be built."""
+    from mpi4py import MPI
+
+    known = MPI.COMM_SELF.Get_attr(_node_facts_key())
+    if known is None:
+        known = {}
+        MPI.COMM_SELF.Set_attr(_node_facts_key(), known)
+    group = _world_ranks(comm)
+    facts = known.get(group) if group else None
+    if facts is None:
+        facts = _node_facts(comm)
+        if group:  # every rank of the group met it here together: each keeps it alike
+            known[group] = facts
+    found, problem, nodes = facts
+    if found is None:
+        raise ExecutorUnavailable(problem)
+    return loaded(found, MPI._sizeof(MPI.Comm)), nodes
+
+
+def _world_ranks(comm: Any) -> tuple[int, ...] | None:
+    """The ranks in MPI.COMM_WORLD of `comm`'s ranks, or None where some are not there (spawned, connected)."""
+    from mpi4py import MPI
+
+    if comm.Is_inter():
+        return None
+    mine, world = comm.Get_group(), MPI.COMM_WORLD.Get_group()
+    try:
+        ranks = MPI.Group.Translate_ranks(mine, list(range(mine.Get_size())), world)
+    finally:
+        mine.Free()
+        world.Free()
+    return None if MPI.UNDEFINED in ranks else tuple(ranks)
+
+
+def _node_facts(comm: Any) -> tuple[str | None, str, list[list[int]]]:
+    """(the executor library's path or None, why not, the ranks of each node), one pass over the node's
+    communicator (collective on `comm`)."""
     from mpi4py import MPI
 
     local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
@@ -92,10 +136,7 @@ def _per_node(comm: Any) -> tuple[ctypes.CDLL, list[list[int]]]:
         found, problem, leader = local.bcast(said, root=0)
     finally:
         local.Free()
-    nodes = grouped(comm.allgather(leader))
-    if found is None:
-        raise ExecutorUnavailable(problem)
-    return loaded(found, MPI._sizeof(MPI.Comm)), nodes
+    return found, problem, grouped(comm.allgather(leader))
 
 
 def parsed(lib: ctypes.CDLL, text: str) -> ctypes.c_void_p:
