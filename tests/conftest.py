@@ -28,8 +28,8 @@ import tiers  # noqa: E402
 
 WATCHDOG_SECONDS = float(os.environ.get("A2A_TEST_WATCHDOG", "300"))
 LAUNCHING_FIXTURES = {"small_sweep"}  # session fixtures that launch a job for the first test that needs them
-TIER_MAP = "A2A_TEST_TIER_MAP"  # under pytest-xdist, the file where the workers list each test of tiers.APART
-TIER_LIST = pytest.StashKey[str]()  # that file, on the controller that made it
+GROUP_MAP = "A2A_TEST_GROUP_MAP"  # under pytest-xdist, the file where the workers list the tests run together
+GROUP_LIST = pytest.StashKey[str]()  # that file, on the controller that made it
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -41,7 +41,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     tiers.register(config)
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):  # xdist's controller
-        config.stash[TIER_LIST] = os.environ[TIER_MAP] = tempfile.mkstemp(prefix="a2a-tiers-", suffix=".json")[1]
+        config.stash[GROUP_LIST] = os.environ[GROUP_MAP] = tempfile.mkstemp(prefix="a2a-groups-", suffix=".json")[1]
     if config.getoption("quick"):
         config.option.markexpr = f"({config.option.markexpr}) and {tiers.QUICK}" if config.option.markexpr \
             else tiers.QUICK
@@ -52,19 +52,19 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if TIER_LIST in config.stash:
-        Path(config.stash[TIER_LIST]).unlink(missing_ok=True)
+    if GROUP_LIST in config.stash:
+        Path(config.stash[GROUP_LIST]).unlink(missing_ok=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:  # a test that asks for a recorded run launches it, if it is the first to ask
         if LAUNCHING_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.launches)
-    if hasattr(config, "workerinput") and os.environ.get(TIER_MAP):  # an xdist worker (not a pytest it nests)
-        listed = {item.nodeid: tier for item in items if (tier := tiers.apart_tier(item))}
-        written = f"{os.environ[TIER_MAP]}.{os.getpid()}"
+    if hasattr(config, "workerinput") and os.environ.get(GROUP_MAP):  # an xdist worker (not a pytest it nests)
+        listed = {item.nodeid: group for item in items if (group := run_together(item))}
+        written = f"{os.environ[GROUP_MAP]}.{os.getpid()}"
         Path(written).write_text(json.dumps(listed))
-        os.replace(written, os.environ[TIER_MAP])  # every worker lists the same
+        os.replace(written, os.environ[GROUP_MAP])  # every worker lists the same
     comm = world()
     if comm.size == 1:
         return
@@ -148,23 +148,32 @@ def held(path: Path) -> Iterator[None]:
         yield
 
 
+def run_together(item: pytest.Item) -> str | None:
+    """The group a test goes to a worker with, if any: its tier of tiers.APART (one of them at a time is the rule
+    anyway, and a worker waiting on another's tier lock would sit idle), else its file's tests that share a
+    module-scoped fixture (a worker makes it once for the tests it runs: a plotted record, a built program)."""
+    if tier := tiers.apart_tier(item):
+        return tier
+    fixtures = item._fixtureinfo.name2fixturedefs.values()  # type: ignore[attr-defined]
+    return item.nodeid.split("::")[0] if any(defs[-1].scope == "module" for defs in fixtures) else None
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """pytest-xdist's load scheduling, but the tests of each tier of tiers.APART go to one worker together: one
-    of them at a time is the rule anyway, and a worker waiting on another's tier lock would sit idle."""
+    """pytest-xdist's load scheduling, but each group of run_together goes to one worker."""
     if config.getvalue("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    class TiersTogether(LoadScopeScheduling):
+    class GroupsTogether(LoadScopeScheduling):
         def schedule(self) -> None:
-            if self.collection is None:  # the workers listed the tiers before their collections reached us
-                self.tier_of = json.loads(Path(os.environ[TIER_MAP]).read_text() or "{}")
+            if self.collection is None:  # the workers listed the groups before their collections reached us
+                self.group_of = json.loads(Path(os.environ[GROUP_MAP]).read_text() or "{}")
             super().schedule()
 
         def _split_scope(self, nodeid: str) -> str:
-            return self.tier_of.get(nodeid, nodeid)  # a scope of its own for a test of no such tier
+            return self.group_of.get(nodeid, nodeid)  # a scope of its own for a test of no group
 
-    return TiersTogether(config, log)
+    return GroupsTogether(config, log)
 
 
 @pytest.fixture(autouse=True)

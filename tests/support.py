@@ -174,7 +174,7 @@ def subcommunicators(comm):
         yield p, (sub if sub != MPI.COMM_NULL else None)
         if sub != MPI.COMM_NULL:
             sub.Free()
-        idle_barrier(comm)
+        idle_barrier(comm, poll=0.001)  # asleep, but not 5 ms at a time: a test crosses it once per size
 
 
 def shared_path(comm, tmp_path: Path, name: str, document) -> str:
