@@ -15,7 +15,8 @@ from a2a.mpi import clean_launcher_env, launcher_flags, mpi_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES_VARIABLE = "A2A_TEST_SIZES"  # a nested run's sizes per test file, "test_a:5,8 test_b:5,6,7"
-# oversubscribed MPICH ranks wait asleep instead of spinning (as the Makefile's test-mpi): about half the time
+# oversubscribed MPICH ranks wait asleep instead of spinning (as the Makefile's test-mpi); given after the launcher's
+# variables are cleaned out, since MPIR_CVAR_ ones are among them
 QUIET_WAIT = {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"}
 
 
@@ -47,17 +48,24 @@ def launch_command(n: int, *program: str, cores: str | None = None) -> list[str]
 
 
 def mpiexec(n: int, *args: str, timeout: float = 300, env: dict[str, str] | None = None,
-            cwd: Path | str = ROOT, cores: str | None = None) -> subprocess.CompletedProcess:
-    """Run `mpiexec -n N python ARGS...` with a clean launcher environment; capture its output."""
-    return subprocess.run(launch_command(n, sys.executable, *args, cores=cores), env=clean_launcher_env(env),
+            cwd: Path | str = ROOT, cores: str | None = None, asleep: bool = False) -> subprocess.CompletedProcess:
+    """Run `mpiexec -n N python ARGS...` with a clean launcher environment (ranks waiting asleep if `asleep`);
+    capture its output."""
+    return subprocess.run(launch_command(n, sys.executable, *args, cores=cores), env=cleaned(env, asleep),
                           cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
 def python(*args: str, timeout: float = 120, env: dict[str, str] | None = None,
-           cwd: Path | str = ROOT) -> subprocess.CompletedProcess:
-    """Run `python ARGS...` as a separate (singleton MPI) process; capture its output."""
-    return subprocess.run([sys.executable, *args], env=clean_launcher_env(env), cwd=cwd,
+           cwd: Path | str = ROOT, asleep: bool = False) -> subprocess.CompletedProcess:
+    """Run `python ARGS...` as a separate (singleton MPI) process (the ranks it launches waiting asleep if `asleep`);
+    capture its output."""
+    return subprocess.run([sys.executable, *args], env=cleaned(env, asleep), cwd=cwd,
                           capture_output=True, text=True, timeout=timeout)
+
+
+def cleaned(env: dict[str, str] | None, asleep: bool) -> dict[str, str]:
+    """`env` (default: this one) less what a launcher set, plus QUIET_WAIT if `asleep`."""
+    return {**clean_launcher_env(env), **(QUIET_WAIT if asleep else {})}
 
 
 def bench(n: int, *args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -108,7 +116,7 @@ def collective_tests(files: tuple[tuple[str, tuple[int, ...]], ...], out: Path, 
     told = " ".join(f"{Path(path).stem}:{','.join(map(str, sizes))}" for path, sizes in files)
     done = mpiexec(max(max(sizes) for _, sizes in files), "-m", "pytest", "-q", "-m", "mpi", "-p", "no:cacheprovider",
                    f"--junitxml={report}", *(path for path, _ in files), timeout=timeout,
-                   env={**os.environ, SIZES_VARIABLE: told, **QUIET_WAIT})
+                   env={**os.environ, SIZES_VARIABLE: told}, asleep=True)
     said = done.stdout[-3000:] + done.stderr[-3000:]
     assert report.exists(), said
     # a job that failed with every test passed (a crash at exit, say) is the whole run's failure, not one file's
