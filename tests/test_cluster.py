@@ -99,7 +99,8 @@ def netns():
 
 def bench(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """`python -m bench ARGS` in a fresh process; ranks on the cluster wait asleep (`cluster run` passes MPICH's
-    MPIR_CVAR_ variables on): spinning on their TCP sockets they took 44 s of system time in one 28 s test."""
+    MPIR_CVAR_ variables on) rather than spin on their TCP sockets in system time the other worker could use
+    (docs/findings/test-suite-time.md, fifth pass)."""
     return python("-m", "bench", *args, timeout=timeout, asleep=True)
 
 
