@@ -184,7 +184,7 @@ def test_a_plan_finds_its_nodes_once_per_group(comm, monkeypatch):
     kept = MPI.COMM_SELF.Get_attr(executor._node_facts_key())
     MPI.COMM_SELF.Set_attr(executor._node_facts_key(), {})  # none known yet
     try:
-        for p, sub in subcommunicators(comm):
+        for _p, sub in subcommunicators(comm):
             if sub is None:
                 continue
             duplicate, reordered = sub.Dup(), sub.Split(0, -sub.rank)
