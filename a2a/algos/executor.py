@@ -94,11 +94,9 @@ def _per_node(comm: Any) -> tuple[ctypes.CDLL, list[list[int]]]:
         known = {}
         MPI.COMM_SELF.Set_attr(_node_facts_key(), known)
     group = _world_ranks(comm)
-    facts = known.get(group) if group else None
-    if facts is None:
-        facts = _node_facts(comm)
-        if group:  # every rank of the group met it here together: each keeps it alike
-            known[group] = facts
+    facts = known.get(group) or _node_facts(comm)
+    if group is not None:  # every rank of the group met it here together: each keeps it alike
+        known[group] = facts
     found, problem, nodes = facts
     if found is None:
         raise ExecutorUnavailable(problem)
