@@ -85,6 +85,17 @@ def test_insignificant_difference_is_a_tie_won_by_the_simpler_algorithm(tmp_path
     assert strict["algorithm"] == strict["candidates"][0]["algorithm"] and not strict["tie"]
 
 
+def test_a_tie_never_reaches_past_a_point_that_is_significantly_slower(tmp_path):
+    """throttled's samples rank with bine's but one stall puts its mean far behind native's: the tie stops at
+    native, so the cell keeps bine and never deploys what is slower than the library by the metric itself."""
+    run = record(tmp_path / "run", {(4, 512): {("native", ""): 80, ("bine", ""): 50, ("throttled", "window=2"): 50}},
+                 stall_at={(4, 512, "throttled"): 1})
+    cell = decide.decide([run])["tables"][0]["ranges"][0]["cells"][0]
+    assert [c["algorithm"] for c in cell["candidates"]] == ["bine", "native", "throttled"]
+    assert (cell["algorithm"], cell["tie"], cell["tied_with"]) == ("bine", False, [])
+    assert cell["speedup_vs_native"] == pytest.approx(80 / 50, rel=0.05)
+
+
 def test_metric_decides_whether_stalls_count(tmp_path):
     points = {(4, 4096): {("pairwise", "schedule=shift"): 100, ("throttled", "window=8"): 150}}
     run = record(tmp_path / "run", points, stall_at={(4, 4096, "pairwise"): 1})

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from itertools import takewhile
 from pathlib import Path
 from typing import Any
 
@@ -210,10 +211,11 @@ def decision_cell(bytes_per_peer: int, ranked: list[tuple[str, str, float]], cho
 
 
 def decide_cell(points: list[Candidate], metric: str, alpha: float) -> dict[str, Any]:
-    """Choose among a cell's points: the fastest, or a preferred one not significantly slower."""
+    """Choose among a cell's points: the fastest, or a preferred one not significantly slower and ahead, by the
+    metric, of every point that is (the rank test can tie a point whose stalls put its mean behind native's)."""
     ranked = sorted(points, key=lambda p: (p.value_us(metric), preference(p.algorithm, p.options)))
     best = ranked[0]
-    tied = [p for p in ranked if p is best or _tied(best, p, alpha)]
+    tied = list(takewhile(lambda p: p is best or _tied(best, p, alpha), ranked))
     choice = min(tied, key=lambda p: preference(p.algorithm, p.options))
     cell = decision_cell(choice.bytes_per_peer, [(p.algorithm, p.options, p.value_us(metric)) for p in ranked],
                          ranked.index(choice), len(choice.samples),
