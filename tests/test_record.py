@@ -3,7 +3,9 @@ between a point's samples and its row."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 
 import mpi4py
 import pytest
@@ -11,6 +13,7 @@ from support import bench, bench_here, mpi_library
 
 from a2a.measure.driver import Context, set_thread_level
 from a2a.mpi import LOCAL_SIZE_VARIABLES
+from a2a.record.meta import git_commit
 from a2a.record.results import KILL_BEFORE_ROW, read_rows, read_samples
 from a2a.sweep.config import SweepConfig
 from a2a.sweep.grid import Point, points
@@ -147,3 +150,25 @@ def test_a_point_and_its_row_have_one_key():
     assert len(made) == 4 and all(isinstance(p, Point) for p in made)
     for point in made:
         assert point.key == point.row(context.nnodes, context.ppn).key
+
+
+def test_the_commit_is_read_without_writing_the_index(tmp_path):
+    """A checkout whose index is stale (a file touched, not changed) would have `git status` rewrite the index
+    under its lock; a run killed then leaves index.lock and the user's next commit fails. The record reads it
+    all the same, and leaves the index as it found it."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              check=True, capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "f").write_text("a")
+    git("add", "f")
+    git("commit", "-qm", "a")
+    index = tmp_path / ".git" / "index"
+    os.utime(tmp_path / "f", ns=(index.stat().st_mtime_ns + 2_000_000_000,) * 2)  # stale in the index's eyes
+    before = index.stat()
+    assert git_commit(tmp_path) == git("rev-parse", "HEAD")
+    after = index.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    (tmp_path / "f").write_text("b")
+    assert git_commit(tmp_path) == git("rev-parse", "HEAD") + "+dirty"

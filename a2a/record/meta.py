@@ -29,14 +29,15 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def git_commit() -> str | None:
-    """The project's commit (with '+dirty' for local changes), when it is a git checkout."""
-    here = Path(__file__).resolve().parent.parent.parent
+def git_commit(here: Path = Path(__file__).resolve().parent.parent.parent) -> str | None:
+    """The commit of the checkout `here` (default: the project's), with '+dirty' for local changes, when it is one.
+    Read without the index lock: a run killed mid-read (a timeout, a job's abort) must not leave the user's
+    checkout locked."""
     try:
         commit = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True,
                                 text=True, timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "--no-optional-locks", "-C", str(here), "status", "--porcelain",
+                                "--untracked-files=no"], capture_output=True, text=True, timeout=5).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return (commit + ("+dirty" if dirty else "")) or None
