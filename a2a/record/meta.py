@@ -22,6 +22,7 @@ BACKENDS = {"mpi": "bench run", "simgrid": "bench simulate"}  # backend -> the c
 # What each launch records of its backend's facts in `launches`, besides its command, commit, status and points
 LAUNCH_FACTS = ("mpi_library", "mpi_thread_level", "world_size", "hosts", "slurm_job_id", "simgrid", "progress")
 RUNNING = "running"
+PROJECT = Path(__file__).resolve().parent.parent.parent  # the checkout whose commit a record names
 
 
 def now() -> str:
@@ -29,7 +30,7 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def git_commit(here: Path = Path(__file__).resolve().parent.parent.parent) -> str | None:
+def git_commit(here: Path = PROJECT) -> str | None:
     """The commit of the checkout `here` (default: the project's), with '+dirty' for local changes, when it is one.
     Read without the index lock: a run killed mid-read (a timeout, a job's abort) must not leave the user's
     checkout locked."""
