@@ -1,14 +1,12 @@
-"""`bench decide`, `export`, `deploy`, `compare` and `validate`: choosing, applying and checking what was measured."""
+"""`bench decide`, `export`, `compare` and `validate`: choosing, applying and checking what was measured."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import click
 
-from a2a.algos.executor import preload_library
 from a2a.analysis import decide as decision
 from a2a.analysis.compare import compared
-from a2a.analysis.export.deploy import deploy as deployed
 from a2a.analysis.export.formats import export_report, formats
 from a2a.analysis.validate import render_validation
 from a2a.analysis.validate import validate as validate_records
@@ -49,38 +47,6 @@ def export(table: str, fmt: str, output: str | None, libmpi: str | None, env_onl
     for line in said:
         click.echo(line, err=True)
     click.echo(text)
-
-
-@main.command("deploy")
-@click.argument("decisions", nargs=-1, type=click.Path(exists=True))
-@click.option("--nprocs", default="", help="Process counts to serve, e.g. 2,4,8  [default: the decisions']")
-@click.option("--ranks-per-node", type=int, default=0, show_default=True,
-              help="Ranks per node of the jobs to serve (block placement); 0: all on one node.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), default="deploy.a2a", show_default=True)
-@click.option("--library", is_flag=True, help="Print the path of liba2a.so (building it) and exit.")
-def deploy(decisions: tuple[str, ...], nprocs: str, ranks_per_node: int, output: str, library: bool) -> None:
-    """Write a deploy file: the decisions' schedules for the PMPI library to run inside any MPI program.
-
-    DECISIONS are decision.json files (bench decide -o) or results directories, e.g. one for alltoall and one for
-    alltoallv. Run a program with it: mpiexec -n 4 env LD_PRELOAD=$(python -m bench deploy --library)
-    A2A_DEPLOY=deploy.a2a ./program
-    """
-    if library:
-        click.echo(preload_library())
-        return
-    if not decisions:
-        raise click.UsageError("give a decision.json or a results directory (or --library)")
-    counts = [parse_count(n) for n in nprocs.split(",") if n.strip()]
-    for line in deployed([Path(d) for d in decisions], counts, ranks_per_node, Path(output)):
-        click.echo(line)
-
-
-def parse_count(text: str) -> int:
-    """One process count of --nprocs."""
-    if not text.strip().isdigit() or int(text) < 1:
-        raise click.BadParameter(f"{text!r} is not a process count (accepted: whole numbers >= 1, e.g. 2,4,8)",
-                                 param_hint="--nprocs")
-    return int(text)
 
 
 @main.command("compare")

@@ -11,7 +11,7 @@ from a2a.mpi import launcher_rank
 # Each command's module (bench.MODULE), imported only when the command is named or listed: a rank of
 # `mpirun -n 128 python -m bench run` loads run's code, not the simulator's, the plots' or the cluster's.
 COMMANDS = {
-    "run": "run", "list": "show", "show": "show", "decide": "decide", "export": "decide", "deploy": "decide",
+    "run": "run", "list": "show", "show": "show", "decide": "decide", "export": "decide", "deploy": "deploy",
     "compare": "decide", "validate": "decide", "tune": "tune", "plot": "plot", "simulate": "simulate",
     "model": "model", "overhead": "overhead", "harness": "harness", "topology-study": "topology",
     "cluster": "cluster", "seed-repro": "cluster", "slurm": "slurm_cmd",

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The deploy loop on the project's own program (a2a/workflows/c/transpose_sort.c, a 2-D FFT transpose and a sample
+# The deploy loop on the project's own program (a2a/deploy/c/transpose_sort.c, a 2-D FFT transpose and a sample
 # sort): run it, record what it exchanges, race every algorithm on exactly those calls, deploy the winners, and run
 # it again with them inside. Usage, from the repository root after `make install`:
 #   examples/deploy_loop.sh [DIR]        (default results/deploy-loop; NP ranks, default 4; ITERATIONS, default 10;
@@ -8,7 +8,7 @@ set -euo pipefail
 dir=${1:-results/deploy-loop}
 np=${NP:-4}
 bin=${VENV:-.venv}/bin
-program=$("$bin/python" -c "from a2a.workflows.transpose_sort import transpose_sort; print(transpose_sort())")
+program=$("$bin/python" -c "from a2a.deploy.transpose_sort import transpose_sort; print(transpose_sort())")
 lib=$("$bin/python" -m bench deploy --library)
 read -r -a flags <<<"$("$bin/python" -c 'from a2a.mpi import launcher_flags, mpi_tool; print(*launcher_flags(mpi_tool("mpiexec")))')"
 launch=("$bin/mpiexec" "${flags[@]}" -n "$np")
@@ -42,7 +42,7 @@ say "time in the all-to-all calls, us per iteration (before -> after)"
 import sys
 from pathlib import Path
 
-from a2a.workflows.transpose_sort import phase_times
+from a2a.deploy.transpose_sort import phase_times
 
 before, after = (phase_times(Path(sys.argv[1], name).read_text()) for name in ("before.txt", "after.txt"))
 for phase, (_, calls) in before.items():

@@ -20,10 +20,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import a2a  # noqa: E402
-from a2a.algos.events import Collective, Send, collectives, traffic  # noqa: E402
-from a2a.algos.mpi_module import replaced_mpi  # noqa: E402
 from a2a.algos.nodes import node_groups  # noqa: E402
 from a2a.errors import A2AError  # noqa: E402
+from a2a.schedules.events import Collective, Send, collectives, traffic  # noqa: E402
+from a2a.schedules.mpi_module import replaced_mpi  # noqa: E402
 from a2a.simulate.capture import capture, stepped  # noqa: E402
 
 

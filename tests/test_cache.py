@@ -9,9 +9,9 @@ import pytest
 from mpi4py import MPI
 from support import assert_refused_before_measuring, mpiexec
 
-from a2a.algos.pattern import send_pattern
 from a2a.measure.cache import PAGE, RING_OVER_CACHE, buffer_sets, cycling, last_level_cache
 from a2a.record.results import read_rows, read_samples
+from a2a.sweep.pattern import send_pattern
 
 
 def fake_caches(root, *caches):

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from support import bench_here, needs_simgrid
 
-from a2a.algos.events import Schedule
 from a2a.errors import BadConfig
+from a2a.schedules.events import Schedule
 from a2a.simulate import schedule_cache, simgrid, traces
 from a2a.simulate.capture import capture, capture_unit, stepped
 
@@ -69,7 +69,7 @@ def test_a_stored_schedule_reads_back_event_for_event(name):
 def test_every_event_class_is_in_the_table_with_each_of_its_fields():
     from dataclasses import fields
 
-    from a2a.algos import events
+    from a2a.schedules import events
 
     for kind, (cls, hows) in schedule_cache.EVENTS.items():
         assert cls.kind == kind and len(fields(cls)) == len(hows)

@@ -11,12 +11,12 @@ from capture_check import mismatches
 from support import ROOT, mpiexec
 
 import a2a
-from a2a.algos import world
-from a2a.algos.bytemaps import Datatype, whole_blocks
-from a2a.algos.events import Posts, collectives, copied, traffic
 from a2a.algos.registry import REGISTRY, register
 from a2a.algos.schedule import Among, Phases
 from a2a.errors import CaptureError
+from a2a.schedules import world
+from a2a.schedules.bytemaps import Datatype, whole_blocks
+from a2a.schedules.events import Posts, collectives, copied, traffic
 from a2a.simulate import capture as capture_module
 from a2a.simulate.capture import capture, capture_scaled, capture_unit, digests, stepped
 

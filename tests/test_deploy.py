@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from support import ROOT, bench_here, launch_command
 
-from a2a.algos.executor import preload_library
 from a2a.algos.registry import algorithms
-from a2a.analysis.export.deploy import Deployment, deployment, this_library
+from a2a.deploy.file import Deployment, deployment, this_library
+from a2a.deploy.library import preload_library
 from a2a.mpi import clean_launcher_env, mpi_tool
 from a2a.record.decision import write_decision
 

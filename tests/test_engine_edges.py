@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from support import needs_mpich, self_comm
 
-from a2a.algos.engine import EngineComm, Progression
-from a2a.algos.plan import prepare
 from a2a.algos.registry import Algorithm, Kind
+from a2a.execute.engine import EngineComm, Progression
+from a2a.execute.planning import prepare
 
 
 def nonblocking(factory, send=None, recv=None):

@@ -13,12 +13,12 @@ import pytest
 from support import ROOT, assert_collective_tests_passed, launch_command, sizes_to_test, subcommunicators
 
 import a2a
-from a2a.algos.executor import C, executor_library, library_path, parsed
 from a2a.algos.plugins import load_plugin
-from a2a.algos.program import ScheduleFileError, checksum, dumps, loads, read, write
 from a2a.algos.registry import get
-from a2a.algos.tracer import NotExact, traced
+from a2a.execute.executor import C, executor_library, library_path, parsed
 from a2a.mpi import clean_launcher_env, mpi_tool
+from a2a.schedules.program import ScheduleFileError, checksum, dumps, loads, read, write
+from a2a.schedules.tracer import NotExact, traced
 
 NOT_EXACT = ("native", "auto", "onesided")  # the library's own, a choice among others, RMA (no messages to trace)
 EXACT = [name for name in a2a.algorithms("alltoall") if "executor" in get(name).options]
@@ -177,7 +177,7 @@ def test_a_plan_finds_its_nodes_once_per_group(comm, monkeypatch):
     another order are another group."""
     from mpi4py import MPI
 
-    from a2a.algos import executor
+    from a2a.execute import executor
 
     passes, found = [], executor._node_facts
     monkeypatch.setattr(executor, "_node_facts", lambda c: passes.append(c.size) or found(c))

@@ -12,7 +12,7 @@ from test_alltoallv import VARIANTS as V_VARIANTS
 from test_alltoallv import buffers, workload_counts
 
 import a2a
-from a2a.algos.engine import Progression
+from a2a.execute.engine import Progression
 
 NATIVE_FORMS = [("native", {"form": form}) for form in ("nonblocking", "persistent")]
 

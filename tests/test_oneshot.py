@@ -97,7 +97,7 @@ class Counting:
 
 def caller_counting(comm):
     """The communicator's one-shot Caller (made by a first call), its digests counted from now on."""
-    from a2a.algos.oneshot import caller_of
+    from a2a.execute.oneshot import caller_of
 
     caller = caller_of(comm)
     caller.agreeing = Counting(caller.agreeing)
@@ -160,7 +160,7 @@ def test_two_exchanges_on_one_cached_plan_into_two_buffers_both_complete_right(c
 
 @pytest.mark.mpi
 def test_the_cache_keeps_its_stated_number_of_plans(comm):
-    from a2a.algos.oneshot import CACHE_PLANS, caller_of
+    from a2a.execute.oneshot import CACHE_PLANS, caller_of
 
     for count in range(1, CACHE_PLANS + 5):
         send = np.arange(count * comm.size, dtype=np.int32) + comm.rank

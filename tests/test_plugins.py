@@ -86,3 +86,26 @@ def test_failure_on_one_rank_ends_the_whole_job_quickly(tmp_path):
     assert done.returncode != 0
     assert "broken plug-in: rank 1 fails on purpose" in done.stderr
     assert elapsed < 30, f"the job took {elapsed:.0f} s to end"
+
+
+@pytest.mark.mpi
+def test_a_plugin_written_for_the_old_layout_loads_and_runs():
+    """The names a plug-in imported from a2a.algos before the schedules and execute wings (a2a.register,
+    a2a.algos.registry, .buffers, .cost, .plan, .prebuilt, .schedule) still serve: its algorithms load, plan, run
+    (in C where the schedule is exact data) and give MPI's answer."""
+    from mpi4py import MPI
+
+    assert a2a.load_plugin(ROOT / "tests" / "plugins" / "old_layout.py") == ["old_layout_copy", "old_layout_pairwise"]
+    comm = MPI.COMM_WORLD
+    p, r = comm.size, comm.rank
+    send = np.arange(p * 3, dtype=np.int64) + 100 * r
+    expected, got = np.empty_like(send), np.empty_like(send)
+    comm.Alltoall(send, expected)
+    for executor in ("python", "c"):
+        got[:] = -1
+        with a2a.get("old_layout_pairwise").plan(comm, send, got, executor=executor) as plan:
+            plan()
+            assert plan.executor == executor or "unavailable" in plan.note
+        assert np.array_equal(got, expected), executor
+    a2a.alltoall(MPI.COMM_SELF, send, got, "old_layout_copy")
+    assert np.array_equal(got, send)

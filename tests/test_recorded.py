@@ -14,13 +14,13 @@ from support import assert_refused_here, bench, bench_here
 
 import a2a
 from a2a.analysis.decide import decide, decided
+from a2a.deploy.recorded import read_record
 from a2a.errors import BadConfig
 from a2a.measure.traffic import traffic_of
 from a2a.record.results import Recorder, read_rows, write_meta
 from a2a.simulate.machine import simulated_variants
 from a2a.sweep.config import SweepConfig, from_options
 from a2a.sweep.grid import points
-from a2a.sweep.recorded import read_record
 
 UNEVEN = [[0, 5, 3, 2], [1, 0, 4, 4], [2, 2, 2, 2], [9, 0, 0, 1]]
 

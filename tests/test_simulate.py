@@ -16,10 +16,10 @@ from support import bench_here, needs_simgrid, python
 
 import a2a
 from a2a import fabric
-from a2a.algos import world
-from a2a.algos.events import Burst, Collective, Copy, Irecv, Isend, Recv, Send, Sendrecvs, Wait, unpacked
 from a2a.errors import BadConfig, BadOption
 from a2a.record.results import Recorder, Row
+from a2a.schedules import world
+from a2a.schedules.events import Burst, Collective, Copy, Irecv, Isend, Recv, Send, Sendrecvs, Wait, unpacked
 from a2a.simulate import capture as capture_module
 from a2a.simulate import platforms, replay, simgrid, traces
 from a2a.simulate.calibrate import message_cost

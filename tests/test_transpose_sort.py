@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from support import launch_command
 
+from a2a.deploy.transpose_sort import FLAGS, SOURCE, phase_times, transpose_sort
 from a2a.errors import BadConfig, HarnessError
 from a2a.kept import cache_home, compiled, compiled_path
 from a2a.mpi import clean_launcher_env
-from a2a.workflows.transpose_sort import FLAGS, SOURCE, phase_times, transpose_sort
 
 
 def run(n: int, *options: str) -> subprocess.CompletedProcess:

@@ -6,7 +6,7 @@ datatype]` specs with a predefined datatype, `array.array`, `bytearray`, `memory
 GPU arrays, object dtypes, non-contiguous arrays, derived datatypes. Every dtype of a fixed size
 travels: numbers as MPI's own types, anything else (strings, records) as bytes.
 
-Each rank checks its own call here; a2a.algos.agreement then makes every rank raise alike.
+Each rank checks its own call here; a2a.execute.agreement then makes every rank raise alike.
 """
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ def options_of(factory: Callable[..., Any], limits: dict[str, Limit], name: str)
     return options
 
 
-# executor=c|python: every algorithm whose schedule is exact data has it (a2a.algos.executor)
+# executor=c|python: every algorithm whose schedule is exact data has it (a2a.execute.executor)
 EXECUTOR = "executor"
 EXECUTOR_OPTION = Option(EXECUTOR, "c", (lambda s: s in ("c", "python"),
                                          "c (its schedule as data, run by the C executor) or python (its own code)"))

@@ -26,7 +26,7 @@ from typing import Any, Callable, Hashable, Iterator
 from a2a.algos.buffers import alltoall_call, alltoallv_call
 from a2a.algos.cost import Formula, MatrixCost, Traffic
 from a2a.algos.options import EXECUTOR, EXECUTOR_OPTION, Limit, Option, defaults_text, options_of
-from a2a.algos.plan import Plan, planned
+from a2a.algos.plan import Plan
 from a2a.errors import BadOption, PluginError, UnknownAlgorithm
 
 ENTRY_POINT_GROUP = "a2a.algorithms"
@@ -35,6 +35,9 @@ LIBRARIES = ("Open MPI", "MPICH", "Intel MPI")  # whose algorithms an algorithm 
 NONBLOCKING_TWINS = ("MPICH Ialltoall",)
 PLUGIN_SIMPLICITY = 100  # where plug-ins that do not say come in the tie-break: after the built-ins
 BUILTIN_PACKAGE = "a2a.algos.builtin"  # loaded by name, as plug-ins are: no import cycle
+# What makes a plan (checks, agreement, the factory run for the C executor or the engine): the interface names it and
+# a2a.execute provides it, so that nothing here imports the wings that run plans.
+PLANNING = "a2a.execute.planning"
 COLLECTIVES = ("alltoall", "alltoallv")
 # (options as text with every default filled in, process count) -> the library's own choice, or None
 Twin = Callable[[dict[str, str], int], Hashable | None]
@@ -65,7 +68,7 @@ class Kind:
     twins: dict[str, Twin] = field(default_factory=dict)
     intercomm: bool = False  # serves intercommunicators (else refused, naming the algorithm)
     in_place: bool = False  # takes MPI.IN_PLACE itself (else the plan stages the data: one copy per call)
-    exact: bool = False  # its schedule is exact data: the algorithm takes executor=c|python (a2a.algos.executor)
+    exact: bool = False  # its schedule is exact data: the algorithm takes executor=c|python (a2a.execute.executor)
 
 
 @dataclass(frozen=True)
@@ -230,6 +233,11 @@ def register(name: str, *, collective: str = "alltoall", mirrors: str = "", limi
         REGISTRY.add(name, collective, kind, options, simplicity, candidate)
         return factory
     return decorate
+
+
+def planned(*args: Any, **kwargs: Any) -> Plan:
+    """A plan made by the module PLANNING names (its `planned`): every rank checks its call and agrees first."""
+    return importlib.import_module(PLANNING).planned(*args, **kwargs)
 
 
 def builtin_modules() -> list[str]:

@@ -1,3 +1,4 @@
-"""Measuring with MPI: the driver that plans, times and checks each point, the timing protocols, clocks, caches,
-the job's facts and a point's traffic. It walks the sweep wing's grid through its session. Imports: sweep,
+"""Measuring with MPI: the driver that plans, times and checks each point, the timing protocols (timing, overlap),
+clock (the global clock), cache (warm or cold), environment (the job's facts) and traffic (a point's buffers and
+check data). It walks the sweep wing's grid through its session. Imports: sweep, deploy, execute, schedules,
 analysis, algos, record and the ground."""

@@ -7,8 +7,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from a2a.algos.executor import executor_facts
 from a2a.errors import BadConfig
+from a2a.execute.executor import executor_facts
 from a2a.measure.cache import last_level_cache
 from a2a.mpi import TOPOLOGY_ENV
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from a2a.algos.pattern import expected_pattern, expected_pattern_v, send_pattern, send_pattern_v
 from a2a.record.stats import bandwidths
+from a2a.sweep.pattern import expected_pattern, expected_pattern_v, send_pattern, send_pattern_v
 from a2a.sweep.workload import imbalance, parse_workload
 
 

@@ -1,3 +1,4 @@
-"""The record of a run: rows, samples and meta.json (docs/record.md), their statistics and text tables,
-and the decision-table document. Imports: the ground only.
+"""The record of a run: results (rows, samples, meta.json: docs/record.md), meta, stats, stalls (stalls in words),
+report and mail_table (text tables), overlap (the published overlap figures), and decision (the decision-table
+document). Imports: the ground only.
 """

@@ -1,5 +1,7 @@
-"""Simulating on SimGrid: schedules read or captured from the real plans, platforms, traces and replays.
+"""Simulating on SimGrid: simgrid (finding it), capture (schedules captured from the real plans), schedule_cache,
+platforms and machine (the simulated machine), calibrate (fitted to a record), traces, replay (in the background,
+s4u_replay.cpp among the replayers) and driver (the backend of the session).
 
 It walks the sweep wing's grid through its session, as the MPI driver does, and never imports it. Imports: sweep,
-analysis, algos, record and the ground.
+deploy, execute, schedules, analysis, algos, record and the ground.
 """

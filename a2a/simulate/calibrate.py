@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from a2a.algos.events import Schedule
 from a2a.errors import BadConfig
 from a2a.record.results import Row, load
+from a2a.schedules.events import Schedule
 from a2a.simulate import platforms, replay, simgrid
 from a2a.simulate.capture import capture_unit
 from a2a.simulate.machine import Machine

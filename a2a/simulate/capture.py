@@ -1,12 +1,12 @@
 """Record an algorithm's messages without launching it: every rank's real plan against a stand-in MPI.
 
 Each rank runs `a2a.get(name).plan(...)` and one call of the plan in a greenlet of its own
-(a2a.algos.world: one rank runs at a time, until it must wait), with `mpi4py.MPI` replaced
-by the stand-in (a2a.algos.standin) for the duration. The ranks' placement on nodes comes
+(a2a.schedules.world: one rank runs at a time, until it must wait), with `mpi4py.MPI` replaced
+by the stand-in (a2a.schedules.standin) for the duration. The ranks' placement on nodes comes
 from the given layout. Local copies reach the rank's log through the algorithms' copy seam
 (a2a.algos.prebuilt.WATCHER, set in each rank's context), and through the buffers the capture
 hands the plan (Tracked arrays, which report what is assigned or copied into them). The
-events (a2a.algos.events) are the schedule SimGrid replays.
+events (a2a.schedules.events) are the schedule SimGrid replays.
 """
 from __future__ import annotations
 
@@ -21,18 +21,18 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from a2a.algos.events import Burst, Collective, Copy, Event, Irecv, Isend, Posts, RankLog, Schedule, Sendrecvs, Wait
 from a2a.algos.facts import steps_for
-from a2a.algos.mpi_module import replaced_mpi
 from a2a.algos.nodes import one_per_node
 from a2a.algos.options import EXECUTOR
-from a2a.algos.pattern import expected_pattern, expected_pattern_v, send_pattern, send_pattern_v
 from a2a.algos.prebuilt import WATCHER
 from a2a.algos.registry import get
 from a2a.algos.schedule import Among, Batches, Copied, Exchanges, Phases, Posted, Rounds
-from a2a.algos.standin import StandInComm, standin_module
-from a2a.algos.world import Aborted, World, memory_limit, resident_bytes
 from a2a.errors import A2AError, CaptureError, CaptureOutgrew
+from a2a.schedules.events import Burst, Collective, Copy, Event, Irecv, Isend, Posts, RankLog, Schedule, Sendrecvs, Wait
+from a2a.schedules.mpi_module import replaced_mpi
+from a2a.schedules.standin import StandInComm, standin_module
+from a2a.schedules.world import Aborted, World, memory_limit, resident_bytes
+from a2a.sweep.pattern import expected_pattern, expected_pattern_v, send_pattern, send_pattern_v
 
 
 class Tracked(np.ndarray):

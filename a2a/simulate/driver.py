@@ -20,12 +20,12 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from a2a.algos.events import Schedule
-from a2a.algos.world import available_bytes
 from a2a.errors import A2AError, BadConfig, CaptureError, CaptureOutgrew
 from a2a.record.overlap import imb_overlap, osu_overlap
 from a2a.record.results import NATIVE, Row
 from a2a.record.stats import bandwidths
+from a2a.schedules.events import Schedule
+from a2a.schedules.world import available_bytes
 from a2a.simulate import platforms, replay, simgrid, traces
 from a2a.simulate.calibrate import calibrated
 from a2a.simulate.capture import capture_unit

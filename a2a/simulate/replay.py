@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from a2a.algos.events import Schedule
 from a2a.errors import CaptureError
+from a2a.schedules.events import Schedule
 from a2a.simulate.platforms import HOST_SPEED, TIME_SCALE, Link, hosts_of, platform_xml
 from a2a.simulate.simgrid import replayer, smpirun, smpirun_config
 from a2a.simulate.traces import Traces, write_traces

@@ -25,7 +25,9 @@ from typing import Any, Callable
 import numpy as np
 
 import a2a
-from a2a.algos.events import (
+from a2a.algos.registry import get
+from a2a.kept import cache_home
+from a2a.schedules.events import (
     Burst,
     Collective,
     Copy,
@@ -39,8 +41,6 @@ from a2a.algos.events import (
     Sendrecvs,
     Wait,
 )
-from a2a.algos.registry import get
-from a2a.kept import cache_home
 
 OFF = "none"
 FORMAT = 1  # the layout below; a file of another is captured again

@@ -16,7 +16,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from a2a.algos.events import (
+from a2a.errors import CaptureError
+from a2a.schedules.events import (
     Burst,
     Collective,
     Copy,
@@ -31,7 +32,6 @@ from a2a.algos.events import (
     Sendrecvs,
     Wait,
 )
-from a2a.errors import CaptureError
 from a2a.simulate.platforms import HOST_SPEED, TIME_SCALE
 
 

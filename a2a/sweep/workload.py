@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from a2a.deploy.recorded import Record, RecordedCall, read_record
 from a2a.errors import BadConfig
-from a2a.sweep.recorded import Record, RecordedCall, read_record
 
 # kind -> {parameter: default}; documented in docs/alltoallv.md
 KINDS: dict[str, dict[str, Any]] = {
@@ -24,7 +24,7 @@ KINDS: dict[str, dict[str, Any]] = {
     "sparse": {"density": 0.25},
     "moe": {"experts": 0, "topk": 2, "capacity": 0.0, "skew": 0.0, "tokens": 256, "direction": "dispatch"},  # 0: p
     "matrix": {},
-    "recorded": {},  # recorded:DIR[:job=ID]: a program's own calls (a2a.sweep.recorded); a point's adds :call=N
+    "recorded": {},  # recorded:DIR[:job=ID]: a program's own calls (a2a.deploy.recorded); a point's adds :call=N
 }
 ACCEPTED = ("uniform, random:spread=S, zipf:s=S, sparse:density=D, "
             "moe:experts=E,topk=K,capacity=C,skew=S,tokens=T,direction=dispatch|combine, matrix:FILE.csv, "

@@ -7,7 +7,7 @@
  *                        executor (executor.c); every other call goes to the MPI library untouched
  *   A2A_DEPLOY_REPORT=1  at MPI_Finalize rank 0 prints the calls seen, served per schedule, passed through per reason
  *   A2A_RECORD=DIR       at MPI_Finalize, what the program exchanged: one JSON line per communicator and call
- *                        signature (a2a/sweep/recorded.py reads them), written by the communicator's rank 0
+ *                        signature (a2a/deploy/recorded.py reads them), written by the communicator's rank 0
  * Without them it counts calls and does nothing else. A deploy file that cannot be used is refused at MPI_Init in
  * one line on rank 0 and every call passes through. The non-blocking and persistent forms pass through (counted).
  *
@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "executor.h"
+#include "../../execute/c/executor.h" /* the executor it runs schedules with (a2a/execute/c) */
 
 #define EXPORT __attribute__((visibility("default")))
 #define DEPLOY_VERSION 1
@@ -105,7 +105,7 @@ static int fail(char *error, size_t room, const char *format, ...) {
     return 1;
 }
 
-/* ---- the deploy file (written by a2a/analysis/export/deploy.py, which describes it) ---- */
+/* ---- the deploy file (written by a2a/deploy/file.py, which describes it) ---- */
 
 static const char *family(const char *version) {
     if (strstr(version, "Open MPI")) return "Open MPI";

@@ -1,12 +1,12 @@
 """The deploy file: a decision's winners as the executor's schedule data, for the PMPI library (liba2a) to run.
 
-A text file, written here and read by a2a/algos/c/liba2a.c:
+A text file, written here and read by a2a/deploy/c/liba2a.c:
 
     a2a-deploy 1
     library MPICH                                    the MPI library it is made for (liba2a refuses another)
     from ...                                         where it came from (decision, records, commits), for people
     entry COLLECTIVE NPROCS LAYOUT LOW HIGH SCHEDULE
-    schedule INDEX NAME LENGTH                       then LENGTH bytes: an a2a-schedule file (a2a.algos.program)
+    schedule INDEX NAME LENGTH                       then LENGTH bytes: an a2a-schedule file (a2a.schedules.program)
     end CHECKSUM
 
 An entry serves a collective on communicators of NPROCS ranks whose blocks hold LOW to HIGH bytes (-1: no
@@ -25,12 +25,13 @@ from typing import Any
 from a2a.algos.facts import shown
 from a2a.algos.nodes import virtual_nodes
 from a2a.algos.options import schedule_options
-from a2a.algos.program import checksum, dumps
 from a2a.algos.registry import get
-from a2a.algos.tracer import NotExact, traced
+from a2a.analysis.decide import decide
 from a2a.errors import A2AError, BadInput
 from a2a.record.decision import parse_options, read_decision
 from a2a.record.results import KEY_DEFAULTS, NATIVE, OVERLAP, write_atomic
+from a2a.schedules.program import checksum, dumps
+from a2a.schedules.tracer import NotExact, traced
 
 MAGIC, VERSION = "a2a-deploy", 1
 
@@ -172,8 +173,6 @@ def this_library() -> str:
 def deploy(decisions: list[Path], nprocs: list[int], ranks_per_node: int, output: Path) -> list[str]:
     """`bench deploy`: the deploy file for decision tables (bench decide -o), or records' decisions, on jobs of
     these process counts; each collective and process count decided once among them."""
-    from a2a.analysis.decide import decide
-
     if ranks_per_node < 0:
         raise BadInput(f"--ranks-per-node {ranks_per_node}; accepted: 0 (all ranks on one node) or K >= 1")
     if not Path(output).resolve().parent.is_dir():

@@ -305,7 +305,7 @@ class RankLog:
         if self.recording and nbytes:
             self.events.append(Copy(int(nbytes)))
 
-    # what a byte-following log (a2a.algos.tracer) reads besides the events; nothing here
+    # what a byte-following log (a2a.schedules.tracer) reads besides the events; nothing here
     def carried(self, ident: int, data: bytes) -> None:
         """The bytes of request `ident`: a send's when posted, a receive's when complete."""
 

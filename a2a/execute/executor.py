@@ -1,7 +1,7 @@
-"""executor=c: a plan that runs its algorithm's schedule as exact data in the C executor (a2a/algos/c/executor.c).
+"""executor=c: a plan that runs its algorithm's schedule as exact data in the C executor (a2a/execute/c/executor.c).
 
-The schedule is traced from the algorithm's own code (a2a.algos.tracer), written in the one
-format (a2a.algos.program) and read by the executor's C parser; the executor binds the plan's
+The schedule is traced from the algorithm's own code (a2a.schedules.tracer), written in the one
+format (a2a.schedules.program) and read by the executor's C parser; the executor binds the plan's
 buffers and runs it blocking or started, tested and waited. The library is compiled with the MPI
 library's own mpicc once per source and MPI library, and kept in this user's private cache (the
 rule the testbed keeps for what it runs). Where it cannot be built, or the schedule is not exact
@@ -18,16 +18,14 @@ import numpy as np
 
 from a2a.algos.buffers import VBuffer
 from a2a.algos.nodes import grouped
-from a2a.algos.program import dumps
-from a2a.algos.tracer import NotExact, traced
 from a2a.errors import A2AError, HarnessError
 from a2a.kept import compiled, compiled_path
+from a2a.schedules.program import dumps
+from a2a.schedules.tracer import NotExact, traced
 
 C = Path(__file__).parent / "c"
 SOURCES = [C / "executor.c", C / "executor.h"]
 LIBRARY, FLAGS = "liba2ax.so", ["-O2", "-Wall", "-Wextra"]
-# the PMPI library (c/liba2a.c): the program it is preloaded into sees only the MPI functions it intercepts
-PRELOAD_SOURCES, PRELOAD_FLAGS = [C / "liba2a.c", *SOURCES], [*FLAGS, "-fvisibility=hidden"]
 
 
 class ExecutorUnavailable(A2AError):
@@ -45,11 +43,6 @@ def built(mpicc: str | None = None) -> Path:
         return compiled(SOURCES, LIBRARY, FLAGS, shared=True, mpicc=mpicc)
     except HarnessError as failed:
         raise ExecutorUnavailable(str(failed)) from None
-
-
-def preload_library(mpicc: str | None = None) -> Path:
-    """liba2a.so, the PMPI library that runs deploy files' schedules (docs/deploy.md), compiled unless kept."""
-    return compiled(PRELOAD_SOURCES, "liba2a.so", PRELOAD_FLAGS, shared=True, mpicc=mpicc)
 
 
 @functools.lru_cache(maxsize=4)  # one library per process and MPI library

@@ -1,5 +1,5 @@
 """`from mpi4py import MPI` answered by another module while a factory prepares a plan: the capture's stand-in MPI
-(a2a.algos.standin) and the progression engine's (a2a.algos.engine) both work this way. Factories import MPI
+(a2a.schedules.standin) and the progression engine's (a2a.execute.engine) both work this way. Factories import MPI
 inside themselves, so what they bind at plan time is what the module in place then gives."""
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""An algorithm's schedule as exact data (a2a.algos.program), from its own code: its plan run on stand-in ranks whose
-blocks carry their names.
+"""An algorithm's schedule as exact data (a2a.schedules.program), from its own code: its plan run on stand-in ranks
+whose blocks carry their names.
 
-Every rank's plan runs once against the stand-in MPI (a2a.algos.standin), the blocks of its send
+Every rank's plan runs once against the stand-in MPI (a2a.schedules.standin), the blocks of its send
 buffer filled with their own names (source and destination rank), so each message's bytes say
 which blocks it carries, whatever datatypes, copies and temporary buffers the algorithm uses. A
 rank's program follows the blocks: a send reads each block where it is held (its send buffer, or
@@ -22,13 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from a2a.algos.events import Irecv, Isend, RankLog, Wait
-from a2a.algos.mpi_module import replaced_mpi
 from a2a.algos.options import EXECUTOR
-from a2a.algos.program import RECV, SEND, TEMP, Message, Program, Region, Round, ScheduleData
-from a2a.algos.standin import StandInComm, standin_module
-from a2a.algos.world import Aborted, World
 from a2a.errors import A2AError
+from a2a.schedules.events import Irecv, Isend, RankLog, Wait
+from a2a.schedules.mpi_module import replaced_mpi
+from a2a.schedules.program import RECV, SEND, TEMP, Message, Program, Region, Round, ScheduleData
+from a2a.schedules.standin import StandInComm, standin_module
+from a2a.schedules.world import Aborted, World
 
 WORDS = 2  # a block, as traced: its name and its name ^ MARK, two int64
 MARK = 0x5A17_C0DE_2A2A_0001

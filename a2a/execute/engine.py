@@ -226,7 +226,7 @@ def unprogressable_names(run: Callable[..., Any]) -> str | None:
 def engine_module(mpi: types.ModuleType) -> types.ModuleType:
     """An `mpi4py.MPI` for factories preparing a plan for the engine: `mpi` (the real one), but for the class-level
     waits of its requests, which park, and refusing what has no non-blocking form (Unprogressable)."""
-    module = types.ModuleType("mpi4py.MPI", "the progression engine's MPI (a2a.algos.engine)")
+    module = types.ModuleType("mpi4py.MPI", "the progression engine's MPI (a2a.execute.engine)")
 
     class Requests:
         """MPI.Request and MPI.Prequest as the engine answers them."""

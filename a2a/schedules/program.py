@@ -8,7 +8,7 @@ came from rank i) and a temporary buffer (TEMP, rows of one block). A block is c
 bytes in an alltoall, and block i of the call's counts and displacements in an alltoallv, so
 the same data serves every size. Message k of a pair of ranks carries tag k: both sides name it.
 
-The file is text, one item per line, so that C reads it with no library (a2a/algos/c/executor.c
+The file is text, one item per line, so that C reads it with no library (a2a/execute/c/executor.c
 reads the same lines):
 
     a2a-schedule 1

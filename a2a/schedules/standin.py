@@ -18,7 +18,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from a2a.algos.bytemaps import (
+from a2a.errors import CaptureError
+from a2a.schedules.bytemaps import (
     BOTTOM,
     Datatype,
     Null,
@@ -36,9 +37,8 @@ from a2a.algos.bytemaps import (
     whole_blocks,
     write,
 )
-from a2a.algos.events import Collective, Irecv, Isend, RankLog, Recv, Send, Wait
-from a2a.algos.world import World
-from a2a.errors import CaptureError
+from a2a.schedules.events import Collective, Irecv, Isend, RankLog, Recv, Send, Wait
+from a2a.schedules.world import World
 
 
 class Request:

@@ -1,4 +1,4 @@
-/* The schedule executor: runs an all-to-all schedule held as data (a2a/algos/program.py describes the file).
+/* The schedule executor: runs an all-to-all schedule held as data (a2a/schedules/program.py describes the file).
  *
  * A schedule file holds every rank's program: rounds of local copies, then receives and sends posted at once,
  * then a wait for the messages the round names. Regions are in blocks of the send, receive or a temporary
@@ -55,7 +55,7 @@ int a2ax_wait(a2ax_plan *plan);
 int a2ax_free(a2ax_plan *plan);
 
 /* FNV-1a (64 bits) of `length` bytes, continuing from `value` (A2AX_FNV_BASIS to begin): the checksum of schedule
-   and deploy files (a2a/algos/program.py computes the same) */
+   and deploy files (a2a/schedules/program.py computes the same) */
 #define A2AX_FNV_BASIS 0xcbf29ce484222325ULL
 uint64_t a2ax_fnv(const void *data, size_t length, uint64_t value);
 

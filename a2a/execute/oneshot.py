@@ -11,7 +11,7 @@ The cache is keyed by what every rank gives alike (collective, algorithm, option
 its keys are kept, least recently used first, at call time in call order: so in a program whose ranks make the
 same calls, a hit or a miss is the same on every rank by construction, whatever each rank's buffers. A call:
 
-1. checks itself on this rank (a2a.algos.plan.checked; a call made before with arrays alike skips that) and looks
+1. checks itself on this rank (a2a.execute.planning.checked; a call made before with arrays alike skips that) and looks
    its key up. An alltoall that hits takes the cached plan: no message beyond the exchange's own. An alltoall
    that misses, a call with a problem, and every alltoallv (whose counts are each rank's own, so a rank cannot
    tell alone whether its peers' plans still fit) post one MPI_Iallreduce of four integers on the agreeing
@@ -38,12 +38,13 @@ from typing import Any, Callable, Hashable
 
 import numpy as np
 
-from a2a.algos.agreement import judged, matched_counts, told
 from a2a.algos.buffers import VBuffer, alltoall_call, is_inter
-from a2a.algos.plan import Checked, Plan, checked, planned, prepared_on
+from a2a.algos.plan import Plan
 from a2a.algos.prebuilt import copier
 from a2a.algos.registry import get
 from a2a.errors import BadInput
+from a2a.execute.agreement import judged, matched_counts, told
+from a2a.execute.planning import Checked, checked, planned, prepared_on
 
 CACHE_PLANS = 16  # plans kept per communicator; the least recently used is freed first
 TOLD_BYTES = 4096  # what a rank tells the others of its call when the ranks do not agree (cut to fit)

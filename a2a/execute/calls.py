@@ -1,13 +1,13 @@
 """The one-shot calls, with the algorithm named (a name unknown on some rank is an error on every rank): blocking,
 and their non-blocking forms, which return at once a Handle of the exchange started. Both go through the
-communicator's cache of plans (a2a.algos.oneshot): a call made again costs what the plan costs."""
+communicator's cache of plans (a2a.execute.oneshot): a call made again costs what the plan costs."""
 from __future__ import annotations
 
 from typing import Any
 
 from a2a.algos.buffers import alltoallv_call
-from a2a.algos.oneshot import Handle, alltoall_shot, one_shot
 from a2a.algos.registry import get
+from a2a.execute.oneshot import Handle, alltoall_shot, one_shot
 from a2a.record.results import NATIVE
 
 

@@ -1,0 +1,174 @@
+"""How a plan is made: one rank's call checked alone, the ranks' agreement, then the factory run on a private
+duplicate of the communicator, for the C executor (executor=c) or as Python whose non-blocking form the progression
+engine advances. a2a.algos.registry names this module for Algorithm.plan, .plan_v, .init and .init_v.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Callable
+
+import numpy as np
+
+from a2a.algos.buffers import VBuffer, is_inter
+from a2a.algos.options import EXECUTOR, schedule_options
+from a2a.algos.plan import Plan, Prepared
+from a2a.algos.prebuilt import copier
+from a2a.errors import A2AError, BadInput
+from a2a.execute.agreement import agree, matched_counts
+from a2a.execute.engine import EngineComm, Progression, Unprogressable, engine_module, unprogressable_names
+from a2a.execute.executor import ExecutorUnavailable, executed
+from a2a.record.results import NATIVE
+from a2a.schedules.mpi_module import replaced_mpi
+
+
+@dataclass
+class Checked:
+    """One rank's call, checked alone: what it asks for, or its problem (then the rest may be missing)."""
+
+    problem: A2AError | None
+    signature: Any = None  # what every rank must give alike: a2a.execute.agreement.describe reads it
+    algorithm: Any = None
+    kind: Any = None
+    resolved: dict[str, Any] = field(default_factory=dict)
+    send: Any = None
+    recv: Any = None
+
+
+def checked(comm: Any, find: Callable[[], Any], collective: str, options: dict[str, Any],
+            call: Callable[[], tuple[Any, Any, tuple]]) -> Checked:
+    """This rank's call checked on its own (`call` returns send, recv and their signature); no message moves."""
+    try:
+        found = find()
+        kind = found.kind(collective)
+        resolved = found.resolve(options)
+        if is_inter(comm) and not kind.intercomm:
+            raise BadInput(f"{found.name} does not serve intercommunicators; accepted: an intracommunicator, "
+                           f"or {NATIVE} (the library's own {collective} between the two groups)")
+        send, recv, shape = call()
+    except A2AError as error:
+        return Checked(error)
+    signature = (found.name, tuple(sorted((k, str(v)) for k, v in resolved.items())), *shape)
+    return Checked(None, signature, found, kind, resolved, send, recv)
+
+
+def planned(comm: Any, find: Callable[[], Any], collective: str, options: dict[str, Any],
+            call: Callable[[], tuple[Any, Any, tuple]], nonblocking: bool = False) -> Plan:
+    """A plan of the algorithm `find()` gives, once every rank has checked its call (`call` returns send, recv and
+    their signature) and the ranks agree: whatever is wrong on any rank, an unknown name or option included, is one
+    BadInput on every rank. `nonblocking`: prepare its non-blocking form only (start, test, wait)."""
+    mine = checked(comm, find, collective, options, call)
+    agree(comm, mine.problem, mine.signature)
+    if collective == "alltoallv":
+        matched_counts(comm, mine.send, mine.recv)
+    return prepare(comm, mine.algorithm, mine.kind, mine.resolved, mine.send, mine.recv, nonblocking)
+
+
+def prepare(comm: Any, algorithm: Any, kind: Any, resolved: dict[str, Any], send: Any, recv: Any,
+            nonblocking: bool = False) -> Plan:
+    """Run the factory of `kind` on a private duplicate of `comm` (agreed already): the plan, in its blocking form or
+    (`nonblocking`) its non-blocking one; the other is made when first used."""
+    private = comm.Dup()  # our point-to-point traffic cannot match the caller's
+    return prepared_on(private, algorithm, kind, resolved, send, recv, nonblocking)
+
+
+def prepared_on(private: Any, algorithm: Any, kind: Any, resolved: dict[str, Any], send: Any, recv: Any,
+                nonblocking: bool = False) -> Plan:
+    """`prepare` on `private`, a duplicate made already, which the plan then owns (and frees)."""
+    note, options = "", schedule_options(resolved)
+    if resolved.get(EXECUTOR) == "c":
+        try:
+            return _in_c(private, algorithm, kind, resolved, options, send, recv, nonblocking)
+        except ExecutorUnavailable as missing:
+            note = f"{algorithm.name}: executor=c unavailable, ran executor=python ({missing})"
+        except BaseException:
+            private.Free()
+            raise
+    staging = None
+    if send is None and not kind.in_place:  # in place: the schedule reads a copy of recvbuf
+        send, staging = _staged(recv)
+    progressive = partial(_progression, algorithm.name, kind.factory, private, send, recv, options, staging)
+    try:
+        made = None if nonblocking else _made(kind.factory(private, send, recv, **options))
+        progression = progressive() if nonblocking else None
+    except BaseException:
+        private.Free()
+        raise
+    if made is None:
+        return Plan(algorithm, resolved, None, None, private, _joined(note, progression.note), progression, progressive)
+    return Plan(algorithm, resolved, _after(staging, made.run), made.free, private, _joined(note, made.note), None,
+                progressive)
+
+
+def _in_c(private: Any, algorithm: Any, kind: Any, resolved: dict[str, Any], options: dict[str, Any], send: Any,
+          recv: Any, nonblocking: bool) -> Plan:
+    """The plan run by the C executor (a2a.execute.executor): blocking, or started as one request it tests and waits.
+    In place, it reads a staged copy of recvbuf."""
+    staging = None
+    if send is None:
+        send, staging = _staged(recv)
+    collective = next(c for c, k in algorithm.kinds.items() if k is kind)
+    made = executed(private, algorithm, collective, options, send, recv)
+    run = _after(staging, made.run)
+    progressive = partial(Progression, run, None, made.note, request=_after(staging, made.start))
+    return Plan(algorithm, resolved, run, made.free, private, made.note, progressive() if nonblocking else None,
+                progressive, executor="c")
+
+
+def _progression(name: str, factory: Callable[..., Any], comm: Any, send: Any, recv: Any, options: dict[str, Any],
+                 staging: Callable[[], Any] | None) -> Progression:
+    """The factory prepared for the progression engine; where it reaches for what has no non-blocking form (or says
+    its run is a blocking library call), its plain plan, run inside wait()."""
+    from mpi4py import MPI
+
+    try:
+        with replaced_mpi(engine_module(MPI)):
+            made = _made(factory(EngineComm(comm, MPI), send, recv, **options))
+        named = unprogressable_names(made.run)
+        if named is not None:
+            if made.free is not None:
+                made.free()
+            raise Unprogressable(named)
+        if made.request is not None:  # one library request: prepared again on the real communicator, so that
+            if made.free is not None:  # nothing of the engine's stands between each start and the library
+                made.free()
+            made = _made(factory(comm, send, recv, **options))
+    except Unprogressable as missing:
+        made = _made(factory(comm, send, recv, **options))
+        note = f"{name}: {missing} has no non-blocking form; a start() runs the whole exchange inside wait()"
+        return Progression(_after(staging, made.run), made.free, _joined(note, made.note), in_wait=True)
+    note = f"{name}: a blocking library call; a start() runs it whole inside wait()" if made.in_wait else ""
+    request = made.request and _after(staging, made.request)
+    return Progression(_after(staging, made.run), made.free, _joined(note, made.note), in_wait=made.in_wait,
+                       request=request)
+
+
+def _made(made: Any) -> Prepared:
+    """What a factory returned, as Prepared."""
+    if isinstance(made, Prepared):
+        return made
+    return Prepared(*made) if isinstance(made, tuple) else Prepared(made, getattr(made, "free", None))
+
+
+def _joined(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
+
+
+def _staged(recv: Any) -> tuple[Any, Callable[[], Any]]:
+    """For a call in place: a send side that is a copy of recvbuf, and the prebuilt copy that fills it."""
+    if isinstance(recv, VBuffer):
+        array = np.empty_like(recv.array)
+        return VBuffer(array, recv.counts, recv.displs), copier(array, recv.array)
+    array = np.empty_like(recv)
+    return array, copier(array, recv)
+
+
+def _after(first: Callable[[], Any] | None, run: Callable[[], Any]) -> Callable[[], Any]:
+    """`run` (what it returns), after `first` when there is one (a call in place stages its data first)."""
+    if first is None:
+        return run
+
+    def staged_run() -> Any:
+        first()
+        return run()
+    return staged_run

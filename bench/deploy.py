@@ -1,0 +1,43 @@
+"""`bench deploy`: the winners written for liba2a, the PMPI library that runs them inside unmodified programs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from a2a.deploy.file import deploy as deployed
+from a2a.deploy.library import preload_library
+
+from .group import main
+
+
+@main.command("deploy")
+@click.argument("decisions", nargs=-1, type=click.Path(exists=True))
+@click.option("--nprocs", default="", help="Process counts to serve, e.g. 2,4,8  [default: the decisions']")
+@click.option("--ranks-per-node", type=int, default=0, show_default=True,
+              help="Ranks per node of the jobs to serve (block placement); 0: all on one node.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default="deploy.a2a", show_default=True)
+@click.option("--library", is_flag=True, help="Print the path of liba2a.so (building it) and exit.")
+def deploy(decisions: tuple[str, ...], nprocs: str, ranks_per_node: int, output: str, library: bool) -> None:
+    """Write a deploy file: the decisions' schedules for the PMPI library to run inside any MPI program.
+
+    DECISIONS are decision.json files (bench decide -o) or results directories, e.g. one for alltoall and one for
+    alltoallv. Run a program with it: mpiexec -n 4 env LD_PRELOAD=$(python -m bench deploy --library)
+    A2A_DEPLOY=deploy.a2a ./program
+    """
+    if library:
+        click.echo(preload_library())
+        return
+    if not decisions:
+        raise click.UsageError("give a decision.json or a results directory (or --library)")
+    counts = [parse_count(n) for n in nprocs.split(",") if n.strip()]
+    for line in deployed([Path(d) for d in decisions], counts, ranks_per_node, Path(output)):
+        click.echo(line)
+
+
+def parse_count(text: str) -> int:
+    """One process count of --nprocs."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise click.BadParameter(f"{text!r} is not a process count (accepted: whole numbers >= 1, e.g. 2,4,8)",
+                                 param_hint="--nprocs")
+    return int(text)
