@@ -64,15 +64,37 @@ def under_library(n: int, preload: str, *program: str, **variables: str) -> subp
                           capture_output=True, text=True, timeout=300)
 
 
+def report_lines(report: str) -> dict[str, tuple[int, dict[str, int], dict[str, int]]]:
+    """The report's line per collective: (calls seen, served by schedule, passed through by reason)."""
+    found = {}
+    for line in report.splitlines():
+        said = re.match(r"\s+(alltoallv?): seen (\d+), served (\d+)(?: \((.*)\))?, passed through: (.*)$", line)
+        if said:
+            by_schedule = {name: int(calls) for name, calls in re.findall(r"(\S+) (\d+)", said[4] or "")}
+            assert sum(by_schedule.values()) == int(said[3]), line
+            reasons = {} if said[5] == "none" else {why.strip(): int(calls) for why, calls
+                                                    in re.findall(r"([^,]+?) (\d+)(?:,|$)", said[5])}
+            found[said[1]] = (int(said[2]), by_schedule, reasons)
+    assert found, report
+    return found
+
+
 def served(report: str) -> dict[str, int]:
-    """The report's 'served' line as {schedule: calls}."""
-    line = next(line for line in report.splitlines() if line.strip().startswith("served:"))
-    return {name: int(calls) for name, calls in re.findall(r"([\w:=.,-]+) (\d+)(?=[,)])", line)}
+    """Calls served, by schedule, over both collectives."""
+    total: dict[str, int] = {}
+    for _, by_schedule, _ in report_lines(report).values():
+        for name, calls in by_schedule.items():
+            total[name] = total.get(name, 0) + calls
+    return total
 
 
 def passed(report: str) -> dict[str, int]:
-    line = next(line for line in report.splitlines() if line.strip().startswith("passed through:"))
-    return {why.strip(): int(calls) for why, calls in re.findall(r"([^,:]+?) (\d+)", line.split(":", 1)[1])}
+    """Calls passed through, by reason, over both collectives."""
+    total: dict[str, int] = {}
+    for _, _, reasons in report_lines(report).values():
+        for why, calls in reasons.items():
+            total[why] = total.get(why, 0) + calls
+    return total
 
 
 def written(tmp_path: Path, document: dict, nprocs: list[int], ranks_per_node: int = 0) -> tuple[Path, Deployment]:
@@ -211,3 +233,94 @@ def test_the_documented_loop_runs_on_the_projects_own_program(tmp_path: Path):
     assert after.count("check ok") == 2 and "passed through: none" in after, after
     assert served(after) and sum(served(after).values()) == 2 * (2 * 2 + 2), after  # per rank: 2 x 2 alltoall, 2 v
     assert re.search(r"^transpose: [\d.]+ -> [\d.]+ \([\d.]+x\)$", done.stdout, re.MULTILINE), done.stdout[-2000:]
+
+
+@pytest.fixture(scope="module")
+def program() -> str:
+    from a2a.deploy.transpose_sort import transpose_sort
+
+    return str(transpose_sort())
+
+
+PROGRAM_ARGS = ("--n", "48", "--keys", "200", "--iterations", "10")  # its output comes well after MPI_Init
+
+
+@pytest.mark.launches
+def test_a_collective_the_file_lacks_is_reported_as_such(tmp_path: Path, preload: str, program: str):
+    """A file for alltoall on 4 ranks, under a program that also calls MPI_Alltoallv on 4 ranks: the report's
+    alltoallv line passes every call because the file has no alltoallv, not for the communicator's size."""
+    made = deployment(decision([(0, "pairwise")], "pairwise", [4]), [4], 0, this_library(), [])
+    made.entries = [e for e in made.entries if e[0] == "alltoall"]
+    path = tmp_path / "alltoall-only.a2a"
+    path.write_text(made.text())
+    done = under_library(4, preload, program, *PROGRAM_ARGS, A2A_DEPLOY=str(path), A2A_DEPLOY_REPORT="1")
+    assert done.returncode == 0 and done.stdout.count("check ok") == 2, done.stdout + done.stderr
+    lines = report_lines(done.stderr)
+    seen, by_schedule, reasons = lines["alltoallv"]
+    assert seen > 0 and by_schedule == {} and reasons == {"the file has no entry for this collective": seen}, lines
+    seen, by_schedule, reasons = lines["alltoall"]
+    assert seen > 0 and by_schedule == {"pairwise": seen} and reasons == {}, lines
+    assert "at MPI_Init" not in done.stderr and done.stderr.count("a2a:") == 0, done.stderr  # it serves: no warning
+
+
+@pytest.mark.launches
+def test_a_file_that_serves_nothing_in_this_job_says_so_at_init(tmp_path: Path, preload: str, program: str):
+    """A file for 2 ranks in a 3-rank job, without the report: one line on rank 0 before the program's own output;
+    the program runs on, every call the library's."""
+    path, _ = written(tmp_path, decision([(0, "pairwise")], "pairwise", [2]), [2])
+    done = subprocess.run(launch_command(3, "env", f"LD_PRELOAD={preload}", f"A2A_DEPLOY={path}", program,
+                                         *PROGRAM_ARGS), env=clean_launcher_env(None), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=300)
+    said = [line for line in done.stdout.splitlines() if line.startswith("a2a:")]
+    assert done.returncode == 0 and done.stdout.count("check ok") == 2, done.stdout
+    assert said == [f"a2a: A2A_DEPLOY={path} has no entry for this job's 3 ranks (it has 2): only communicators of "
+                    "those sizes are served"], done.stdout
+    assert done.stdout.index(said[0]) < done.stdout.index("transpose:"), done.stdout
+
+
+@pytest.mark.launches
+def test_a_recording_is_checked_at_init(tmp_path: Path, preload: str, program: str):
+    """A2A_RECORD that cannot be written: one line on rank 0 at MPI_Init, before the program's first output, nothing
+    recorded, the program runs; a new nested folder is made, parents and all, and recorded into."""
+    done = subprocess.run(launch_command(2, "env", f"LD_PRELOAD={preload}", "A2A_RECORD=/proc/a2a/nowhere", program,
+                                         *PROGRAM_ARGS), env=clean_launcher_env(None), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=300)
+    said = [line for line in done.stdout.splitlines() if line.startswith("a2a:")]
+    assert done.returncode == 0 and done.stdout.count("check ok") == 2, done.stdout
+    assert len(said) == 1 and said[0].startswith("a2a: A2A_RECORD=/proc/a2a/nowhere cannot be written (") and \
+        said[0].endswith("); nothing will be recorded"), done.stdout
+    assert done.stdout.index(said[0]) < done.stdout.index("transpose:"), done.stdout
+    nested = tmp_path / "rec" / "a" / "b"
+    done = under_library(2, preload, program, *PROGRAM_ARGS, A2A_RECORD=str(nested))
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    calls = [json.loads(line) for path in nested.glob("record.*.jsonl") for line in path.open()]
+    assert {c["collective"] for c in calls} == {"alltoall", "alltoallv"}, calls
+    assert [p.name for p in nested.iterdir() if p.name.startswith(".")] == []  # the probe is gone
+
+
+def documented_loop() -> str:
+    """The first shell block of docs/deploy.md: the whole loop, as a newcomer pastes it."""
+    text = (ROOT / "docs" / "deploy.md").read_text()
+    return text.split("```sh\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.launches
+def test_the_first_block_of_the_deploy_page_runs_as_written(tmp_path: Path):
+    """docs/deploy.md's first block, pasted into a shell at a checkout's root whose venv is this one: every line
+    exits 0, and on the rerun every call is served or passed for a true reason (the file keeps the library's choice
+    exactly where bench deploy said it would)."""
+    (tmp_path / ".venv").symlink_to(Path(mpi_tool("python")).parent.parent)
+    (tmp_path / "a2a").symlink_to(ROOT / "a2a")
+    env = {**clean_launcher_env(None), "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "OMPI_MCA_rmaps_base_oversubscribe": "1"}  # Open MPI as root on 2 cores, as the page says
+    done = subprocess.run(["bash", "-e", "-c", documented_loop()], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    loop = tmp_path / "results" / "loop"
+    assert {"rec", "race-alltoall", "race-alltoallv", "deploy.a2a", "program"} <= {p.name for p in loop.iterdir()}
+    said = done.stdout + done.stderr
+    assert said.count("check ok") == 4, said[-3000:]
+    kept = {c for c in ("alltoall", "alltoallv") if re.search(rf"^{c} on 4 ranks.*: the library$", said, re.M)}
+    for collective, (seen, by_schedule, reasons) in report_lines(said).items():
+        assert seen > 0 and sum(by_schedule.values()) + sum(reasons.values()) == seen, said[-2000:]
+        assert set(reasons) <= ({"the file keeps the library's choice"} if collective in kept else set()), said

@@ -32,6 +32,7 @@ from a2a.record.decision import parse_options, read_decision
 from a2a.record.results import KEY_DEFAULTS, NATIVE, OVERLAP, write_atomic
 from a2a.schedules.program import checksum, dumps
 from a2a.schedules.tracer import NotExact, traced
+from a2a.units import counted
 
 MAGIC, VERSION = "a2a-deploy", 1
 
@@ -159,8 +160,8 @@ def written(made: Deployment, output: Path) -> list[str]:
     lines = [f"{c} on {p} ranks{'' if layout == '*' else f' (nodes {layout})'}, {_span(low, high)}: "
              f"{names.get(k, 'the library')}" for c, p, layout, low, high, k in made.entries]
     lines += [f"kept: {k}" for k in made.kept]
-    return lines + [f"wrote {output} ({len(made.schedules)} schedules, {len(made.entries)} entries, for "
-                    f"{made.library})"]
+    entries = f"{len(made.entries)} {'entry' if len(made.entries) == 1 else 'entries'}"
+    return lines + [f"wrote {output} ({counted(len(made.schedules), 'schedule')}, {entries}, for {made.library})"]
 
 
 def this_library() -> str:

@@ -7,9 +7,12 @@
  *                        executor (executor.c); every other call goes to the MPI library untouched
  *   A2A_DEPLOY_REPORT=1  at MPI_Finalize rank 0 prints the calls seen, served per schedule, passed through per reason
  *   A2A_RECORD=DIR       at MPI_Finalize, what the program exchanged: one JSON line per communicator and call
- *                        signature (a2a/deploy/recorded.py reads them), written by the communicator's rank 0
+ *                        signature (a2a/deploy/recorded.py reads them), written by the communicator's rank 0; the
+ *                        folder is made (parents too) and checked at MPI_Init, and a recording that cannot be written
+ *                        is said there in one line on rank 0 and not made (the program runs on)
  * Without them it counts calls and does nothing else. A deploy file that cannot be used is refused at MPI_Init in
- * one line on rank 0 and every call passes through. The non-blocking and persistent forms pass through (counted).
+ * one line on rank 0 and every call passes through; one that serves nothing on MPI_COMM_WORLD says so there too.
+ * The non-blocking and persistent forms pass through (counted).
  *
  * The choice is made on each rank from its own arguments, so ranks must call with the same kinds of arguments
  * (MPI lets one rank pass 4 x MPI_INT where another passes one contiguous type of 4 ints: such a call would be
@@ -36,13 +39,13 @@
 enum collective { ALLTOALL, ALLTOALLV, COLLECTIVES };
 static const char *const collective_name[COLLECTIVES] = {"alltoall", "alltoallv"};
 
-enum reason { NO_FILE, INTERCOMM, IN_PLACE, DATATYPE, SIGNATURE, NPROCS, LAYOUT, SIZE, LIBRARY, PREPARE, NONBLOCKING,
-              PERSISTENT, REASONS };
+enum reason { NO_FILE, INTERCOMM, IN_PLACE, DATATYPE, SIGNATURE, COLLECTIVE, NPROCS, LAYOUT, SIZE, LIBRARY, PREPARE,
+              NONBLOCKING, PERSISTENT, REASONS };
 static const char *const reason_text[REASONS] = {
     "no deploy file", "intercommunicator", "MPI_IN_PLACE", "derived or non-contiguous datatype",
-    "send and receive sizes differ", "communicator size not in the file", "node layout not in the file",
-    "size not in the file", "the file keeps the library's choice", "the executor could not prepare it",
-    "non-blocking form (not served)", "persistent form (not served)"};
+    "send and receive sizes differ", "the file has no entry for this collective", "communicator size not in the file",
+    "node layout not in the file", "size not in the file", "the file keeps the library's choice",
+    "the executor could not prepare it", "non-blocking form (not served)", "persistent form (not served)"};
 
 typedef struct { int collective, nprocs, *layout; long long low, high; int schedule; } entry;
 
@@ -90,7 +93,7 @@ static struct {
     int ready, keyval, report, recording, ncomms;
     deploy_t *deploy;
     char path[1024], record[1024], job[64];
-    long long seen[COLLECTIVES], passed[REASONS], *served;
+    long long seen[COLLECTIVES], passed[COLLECTIVES][REASONS], *served; /* served: per collective, per schedule */
     comm_state *states;
     named_type named[NAMED];
     unsigned next_named;
@@ -334,10 +337,13 @@ static const entry *chosen(const comm_state *c, int collective, long long bytes,
             return e->schedule >= 0 ? e : NULL;
         }
     }
-    int any_size = 0;
-    for (int i = 0; !sized && the.deploy && i < the.deploy->nentries; i++)
-        any_size |= the.deploy->entries[i].nprocs == c->size && the.deploy->entries[i].collective == collective;
-    *why = sized ? SIZE : any_size ? LAYOUT : NPROCS;
+    int any_size = 0, any = 0;
+    for (int i = 0; !sized && the.deploy && i < the.deploy->nentries; i++) {
+        const entry *e = &the.deploy->entries[i];
+        any |= e->collective == collective;
+        any_size |= e->nprocs == c->size && e->collective == collective;
+    }
+    *why = sized ? SIZE : any_size ? LAYOUT : any ? NPROCS : COLLECTIVE;
     return NULL;
 }
 
@@ -399,8 +405,8 @@ static MPI_Count plain_size(MPI_Datatype type) {
     return size;
 }
 
-static int passed(int reason) {
-    the.passed[reason]++;
+static int passed(int collective, int reason) {
+    the.passed[collective][reason]++;
     return 0;
 }
 
@@ -408,20 +414,20 @@ static int passed(int reason) {
 static int served(int collective, const void *send, void *recv, MPI_Count send_bytes, MPI_Count recv_bytes,
                   MPI_Datatype sendtype, MPI_Datatype recvtype, const MPI_Aint *blocks, MPI_Comm comm, int *result) {
     int inter, why;
-    if (!the.deploy) return passed(NO_FILE);
+    if (!the.deploy) return passed(collective, NO_FILE);
     PMPI_Comm_test_inter(comm, &inter);
-    if (inter) return passed(INTERCOMM);
+    if (inter) return passed(collective, INTERCOMM);
     comm_state *c = state_of(comm);
-    if (send == MPI_IN_PLACE) return passed(IN_PLACE);
-    if (collective == ALLTOALLV && !blocks) return passed(PREPARE); /* no memory for its blocks */
-    if (!plain_size(sendtype) || !plain_size(recvtype)) return passed(DATATYPE);
-    if (collective == ALLTOALL && send_bytes != recv_bytes) return passed(SIGNATURE);
+    if (send == MPI_IN_PLACE) return passed(collective, IN_PLACE);
+    if (collective == ALLTOALLV && !blocks) return passed(collective, PREPARE); /* no memory for its blocks */
+    if (!plain_size(sendtype) || !plain_size(recvtype)) return passed(collective, DATATYPE);
+    if (collective == ALLTOALL && send_bytes != recv_bytes) return passed(collective, SIGNATURE);
     const entry *e = chosen(c, collective, send_bytes, &why);
-    if (!e) return passed(why);
+    if (!e) return passed(collective, why);
     a2ax_plan *plan = bound(c, e->schedule, send, recv, (MPI_Aint)send_bytes, blocks);
-    if (!plan) return passed(PREPARE);
+    if (!plan) return passed(collective, PREPARE);
     *result = a2ax_run(plan) ? MPI_ERR_OTHER : MPI_SUCCESS;
-    the.served[e->schedule]++;
+    the.served[collective * the.deploy->nschedules + e->schedule]++;
     return 1;
 }
 
@@ -488,7 +494,6 @@ static void write_records(void) {
         for (signature *s = c->signatures; s && c->rank == 0; s = s->next) {
             if (!out) {
                 char path[1200];
-                mkdir(the.record, 0777);
                 snprintf(path, sizeof path, "%s/record.%s.rank%d.jsonl", the.record, the.job, rank);
                 if (!(out = fopen(path, "w"))) {
                     fprintf(stderr, "a2a: A2A_RECORD: cannot write %s (%s)\n", path, strerror(errno));
@@ -516,24 +521,99 @@ static void write_records(void) {
     if (out) fclose(out);
 }
 
+/* one collective's line of the report: seen, served (by schedule name: one algorithm's schedules for each process
+   count together), passed through by reason; counts = seen, passed[REASONS], served[n] */
+static void print_collective(int k, long long *counts, int n) {
+    long long served = 0, *by_schedule = counts + 1 + REASONS;
+    for (int i = 0; i < n; i++) served += by_schedule[i];
+    fprintf(stderr, "  %s: seen %lld, served %lld", collective_name[k], counts[0], served);
+    int any = 0;
+    for (int i = 0; i < n; i++) {
+        long long calls = 0;
+        for (int j = i; j < n; j++)
+            if (strcmp(the.deploy->names[j], the.deploy->names[i]) == 0) calls += by_schedule[j], by_schedule[j] = 0;
+        if (calls) fprintf(stderr, "%s%s %lld", any++ ? ", " : " (", the.deploy->names[i], calls);
+    }
+    fprintf(stderr, "%s, passed through:", any ? ")" : "");
+    any = 0;
+    for (int i = 0; i < REASONS; i++)
+        if (counts[1 + i]) fprintf(stderr, "%s %s %lld", any++ ? "," : "", reason_text[i], counts[1 + i]);
+    fprintf(stderr, "%s\n", any ? "" : " none");
+}
+
 /* ---- MPI_Init and MPI_Finalize ---- */
+
+/* A2A_RECORD's folder made (its parents too) and written to once: 0, else the errno that stopped it */
+static int writable_folder(const char *path, int rank) {
+    char part[1024], probe[1100];
+    if (snprintf(part, sizeof part, "%s", path) >= (int)sizeof part) return ENAMETOOLONG;
+    for (char *at = part + 1; *at; at++)
+        if (*at == '/') {
+            *at = 0;
+            if (mkdir(part, 0777) && errno != EEXIST) return errno;
+            *at = '/';
+        }
+    if (mkdir(part, 0777) && errno != EEXIST) return errno;
+    snprintf(probe, sizeof probe, "%s/.a2a-probe-%d", part, rank);
+    FILE *file = fopen(probe, "w");
+    if (!file) return errno;
+    fclose(file);
+    remove(probe);
+    return 0;
+}
+
+/* one line on rank 0 when the deploy file serves nothing on this job's MPI_COMM_WORLD (collective on it) */
+static void say_what_world_gets(int rank, int size) {
+    int sized = 0, laid = 0, smaller = 0, matching = 0;
+    char sizes[256] = "";
+    for (int i = 0; i < the.deploy->nentries; i++) {
+        const entry *e = &the.deploy->entries[i];
+        sized += e->nprocs == size, laid += e->nprocs == size && e->layout, smaller += e->nprocs < size;
+        int named = 0; /* each process count once, in the file's order */
+        for (int j = 0; j < i; j++) named |= the.deploy->entries[j].nprocs == e->nprocs;
+        size_t used = strlen(sizes);
+        if (!named && used + 16 < sizeof sizes)
+            snprintf(sizes + used, sizeof sizes - used, "%s%d", used ? ", " : "", e->nprocs);
+    }
+    comm_state world = {.comm = MPI_COMM_WORLD, .own = MPI_COMM_WORLD, .size = size, .rank = rank};
+    int *layout = laid ? layout_of(&world) : NULL;
+    for (int i = 0; i < the.deploy->nentries; i++) {
+        const entry *e = &the.deploy->entries[i];
+        matching += e->nprocs == size && (!e->layout || memcmp(e->layout, layout, sizeof(int) * (size_t)size) == 0);
+    }
+    free(layout);
+    if (matching || rank != 0) return;
+    if (sized)
+        fprintf(stderr, "a2a: A2A_DEPLOY=%s: its entries for %d ranks are for another node layout than this job's "
+                "(bench deploy --ranks-per-node); all-to-alls on all %d ranks go to the MPI library\n",
+                the.path, size, size);
+    else if (smaller)
+        fprintf(stderr, "a2a: A2A_DEPLOY=%s has no entry for this job's %d ranks (it has %s): only communicators of "
+                "those sizes are served\n", the.path, size, sizes);
+    else
+        fprintf(stderr, "a2a: A2A_DEPLOY=%s serves nothing in this job of %d ranks (it has entries for %s ranks); "
+                "every all-to-all goes to the MPI library\n", the.path, size, sizes);
+}
 
 static void started(void) {
     char error[600] = "", version[MPI_MAX_LIBRARY_VERSION_STRING];
-    int length, rank, local[4], all[4];
+    int length, rank, size, local[5], all[5];
     const char *deploy = getenv("A2A_DEPLOY"), *report = getenv("A2A_DEPLOY_REPORT"), *record = getenv("A2A_RECORD");
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &size);
     PMPI_Get_library_version(version, &length);
     if (deploy && *deploy) {
         snprintf(the.path, sizeof the.path, "%s", deploy);
         read_deploy(deploy, family(version), &the.deploy, error, sizeof error);
     }
     /* every rank must make the same choices: one refusal anywhere refuses the file everywhere */
+    int unwritable = record && *record ? writable_folder(record, rank) : 0;
     local[0] = deploy && *deploy && !the.deploy;
     local[1] = report && strcmp(report, "0") != 0 && *report;
     local[2] = record && *record;
     local[3] = the.deploy ? the.deploy->nschedules : 0;
-    PMPI_Allreduce(local, all, 4, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    local[4] = unwritable != 0;
+    PMPI_Allreduce(local, all, 5, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (all[0]) {
         if (rank == 0)
             fprintf(stderr, "a2a: A2A_DEPLOY=%s refused: %s; every all-to-all goes to the MPI library\n", the.path,
@@ -541,11 +621,15 @@ static void started(void) {
         free_deploy(the.deploy);
         the.deploy = NULL;
     }
+    if (the.deploy) say_what_world_gets(rank, size);
+    if (all[4] && rank == 0)
+        fprintf(stderr, "a2a: A2A_RECORD=%s cannot be written (%s); nothing will be recorded\n", record,
+                unwritable ? strerror(unwritable) : "another rank cannot write it");
     the.report = all[1];
-    the.recording = all[2];
-    the.served = calloc((size_t)all[3] + 1, sizeof(long long));
+    the.recording = all[2] && !all[4];
+    the.served = calloc((size_t)(COLLECTIVES * all[3]) + 1, sizeof(long long));
     if (the.recording) {
-        snprintf(the.record, sizeof the.record, "%s", record ? record : "");
+        snprintf(the.record, sizeof the.record, "%s", record);
         if (rank == 0) {
             time_t now = time(NULL);
             strftime(the.job, sizeof the.job, "%Y%m%d-%H%M%S", gmtime(&now));
@@ -569,34 +653,25 @@ EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
     return result;
 }
 
+/* at MPI_Finalize, on rank 0: per collective, the calls seen, served per schedule name, passed through per reason */
 static void print_report(void) {
-    int rank, size, n = the.deploy ? the.deploy->nschedules : 0;
-    long long local[COLLECTIVES + REASONS + 1 + 64] = {0}, sum[COLLECTIVES + REASONS + 1 + 64];
-    n = n > 64 ? 64 : n;
-    memcpy(local, the.seen, sizeof the.seen);
-    memcpy(local + COLLECTIVES, the.passed, sizeof the.passed);
-    memcpy(local + COLLECTIVES + REASONS, the.served, sizeof(long long) * (size_t)n);
+    int rank, size, n = the.deploy ? the.deploy->nschedules : 0, per = 1 + REASONS + n;
+    long long *local = calloc((size_t)(2 * COLLECTIVES * per), sizeof(long long)), *sum = local + COLLECTIVES * per;
+    if (!local) return;
+    for (int k = 0; k < COLLECTIVES; k++) {
+        local[k * per] = the.seen[k];
+        memcpy(local + k * per + 1, the.passed[k], sizeof the.passed[k]);
+        if (n) memcpy(local + k * per + 1 + REASONS, the.served + k * n, sizeof(long long) * (size_t)n);
+    }
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &size);
-    PMPI_Reduce(local, sum, COLLECTIVES + REASONS + n, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-    if (rank != 0) return;
-    long long served = 0, *by_schedule = sum + COLLECTIVES + REASONS;
-    for (int i = 0; i < n; i++) served += by_schedule[i];
-    fprintf(stderr, "a2a deploy report (%s; calls summed over %d ranks)\n", the.deploy ? the.path : "no deploy file",
-            size);
-    fprintf(stderr, "  seen: alltoall %lld, alltoallv %lld\n  served: %lld", sum[ALLTOALL], sum[ALLTOALLV], served);
-    int any = 0;
-    for (int i = 0; i < n; i++) { /* by name: the schedules of one algorithm for each process count together */
-        long long calls = 0;
-        for (int j = i; j < n; j++)
-            if (strcmp(the.deploy->names[j], the.deploy->names[i]) == 0) calls += by_schedule[j], by_schedule[j] = 0;
-        if (calls) fprintf(stderr, "%s%s %lld", any++ ? ", " : " (", the.deploy->names[i], calls);
+    PMPI_Reduce(local, sum, COLLECTIVES * per, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        fprintf(stderr, "a2a deploy report (%s; calls summed over %d ranks)\n",
+                the.deploy ? the.path : "no deploy file", size);
+        for (int k = 0; k < COLLECTIVES; k++) print_collective(k, sum + k * per, n);
     }
-    fprintf(stderr, "%s\n  passed through:", any ? ")" : "");
-    any = 0;
-    for (int i = 0; i < REASONS; i++)
-        if (sum[COLLECTIVES + i]) fprintf(stderr, "%s %s %lld", any++ ? "," : "", reason_text[i], sum[COLLECTIVES + i]);
-    fprintf(stderr, "%s\n", any ? "" : " none");
+    free(local);
 }
 
 EXPORT int MPI_Finalize(void) {
@@ -622,7 +697,8 @@ EXPORT int MPI_Finalize(void) {
     EXPORT int NAME(const void *sendbuf, COUNT sendcount, MPI_Datatype sendtype, void *recvbuf, COUNT recvcount,   \
                     MPI_Datatype recvtype, MPI_Comm comm) {                                                         \
         if (!SEEN(ALLTOALL))                                                                                        \
-            return the.passed[NO_FILE]++, P##NAME(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm); \
+            return the.passed[ALLTOALL][NO_FILE]++,                                                                  \
+                   P##NAME(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);                       \
         int result;                                                                                                 \
         double start = the.recording ? PMPI_Wtime() : 0.0;                                                          \
         if (!served(ALLTOALL, sendbuf, recvbuf, sendcount * plain_size(sendtype), recvcount * plain_size(recvtype), \
@@ -657,8 +733,8 @@ EXPORT int MPI_Finalize(void) {
                     void *recvbuf, const COUNT recvcounts[], const DISPL rdispls[], MPI_Datatype recvtype,         \
                     MPI_Comm comm) {                                                                                \
         if (!SEEN(ALLTOALLV))                                                                                       \
-            return the.passed[NO_FILE]++, P##NAME(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,     \
-                                                  rdispls, recvtype, comm);                                         \
+            return the.passed[ALLTOALLV][NO_FILE]++, P##NAME(sendbuf, sendcounts, sdispls, sendtype, recvbuf,       \
+                                                             recvcounts, rdispls, recvtype, comm);                  \
         int result;                                                                                                 \
         long long *row = NULL;                                                                                      \
         MPI_Aint *blocks = sendbuf == MPI_IN_PLACE ? NULL : NAME##_blocks(comm, sendcounts, sdispls, sendtype,      \
@@ -682,14 +758,14 @@ SERVE_ALLTOALLV(MPI_Alltoallv_c, MPI_Count, MPI_Aint)
 /* the non-blocking forms pass through, counted */
 EXPORT int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                          MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request) {
-    the.seen[ALLTOALL]++, the.passed[NONBLOCKING]++;
+    the.seen[ALLTOALL]++, the.passed[ALLTOALL][NONBLOCKING]++;
     return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
 }
 
 EXPORT int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
                           void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
                           MPI_Comm comm, MPI_Request *request) {
-    the.seen[ALLTOALLV]++, the.passed[NONBLOCKING]++;
+    the.seen[ALLTOALLV]++, the.passed[ALLTOALLV][NONBLOCKING]++;
     return PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
                            request);
 }
@@ -697,28 +773,28 @@ EXPORT int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[], const int
 #if MPI_VERSION >= 4
 EXPORT int MPI_Ialltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
                            MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request) {
-    the.seen[ALLTOALL]++, the.passed[NONBLOCKING]++;
+    the.seen[ALLTOALL]++, the.passed[ALLTOALL][NONBLOCKING]++;
     return PMPI_Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
 }
 
 EXPORT int MPI_Ialltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],
                             MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[],
                             MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request) {
-    the.seen[ALLTOALLV]++, the.passed[NONBLOCKING]++;
+    the.seen[ALLTOALLV]++, the.passed[ALLTOALLV][NONBLOCKING]++;
     return PMPI_Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
                              request);
 }
 
 EXPORT int MPI_Alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                              MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request) {
-    the.seen[ALLTOALL]++, the.passed[PERSISTENT]++;
+    the.seen[ALLTOALL]++, the.passed[ALLTOALL][PERSISTENT]++;
     return PMPI_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
 }
 
 EXPORT int MPI_Alltoall_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
                                MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
                                MPI_Request *request) {
-    the.seen[ALLTOALL]++, the.passed[PERSISTENT]++;
+    the.seen[ALLTOALL]++, the.passed[ALLTOALL][PERSISTENT]++;
     return PMPI_Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
 }
 #endif
