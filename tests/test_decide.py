@@ -18,7 +18,7 @@ from a2a.analysis.export.formats import export, formats
 from a2a.analysis.revert import revert_slower
 from a2a.errors import BadInput, BadResults
 from a2a.record import decision
-from a2a.record.results import Recorder, write_meta
+from a2a.record.results import Recorder, read_meta, write_meta
 
 
 @pytest.fixture
@@ -378,8 +378,8 @@ def test_the_speed_up_over_native_is_read_from_its_rows_whatever_options_they_sp
     assert [c["speedup_vs_native"] for c in cells] == [1.0, pytest.approx(3.0, rel=0.1), 1.0]
     rendered = decide.render(document)
     assert all(re.search(r" \d+\.\d\dx\b", line) for line in rendered.splitlines()[2:])  # none is '-'
-    assert decide.summary(document) == ["nprocs=2: 0..90 native; 91..4095 pairwise 2.96x as fast as native; "
-                                        "4K..inf native"]
+    assert decide.summary(document) == ["nprocs=2: 0..90 native; 91..4095 pairwise (2.96x as fast as native, "
+                                        "significant); 4K..inf native"]
     assert "form=" not in rendered
 
 
@@ -411,3 +411,35 @@ def test_an_overlap_decision_ranks_by_exposed_time_so_full_overlap_beats_a_faste
     assert cell["value_us"] == pytest.approx(2.0, rel=0.2) and cell["runner_up_us"] == pytest.approx(40.0, rel=0.2)
     shown = decide.render(document)
     assert "median exposed us" in shown and "rank by the exposed time" in shown
+
+
+def test_decision_lines_say_what_each_number_compares_and_never_contradict_themselves(tmp_path):
+    """Each range's words: a speed-up over native with the rank test's verdict (significant, or not), what is within
+    noise of the choice and why it won among them; 'none significantly faster' only where native is kept, never
+    beside a speed-up; an oversubscribed count says the times are the scheduler's."""
+    run = record(tmp_path / "run", {(4, 8): {("native", ""): 100, ("linear", ""): 99.5, ("bruck", "radix=2"): 300},
+                                    (4, 1024): {("native", ""): 100, ("pairwise", "schedule=shift"): 40,
+                                                ("linear", ""): 40.4, ("bruck", "radix=2"): 300},
+                                    (4, 65536): {("native", ""): 100, ("bine", ""): 50},
+                                    # native's one stall puts its mean behind bine's, which is significantly slower
+                                    # than throttled: the tie stops there, and throttled's gain is by the mean alone
+                                    (4, 1 << 20): {("native", ""): 100, ("throttled", "window=2"): 100,
+                                                   ("bine", ""): 130}},
+                 stall_at={(4, 1 << 20, "native"): 1})
+    meta = read_meta(run)
+    meta["by_nprocs"] = {"4": {"oversubscribed": {"vm": {"ranks": 4, "cores": 2}}}}
+    write_meta(run, meta)
+    line, = decide.summary(decide.decide([run]))
+    ranges = re.split(r"; (?=\d+[KM]?\.\.)", line.split(": ", 1)[1])
+    assert ranges[0] == "0..90 native (the library's own; none of linear is significantly faster)", ranges
+    assert re.fullmatch(r"91\.\.8191 linear \(2\.\d\dx as fast as native, significant; within noise: pairwise; "
+                        r"chosen as the simplest of them\)", ranges[1]), ranges
+    assert re.fullmatch(r"8K\.\.262143 bine \(\d\.\d\dx as fast as native, significant\)", ranges[2]), ranges
+    assert re.match(r"256K\.\.inf throttled:window=2 \(\d+\.\d\dx as fast as native by the mean, not significant "
+                    r"\(p=0\.\d+\)\) \[oversubscribed \(4 ranks on 2 cores of vm\): these times are the "
+                    r"scheduler's as much as the algorithms'\]$", ranges[3]), ranges
+    for said in ranges:
+        assert not ("as fast as native" in said and "significantly faster" in said), said
+    rendered = decide.render(decide.decide([run])).splitlines()
+    assert rendered[0].split()[-2:] == ["chosen", "as"] and "(n.s.)" in rendered[-1] and "the simplest" in "".join(
+        rendered), rendered

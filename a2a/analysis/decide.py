@@ -184,17 +184,21 @@ def _chosen_dtype(points: dict[tuple, Candidate], dtype: str | None) -> str:
 def source(run: Any) -> dict[str, Any]:
     """Where a table's data came from: directory, status, library, commit."""
     meta = run.meta
+    crowded = {p: facts["oversubscribed"] for p, facts in meta.get("by_nprocs", {}).items()
+               if facts.get("oversubscribed")}
     return {"directory": str(Path(run.directory).resolve()), "status": meta.get("status"),
             "start": meta.get("start"), "mpi_library": meta.get("mpi_library"),
-            "git_commit": meta.get("git_commit"), "points": len(run.rows)}
+            "git_commit": meta.get("git_commit"), "points": len(run.rows), "oversubscribed": crowded}
 
 
 # --- deciding --------------------------------------------------------------------------
 
 def decision_cell(bytes_per_peer: int, ranked: list[tuple[str, str, float]], chosen: int = 0, samples: int = 0,
-                  tied_with: list[str] | None = None, timing: str = "") -> dict[str, Any]:
+                  tied_with: list[str] | None = None, timing: str = "", native_p: float | None = None
+                  ) -> dict[str, Any]:
     """A table cell: ranked[chosen] of (algorithm, options, us) fastest first, its runner-up and its speed-up over the
-    library's own under `timing` (when measured)."""
+    library's own under `timing` (when measured), with the rank test's p of that difference (`native_p`, when both
+    have samples)."""
     algorithm, options, value = ranked[chosen]
     others = [c for i, c in enumerate(ranked) if i != chosen]
     runner = others[0] if others else None
@@ -206,6 +210,7 @@ def decision_cell(bytes_per_peer: int, ranked: list[tuple[str, str, float]], cho
         "runner_up_us": rounded(runner[2]) if runner else None,
         "margin": rounded(runner[2] / value - 1.0) if runner and value > 0 else None,
         "speedup_vs_native": rounded(native / value) if native is not None and value > 0 else None,
+        "native_p": None if native_p is None else rounded(native_p),
         "candidates": [{"algorithm": a, "options": o, "value_us": rounded(us)} for a, o, us in ranked],
     }
 
@@ -217,9 +222,13 @@ def decide_cell(points: list[Candidate], metric: str, alpha: float) -> dict[str,
     best = ranked[0]
     tied = list(takewhile(lambda p: p is best or _tied(best, p, alpha), ranked))
     choice = min(tied, key=lambda p: preference(p.algorithm, p.options))
+    timing = choice.rows[0].timing
+    native = next((p for p in ranked if library_own(p.algorithm, p.options, timing)), None)
+    tested = native is not None and native is not choice and choice.samples and native.samples
     cell = decision_cell(choice.bytes_per_peer, [(p.algorithm, p.options, p.value_us(metric)) for p in ranked],
                          ranked.index(choice), len(choice.samples),
-                         [shown(p.algorithm, p.options) for p in tied if p is not choice], choice.rows[0].timing)
+                         [shown(p.algorithm, p.options) for p in tied if p is not choice], timing,
+                         mann_whitney_p(choice.samples, native.samples) if tested else None)
     made = {r.workload: r.recorded_calls for p in points for r in p.rows if r.recorded_calls}  # by recorded call
     return {**cell, "recorded_calls": sum(made.values())} if made else cell
 
@@ -259,31 +268,45 @@ def decide(directories: list[Path], metric: str = "mean", alpha: float = 0.05,
 # --- printing --------------------------------------------------------------------------
 
 def render(document: dict[str, Any]) -> str:
-    """The table as text: one line per measured size, merged ranges marked."""
-    tables = document["tables"]
+    """The table as text: one line per measured size, merged ranges marked. `vs native` is marked n.s. where the
+    rank test does not find the difference; `chosen as` says why where others were within noise of the choice."""
+    tables, alpha = document["tables"], document.get("alpha", 0.05)
     columns, same = varying(tables)
-    ties = any(c["tie"] for t in tables for r in t["ranges"] for c in r["cells"])
+    noisy = any(c["tied_with"] for t in tables for r in t["ranges"] for c in r["cells"])
     body = []
     for table in document["tables"]:
         for row in table["ranges"]:
             high = "inf" if row["bytes_max"] is None else human_bytes(row["bytes_max"])
             span = f"{human_bytes(row['bytes_min'])}..{high}"
             for i, cell in enumerate(row["cells"]):
+                runner = cell["runner_up"] or "-"
                 body.append([*(table[c] if i == 0 else "" for c in columns), span if i == 0 else "",
                              human_bytes(cell["bytes_per_peer"]), shown(cell["algorithm"], cell["options"]),
-                             f"{cell['value_us']:,.1f}", cell["runner_up"] or "-",
-                             _percent(cell["margin"]), _times(cell["speedup_vs_native"]),
-                             *(["yes" if cell["tie"] else ""] if ties else [])])
+                             f"{cell['value_us']:,.1f}",
+                             runner + (" (within noise)" if runner in cell["tied_with"] else ""),
+                             _percent(cell["margin"]), _versus(cell, alpha),
+                             *([_chosen_as(cell)] if noisy else [])])
     overlap = any(t.get("timing") == OVERLAP for t in document["tables"])
     headers = [*columns, "range (B/peer)", "measured", "algorithm",
                f"{document['metric']} exposed us" if overlap else f"{document['metric']} us",
-               "runner-up", "by", "vs native", *(["tie"] if ties else [])]
+               "runner-up", "by", "vs native", *(["chosen as"] if noisy else [])]
     ranked = [f"Overlap tables rank by the exposed time, t_overall - t_compute per iteration ({document['metric']} "
               "over the iterations): how long the program waits for the exchange, after start, a compute phase the "
               "same for every algorithm at a point (compute_phase_us), with `tests` progress calls in it, and "
               "wait."] if overlap else []
     context = [f"Every table's {', '.join(same)}."] if same else []
     return "\n".join([*ranked, *context, tabulate(body, headers=headers, disable_numparse=True)])
+
+
+def _versus(cell: dict[str, Any], alpha: float) -> str:
+    said = _times(cell["speedup_vs_native"])
+    p = cell.get("native_p")
+    return said + (" (n.s.)" if p is not None and p >= alpha else "")
+
+
+def _chosen_as(cell: dict[str, Any]) -> str:
+    """Why the cell's choice, where others were within noise of it: the simplest of them, or the fastest."""
+    return "" if not cell["tied_with"] else "the simplest" if cell["tie"] else "the fastest"
 
 
 def _percent(margin: float | None) -> str:
@@ -316,25 +339,57 @@ def unstable(winners: dict[tuple, list[str]]) -> dict[tuple, Counter]:
 
 
 def summary(document: dict[str, Any]) -> list[str]:
-    """One line per process count: each size range's choice, its gain over native, ties marked."""
+    """One line per process count: each size range's choice, its speed-up over native and whether the rank test
+    finds it, what is within noise of it and why it was chosen among them; an oversubscribed count says so."""
+    alpha = document.get("alpha", 0.05)
     lines = []
     for table in document["tables"]:
-        parts = []
-        for row in table["ranges"]:
-            high = "" if row["bytes_max"] is None else human_bytes(row["bytes_max"])
-            cells = row["cells"]
-            gains = sorted(c["speedup_vs_native"] for c in cells if c["speedup_vs_native"])
-            if library_own(row["algorithm"], row["options"], table.get("timing", "")) or not gains:
-                said = ""
-            else:
-                said = f" {gains[0]:.2f}x" if gains[0] == gains[-1] else f" {gains[0]:.2f}-{gains[-1]:.2f}x"
-                said += " as fast as native"
-            tied = sorted({name for c in cells for name in c["tied_with"]})
-            tie = f" (tie with {', '.join(tied)}: none significantly faster)" if tied else ""
-            parts.append(f"{human_bytes(row['bytes_min'])}..{high or 'inf'} {shown(row['algorithm'], row['options'])}"
-                         f"{said}{tie}")
-        lines.append(f"{where(table)}: " + "; ".join(parts))
+        parts = [range_said(row, table.get("timing", ""), alpha) for row in table["ranges"]]
+        crowded = crowding(document, table["nprocs"])
+        lines.append(f"{where(table)}: " + "; ".join(parts) + (f" [{crowded}]" if crowded else ""))
     return lines + program_totals(document)
+
+
+def range_said(row: dict[str, Any], timing: str, alpha: float) -> str:
+    """A range's choice in words: `91..8191 pairwise (5.34x as fast as native, significant; within noise: bine,
+    ring; chosen as the fastest)`."""
+    label, cells = shown(row["algorithm"], row["options"]), row["cells"]
+    high = "inf" if row["bytes_max"] is None else human_bytes(row["bytes_max"])
+    tied = sorted({name for c in cells for name in c["tied_with"]})
+    if library_own(row["algorithm"], row["options"], timing):
+        said = [f"the library's own; none of {', '.join(tied)} is significantly faster"] if tied else []
+    else:
+        said = [versus_native(cells, alpha)] if any(c["speedup_vs_native"] for c in cells) else []
+        if tied:
+            why = "the simplest of them" if any(c["tie"] for c in cells) else "the fastest"
+            said.append(f"within noise: {', '.join(tied)}; chosen as {why}")
+    return f"{human_bytes(row['bytes_min'])}..{high} {label}" + (f" ({'; '.join(said)})" if said else "")
+
+
+def versus_native(cells: list[dict[str, Any]], alpha: float) -> str:
+    """The range's speed-up over native and how many of its sizes the rank test finds it at."""
+    gains = sorted(c["speedup_vs_native"] for c in cells if c["speedup_vs_native"])
+    ratio = f"{gains[0]:.2f}x" if gains[0] == gains[-1] else f"{gains[0]:.2f}-{gains[-1]:.2f}x"
+    tested = [c["native_p"] for c in cells if c.get("native_p") is not None]
+    found = sum(p < alpha for p in tested)
+    if not tested:
+        return f"{ratio} as fast as native, untested (no samples)"
+    if found == len(tested):
+        return f"{ratio} as fast as native, significant"
+    worst = max(tested)
+    if not found:
+        return f"{ratio} as fast as native by the mean, not significant (p={worst:.2g})"
+    return f"{ratio} as fast as native, significant at {found} of {len(tested)} sizes"
+
+
+def crowding(document: dict[str, Any], nprocs: int) -> str:
+    """Where the runs of `nprocs` ranks had more ranks than cores, in words ('' where none had)."""
+    hosts = {host: got for s in document.get("sources", []) for host, got in
+             (s.get("oversubscribed") or {}).get(str(nprocs), {}).items()}
+    if not hosts:
+        return ""
+    where_ = ", ".join(f"{got['ranks']} ranks on {got['cores']} cores of {host}" for host, got in sorted(hosts.items()))
+    return f"oversubscribed ({where_}): these times are the scheduler's as much as the algorithms'"
 
 
 def program_totals(document: dict[str, Any]) -> list[str]:
