@@ -33,20 +33,40 @@ def launcher_size() -> int:
     return next((int(os.environ[n]) for n in SIZE_VARIABLES if os.environ.get(n, "").isdigit()), 1)
 
 
+def typed(name: str) -> str:
+    """How to type the program `name` (python, mpirun, mpicc) of this Python's environment from the working folder:
+    the bare name where PATH finds that one (an activated venv), else its path, relative where it lies below here."""
+    beside = Path(sys.executable).absolute().parent / name
+    if not beside.exists():
+        return name
+    found = shutil.which(name)
+    if found and Path(found).absolute().parent == beside.parent:
+        return name
+    try:
+        return "./" * (beside.parent == Path.cwd()) + str(beside.relative_to(Path.cwd()))
+    except ValueError:
+        return str(beside)
+
+
+def bench_words() -> list[str]:
+    """`python -m bench` as the user types it from here (see typed)."""
+    return [typed("python"), "-m", "bench"]
+
+
 def launch_command(n: int, args: list[str]) -> str:
     """The shell line that runs `python -m bench ARGS` on n ranks, launched as this process was: across the emulated
     cluster, by srun in a Slurm job step, else by mpirun (alone, `python -m bench ARGS`, for one rank)."""
     if TOPOLOGY_ENV in os.environ:
-        return shlex.join(["python", "-m", "bench", "cluster", "run", "-n", str(n), "--", *args])
-    launcher = ["srun" if "SLURM_STEP_ID" in os.environ else "mpirun", "-n", str(n)] if n > 1 else []
-    return shlex.join([*launcher, "python", "-m", "bench", *args])
+        return shlex.join([*bench_words(), "cluster", "run", "-n", str(n), "--", *args])
+    launcher = ["srun" if "SLURM_STEP_ID" in os.environ else typed("mpirun"), "-n", str(n)] if n > 1 else []
+    return shlex.join([*launcher, *bench_words(), *args])
 
 
 def tune_launcher() -> str:
     """The `bench tune` option (shell text) that launches its jobs as this process was launched: '' for mpirun, its
     default."""
     if TOPOLOGY_ENV in os.environ:
-        return '--launcher "$(python -m bench cluster launcher)"'
+        return f'--launcher "$({shlex.join(bench_words())} cluster launcher)"'
     return "--launcher srun" if "SLURM_STEP_ID" in os.environ else ""
 
 

@@ -21,6 +21,9 @@ from typing import Iterator
 import pytest
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: as `python -m bench` has it (bench/__init__.py)
+# the suite runs as in an activated venv (`. .venv/bin/activate`): `python` and `mpirun` are this Python's, so the
+# commands the testbed suggests read `python -m bench ...` (tests/test_newcomer.py checks them not activated too)
+os.environ["PATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(sys.executable)), os.environ.get("PATH", "")])
 from a2a.mpi import abort_job, world  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tiers, however this conftest is imported

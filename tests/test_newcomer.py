@@ -7,6 +7,7 @@ import re
 import shlex
 import shutil
 import stat
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -259,3 +260,40 @@ def test_labels_leave_options_at_their_defaults_out():
     ranked = [("pairwise", "schedule=shift", 10.0), ("native", "form=nonblocking", 30.0)]
     assert decide.decision_cell(8, ranked, timing="overlap")["speedup_vs_native"] == 3.0
     assert decide.decision_cell(8, ranked)["speedup_vs_native"] is None  # no blocking native measured
+
+
+def test_suggested_commands_run_from_where_the_user_stands(monkeypatch, tmp_path):
+    """In an activated venv the testbed suggests `python -m bench` and `mpirun`; outside it, the paths of this
+    Python's own, relative to the working folder where they lie below it (else absolute): each runs as printed."""
+    from a2a.mpi import bench_words, launch_command, typed
+
+    here = Path(sys.executable).absolute().parent
+    monkeypatch.setenv("PATH", os.pathsep.join([str(here), "/usr/bin", "/bin"]))
+    assert bench_words() == ["python", "-m", "bench"]
+    assert launch_command(2, ["run"]) == "mpirun -n 2 python -m bench run"
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    for folder in (here.parent.parent, tmp_path):
+        monkeypatch.chdir(folder)
+        for name in ("python", "mpirun"):
+            said = typed(name)
+            assert "/" in said and (folder / said).resolve() == (here / name).resolve(), (folder, said)
+    monkeypatch.chdir(here.parent.parent)
+    assert launch_command(2, ["run"]).split()[:4] == [typed("mpirun"), "-n", "2", typed("python")]
+
+
+@pytest.mark.launches
+def test_a_python_without_the_testbeds_packages_is_told_to_use_the_venv(tmp_path):
+    """`python -m bench` by a Python that lacks the packages (outside the venv): one line naming what is missing and
+    how to get the venv's, exit 2, no traceback; under a launcher, on rank 0 only."""
+    import subprocess
+
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    env = {"PATH": "/usr/bin:/bin", "PMI_RANK": "0"}
+    done = subprocess.run([str(bare / "bin" / "python"), "-m", "bench", "list"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and "`. .venv/bin/activate` first" in done.stderr, done.stderr
+    other = subprocess.run([str(bare / "bin" / "python"), "-m", "bench", "list"], cwd=ROOT,
+                           env={**env, "PMI_RANK": "1"}, capture_output=True, text=True, timeout=60)
+    assert (other.returncode, other.stderr) == (2, "")

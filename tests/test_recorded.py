@@ -153,8 +153,11 @@ def test_the_replayed_counts_are_the_recorded_ones(tmp_path: Path):
 def test_options_that_contradict_the_record_are_refused(tmp_path: Path, capsys):
     write_record(tmp_path, [alltoall(4, 2), alltoallv(UNEVEN)])
     spec = f"recorded:{tmp_path}"
-    refusals = [({}, 4, f"{spec} holds 1 alltoall and 1 alltoallv call signatures; replay one collective a run: "
-                        "add --collective"),
+    race = f"mpirun -n 4 python -m bench run --workload {spec} --collective"
+    refusals = [({}, 4, f"{spec} holds 1 alltoall and 1 alltoallv call signatures, and a run races one collective: "
+                        f"race each, then deploy both:\n  {race} alltoall --output race-alltoall\n  {race} alltoallv "
+                        "--output race-alltoallv\n  python -m bench deploy race-alltoall race-alltoallv --nprocs 4 "
+                        "-o deploy.a2a"),
                 ({"collective": "alltoall", "nprocs": "2"}, 4, f"--nprocs 2: {spec}'s alltoall calls were made on 4 "
                                                                "ranks"),
                 ({"collective": "alltoallv"}, 2, f"{spec}'s alltoallv calls were made on 4 ranks; this job has 2"),

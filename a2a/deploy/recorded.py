@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import numpy as np
 
 from a2a.algos.registry import COLLECTIVES
 from a2a.errors import BadConfig
+from a2a.mpi import bench_words, launch_command
 
 FILE = re.compile(r"^record\.(?P<job>.+)\.rank(?P<rank>\d+)\.jsonl$")
 NAMED = "record.<job>.rank<R>.jsonl"
@@ -94,14 +96,22 @@ class Record:
         found = [c for c in COLLECTIVES if held[c]]
         if given is None and len(found) > 1:
             raise BadConfig(f"recorded:{self.directory} holds {held['alltoall']} alltoall and {held['alltoallv']} "
-                            "alltoallv call signatures; replay one collective a run: add --collective alltoall or "
-                            "alltoallv")
+                            "alltoallv call signatures, and a run races one collective: race each, then deploy "
+                            "both:\n" + "\n".join(f"  {line}" for line in self.race_lines()))
         chosen = given or found[0]
         if not self.replayed(chosen):
             kept = f" (not kept: {next(c.why for c in self.calls if c.collective == chosen)})" if held[chosen] else ""
             raise BadConfig(f"recorded:{self.directory} holds no {chosen} call to replay{kept}; it holds "
                             + ", ".join(f"{held[c]} {c}" for c in found) + " call signatures")
         return chosen
+
+    def race_lines(self) -> list[str]:
+        """The commands that race each collective the record holds, on the ranks it was recorded on, and deploy both."""
+        nprocs = max(call.nprocs for call in self.calls)
+        races = [launch_command(nprocs, ["run", "--workload", f"recorded:{self.directory}", "--collective", c,
+                                         "--output", f"race-{c}"]) for c in COLLECTIVES]
+        return [*races, shlex.join([*bench_words(), "deploy", *(f"race-{c}" for c in COLLECTIVES), "--nprocs",
+                                    str(nprocs), "-o", "deploy.a2a"])]
 
     def replayed(self, collective: str) -> list[RecordedCall]:
         """The calls of `collective` a sweep replays (an alltoallv whose matrix was not kept cannot be)."""

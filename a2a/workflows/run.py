@@ -12,7 +12,7 @@ from a2a.analysis.export.formats import export_lines
 from a2a.errors import A2AError
 from a2a.measure.driver import measure_sweep, resume_measured, set_thread_level
 from a2a.measure.environment import ask_for_progress_thread, node_memory_share, progress_thread_running
-from a2a.mpi import tune_launcher, world
+from a2a.mpi import bench_words, tune_launcher, world
 from a2a.record.decision import varying
 from a2a.record.results import read_meta
 from a2a.sweep.config import DEFAULTS, OVERLAP, SWEEP_OPTIONS, SweepConfig, check_sizes
@@ -59,7 +59,8 @@ def decision_summary(directory: Path, state: SweepState) -> str:
         document = decide([directory])
     except A2AError as nothing:  # no valid point to decide from
         return f"\nno decision: {nothing}"
-    return "\n".join([f"\nDecision (by the mean; `python -m bench decide {directory}` has the full table):",
+    full = shlex.join([*bench_words(), "decide", str(directory)])
+    return "\n".join([f"\nDecision (by the mean; `{full}` has the full table):",
                       *(f"  {line}" for line in summary(document)), *next_steps(directory, state, document)])
 
 
@@ -69,13 +70,13 @@ def next_steps(directory: Path, state: SweepState, document: dict[str, Any]) -> 
     config = state.config
     table = Path(directory) / "decision.json"
     one = [f"--where={c}={document['tables'][-1][c]}" for c in varying(document["tables"])[0] if c != "nprocs"]
-    by_hand = [shlex.join(["python", "-m", "bench", "decide", str(directory), *one, "-o", str(table)]),
+    by_hand = [shlex.join([*bench_words(), "decide", str(directory), *one, "-o", str(table)]),
                *export_lines(table, read_meta(directory).get("mpi_library") or "")]
     why_not = tune_refuses(config)
     if why_not:
         return [f"next (bench tune does not repeat {why_not}):", *(f"  {line}" for line in by_hand)]
     names = [shown(v.name, v.options_text) for v in config.variants]
-    tune = ["python", "-m", "bench", "tune", "--nprocs", ",".join(map(str, config.nprocs)),
+    tune = [*bench_words(), "tune", "--nprocs", ",".join(map(str, config.nprocs)),
             "--sizes", ",".join(map(human_bytes, config.sizes)),
             *(["--algorithms", ",".join(names)] if sorted(names) != sorted(candidates(config.collective)) else []),
             *(f"--plugin={p}" for p in state.plugins)]

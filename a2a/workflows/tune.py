@@ -42,7 +42,7 @@ from a2a.analysis.export.formats import export
 from a2a.analysis.revert import back_to_native, revert_slower
 from a2a.errors import BadConfig, HarnessError
 from a2a.measure.environment import TUNING_PREFIXES
-from a2a.mpi import clean_launcher_env, launcher_flags, launcher_library, launcher_size, mpi_tool
+from a2a.mpi import bench_words, clean_launcher_env, launcher_flags, launcher_library, launcher_size, mpi_tool
 from a2a.record.decision import write_decision
 from a2a.record.meta import now, software
 from a2a.record.results import NATIVE, OVERLAP, read_meta, write_meta
@@ -214,7 +214,7 @@ class Tune:
             self.meta["status"] = f"stopped by {self.stopped}"
             self._write()
             self.say(f"tune stopped by {self.stopped}; the finished steps are in {self.directory}; "
-                     f"go on with: python -m bench tune --resume {self.directory}")
+                     f"go on with: {shlex.join([*bench_words(), 'tune', '--resume', str(self.directory)])}")
             return EXIT_STOPPED
         self._finish(made, rows)
         return 0

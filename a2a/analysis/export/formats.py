@@ -9,6 +9,7 @@ from typing import Any
 from a2a.analysis.export import intel, mpich, ompi, ompi_json
 from a2a.analysis.export.common import Exported, library_only
 from a2a.errors import BadInput
+from a2a.mpi import bench_words
 from a2a.record.decision import read_decision
 from a2a.record.results import write_atomic
 
@@ -29,7 +30,7 @@ def export_lines(table: Path, library: str) -> list[str]:
     """The `bench export` lines for the library a record was measured with (one per format when it is unknown), each
     writing its file beside the table."""
     known = [f for name, f in LIBRARY_FORMATS.items() if name in library][:1] or list(LIBRARY_FORMATS.values())
-    return [shlex.join(["python", "-m", "bench", "export", str(table), "--format", fmt, "-o",
+    return [shlex.join([*bench_words(), "export", str(table), "--format", fmt, "-o",
                         str(table.parent / f"tuned.{suffix}")]) for fmt, suffix in known]
 
 
