@@ -70,6 +70,8 @@ from .options import defaults
                             "from a ring larger than the last-level cache.", DEFAULTS["cache"]))
 @click.option("--mesh", help="Cartesian meshes, comma-separated (2x2x8,2x4); ranks fill them row-major.")
 @click.option("--groups", multiple=True, help="Axes forming each replica group: z, y,z or 1x1x8 (repeatable).")
+@click.option("--refine", is_flag=True, help="Where neighbouring sizes' winners differ, measure their geometric "
+              "midpoint too, until each crossover is bracketed within a factor of 2 or the two are within noise.")
 @click.option("--allow-oversubscribed", is_flag=True, help="No warning when ranks outnumber cores (still recorded).")
 @click.option("--quiet", is_flag=True, help="No progress bar or tables (errors and warnings still show).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
@@ -79,6 +81,7 @@ def run(ctx: click.Context, **given: Any) -> None:
     """Sweep message sizes x process counts x algorithms (the main job)."""
     explicit = {k: v for k, v in given.items()
                 if ctx.get_parameter_source(k) is click.core.ParameterSource.COMMANDLINE}
+    explicit["refine"] = given["refine"]
     if given["decision_table"]:
         explicit["option"] = (*explicit.get("option", ()), f"auto.table={given['decision_table']}")
     sys.exit(measured(explicit, Output(given["quiet"], given["fmt"], given["allow_oversubscribed"])))

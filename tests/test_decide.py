@@ -378,8 +378,9 @@ def test_the_speed_up_over_native_is_read_from_its_rows_whatever_options_they_sp
     assert [c["speedup_vs_native"] for c in cells] == [1.0, pytest.approx(3.0, rel=0.1), 1.0]
     rendered = decide.render(document)
     assert all(re.search(r" \d+\.\d\dx\b", line) for line in rendered.splitlines()[2:])  # none is '-'
-    assert decide.summary(document) == ["nprocs=2: 0..90 native; 91..4095 pairwise (2.96x as fast as native, "
-                                        "significant); 4K..inf native"]
+    assert decide.summary(document) == ["nprocs=2: 0..90 native (rests on one point, 8); 91..4095 pairwise (2.96x as "
+                                        "fast as native, significant; rests on one point, 1K); 4K..inf native (rests "
+                                        "on one point, 16K)"]
     assert "form=" not in rendered
 
 
@@ -431,13 +432,15 @@ def test_decision_lines_say_what_each_number_compares_and_never_contradict_thems
     write_meta(run, meta)
     line, = decide.summary(decide.decide([run]))
     ranges = re.split(r"; (?=\d+[KM]?\.\.)", line.split(": ", 1)[1])
-    assert ranges[0] == "0..90 native (the library's own; none of linear is significantly faster)", ranges
+    assert ranges[0] == ("0..90 native (the library's own; none of linear is significantly faster; rests on one "
+                         "point, 8)"), ranges
     assert re.fullmatch(r"91\.\.8191 linear \(2\.\d\dx as fast as native, significant; within noise: pairwise; "
-                        r"chosen as the simplest of them\)", ranges[1]), ranges
-    assert re.fullmatch(r"8K\.\.262143 bine \(\d\.\d\dx as fast as native, significant\)", ranges[2]), ranges
+                        r"chosen as the simplest of them; rests on one point, 1K\)", ranges[1]), ranges
+    assert re.fullmatch(r"8K\.\.262143 bine \(\d\.\d\dx as fast as native, significant; rests on one point, 64K\)",
+                        ranges[2]), ranges
     assert re.match(r"256K\.\.inf throttled:window=2 \(\d+\.\d\dx as fast as native by the mean, not significant "
-                    r"\(p=0\.\d+\)\) \[oversubscribed \(4 ranks on 2 cores of vm\): these times are the "
-                    r"scheduler's as much as the algorithms'\]$", ranges[3]), ranges
+                    r"\(p=0\.\d+\); rests on one point, 1M\) \[oversubscribed \(4 ranks on 2 cores of vm\): these "
+                    r"times are the scheduler's as much as the algorithms'\]$", ranges[3]), ranges
     for said in ranges:
         assert not ("as fast as native" in said and "significantly faster" in said), said
     rendered = decide.render(decide.decide([run])).splitlines()

@@ -352,10 +352,11 @@ def summary(document: dict[str, Any]) -> list[str]:
 
 def range_said(row: dict[str, Any], timing: str, alpha: float) -> str:
     """A range's choice in words: `91..8191 pairwise (5.34x as fast as native, significant; within noise: bine,
-    ring; chosen as the fastest)`."""
+    ring; chosen as the fastest; rests on one point, 1K)`."""
     label, cells = shown(row["algorithm"], row["options"]), row["cells"]
     high = "inf" if row["bytes_max"] is None else human_bytes(row["bytes_max"])
     tied = sorted({name for c in cells for name in c["tied_with"]})
+    lone = [f"rests on one point, {human_bytes(cells[0]['bytes_per_peer'])}"] if one_point(row) else []
     if library_own(row["algorithm"], row["options"], timing):
         said = [f"the library's own; none of {', '.join(tied)} is significantly faster"] if tied else []
     else:
@@ -363,7 +364,46 @@ def range_said(row: dict[str, Any], timing: str, alpha: float) -> str:
         if tied:
             why = "the simplest of them" if any(c["tie"] for c in cells) else "the fastest"
             said.append(f"within noise: {', '.join(tied)}; chosen as {why}")
+    said += lone
     return f"{human_bytes(row['bytes_min'])}..{high} {label}" + (f" ({'; '.join(said)})" if said else "")
+
+
+def one_point(row: dict[str, Any], factor: float = 2.0) -> bool:
+    """Whether a range rests on one measured size that it reaches more than `factor` beyond (below, down to its
+    first byte above 0; above, up to its last byte below infinity): a guess `bench run --refine` can replace."""
+    if len(row["cells"]) != 1:
+        return False
+    point = row["cells"][0]["bytes_per_peer"]
+    below = 0 < row["bytes_min"] < point / factor
+    above = row["bytes_max"] is not None and row["bytes_max"] > point * factor
+    return below or above
+
+
+def crossover_gaps(document: dict[str, Any], factor: float = 2.0) -> list[tuple[int, int]]:
+    """Neighbouring measured sizes (smaller, larger) of a table whose choices differ and lie more than `factor` apart,
+    where neither choice is within noise of the other at either size: where the crossover is not yet found. Gaps
+    from 0 B are left out (0 B is a range of its own)."""
+    gaps = set()
+    for table in document["tables"]:
+        cells = [c for row in table["ranges"] for c in row["cells"]]
+        for small, large in zip(cells, cells[1:]):
+            a, b = shown(small["algorithm"], small["options"]), shown(large["algorithm"], large["options"])
+            lo, hi = small["bytes_per_peer"], large["bytes_per_peer"]
+            if a != b and lo > 0 and hi > lo * factor and b not in small["tied_with"] and a not in large["tied_with"]:
+                gaps.add((lo, hi))
+    return sorted(gaps)
+
+
+def midpoints(document: dict[str, Any], factor: float = 2.0) -> list[int]:
+    """The sizes that bracket every crossover gap more closely: each gap's geometric midpoint, a whole number of
+    the decision's elements, strictly inside the gap."""
+    item = np.dtype(document.get("dtype") or "uint8").itemsize
+    found = set()
+    for lo, hi in crossover_gaps(document, factor):
+        middle = int(round(math.sqrt(lo * hi) / item)) * item
+        if lo < middle < hi:
+            found.add(middle)
+    return sorted(found)
 
 
 def versus_native(cells: list[dict[str, Any]], alpha: float) -> str:

@@ -13,7 +13,8 @@ from a2a.units import parse_size
 
 
 def parse_list(text: str, what: str, parse: Any = parse_size) -> list[int]:
-    """'8,1K,4:128K:x2' -> sorted distinct values; a range is start:stop:xFACTOR or start:stop:+STEP."""
+    """'8,1K,4:128K:x2' -> sorted distinct values; a range is start:stop:xFACTOR (from 0: 0, then 1, FACTOR, ...) or
+    start:stop:+STEP."""
     values: set[int] = set()
     for part in str(text).split(","):
         if not part.strip():
@@ -28,9 +29,12 @@ def parse_list(text: str, what: str, parse: Any = parse_size) -> list[int]:
         start, stop = parse(pieces[0], what), parse(pieces[1], what)
         geometric = step_match.group(1) in "x*"
         step = parse_count(step_match.group(2), "factor") if geometric else parse(step_match.group(2), what)
-        if (geometric and (step < 2 or start < 1)) or (not geometric and step < 1) or stop < start:
-            raise BadConfig(f"{what} range {part!r} never reaches {stop}; use a factor >= 2 "
-                            "(and a start >= 1) or a step >= 1, with START <= STOP")
+        if (geometric and step < 2) or (not geometric and step < 1) or stop < start:
+            raise BadConfig(f"{what} range {part!r} never reaches {stop}; use a factor >= 2 or a step >= 1, with "
+                            "START <= STOP")
+        if geometric and start == 0:  # 0:1M:x4 is 0, then 1, 4, 16, ... up to 1M
+            values.add(0)
+            start = 1
         value = start
         while value <= stop:
             values.add(value)

@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from a2a.algos.facts import shown
 from a2a.algos.registry import candidates
-from a2a.analysis.decide import decide, summary
+from a2a.analysis.decide import decide, midpoints, summary
 from a2a.analysis.export.formats import export_lines
-from a2a.errors import A2AError
+from a2a.errors import A2AError, BadConfig
 from a2a.measure.driver import measure_sweep, resume_measured, set_thread_level
 from a2a.measure.environment import ask_for_progress_thread, node_memory_share, progress_thread_running
 from a2a.mpi import bench_words, tune_launcher, world
@@ -20,6 +21,8 @@ from a2a.sweep.launch import fresh_sweep, launch_progress_mode, refuse_with_resu
 from a2a.sweep.parsing import parse_dtype
 from a2a.sweep.session import Output, StopRequest, SweepState
 from a2a.units import human_bytes
+
+MAX_REFINEMENTS = 6  # rounds of midpoints: a gap of 2^64 is bracketed within a factor of 2 in six
 
 
 def measured(values: dict[str, Any], output: Output) -> int:
@@ -34,11 +37,31 @@ def measured(values: dict[str, Any], output: Output) -> int:
     if mode == "thread":
         progress_thread_running()
     directory, state = _sweep(comm, values)
+    if values.get("refine") and state.config.workload.startswith("recorded"):
+        raise BadConfig(f"--refine: the sizes of --workload {state.config.workload} are the program's own; refine a "
+                        "sweep of --sizes")
     state.progress_mode = mode
-    code = measure_sweep(comm, directory, state, output, stop, float(values.get("timeout") or state.config.timeout))
+    timeout = float(values.get("timeout") or state.config.timeout)
+    code = measure_sweep(comm, directory, state, output, stop, timeout)
+    for _ in range(MAX_REFINEMENTS if values.get("refine") else 0):
+        sizes = comm.bcast(_crossovers_left(directory) if comm.rank == 0 else None, root=0)
+        if code != 0 or not sizes or stop():
+            break
+        state = resume_measured(comm, directory)
+        state.config, state.progress_mode = replace(state.config, sizes=sorted({*state.config.sizes, *sizes})), mode
+        code = measure_sweep(comm, directory, state, output, stop, timeout)
     if code == 0 and comm.rank == 0 and output.fmt in ("table", "tpu") and not output.quiet:
         print(decision_summary(directory, state), flush=True)
     return code
+
+
+def _crossovers_left(directory: Path) -> list[int]:
+    """The sizes between neighbours whose winners differ and are not yet within a factor of 2 (a2a.analysis.decide
+    midpoints); none where nothing can be decided."""
+    try:
+        return midpoints(decide([directory]))
+    except A2AError:
+        return []
 
 
 def _sweep(comm: Any, values: dict[str, Any]) -> tuple[Path, SweepState]:
