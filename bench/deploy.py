@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from a2a.deploy.file import deploy as deployed
+from a2a.deploy.file import shown_file
 from a2a.deploy.library import preload_library
 
 from .group import main
@@ -14,25 +15,29 @@ from .group import main
 @main.command("deploy")
 @click.argument("decisions", nargs=-1, type=click.Path(exists=True))
 @click.option("--nprocs", default="", help="Process counts to serve, e.g. 2,4,8  [default: the decisions']")
+@click.option("--extrapolate", is_flag=True, help="Serve process counts the decisions never measured with the "
+              "table of the nearest count below (marked unverified); without it they are refused.")
 @click.option("--ranks-per-node", type=int, default=0, show_default=True,
               help="Ranks per node of the jobs to serve (block placement); 0: all on one node.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default="deploy.a2a", show_default=True)
 @click.option("--library", is_flag=True, help="Print the path of liba2a.so (building it) and exit.")
-def deploy(decisions: tuple[str, ...], nprocs: str, ranks_per_node: int, output: str, library: bool) -> None:
+@click.option("--show", "show", type=click.Path(exists=True, dir_okay=False),
+              help="Print what the deploy file FILE serves and how it was verified, and exit.")
+def deploy(decisions: tuple[str, ...], nprocs: str, extrapolate: bool, ranks_per_node: int, output: str,
+           library: bool, show: str | None) -> None:
     """Write a deploy file: the decisions' schedules for the PMPI library to run inside any MPI program.
 
     DECISIONS are decision.json files (bench decide -o) or results directories, e.g. one for alltoall and one for
     alltoallv. Run a program with it: mpiexec -n 4 env LD_PRELOAD=$(python -m bench deploy --library)
-    A2A_DEPLOY=deploy.a2a ./program
+    A2A_DEPLOY=deploy.a2a ./program. `bench tune --deploy` makes one and verifies it on this machine.
     """
-    if library:
-        click.echo(preload_library())
+    if library or show:
+        click.echo(preload_library() if library else "\n".join(shown_file(Path(show))))
         return
     if not decisions:
-        raise click.UsageError("give a decision.json or a results directory (or --library)")
+        raise click.UsageError("give a decision.json or a results directory (or --library, or --show FILE)")
     counts = [parse_count(n) for n in nprocs.split(",") if n.strip()]
-    for line in deployed([Path(d) for d in decisions], counts, ranks_per_node, Path(output)):
-        click.echo(line)
+    click.echo("\n".join(deployed([Path(d) for d in decisions], counts, ranks_per_node, Path(output), extrapolate)))
 
 
 def parse_count(text: str) -> int:

@@ -6,6 +6,9 @@ A text file, written here and read by a2a/deploy/c/liba2a.c:
     library MPICH                                    the MPI library it is made for (liba2a refuses another)
     from ...                                         where it came from (decision, records, commits), for people
     entry COLLECTIVE NPROCS LAYOUT LOW HIGH SCHEDULE
+    unverified NPROCS MEASURED                       entries for a process count the decision never measured, made
+                                                     from its table of MEASURED ranks (bench deploy --extrapolate)
+    verified ...                                     how the file was verified, and each verdict (bench tune --deploy)
     schedule INDEX NAME LENGTH                       then LENGTH bytes: an a2a-schedule file (a2a.schedules.program)
     end CHECKSUM
 
@@ -52,21 +55,90 @@ class Deployment:
     entries: list[tuple[str, int, str, int, int, int]] = field(default_factory=list)
     schedules: list[tuple[str, str]] = field(default_factory=list)  # (name, schedule text)
     kept: list[str] = field(default_factory=list)  # the ranges left to the library, and why
+    unverified: list[tuple[int, int]] = field(default_factory=list)  # (process count, the count whose table it took)
+    verification: list[str] = field(default_factory=list)  # the `verified` lines, without the word
 
     def text(self) -> str:
         """The file's text."""
         lines = [f"{MAGIC} {VERSION}", f"library {self.library}", *(f"from {o}" for o in self.origin)]
         lines += [" ".join(map(str, e)) for e in (("entry", *e) for e in self.entries)]
+        lines += [f"unverified {p} {measured}" for p, measured in self.unverified]
+        lines += [f"verified {line}" for line in self.verification]
         body = "\n".join(lines) + "\n"
         body += "".join(f"schedule {i} {name} {len(data.encode())}\n{data}" for i, (name, data)
                         in enumerate(self.schedules))
         return body + f"end {checksum(body.encode())}\n"
+
+    @classmethod
+    def read(cls, path: Path) -> "Deployment":
+        """A deploy file read back (BadInput naming what is wrong: not one, or altered since written)."""
+        try:
+            text = Path(path).read_bytes().decode()
+        except (OSError, UnicodeDecodeError) as why:
+            raise BadInput(f"deploy file {path}: {why}") from None
+        body, _, end = text.rpartition("end ")
+        if not text.startswith(f"{MAGIC} ") or end.strip() != checksum(body.encode()):
+            raise BadInput(f"{path} is not a deploy file, or it was altered or cut after it was written")
+        head, _, rest = body.partition("\nschedule ")
+        made = cls("", [])
+        for line in head.splitlines()[1:]:
+            word, _, value = line.partition(" ")
+            if word == "library":
+                made.library = value
+            elif word == "from":
+                made.origin.append(value)
+            elif word == "entry":
+                c, p, layout, low, high, k = value.split()
+                made.entries.append((c, int(p), layout, int(low), int(high), int(k)))
+            elif word == "unverified":
+                made.unverified.append(tuple(map(int, value.split())))
+            elif word == "verified":
+                made.verification.append(value)
+        rest = f"schedule {rest}" if rest else ""
+        while rest:
+            header, _, rest = rest.partition("\n")
+            _, _, name, length = header.split()
+            data, rest = rest.encode()[: int(length)].decode(), rest.encode()[int(length):].decode()
+            made.schedules.append((name, data))
+        return made
+
+    def give_back(self, collective: str, nprocs: int, low: int, high: int) -> None:
+        """Give the sizes low..high (high -1: no limit) of a collective on `nprocs` ranks back to the library."""
+        entries = []
+        for c, p, layout, lo, hi, k in self.entries:
+            end = hi if hi >= 0 else 1 << 62
+            top = high if high >= 0 else 1 << 62
+            if (c, p) != (collective, nprocs) or k < 0 or top < lo or low > end:
+                entries.append((c, p, layout, lo, hi, k))
+                continue
+            if lo < low:
+                entries.append((c, p, layout, lo, low - 1, k))
+            entries.append((c, p, layout, max(lo, low), min(end, top) if min(end, top) < 1 << 62 else -1, -1))
+            if top < end:
+                entries.append((c, p, layout, top + 1, hi, k))
+        self.entries = _merged(entries)
+
+    def serves(self) -> bool:
+        """Whether any entry runs a schedule (not the library's choice)."""
+        return any(k >= 0 for *_, k in self.entries)
 
     def schedule_for(self, name: str, data: str) -> int:
         """The index of this schedule text, added if new."""
         if (name, data) not in self.schedules:
             self.schedules.append((name, data))
         return self.schedules.index((name, data))
+
+
+def _merged(entries: list[tuple[str, int, str, int, int, int]]) -> list[tuple[str, int, str, int, int, int]]:
+    """Neighbouring entries of one collective, process count and layout that run the same schedule, as one."""
+    merged: list[tuple[str, int, str, int, int, int]] = []
+    for entry in entries:
+        c, p, layout, low, high, k = entry
+        if merged and merged[-1][:3] == (c, p, layout) and merged[-1][5] == k and merged[-1][4] == low - 1:
+            merged[-1] = (c, p, layout, merged[-1][3], high, k)
+        else:
+            merged.append(entry)
+    return merged
 
 
 def layout_text(nodes: list[list[int]], nprocs: int) -> str:
@@ -93,8 +165,10 @@ def schedule_of(algorithm: str, options: str, nprocs: int, nodes: list[list[int]
 
 
 def deployment(document: dict[str, Any], nprocs: list[int], ranks_per_node: int, library: str,
-               origin: list[str]) -> Deployment:
-    """The deploy file for `document`'s blocking all-to-all choices on jobs of these process counts."""
+               origin: list[str], extrapolate: bool = True) -> Deployment:
+    """The deploy file for `document`'s blocking all-to-all choices on jobs of these process counts; a count the
+    decision did not measure takes the table of the nearest count below, marked unverified, or (not `extrapolate`)
+    is refused."""
     tables = [t for t in document["tables"] if t.get("timing", KEY_DEFAULTS.get("timing")) != OVERLAP]
     if not tables:
         raise BadInput("the decision ranks non-blocking exchanges (an overlap record); liba2a serves MPI_Alltoall "
@@ -107,6 +181,14 @@ def deployment(document: dict[str, Any], nprocs: list[int], ranks_per_node: int,
                 made.kept.append(f"{collective} on {p} ranks: the decision has no table at or below {p} ranks")
                 continue
             table = max(fitting, key=lambda t: t["nprocs"])
+            if table["nprocs"] != p:
+                if not extrapolate:
+                    measured = ", ".join(map(str, sorted({t["nprocs"] for t in tables})))
+                    raise BadInput(f"--nprocs {p}: the decision measured {collective} on {measured} ranks, not {p}; "
+                                   "measure it there, or give --extrapolate to serve it with the table of the nearest "
+                                   "count below (marked unverified in the file and in liba2a's report)")
+                if (p, table["nprocs"]) not in made.unverified:
+                    made.unverified.append((p, table["nprocs"]))
             nodes = virtual_nodes(p, ranks_per_node or p, "block")
             for low, high, algorithm, options in _ranges(table, collective):
                 _add(made, collective, p, nodes, low, high, algorithm, options)
@@ -126,7 +208,7 @@ def _ranges(table: dict[str, Any], collective: str) -> list[tuple[int, int, str,
 
 def _add(made: Deployment, collective: str, p: int, nodes: list[list[int]], low: int, high: int, algorithm: str,
          options: str) -> None:
-    where = f"{collective} on {p} ranks, {_span(low, high)}"
+    where = f"{collective} on {p} ranks, {span_text(low, high)}"
     schedule, layout = -1, "*"
     if algorithm != NATIVE:  # the library's own, in whichever form: its choice
         try:
@@ -138,7 +220,7 @@ def _add(made: Deployment, collective: str, p: int, nodes: list[list[int]], low:
     made.entries.append((collective, p, layout, low, high, schedule))
 
 
-def _span(low: int, high: int) -> str:
+def span_text(low: int, high: int) -> str:
     """'100..999 B per peer', 'every size'."""
     return "every size" if (low, high) == (0, -1) else f"{low}..{'' if high < 0 else high} B per peer"
 
@@ -157,9 +239,11 @@ def written(made: Deployment, output: Path) -> list[str]:
     """Write the deploy file; what it serves, what it keeps for the library, and how to apply it."""
     write_atomic(Path(output), made.text())
     names = dict(enumerate(name for name, _ in made.schedules))
-    lines = [f"{c} on {p} ranks{'' if layout == '*' else f' (nodes {layout})'}, {_span(low, high)}: "
+    lines = [f"{c} on {p} ranks{'' if layout == '*' else f' (nodes {layout})'}, {span_text(low, high)}: "
              f"{names.get(k, 'the library')}" for c, p, layout, low, high, k in made.entries]
     lines += [f"kept: {k}" for k in made.kept]
+    lines += [f"unverified: {p} ranks, which the decision never measured: the table of {measured} ranks serves them"
+              for p, measured in made.unverified]
     entries = f"{len(made.entries)} {'entry' if len(made.entries) == 1 else 'entries'}"
     return lines + [f"wrote {output} ({counted(len(made.schedules), 'schedule')}, {entries}, for {made.library})"]
 
@@ -171,7 +255,8 @@ def this_library() -> str:
     return family(MPI.Get_library_version())
 
 
-def deploy(decisions: list[Path], nprocs: list[int], ranks_per_node: int, output: Path) -> list[str]:
+def deploy(decisions: list[Path], nprocs: list[int], ranks_per_node: int, output: Path,
+           extrapolate: bool = False) -> list[str]:
     """`bench deploy`: the deploy file for decision tables (bench decide -o), or records' decisions, on jobs of
     these process counts; each collective and process count decided once among them."""
     if ranks_per_node < 0:
@@ -185,7 +270,7 @@ def deploy(decisions: list[Path], nprocs: list[int], ranks_per_node: int, output
         origin += origin_of(document, str(path))
     _check_once(tables)
     counts = nprocs or sorted({t["nprocs"] for t in tables})
-    return written(deployment({"tables": tables}, counts, ranks_per_node, this_library(), origin), output)
+    return written(deployment({"tables": tables}, counts, ranks_per_node, this_library(), origin, extrapolate), output)
 
 
 def _check_once(tables: list[dict[str, Any]]) -> None:
@@ -196,3 +281,24 @@ def _check_once(tables: list[dict[str, Any]]) -> None:
     if twice:
         raise BadInput(f"more than one table decides {', '.join(twice)} (another workload, mesh or source): give "
                        "one decision per collective and process count (bench decide --where COLUMN=VALUE)")
+
+
+def shown_file(path: Path) -> list[str]:
+    """`bench deploy --show`: what a deploy file serves, where it came from, and how it was verified."""
+    made = Deployment.read(path)
+    names = dict(enumerate(name for name, _ in made.schedules))
+    lines = [f"{path}: for {made.library}", *(f"  from {o}" for o in made.origin)]
+    lines += [f"  {c} on {p} ranks{'' if layout == '*' else f' (nodes {layout})'}, {span_text(low, high)}: "
+              f"{names.get(k, 'the library')}" for c, p, layout, low, high, k in made.entries]
+    lines += [f"  unverified: {p} ranks (the table of {measured} ranks)" for p, measured in made.unverified]
+    if not made.verification:
+        return [*lines, "  not verified (bench tune --deploy verifies a file on this machine before use)"]
+    return [*lines, "verification:", *(f"  {line}" for line in made.verification)]
+
+
+def served_by(made: Deployment, collective: str, nprocs: int, size: int) -> str:
+    """What the file runs for a call of `size` bytes per peer: a schedule's name, or 'the library'."""
+    for c, p, _, low, high, k in made.entries:
+        if (c, p) == (collective, nprocs) and low <= size and (high < 0 or size <= high):
+            return made.schedules[k][0] if k >= 0 else "the library"
+    return "the library"

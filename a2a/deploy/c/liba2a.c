@@ -39,10 +39,11 @@
 enum collective { ALLTOALL, ALLTOALLV, COLLECTIVES };
 static const char *const collective_name[COLLECTIVES] = {"alltoall", "alltoallv"};
 
-enum reason { NO_FILE, INTERCOMM, IN_PLACE, DATATYPE, SIGNATURE, COLLECTIVE, NPROCS, LAYOUT, SIZE, LIBRARY, PREPARE,
-              NONBLOCKING, PERSISTENT, REASONS };
+enum reason { NO_FILE, EMPTY, INTERCOMM, IN_PLACE, DATATYPE, SIGNATURE, COLLECTIVE, NPROCS, LAYOUT, SIZE, LIBRARY,
+              PREPARE, NONBLOCKING, PERSISTENT, REASONS };
 static const char *const reason_text[REASONS] = {
-    "no deploy file", "intercommunicator", "MPI_IN_PLACE", "derived or non-contiguous datatype",
+    "no deploy file", "nothing to move (0 bytes)", "intercommunicator", "MPI_IN_PLACE",
+    "derived or non-contiguous datatype",
     "send and receive sizes differ", "the file has no entry for this collective", "communicator size not in the file",
     "node layout not in the file", "size not in the file", "the file keeps the library's choice",
     "the executor could not prepare it", "non-blocking form (not served)", "persistent form (not served)"};
@@ -50,7 +51,8 @@ static const char *const reason_text[REASONS] = {
 typedef struct { int collective, nprocs, *layout; long long low, high; int schedule; } entry;
 
 typedef struct {
-    int nentries, nschedules;
+    int nentries, nschedules, nunverified;
+    int unverified[32][2]; /* process counts the decision never measured, and the count whose table they took */
     entry *entries;
     a2ax_schedule **schedules;
     char (*names)[128];
@@ -172,7 +174,12 @@ static int parse_entries(char **at, char *end, deploy_t *d, const char *library,
         } else if (strncmp(*at, "schedule ", 9) == 0) {
             *next = '\n';
             return 0;
-        } else if (strncmp(*at, "from ", 5) != 0) {
+        } else if (strncmp(*at, "unverified ", 11) == 0) {
+            int *pair = d->unverified[d->nunverified < 32 ? d->nunverified : 31];
+            if (sscanf(*at + 11, "%d %d", &pair[0], &pair[1]) != 2)
+                return fail(error, room, "line %ld: an unverified line is 'unverified NPROCS MEASURED'", line);
+            d->nunverified += d->nunverified < 32;
+        } else if (strncmp(*at, "from ", 5) != 0 && strncmp(*at, "verified ", 9) != 0) {
             return fail(error, room, "line %ld: '%.40s' is not a deploy line", line, *at);
         }
         *at = next + 1;
@@ -415,6 +422,7 @@ static int served(int collective, const void *send, void *recv, MPI_Count send_b
                   MPI_Datatype sendtype, MPI_Datatype recvtype, const MPI_Aint *blocks, MPI_Comm comm, int *result) {
     int inter, why;
     if (!the.deploy) return passed(collective, NO_FILE);
+    if (collective == ALLTOALL && send_bytes == 0) return passed(collective, EMPTY); /* alike on every rank */
     PMPI_Comm_test_inter(comm, &inter);
     if (inter) return passed(collective, INTERCOMM);
     comm_state *c = state_of(comm);
@@ -670,6 +678,9 @@ static void print_report(void) {
         fprintf(stderr, "a2a deploy report (%s; calls summed over %d ranks)\n",
                 the.deploy ? the.path : "no deploy file", size);
         for (int k = 0; k < COLLECTIVES; k++) print_collective(k, sum + k * per, n);
+        for (int i = 0; the.deploy && i < the.deploy->nunverified; i++)
+            fprintf(stderr, "  unverified: the entries for %d ranks, which the decision never measured (it took the "
+                    "table of %d ranks)\n", the.deploy->unverified[i][0], the.deploy->unverified[i][1]);
     }
     free(local);
 }
