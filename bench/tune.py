@@ -1,4 +1,4 @@
-"""`bench tune`: sweep, decide, export for the library in use, verify on it, and say how to keep it."""
+"""`bench tune`: sweep, decide, export for the library in use (or deploy for liba2a), verify, say how to keep it."""
 from __future__ import annotations
 
 import sys
@@ -7,7 +7,8 @@ from typing import Any
 import click
 
 from a2a.analysis.decide import METRICS
-from a2a.workflows.tune import COLLECTIVES, TUNE_DEFAULTS, tune
+from a2a.workflows.tune import tune
+from a2a.workflows.tuning import COLLECTIVES, DEPLOY_SIZES, TUNE_DEFAULTS
 
 from .group import echo, main
 from .options import defaults
@@ -16,7 +17,7 @@ from .options import defaults
 @main.command("tune")
 @click.option("--nprocs", help=defaults("Process counts to tune (one job of the largest runs them all).",
                                         TUNE_DEFAULTS["nprocs"]))
-@click.option("--sizes", help=defaults("Bytes per peer.", TUNE_DEFAULTS["sizes"]))
+@click.option("--sizes", help=defaults("Bytes per peer.", f"{TUNE_DEFAULTS['sizes']}; --deploy: {DEPLOY_SIZES}"))
 @click.option("--algorithms", help=defaults("The candidates: names, NAME:KEY=VALUE variants, or all.",
                                             TUNE_DEFAULTS["algorithms"]))
 @click.option("--option", multiple=True, help="ALG.KEY=VALUE for the sweeps (repeatable).")
@@ -39,6 +40,14 @@ from .options import defaults
               help="--collective ialltoall: progress calls in the compute phase.")
 @click.option("--compute-ratio", type=click.FloatRange(min=0), default=TUNE_DEFAULTS["compute_ratio"],
               show_default=True, help="--collective ialltoall: the compute phase over the pure exchange time.")
+@click.option("--deploy", is_flag=True, help="Tune the deploy path instead: sweep, find the crossovers, write a deploy "
+              "file for liba2a, verify it with and without on an IMB-style loop, give back what it makes slower.")
+@click.option("--verify-with", help="--deploy: your program as the verifier too, e.g. './program --n 512'; the file "
+              "is kept only if the program is not significantly slower with it.")
+@click.option("--verify-pattern", help="--verify-with: a regular expression whose first group is the number to "
+              "compare (lower is better) in what the program prints. [default: its wall time]")
+@click.option("--keep-ties", is_flag=True, help="--deploy: keep the sizes the verification finds not slower but no "
+              "faster (by default they go back to the library).")
 @click.option("--revert-slower", is_flag=True, help="Give the cells the library ran slower back to it; verify again.")
 @click.option("--keep-unstable", is_flag=True, help="Keep the winner of an unstable cell (by default: the library's).")
 @click.option("--launcher", help="Command prefix of each MPI job, e.g. srun or 'srun --mpi=pmix'; the tune adds "
@@ -50,6 +59,7 @@ from .options import defaults
 def tune_command(**given: Any) -> None:
     """Make the MPI library's MPI_Alltoall faster: sweep, decide, export, verify on the library, apply.
 
-    Run it without mpirun: it launches its own jobs (inside a Slurm allocation: --launcher srun).
+    With --deploy, make a verified deploy file instead: the winners the library cannot select, run by liba2a
+    inside any program. Run it without mpirun: it launches its own jobs (inside a Slurm allocation: --launcher srun).
     """
     sys.exit(tune(given, echo))

@@ -299,14 +299,14 @@ def test_a_recording_is_checked_at_init(tmp_path: Path, preload: str, program: s
 
 
 def documented_loop() -> str:
-    """The first shell block of docs/deploy.md: the whole loop, as a newcomer pastes it."""
-    text = (ROOT / "docs" / "deploy.md").read_text()
+    """The shell block of docs/deploy.md's loop by hand: the whole loop, as a newcomer pastes it."""
+    text = (ROOT / "docs" / "deploy.md").read_text().split("\n## The loop by hand\n", 1)[1]
     return text.split("```sh\n", 1)[1].split("```", 1)[0]
 
 
 @pytest.mark.launches
-def test_the_first_block_of_the_deploy_page_runs_as_written(tmp_path: Path):
-    """docs/deploy.md's first block, pasted into a shell at a checkout's root whose venv is this one: every line
+def test_the_deploy_pages_loop_by_hand_runs_as_written(tmp_path: Path):
+    """docs/deploy.md's loop by hand, pasted into a shell at a checkout's root whose venv is this one: every line
     exits 0, and on the rerun every call is served or passed for a true reason (the file keeps the library's choice
     exactly where bench deploy said it would)."""
     (tmp_path / ".venv").symlink_to(Path(mpi_tool("python")).parent.parent)

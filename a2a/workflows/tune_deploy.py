@@ -1,0 +1,237 @@
+"""`bench tune --deploy`: a deploy file that never makes a program slower, in one command.
+
+1. the sweep, `launches` times (bytes, by default 0 B and every power of two to 1 MiB), and the decision from
+   all of them; cells whose winner changed between launches stay with the library;
+2. the crossovers found: where neighbouring sizes' winners differ more than a factor of 2 apart, their geometric
+   midpoints are measured (a launch each round) until every crossover is bracketed within a factor of 2 or the two
+   winners are within noise;
+3. the deploy file (a2a.deploy.file), for the process counts measured only;
+4. verification (a2a.deploy.verify): alternating launches with and without liba2a of an IMB-style loop over each
+   collective the file serves, at every measured size and the midpoints between; the sizes it makes significantly
+   slower, and unless `keep_ties` those it does not make faster, go back to the library, and the file is verified
+   again;
+5. with `verify_with`, the user's program as the last judge: the file is kept only if it is not significantly
+   slower with it.
+
+The file carries its verification (`bench deploy --show FILE`); the tune ends with the lines that use it, or with
+"not applied" and why.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import socket
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from a2a.analysis.decide import midpoints
+from a2a.deploy.file import Deployment, deployment, family, origin_of, served_by, span_text
+from a2a.deploy.library import preload_library
+from a2a.deploy.verify import (
+    FASTER,
+    SLOWER,
+    Launch,
+    Verdict,
+    given_back,
+    run_launch,
+    sizes_to_verify,
+    verify_program,
+    verify_sizes,
+)
+from a2a.mpi import bench_words
+from a2a.record.meta import now
+from a2a.record.results import read_meta
+from a2a.units import human_bytes
+from a2a.workflows.tuning import Stopped, Tuning, job_environment
+
+REFINEMENTS = 6  # rounds of midpoints at most: a gap of 2^64 is bracketed within a factor of 2 in six
+VERIFICATIONS = 3  # verify, give back, verify again: at most this many times
+LOOP_ROUNDS = 10  # rounds of the verification loop per size and launch (each a sample)
+
+
+class DeployTune(Tuning):
+    """The deploy path tuned and verified in the tune's directory."""
+
+    def _steps(self) -> int:
+        table = self._refined(self._sweeps())
+        document = json.loads(table.read_text())
+        library = read_meta(self.directory / "sweep-1").get("mpi_library") or ""
+        made = deployment(document, self.config.nprocs, 0, family(library), origin_of(document, str(table)),
+                          extrapolate=False)
+        if not made.serves():
+            return self._nothing_to_apply("the decision keeps the library's own choice at every size")
+        made, verdicts, back = self._verified(made, document)
+        if not made.serves():
+            return self._not_applied(made, verdicts, back, "every size it served was given back to the library")
+        program = self._program(made) if self.config.verify_with else None
+        if program is not None and program.verdict == SLOWER:
+            return self._not_applied(made, verdicts, back, f"the program ran slower with it ({program.ratio:.2f}x, "
+                                     f"p={program.p:.2g})", program)
+        return self._finish_deploy(made, verdicts, back, program)
+
+    # -- the steps ----------------------------------------------------------------------------
+
+    def _refined(self, sweeps: list[Path]) -> Path:
+        """The decision from the sweeps, then from them and a launch at the midpoints of each crossover not yet
+        bracketed within a factor of 2, until none is left."""
+        table, refines = self._decide(sweeps), []
+        for k in range(1, REFINEMENTS + 1):
+            sizes = midpoints(json.loads(table.read_text()))
+            if not sizes:
+                break
+            self.say(f"refine: the crossovers between {', '.join(map(human_bytes, sizes))}")
+            refines.append(self._job(f"refine-{k}", self.config.algorithms, self.config.iterations,
+                                     sizes=",".join(map(str, sizes))))
+            table = self._decide(sweeps, refines, f"decide-{k}")
+        return table
+
+    def _verified(self, made: Deployment, document: dict[str, Any]
+                  ) -> tuple[Deployment, list[Verdict], list[str]]:
+        """Verify, give back what the file made slower (or no faster), verify again: the file, the last verdicts,
+        and what went back and why."""
+        back: list[str] = []
+        verdicts: list[Verdict] = []
+        for k in range(1, VERIFICATIONS + 1):
+            verdicts = self._verification(made, document, k)
+            given = self._give_back(made, verdicts)
+            back += given
+            if not given or not made.serves():
+                break
+        return made, verdicts, back
+
+    def _verification(self, made: Deployment, document: dict[str, Any], k: int) -> list[Verdict]:
+        """One verification of the file as it stands (kept in the tune's meta.json: a resume does not repeat it)."""
+        step = f"verify-{k}"
+        if step in self.meta["steps"]:
+            return [Verdict(**v) for v in self.meta["steps"][step]["verdicts"]]
+        path = self.directory / f"{step}.a2a"
+        path.write_text(made.text())
+        variables = {"LD_PRELOAD": str(preload_library()), "A2A_DEPLOY": str(path.resolve())}
+        verdicts = []
+        for p in self.config.nprocs:
+            for collective in sorted({c for c, n, *_ in made.entries if n == p}):
+                sizes = sizes_to_verify(measured_sizes(document, collective, p))
+                self.say(f"{step}: {collective} on {p} ranks at {len(sizes)} sizes, {self.config.rounds} launches a "
+                         "side")
+                verdicts += verify_sizes(self._launch(p), collective, p, sizes, self.config.rounds, LOOP_ROUNDS,
+                                         variables, self.config.alpha)
+        self._done(step, {"file": str(path), "verdicts": [vars(v) for v in verdicts]})
+        return verdicts
+
+    def _give_back(self, made: Deployment, verdicts: list[Verdict]) -> list[str]:
+        """Give the library the sizes the verification found slower (or, unless keep_ties, no faster); what went."""
+        said = []
+        for collective, p in sorted({(v.collective, v.nprocs) for v in verdicts}):
+            mine = [v for v in verdicts if (v.collective, v.nprocs) == (collective, p)]
+            if collective == "alltoall":
+                ranges = given_back(mine, self.config.keep_ties)
+            else:  # one schedule serves every size: it goes if any size is slower, or none faster
+                slower = any(v.verdict == SLOWER for v in mine)
+                ranges = [(0, -1)] if slower or not (self.config.keep_ties or any(v.verdict == FASTER
+                                                                                    for v in mine)) else []
+            for low, high in ranges:
+                before = list(made.entries)
+                made.give_back(collective, p, low, high)
+                if made.entries != before:
+                    said.append(f"{collective} on {p} ranks, {span_text(low, high)}: {why_back(mine, low, high)}")
+        for line in said:
+            self.say(f"given back to the library: {line}")
+        return said
+
+    def _program(self, made: Deployment) -> Verdict:
+        """The user's program, alternately with and without the file, at the largest process count."""
+        step = "verify-program"
+        if step in self.meta["steps"]:
+            return Verdict(**self.meta["steps"][step]["verdict"])
+        path = self.directory / f"{step}.a2a"
+        path.write_text(made.text())
+        p = max(self.config.nprocs)
+        self.say(f"{step}: {self.config.verify_with} on {p} ranks, {self.config.rounds} launches a side")
+        variables = {"LD_PRELOAD": str(preload_library()), "A2A_DEPLOY": str(path.resolve())}
+        verdict = verify_program(self._launch(p), self.config.verify_with, self.config.verify_pattern, p,
+                                 self.config.rounds, variables, self.config.alpha)
+        self._done(step, {"verdict": vars(verdict)})
+        return verdict
+
+    def _launch(self, p: int) -> Launch:
+        """Launches of p ranks as the sweeps' were, each after checking for a stop."""
+        run = run_launch([*self.config.launcher, "-n", str(p)], job_environment(), self.config.job_timeout)
+
+        def launch(command: list[str], variables: dict[str, str]) -> str:
+            if self.stopped:
+                raise Stopped()
+            return run(command, variables)
+        return launch
+
+    # -- the result ---------------------------------------------------------------------------
+
+    def _finish_deploy(self, made: Deployment, verdicts: list[Verdict], back: list[str],
+                       program: Verdict | None) -> int:
+        path = self._written(made, verdicts, back, program)
+        self.meta.update(status="complete", end=now(), file=str(path), given_back=back)
+        self._write()
+        self.say(verdicts_table(made, verdicts, program))
+        library, show = preload_library(), shlex.join([*bench_words(), "deploy", "--show", str(path)])
+        self.say(f"\nthe verified file: {path}\nuse it with:\n"
+                 f"  mpiexec -n {max(self.config.nprocs)} env LD_PRELOAD={library} A2A_DEPLOY={path} ./program\n"
+                 f"  under Slurm: srun --export=ALL,LD_PRELOAD={library},A2A_DEPLOY={path} ./program\n"
+                 f"what it serves and how it was verified: {show}")
+        return 0
+
+    def _not_applied(self, made: Deployment, verdicts: list[Verdict], back: list[str], why: str,
+                     program: Verdict | None = None) -> int:
+        path = self._written(made, verdicts, back, program, "not-applied.a2a")
+        self.meta.update(status="complete", end=now(), file=None, given_back=back)
+        self._write()
+        self.say(verdicts_table(made, verdicts, program))
+        self.say(f"\nnot applied: {why}; the file stays for inspection in {path}, and the program's all-to-alls "
+                 "stay the library's")
+        return 0
+
+    def _written(self, made: Deployment, verdicts: list[Verdict], back: list[str], program: Verdict | None,
+                 name: str = "deploy.a2a") -> Path:
+        """The file with its verification, in the tune's directory."""
+        made.verification = [self._how(), *(v.line() for v in verdicts), *(f"given back: {b}" for b in back),
+                             *([program.line() + f" program: {self.config.verify_with}"] if program else [])]
+        path = (self.directory / name).resolve()
+        path.write_text(made.text())
+        return path
+
+    def _how(self) -> str:
+        """The verification's machine, library and method, in a line."""
+        library = (read_meta(self.directory / "sweep-1").get("mpi_library") or "").splitlines()[:1]
+        return (f"on {socket.gethostname()} ({os.cpu_count()} cores), {library[0].strip() if library else '?'}, "
+                f"{now()}: {self.config.rounds} alternating launches a side of an IMB-style loop "
+                f"(the median of {LOOP_ROUNDS} rounds a size, each launch), Mann-Whitney over the launches, alpha "
+                f"{self.config.alpha}, ties "
+                f"{'kept' if self.config.keep_ties else 'given back'}")
+
+
+def measured_sizes(document: dict[str, Any], collective: str, nprocs: int) -> list[int]:
+    """The sizes the decision measured for a collective on nprocs ranks."""
+    return sorted({c["bytes_per_peer"] for t in document["tables"] if t["nprocs"] == nprocs
+                   and t.get("collective", "alltoall") == collective for r in t["ranges"] for c in r["cells"]})
+
+
+def why_back(verdicts: list[Verdict], low: int, high: int) -> str:
+    """Why a range went back: its verified sizes' verdicts and ratios."""
+    inside = [v for v in verdicts if v.bytes_per_peer >= low and (high < 0 or v.bytes_per_peer <= high)] or verdicts
+    return "; ".join(f"{human_bytes(v.bytes_per_peer)} {v.verdict} with the file ({v.ratio:.2f}x, p={v.p:.2g})"
+                     for v in inside)
+
+
+def verdicts_table(made: Deployment, verdicts: list[Verdict], program: Verdict | None) -> str:
+    """The last verification, per process count, collective and size, with what the file now runs there (where it
+    keeps the library, the difference is liba2a's own cost of passing the call on)."""
+    body = [[v.nprocs, v.collective, human_bytes(v.bytes_per_peer), served_by(made, v.collective, v.nprocs,
+                                                                             v.bytes_per_peer),
+             f"{v.without:,.2f}", f"{v.with_file:,.2f}", f"{v.ratio:.2f}", f"{v.p:.3f}", v.verdict] for v in verdicts]
+    table = tabulate(body, headers=["nprocs", "collective", "bytes/peer", "the file runs", "without us", "with us",
+                                    "with/without", "p", "verdict"], disable_numparse=True)
+    if program is None:
+        return table
+    return table + (f"\nthe program: {program.without:.4g} without, {program.with_file:.4g} with "
+                    f"({program.ratio:.2f}x, p={program.p:.2g}): {program.verdict}")

@@ -1,0 +1,220 @@
+"""A deploy file that never makes a program slower: crossovers found, the file read back and given back by range,
+process counts the decision never measured refused unless asked, zero-byte calls left to the library, and `bench
+tune --deploy` that verifies the file on a real loop (and on the user's program) before it offers it."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from decide_fixtures import record
+from support import ROOT, bench_here, launch_command
+from test_deploy import decision, report_lines, under_library, written
+
+from a2a.analysis import decide
+from a2a.deploy.file import Deployment, deployment, served_by
+from a2a.deploy.library import preload_library
+from a2a.deploy.verify import FASTER, SAME, SLOWER, Verdict, given_back, judged, sizes_to_verify
+from a2a.mpi import clean_launcher_env, mpi_tool
+from a2a.record.decision import write_decision
+from a2a.record.results import read_rows
+from a2a.sweep.parsing import parse_list
+
+CROSSING = ROOT / "tests" / "plugins" / "crossing.py"
+
+
+def test_a_geometric_range_may_start_at_zero():
+    assert parse_list("0:1M:x4", "size") == [0, 1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576]
+
+
+def test_crossovers_not_yet_bracketed_get_their_midpoints(tmp_path):
+    """A crossover between 8 B and 64 KiB gets its geometric midpoint (whole elements); one within a factor of 2, one
+    whose winners are within noise of each other, and one from 0 B get none; a range resting on one point says so."""
+    run = record(tmp_path / "run", {(4, 0): {("native", ""): 10, ("pairwise", "schedule=shift"): 30},
+                                    (4, 8): {("native", ""): 100, ("pairwise", "schedule=shift"): 40},
+                                    (4, 65536): {("native", ""): 100, ("bine", ""): 40,
+                                                 ("pairwise", "schedule=shift"): 90},
+                                    (4, 98304): {("native", ""): 100, ("bruck", "radix=2"): 40, ("bine", ""): 90},
+                                    (4, 1 << 20): {("native", ""): 100, ("bruck", "radix=2"): 70,
+                                                   ("linear", ""): 70.2}})
+    document = decide.decide([run])
+    assert decide.crossover_gaps(document) == [(8, 65536)]
+    assert decide.midpoints(document) == [724]  # sqrt(8 x 65536) = 724.1, a whole number of float32
+    line = decide.summary(document)[0]
+    assert [f"rests on one point, {s}" in line for s in ("8", "64K", "96K", "1M")] == [True] * 4, line
+    dense = record(tmp_path / "dense", {(4, size): {("native", ""): 100, (name, ""): 40} for size, name in
+                                        [(8, "bine"), (16, "linear"), (32, "bine")]})
+    assert "rests on one point" not in decide.summary(decide.decide([dense]))[0]
+
+
+@pytest.mark.launches
+def test_bench_run_refine_brackets_the_crossover_within_a_factor_of_two(tmp_path):
+    """Two plug-ins whose winner changes at 4 KiB, swept at 8 B and 256 KiB only: --refine measures midpoints until
+    the sizes either side of 4 KiB won by each are within a factor of 2, and the decision's boundary lies between."""
+    done = subprocess.run(launch_command(2, sys.executable, "-m", "bench", "run", "--plugin", str(CROSSING),
+                                         "--algorithms", "small,large", "--sizes", "8,256K", "--iterations", "8",
+                                         "--refine", "--output", str(tmp_path / "run"), "--quiet"),
+                          env=clean_launcher_env(None), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    rows = decide.decide([tmp_path / "run"])["tables"][0]["ranges"]
+    won = {c["bytes_per_peer"]: c["algorithm"] for row in rows for c in row["cells"]}
+    below = max(s for s, a in won.items() if a == "small")
+    above = min(s for s, a in won.items() if a == "large")
+    assert len(won) > 2 and below < 4096 <= above <= 2 * below, won
+    assert [r["algorithm"] for r in rows] == ["small", "large"] and below < rows[1]["bytes_min"] <= above, rows
+    assert {r.bytes_per_peer for r in read_rows(tmp_path / "run")} == set(won)
+
+
+def test_a_deploy_file_reads_back_and_gives_ranges_back_to_the_library(tmp_path):
+    """Deployment.read returns what text() wrote; give_back splits an entry around the range, merges the library's
+    neighbours, and leaves other counts alone; served_by names what runs at a size."""
+    made = deployment(decision([(0, "pairwise"), (1000, "bruck")], "pairwise", [2, 3]), [2, 3], 0, "MPICH", ["test"])
+    made.verification = ["on test: by hand", "alltoall 2 8 with 1 without 2 ratio 0.5 p 0.01 faster"]
+    path = tmp_path / "d.a2a"
+    path.write_text(made.text())
+    back = Deployment.read(path)
+    assert (back.library, back.entries, back.schedules, back.verification) == (
+        "MPICH", made.entries, made.schedules, made.verification)
+    back.give_back("alltoall", 2, 100, 199)
+    back.give_back("alltoall", 2, 200, 299)
+    spans = [(lo, hi, k) for c, p, _, lo, hi, k in back.entries if (c, p) == ("alltoall", 2)]
+    assert spans == [(0, 99, spans[0][2]), (100, 299, -1), (300, 999, spans[0][2]), (1000, -1, spans[3][2])]
+    assert served_by(back, "alltoall", 2, 150) == "the library" and served_by(back, "alltoall", 2, 50) == "pairwise"
+    assert served_by(back, "alltoall", 3, 150) == "pairwise"
+    back.give_back("alltoall", 2, 0, -1)
+    assert [(lo, hi, k) for c, p, _, lo, hi, k in back.entries if (c, p) == ("alltoall", 2)] == [(0, -1, -1)]
+    path.write_text(path.read_text().replace("bruck", "brack"))
+    with pytest.raises(Exception, match="altered or cut"):
+        Deployment.read(path)
+
+
+def test_verdicts_and_the_ranges_they_give_back():
+    """A verdict is faster or slower only where the rank test finds it; each verified size stands for the bytes
+    between its geometric midpoints with its neighbours; ties go back unless kept."""
+    assert judged("alltoall", 2, 8, [1.0] * 5, [2.0] * 5, 0.05).verdict == FASTER
+    assert judged("alltoall", 2, 8, [2.1, 2.0, 2.2, 2.0, 2.1], [1.0] * 5, 0.05).verdict == SLOWER
+    assert judged("alltoall", 2, 8, [1.0, 2.0], [2.0, 1.0], 0.05).verdict == SAME
+    assert sizes_to_verify([0, 8, 1024]) == [0, 8, 91, 1024]
+    verdicts = [Verdict("alltoall", 2, s, 1, 1, p, v) for s, p, v in
+                [(0, 1, SAME), (8, 0.01, FASTER), (91, 0.01, SLOWER), (1024, 0.5, SAME)]]
+    assert given_back(verdicts, keep_ties=False) == [(0, 0), (27, 304), (305, -1)]
+    assert given_back(verdicts, keep_ties=True) == [(27, 304)]
+
+
+@pytest.fixture(scope="module")
+def preload() -> str:
+    return str(preload_library())
+
+
+@pytest.fixture(scope="module")
+def check_program(tmp_path_factory) -> Path:
+    program = tmp_path_factory.mktemp("programs") / "alltoall_check"
+    subprocess.run([mpi_tool("mpicc"), "-O2", "-o", str(program), str(ROOT / "tests" / "programs" /
+                                                                       "alltoall_check.c")], check=True)
+    return program
+
+
+@pytest.mark.launches
+def test_zero_byte_calls_go_to_the_library(tmp_path: Path, preload: str, check_program: Path):
+    """An MPI_Alltoall of 0 bytes moves nothing: liba2a passes it to the library, whatever the file chose there."""
+    path, _ = written(tmp_path, decision([(0, "bruck")], "pairwise", [2]), [2])
+    done = under_library(2, preload, str(check_program), "0", "3", A2A_DEPLOY=str(path), A2A_DEPLOY_REPORT="1")
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+    seen, served, reasons = report_lines(done.stderr)["alltoall"]
+    assert reasons == {"nothing to move (0 bytes)": 4} and served == {"bruck": 4}, done.stderr
+
+
+@pytest.mark.launches
+def test_process_counts_never_measured_are_refused_unless_extrapolated(tmp_path: Path, capsys, preload: str,
+                                                                       check_program: Path):
+    """bench deploy of a decision measured at 2 ranks, asked for 3: refused in one line; with --extrapolate the file
+    marks the entries unverified, and so do `bench deploy --show` and liba2a's report."""
+    table = tmp_path / "decision.json"
+    write_decision(decision([(0, "pairwise")], "pairwise", [2]), table)
+    out = tmp_path / "d.a2a"
+    code, _, err = bench_here(capsys, "deploy", str(table), "--nprocs", "3", "-o", str(out))
+    assert code != 0 and err.count("\n") == 1 and "--nprocs 3: the decision measured alltoall on 2 ranks" in err
+    assert "--extrapolate" in err and not out.exists()
+    code, said, _ = bench_here(capsys, "deploy", str(table), "--nprocs", "2,3", "--extrapolate", "-o", str(out))
+    assert code == 0 and "unverified: 3 ranks, which the decision never measured: the table of 2 ranks" in said, said
+    code, shown, _ = bench_here(capsys, "deploy", "--show", str(out))
+    assert code == 0 and "unverified: 3 ranks (the table of 2 ranks)" in shown and "not verified" in shown, shown
+    done = under_library(3, preload, str(check_program), "5", A2A_DEPLOY=str(out), A2A_DEPLOY_REPORT="1")
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+    assert "unverified: the entries for 3 ranks, which the decision never measured (it took the table of 2 ranks)" \
+        in done.stderr and report_lines(done.stderr)["alltoall"][1] == {"pairwise": 6}, done.stderr
+
+
+def tune_deploy(tmp_path: Path, *options: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bench", "tune", "--deploy", "--nprocs", "2", "--launches", "1",
+                           "--iterations", "15", "--rounds", "4", "--output", str(tmp_path / "tune"), *options],
+                          env=clean_launcher_env(None), capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.launches
+def test_tune_deploy_serves_no_size_its_last_verification_found_slower(tmp_path: Path, capsys):
+    """bench tune --deploy end to end at 2 ranks: the file it offers carries its verification (the machine, the
+    library, a verdict per size), serves no size whose last verdict was slower (nor, with ties given back, one
+    that was not faster), says what went back and why, and ends with the lines that use it or 'not applied'."""
+    done = tune_deploy(tmp_path, "--sizes", "0,8,64K", "--algorithms", "linear,pairwise,native")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    if "\nnothing to apply: the decision keeps the library's own choice at every size" in done.stdout:
+        pytest.skip("the sweep found nothing faster than the library here: nothing to verify")
+    directory = tmp_path / "tune"
+    name = "deploy.a2a" if (directory / "deploy.a2a").exists() else "not-applied.a2a"
+    made = Deployment.read(directory / name)
+    how, *lines = made.verification
+    assert how.startswith("on ") and "cores)" in how and ("MPICH" in how or "Open MPI" in how), how
+    verdicts = [line.split() for line in lines if not line.startswith("given back")]
+    sizes = {int(v[2]) for v in verdicts}
+    assert {0, 8, 65536} <= sizes and all(v[-1] in (FASTER, SLOWER, SAME) for v in verdicts), lines
+    for v in verdicts:
+        runs = served_by(made, v[0], int(v[1]), int(v[2]))
+        assert runs == "the library" or v[-1] == FASTER, (v, runs)
+    assert served_by(made, "alltoall", 2, 0) == "the library"
+    for line in (x for x in lines if x.startswith("given back")):
+        assert re.search(r"given back: alltoall on 2 ranks, \d+\.\.\d* B per peer: .+ (same|slower) with the file",
+                         line), line
+    if name == "deploy.a2a":
+        assert "use it with:" in done.stdout and f"A2A_DEPLOY={directory / name}" in done.stdout
+    else:
+        assert "\nnot applied: " in done.stdout
+    code, shown, _ = bench_here(capsys, "deploy", "--show", str(directory / name))
+    assert code == 0 and "verification:" in shown and how in shown
+
+
+@pytest.mark.launches
+def test_tune_deploy_refuses_a_file_the_program_runs_slower_with(tmp_path: Path):
+    """--verify-with: a program that is 0.3 s slower whenever a deploy file is set: the file is not applied, and the
+    tune says the program ran slower with it."""
+    program = f"{mpi_tool('python')} {ROOT / 'tests' / 'programs' / 'slow_with_deploy.py'}"
+    done = tune_deploy(tmp_path, "--sizes", "8,1K", "--algorithms", "linear,pairwise,native", "--keep-ties",
+                       "--verify-with", program)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    if re.search(r"\n(not applied: every size it served was given back|nothing to apply)", done.stdout):
+        pytest.skip("the sweep or the loop's verification left nothing to serve here, so the program was not run")
+    assert "\nnot applied: the program ran slower with it" in done.stdout, done.stdout[-3000:]
+    assert not (tmp_path / "tune" / "deploy.a2a").exists()
+    made = Deployment.read(tmp_path / "tune" / "not-applied.a2a")
+    assert any(line.startswith("program 2 -1 ") and line.endswith(f"program: {program}") and " slower " in line
+               for line in made.verification), made.verification
+
+
+@pytest.mark.launches
+def test_tune_deploy_verifies_with_the_projects_program(tmp_path: Path):
+    """--verify-with the project's transpose/sample-sort program, compared by the MPI_Alltoall time it prints: the
+    file is kept unless the program is significantly slower with it, and the verdict says which."""
+    from a2a.deploy.transpose_sort import transpose_sort
+
+    program = f"{transpose_sort()} --n 48 --keys 300 --iterations 4"
+    done = tune_deploy(tmp_path, "--sizes", "8,1K", "--algorithms", "linear,pairwise,native", "--keep-ties",
+                       "--verify-with", program, "--verify-pattern", r"transpose: .*\(MPI_Alltoall ([\d.]+) us\)")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    said = re.search(r"the program: [\d.]+ without, [\d.]+ with \(([\d.]+)x, p=[\d.e-]+\): (\w+)", done.stdout)
+    if said is None:
+        assert re.search(r"\n(not applied: every size it served was given back|nothing to apply)", done.stdout)
+        pytest.skip("the sweep or the loop's verification left nothing to serve here, so the program was not run")
+    kept = (tmp_path / "tune" / "deploy.a2a").exists()
+    assert kept == (said[2] != SLOWER), done.stdout[-2000:]
