@@ -43,7 +43,6 @@ class Plan:
     progression: Any = None  # the non-blocking form, once prepared (a2a.execute.engine.Progression)
     _progressive: Callable[[], Any] | None = field(default=None, repr=False)
     executor: str = "python"  # what runs it: "c" where the C executor runs its schedule (a2a.execute.executor)
-    holder: Any = None  # the one-shot handle whose exchange is in flight on it (a2a.execute.oneshot)
     _rebind: Callable[[Any, Any], Any] | None = field(default=None, repr=False)
 
     def __call__(self) -> None:
