@@ -43,7 +43,7 @@ class Plan:
     progression: Any = None  # the non-blocking form, once prepared (a2a.execute.engine.Progression)
     _progressive: Callable[[], Any] | None = field(default=None, repr=False)
     executor: str = "python"  # what runs it: "c" where the C executor runs its schedule (a2a.execute.executor)
-    holder: Any = None  # the one-shot handle whose exchange is in flight on it (a2a.execute.oneshot)
+    _rebind: Callable[[Any, Any], Any] | None = field(default=None, repr=False)
 
     def __call__(self) -> None:
         if self.progression is not None and self.progression.active:
@@ -88,8 +88,14 @@ class Plan:
                 release()
         if self._comm is not None:
             self._comm.Free()
-        self._free = self._comm = self.progression = self._progressive = None
+        self._free = self._comm = self.progression = self._progressive = self._rebind = None
         self.run = _freed
+
+    def rebound(self, sendbuf: Any, recvbuf: Any) -> "Plan | None":
+        """The same plan on other buffers of the same layout (None as sendbuf: in place), made on this rank alone,
+        without a message, on this plan's communicator (so at most one exchange of the two is in flight at a time);
+        None where its preparation communicates. Free it before this plan."""
+        return None if self._rebind is None else self._rebind(sendbuf, recvbuf)
 
     def __enter__(self) -> "Plan":
         return self

@@ -57,6 +57,7 @@ def loaded(path: str, comm_bytes: int) -> ctypes.CDLL:
     lib.a2ax_schedule_free.argtypes = [pointer]
     lib.a2ax_prepare.argtypes = [pointer, comm, pointer, pointer, pointer, pointer, pointer, pointer, aint,
                                  ctypes.POINTER(pointer), ctypes.c_char_p, size]
+    lib.a2ax_bind.argtypes = lib.a2ax_prepare.argtypes
     for name in ("a2ax_run", "a2ax_start", "a2ax_wait", "a2ax_free"):
         getattr(lib, name).argtypes = [pointer]
     lib.a2ax_test.argtypes = [pointer, ctypes.POINTER(ctypes.c_int)]
@@ -140,21 +141,26 @@ def parsed(lib: ctypes.CDLL, text: str) -> ctypes.c_void_p:
 
 
 class Executed:
-    """A plan of the C executor: run() one exchange; start() returns this, whose Test() and Wait() drive it."""
+    """A plan of the C executor: run() one exchange; start() returns this, whose Test() and Wait() drive it. `bound`:
+    run on `comm` itself, which the caller keeps private to one exchange at a time (a2ax_bind: no collective call),
+    else on a duplicate of its own; `shared`: the schedule is another plan's, freed with that one."""
 
-    def __init__(self, lib: ctypes.CDLL, comm: Any, schedule: ctypes.c_void_p, send: Any, recv: Any, note: str = ""):
+    def __init__(self, lib: ctypes.CDLL, comm: Any, schedule: ctypes.c_void_p, send: Any, recv: Any, note: str = "",
+                 bound: bool = False, shared: bool = False):
         from mpi4py import MPI
 
-        self.lib, self.schedule, self.held, self.note = lib, schedule, (send, recv), note
+        self.lib, self.schedule, self.held, self.note, self.shared = lib, schedule, (send, recv), note, shared
         sides = [self._side(side, comm.size) for side in (send, recv)]
         block = -1 if isinstance(recv, VBuffer) else recv.nbytes // comm.size
         self.plan, error = ctypes.c_void_p(), ctypes.create_string_buffer(512)
         self.arrays = sides  # the offsets must outlive the call only; the buffers, the plan
-        failed = lib.a2ax_prepare(schedule, MPI._handleof(comm), sides[0][0], sides[0][1].ctypes.data,
-                                  sides[0][2].ctypes.data, sides[1][0], sides[1][1].ctypes.data,
-                                  sides[1][2].ctypes.data, block, ctypes.byref(self.plan), error, len(error))
+        prepare = lib.a2ax_bind if bound else lib.a2ax_prepare
+        failed = prepare(schedule, MPI._handleof(comm), sides[0][0], sides[0][1].ctypes.data, sides[0][2].ctypes.data,
+                         sides[1][0], sides[1][1].ctypes.data, sides[1][2].ctypes.data, block,
+                         ctypes.byref(self.plan), error, len(error))
         if failed:
-            lib.a2ax_schedule_free(schedule)
+            if not shared:
+                lib.a2ax_schedule_free(schedule)
             raise ExecutorUnavailable(error.value.decode())
         self.done = ctypes.c_int()
         self.run, self._wait, self._start = (functools.partial(f, self.plan) for f in (lib.a2ax_run, lib.a2ax_wait,
@@ -168,6 +174,11 @@ class Executed:
             return side.array.ctypes.data, side.offsets.astype(np.intp), side.nbytes.astype(np.intp)
         width = side.nbytes // nprocs
         return side.ctypes.data, np.arange(nprocs, dtype=np.intp) * width, np.full(nprocs, width, np.intp)
+
+    def rebound(self, comm: Any, send: Any, recv: Any) -> "Executed":
+        """The same schedule on other buffers of the same layout, bound on `comm` (private to one exchange at a time):
+        made on this rank alone; free it before this plan."""
+        return Executed(self.lib, comm, self.schedule, send, recv, self.note, bound=True, shared=True)
 
     def start(self) -> "Executed":
         self._start()
@@ -183,13 +194,15 @@ class Executed:
     def free(self) -> None:
         if self.plan:
             self.lib.a2ax_free(self.plan)
-            self.lib.a2ax_schedule_free(self.schedule)
+            if not self.shared:
+                self.lib.a2ax_schedule_free(self.schedule)
             self.plan = self.schedule = None
 
 
-def executed(comm: Any, algorithm: Any, collective: str, options: dict[str, Any], send: Any, recv: Any) -> Executed:
-    """The algorithm's schedule traced for this job and prepared in the C executor on `comm` (collective); raises
-    ExecutorUnavailable (alike on every rank) where it cannot be."""
+def executed(comm: Any, algorithm: Any, collective: str, options: dict[str, Any], send: Any, recv: Any,
+             bound: bool = False) -> Executed:
+    """The algorithm's schedule traced for this job and prepared in the C executor on `comm` (collective; `bound`:
+    run on `comm` itself, see Executed); raises ExecutorUnavailable (alike on every rank) where it cannot be."""
     problem, schedule, lib = "", None, None
     try:
         lib, nodes = _per_node(comm)
@@ -205,7 +218,7 @@ def executed(comm: Any, algorithm: Any, collective: str, options: dict[str, Any]
         if schedule is not None:
             lib.a2ax_schedule_free(schedule)
         raise ExecutorUnavailable(problems[0])
-    return Executed(lib, comm, schedule, send, recv, data.note)
+    return Executed(lib, comm, schedule, send, recv, data.note, bound)
 
 
 def executor_facts(comm: Any) -> dict[str, Any]:

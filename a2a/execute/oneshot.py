@@ -21,10 +21,15 @@ same calls, a hit or a miss is the same on every rank by construction, whatever 
    and call to every rank (point to point, tagged by the call's number) and is one BadInput on every rank. A miss
    makes every rank prepare the plan anew (its own collective preparation, in call order on a duplicate of the
    preparing one).
-3. runs the plan: blocking, or started and driven by test() and wait() (behind an earlier exchange still in
-   flight on the same plan: one exchange in flight per plan). An alltoall's plan works on buffers of its own:
-   each call copies its sendbuf in and the result out, so the buffers may change from call to call on any rank;
-   an alltoallv's plan is bound to the buffers and counts it was made for (a change on any rank is a miss).
+3. runs the plan: blocking, or started and driven by test() and wait() (behind the calls made before it on the
+   same plan, in call order: one exchange in flight per plan). An alltoall's plan has buffers of its own, and the
+   buffers may change from call to call on any rank without a message: a pair of arrays given the first time goes
+   through the plan's buffers (a copy in, a copy out); given again (the same memory: address, dtype and count), it
+   runs on a plan of its own bound to them, which this rank alone makes from the cached one (Plan.rebound: the C
+   executor's schedule bound again, or a factory that prepares without a message run again) on the same private
+   communicator, so its messages are the plan's whichever route each rank takes. A plan that cannot be rebound
+   keeps the copies. An alltoallv's plan is bound to the buffers and counts it was made for (a change on any rank
+   is a miss).
 """
 from __future__ import annotations
 
@@ -49,33 +54,85 @@ from a2a.execute.planning import Checked, checked, planned, prepared_on
 CACHE_PLANS = 16  # plans kept per communicator; the least recently used is freed first
 TOLD_BYTES = 4096  # what a rank tells the others of its call when the ranks do not agree (cut to fit)
 SEEN_CALLS = 64  # alltoall calls (by dtypes and shapes) remembered per communicator: one made again skips its checks
-BOUND_ARRAYS = 8  # pairs of arrays whose copies are kept, per cached alltoall plan and per communicator (held alive)
+BOUND_ARRAYS = 8  # pairs of arrays with a plan of their own, per cached alltoall plan and per communicator (held)
+MET_ARRAYS = 64  # addresses of pairs given once, per cached alltoall plan: given again, they get a plan of their own
 
 
 @dataclass
 class Cached:
-    """A cached plan and what it works on: an alltoall's own buffers (each call copies through them, by copies made
-    once per pair of arrays given), or the binding an alltoallv's plan was made for."""
+    """A cached plan and what it works on. An alltoall's plan has buffers of its own; a pair of arrays given the first
+    time goes through them (a copy in, a copy out), and from its second call on runs on a plan of its own bound to
+    the arrays (`direct`: the plan rebound on this rank alone, on the same communicator, so its messages are the
+    plan's), where the plan can be rebound. An alltoallv's plan is the one made for its `binding`."""
 
     plan: Plan
     binding: Hashable = None
     send: Any = None
     recv: Any = None
-    bound: dict = field(default_factory=dict)  # by the ids of (sendbuf, recvbuf): them, and the copies in and out
+    bound: dict = field(default_factory=dict)  # by the ids of (sendbuf, recvbuf): them, and their route
+    direct: OrderedDict = field(default_factory=OrderedDict)  # by the arrays' addresses: their plan, least recent first
+    met: OrderedDict = field(default_factory=OrderedDict)  # the addresses given once so far (keys only)
+    rebinds: bool = True  # until a rebinding fails: then every pair goes through the plan's own buffers
+    known: dict = field(default_factory=dict)  # the communicator's routes by the arrays' ids (Caller.known)
+    queue: list = field(default_factory=list)  # the calls that took it, not complete: the first runs, in call order
 
-    def bind(self, sendbuf: Any, recvbuf: Any, send: Any, recv: Any) -> tuple:
-        """(sendbuf, recvbuf, copy in, copy out): the copies between the call's arrays (`send`, `recv`: as
-        checked) and the plan's, made once per pair given; the objects given are held, so their ids stay theirs."""
+    def route(self, sendbuf: Any, recvbuf: Any, send: Any, recv: Any, busy: set) -> tuple:
+        """(sendbuf, recvbuf, route, lasting) for the call's arrays (`send`, `recv`: as checked): route is (plan,
+        copy in, copy out), the copies None on a plan of the arrays' own; lasting: whether the next call with these
+        objects takes the same route (then it is kept by their ids; the objects are held, so their ids stay theirs).
+        `busy`: the ids of the plans exchanges in flight hold, which stay."""
         ids = (id(sendbuf), id(recvbuf))
         found = self.bound.get(ids)
         if found is not None and found[0] is sendbuf and found[1] is recvbuf:
             return found
-        if len(self.bound) >= BOUND_ARRAYS:
-            self.bound.clear()
         flat = recv.reshape(-1)  # a view: the call's arrays are C-contiguous
-        copy_in = copier(self.recv, flat) if send is None else copier(self.send, send.reshape(-1))
-        self.bound[ids] = (sendbuf, recvbuf, copy_in, copier(flat, self.recv))
-        return self.bound[ids]
+        flat_send = None if send is None else send.reshape(-1)
+        where = (None if send is None else send.__array_interface__["data"][0], flat.__array_interface__["data"][0])
+        plan = self.direct.get(where)
+        if plan is None and self.rebinds and where in self.met:
+            plan = self._rebound(where, flat_send, flat, busy)
+        if plan is not None:
+            self.direct.move_to_end(where)
+            entry = (sendbuf, recvbuf, (plan, None, None), True)
+        else:
+            self.met[where] = None
+            self.met.move_to_end(where)
+            if len(self.met) > MET_ARRAYS:
+                self.met.popitem(last=False)
+            copy_in = copier(self.recv, flat) if send is None else copier(self.send, flat_send)
+            entry = (sendbuf, recvbuf, (self.plan, copy_in, copier(flat, self.recv)), not self.rebinds)
+        if entry[3]:
+            if len(self.bound) >= BOUND_ARRAYS:
+                self.bound.clear()
+            self.bound[ids] = entry
+        return entry
+
+    def _rebound(self, where: tuple, send: Any, recv: Any, busy: set) -> Plan | None:
+        """The plan rebound to the arrays at `where`, the least recent one idle freed past BOUND_ARRAYS; None (and no
+        more tries) where it cannot be: a failure here is this rank's alone, and its peers expect the plan's
+        messages, which the plan's own buffers still give."""
+        try:
+            plan = self.plan.rebound(send, recv)
+        except Exception:  # whatever the rebinding met, the call goes through the copies
+            plan = None
+        if plan is None:
+            self.rebinds = False
+            return None
+        self.direct[where] = plan
+        idle = [w for w, p in self.direct.items() if id(p) not in busy and w != where]
+        for old in idle[:max(0, len(self.direct) - BOUND_ARRAYS)]:
+            self.direct.pop(old).free()
+            self.bound.clear()  # routes by ids may name it
+            self.known.clear()
+        return plan
+
+    def free(self) -> None:
+        """Free the plans bound to arrays, then the plan."""
+        for plan in self.direct.values():
+            plan.free()
+        self.direct.clear()
+        self.bound.clear()
+        self.plan.free()
 
 
 class Caller:
@@ -89,7 +146,7 @@ class Caller:
         self.keys: OrderedDict[Hashable, None] = OrderedDict()  # the cache's keys at call time, least recent first
         self.plans: dict[Hashable, Cached] = {}  # the plans, once the calls that made them settle
         self.seen: dict[Hashable, Hashable] = {}  # an alltoall's key by its arrays' dtypes and shapes (_seen)
-        self.known: dict[Hashable, tuple] = {}  # by algorithm, the arrays' ids, options: key, Cached, its binding
+        self.known: dict[int, tuple] = {}  # calls made again (by their arrays' ids): see alltoall_shot
         self.bindings: dict[Hashable, Hashable] = {}  # per alltoallv key, its binding once calls started settle
         self.unsettled: list[Handle] = []  # started, no plan taken yet (call order)
         self.running: list[Handle] = []  # with their plan, not complete yet
@@ -167,13 +224,18 @@ class Caller:
         send = None if call.send is None else np.empty(call.send.size, call.send.dtype)
         recv = np.empty(call.recv.size, call.recv.dtype)
         plan = prepared_on(private, call.algorithm, call.kind, call.resolved, send, recv, not handle.blocking)
-        return Cached(plan, None, send, recv)
+        return Cached(plan, None, send, recv, known=handle.caller.known)
 
     def _drop(self, key: Hashable) -> None:
-        plan = self.plans.pop(key).plan
-        if plan.holder is not None:  # its exchange completes first: freeing it in flight would leak its requests
-            plan.holder.wait()
-        plan.free()
+        cached = self.plans.pop(key)
+        while cached.queue:  # its exchanges complete first: freeing them in flight would leak their requests
+            cached.queue[0].finish()
+        cached.free()
+        self.known.clear()
+
+    def busy(self) -> set[int]:
+        """The ids of the plans the exchanges in flight here run on."""
+        return {id(handle.route[0]) for handle in self.running}
 
     def forget(self) -> None:
         """Free every cached plan (alike on every rank): after an error, or free_cache()."""
@@ -202,7 +264,7 @@ class Handle:
     """One one-shot call on its way: agreed, given its plan, run. As a handle (ialltoall): test() and wait()."""
 
     __slots__ = ("caller", "call", "collective", "blocking", "number", "key", "binding", "digest", "request",
-                 "cached", "copies", "running", "done", "error", "private", "duplicating", "making", "pushed")
+                 "cached", "route", "running", "done", "error", "private", "duplicating", "making", "pushed")
 
     def __init__(self, caller: Caller, call: Checked, collective: str, blocking: bool):
         self.caller, self.call, self.collective, self.blocking = caller, call, collective, blocking
@@ -213,7 +275,7 @@ class Handle:
         self.digest = np.zeros(4, np.int64)
         self.request: Any = None
         self.cached: Cached | None = None
-        self.copies: tuple = (None, None)
+        self.route: tuple = ()  # (plan, copy in, copy out): what the exchange runs on (Cached.route)
         self.running = self.done = False
         self.error: BaseException | None = None
         self.private: Any = None  # the duplicate a plan made anew is prepared on, once MPI_Comm_idup is done
@@ -231,11 +293,11 @@ class Handle:
             self._step(poll=False)  # start it now where nothing is to wait for
 
     @classmethod
-    def hit(cls, caller: Caller, key: Hashable, cached: Cached, copies: tuple, blocking: bool) -> "Handle":
+    def hit(cls, caller: Caller, key: Hashable, cached: Cached, route: tuple, blocking: bool) -> "Handle":
         """An alltoall made before with arrays alike whose plan is cached and idle: checks skipped, started now."""
         handle = cls.__new__(cls)
         handle.caller, handle.collective, handle.blocking, handle.key = caller, "alltoall", blocking, key
-        handle.number, handle.pushed, handle.cached, handle.copies = caller.calls, [], cached, copies
+        handle.number, handle.pushed, handle.cached, handle.route = caller.calls, [], cached, route
         caller.calls += 1
         caller.keys.move_to_end(key)
         handle.running = handle.done = False
@@ -243,6 +305,7 @@ class Handle:
         handle.error = handle.private = handle.request = handle.duplicating = None
         handle.making = False
         caller.running.append(handle)
+        cached.queue.append(handle)
         handle._step(poll=False)
         return handle
 
@@ -290,8 +353,11 @@ class Handle:
             self.cached = self.caller.plan_for(self, private)
             if self.collective == "alltoall":
                 call = self.call
-                self.copies = self.cached.bind(call.send, call.recv, call.send, call.recv)[2:]
+                self.route = self.cached.route(call.send, call.recv, call.send, call.recv, self.caller.busy())[2]
+            else:
+                self.route = (self.cached.plan, None, None)
             self.caller.running.append(self)
+            self.cached.queue.append(self)
         except BaseException as error:
             self.error, self.done = error, True
             if self.private is not None and self.cached is None:
@@ -326,10 +392,14 @@ class Handle:
 
     def wait(self) -> None:
         """Complete the exchange, advancing every other one in flight meanwhile (waits may come in any order)."""
+        self.finish()
+        self._raised(True)
+
+    def finish(self) -> None:
+        """Complete the exchange, what it raised kept for its test() or wait()."""
         while not self._step(block=self._alone()):
             for caller in self.caller.everyone:
                 caller.advance()
-        self._raised(True)
 
     def _alone(self) -> bool:
         """Whether nothing else of the one-shot calls is in flight in this process: then MPI's own waits block."""
@@ -354,13 +424,13 @@ class Handle:
             return False
         if self.done:  # its agreement or its plan failed
             return True
-        plan = self.cached.plan
-        copy_in, copy_out = self.copies
+        plan, copy_in, copy_out = self.route
         try:
             if not self.running:
-                holder = plan.holder
-                if holder is not None and holder is not self and not holder._step():
-                    return False
+                queue = self.cached.queue
+                while queue[0] is not self:  # the calls made before it on this plan go first, in call order
+                    if not queue[0]._step():
+                        return False
                 if copy_in is not None:
                     copy_in()
                 if self.blocking:
@@ -369,7 +439,7 @@ class Handle:
                     if copy_out is not None:
                         copy_out()
                     return True
-                plan.holder, self.running = self, True
+                self.running = True
                 plan.start()
             complete = plan.wait() is None if block else poll and plan.test()
             if complete and copy_out is not None:
@@ -382,12 +452,11 @@ class Handle:
 
     def _ended(self) -> None:
         self.done, self.running = True, False
-        if self.cached.plan.holder is self:
-            self.cached.plan.holder = None
-        try:
-            self.caller.running.remove(self)
-        except ValueError:
-            pass
+        for waiting in (self.cached.queue, self.caller.running):
+            try:
+                waiting.remove(self)
+            except ValueError:
+                pass
 
 
 def completed(request: Any, block: bool) -> bool:
@@ -478,30 +547,31 @@ def alltoall_shot(comm: Any, sendbuf: Any, recvbuf: Any, algorithm: str, options
     `one_shot` (and is remembered if it checks)."""
     caller = comm.Get_attr(_keyval())
     if caller is not None and not caller.unsettled:
+        known = caller.known.get(3 * id(sendbuf) + id(recvbuf))  # emptied whenever a plan it names is freed
         try:
-            known = caller.known.get((algorithm, id(sendbuf), id(recvbuf), *options.items()))
-        except TypeError:  # an option's value is not hashable
-            known = None
-        if known is not None:
-            key, cached, bound = known
-            if bound[0] is sendbuf and bound[1] is recvbuf and caller.plans.get(key) is cached \
-                    and cached.plan.holder is None:  # the ids are still theirs, the plan still cached and idle
-                return _hit(caller, key, cached, bound[2:], blocking)
+            again = known is not None and known[0] is sendbuf and known[1] is recvbuf and known[2] == algorithm \
+                and known[3] == options and not known[5].queue
+        except ValueError:  # an option's value that == cannot compare (an array)
+            again = False
+        if again:
+            return _hit(caller, known, blocking)
     seen = _seen(algorithm, options, sendbuf, recvbuf)
     if caller is not None and seen is not None and not caller.unsettled:
         key = caller.seen.get(seen)
         cached = caller.plans.get(key)
-        if cached is not None and cached.plan.holder is None:
+        if cached is not None and not cached.queue:
             try:
                 send, recv, _ = alltoall_call(comm, sendbuf, recvbuf)  # new arrays: their checks, once
             except BadInput:
                 cached = None
             if cached is not None:
-                bound = cached.bind(sendbuf, recvbuf, send, recv)
-                if len(caller.known) >= BOUND_ARRAYS:
-                    caller.known.clear()
-                caller.known[(algorithm, id(sendbuf), id(recvbuf), *options.items())] = key, cached, bound
-                return _hit(caller, key, cached, bound[2:], blocking)
+                *_, route, lasting = cached.route(sendbuf, recvbuf, send, recv, caller.busy())
+                known = (sendbuf, recvbuf, algorithm, dict(options), key, cached, route, _runner(*route))
+                if lasting:  # the next call with these arrays goes this way too
+                    if len(caller.known) >= BOUND_ARRAYS:
+                        caller.known.clear()
+                    caller.known[3 * id(sendbuf) + id(recvbuf)] = known
+                return _hit(caller, known, blocking)
     made = one_shot(comm, lambda: get(algorithm), "alltoall", options, lambda: alltoall_call(comm, sendbuf, recvbuf),
                     blocking)
     if isinstance(made, Handle) and made.call.problem is None and seen is not None:
@@ -511,17 +581,27 @@ def alltoall_shot(comm: Any, sendbuf: Any, recvbuf: Any, algorithm: str, options
     return made
 
 
-def _hit(caller: Caller, key: Hashable, cached: Cached, copies: tuple, blocking: bool) -> Handle | None:
-    """A hit: blocking with nothing else in flight, run here (copy in, run, copy out); else a Handle started."""
+def _runner(plan: Plan, copy_in: Callable[[], Any] | None, copy_out: Callable[[], Any] | None) -> Callable[[], Any]:
+    """One blocking exchange on a route: the plan's own run on a plan of the arrays' own, else through the copies."""
+    if copy_in is None:
+        return plan if plan.run is None else plan.run
+
+    def through() -> None:
+        copy_in()
+        plan()
+        copy_out()
+    return through
+
+
+def _hit(caller: Caller, known: tuple, blocking: bool) -> Handle | None:
+    """A hit (`known`: the arrays, algorithm, options, key, Cached, route, runner): blocking with nothing else in
+    flight, run here; else a Handle started."""
     if blocking and not caller.running and (len(caller.everyone) == 1 or idle(caller)):
         caller.calls += 1
-        caller.keys.move_to_end(key)
-        copy_in, copy_out = copies
-        copy_in()
-        cached.plan()
-        copy_out()
+        caller.keys.move_to_end(known[4])
+        known[7]()
         return None
-    return Handle.hit(caller, key, cached, copies, blocking)
+    return Handle.hit(caller, known[4], known[5], known[6], blocking)
 
 
 def _seen(algorithm: str, options: dict[str, Any], sendbuf: Any, recvbuf: Any) -> Hashable | None:

@@ -4,6 +4,7 @@ engine advances. a2a.algos.registry names this module for Algorithm.plan, .plan_
 """
 from __future__ import annotations
 
+import types
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable
@@ -20,6 +21,11 @@ from a2a.execute.engine import EngineComm, Progression, Unprogressable, engine_m
 from a2a.execute.executor import ExecutorUnavailable, executed
 from a2a.record.results import NATIVE
 from a2a.schedules.mpi_module import replaced_mpi
+
+# what mpi4py.MPI does not give a factory prepared alone (prepares_alone): the process's communicators, the classes
+# of communicators (a test of one), windows and files
+REFUSED = ("COMM_WORLD", "COMM_SELF", "Comm", "Intracomm", "Intercomm", "Topocomm", "Cartcomm", "Graphcomm",
+           "Distgraphcomm", "Win", "File", "Group")
 
 
 @dataclass
@@ -84,35 +90,132 @@ def prepared_on(private: Any, algorithm: Any, kind: Any, resolved: dict[str, Any
         except BaseException:
             private.Free()
             raise
-    staging = None
-    if send is None and not kind.in_place:  # in place: the schedule reads a copy of recvbuf
-        send, staging = _staged(recv)
-    progressive = partial(_progression, algorithm.name, kind.factory, private, send, recv, options, staging)
     try:
-        made = None if nonblocking else _made(kind.factory(private, send, recv, **options))
-        progression = progressive() if nonblocking else None
+        plan = _in_python(private, algorithm, kind, resolved, options, send, recv, nonblocking, note, [])
     except BaseException:
         private.Free()
         raise
+    plan._comm = private
+    return plan
+
+
+def _in_python(comm: Any, algorithm: Any, kind: Any, resolved: dict[str, Any], options: dict[str, Any], send: Any,
+               recv: Any, nonblocking: bool, note: str, alone: list[bool]) -> Plan:
+    """The factory's plan on `comm` (not owned), rebound by running the factory again where it prepares alone on
+    this rank (`alone`: that verdict, once found)."""
+    staging = None
+    if send is None and not kind.in_place:  # in place: the schedule reads a copy of recvbuf
+        send, staging = _staged(recv)
+    progressive = partial(_progression, algorithm.name, kind.factory, comm, send, recv, options, staging)
+    made = None if nonblocking else _made(kind.factory(comm, send, recv, **options))
+    progression = progressive() if nonblocking else None
     if made is None:
-        return Plan(algorithm, resolved, None, None, private, _joined(note, progression.note), progression, progressive)
-    return Plan(algorithm, resolved, _after(staging, made.run), made.free, private, _joined(note, made.note), None,
-                progressive)
+        plan = Plan(algorithm, resolved, None, None, None, _joined(note, progression.note), progression, progressive)
+    else:
+        plan = Plan(algorithm, resolved, _after(staging, made.run), made.free, None, _joined(note, made.note), None,
+                    progressive)
+    plan._rebind = partial(_python_rebound, comm, algorithm, kind, resolved, options, note, alone)
+    return plan
+
+
+def _python_rebound(comm: Any, algorithm: Any, kind: Any, resolved: dict[str, Any], options: dict[str, Any],
+                    note: str, alone: list[bool], send: Any, recv: Any) -> Plan | None:
+    """The factory's plan on other buffers, on the same communicator; None where the factory communicates."""
+    if not alone:
+        alone.append(prepares_alone(kind, comm, send, recv, options))
+    return _in_python(comm, algorithm, kind, resolved, options, send, recv, False, note, alone) if alone[0] else None
 
 
 def _in_c(private: Any, algorithm: Any, kind: Any, resolved: dict[str, Any], options: dict[str, Any], send: Any,
           recv: Any, nonblocking: bool) -> Plan:
-    """The plan run by the C executor (a2a.execute.executor): blocking, or started as one request it tests and waits.
-    In place, it reads a staged copy of recvbuf."""
+    """The plan run by the C executor (a2a.execute.executor) on `private` itself: blocking, or started as one request
+    it tests and waits. In place, it reads a staged copy of recvbuf."""
     staging = None
     if send is None:
         send, staging = _staged(recv)
     collective = next(c for c, k in algorithm.kinds.items() if k is kind)
-    made = executed(private, algorithm, collective, options, send, recv)
+    made = executed(private, algorithm, collective, options, send, recv, bound=True)
+    return _run_in_c(made, private, algorithm, resolved, staging, nonblocking, private)
+
+
+def _run_in_c(made: Any, comm: Any, algorithm: Any, resolved: dict[str, Any], staging: Callable[[], Any] | None,
+              nonblocking: bool, owned: Any) -> Plan:
+    """A Plan of the C executor's `made` on `comm` (`owned`: the communicator the plan frees, or None), rebound by
+    binding the same schedule to other buffers on `comm` (no message)."""
     run = _after(staging, made.run)
     progressive = partial(Progression, run, None, made.note, request=_after(staging, made.start))
-    return Plan(algorithm, resolved, run, made.free, private, made.note, progressive() if nonblocking else None,
-                progressive, executor="c")
+    plan = Plan(algorithm, resolved, run, made.free, owned, made.note,
+                progressive() if nonblocking else None, progressive, executor="c")
+    plan._rebind = partial(_c_rebound, made, comm, algorithm, resolved)
+    return plan
+
+
+def _c_rebound(made: Any, comm: Any, algorithm: Any, resolved: dict[str, Any], send: Any, recv: Any) -> Plan:
+    """The C executor's schedule of `made` bound to other buffers on `comm`."""
+    staging = None
+    if send is None:
+        send, staging = _staged(recv)
+    return _run_in_c(made.rebound(comm, send, recv), comm, algorithm, resolved, staging, False, None)
+
+
+def prepares_alone(kind: Any, comm: Any, send: Any, recv: Any, options: dict[str, Any]) -> bool:
+    """Whether the factory prepares a plan on this rank without a message, a communicator made or a window: run once
+    on a communicator that answers its size and rank only, under an mpi4py.MPI without communicators or windows."""
+    from mpi4py import MPI
+
+    if send is None and not kind.in_place:
+        send = np.empty_like(recv)
+    try:
+        with replaced_mpi(_alone_module(MPI)):
+            kind.factory(Alone(comm), send, recv, **options)
+    except Exception:  # refused, or anything else: its preparation is not known to be local
+        return False
+    return True
+
+
+class Communicates(Exception):
+    """A factory prepared alone reached for a communicator, a window or a file."""
+
+
+class Alone:
+    """A communicator that answers its size and rank (and that it is one group); a call of anything else raises
+    Communicates, and so does reading any other attribute."""
+
+    def __init__(self, comm: Any):
+        self.size, self.rank, self.real = comm.Get_size(), comm.Get_rank(), type(comm)
+
+    def Get_size(self) -> int:
+        return self.size
+
+    def Get_rank(self) -> int:
+        return self.rank
+
+    def Is_inter(self) -> bool:
+        return False
+
+    def Is_intra(self) -> bool:
+        return True
+
+    def __getattr__(self, name: str) -> Any:
+        if not callable(getattr(self.real, name, None)):
+            raise Communicates(f"comm.{name}")
+
+        def refused(*args: Any, **kwargs: Any) -> None:  # bound at preparation, called by the run only: allowed
+            raise Communicates(f"comm.{name}()")
+        return refused
+
+
+def _alone_module(mpi: types.ModuleType) -> types.ModuleType:
+    """`mpi` without what reaches other ranks or names a communicator's class (REFUSED)."""
+    module = types.ModuleType("mpi4py.MPI", "a factory prepared alone (a2a.execute.planning.prepares_alone)")
+
+    def attribute(name: str) -> Any:
+        if name in REFUSED:
+            raise Communicates(f"MPI.{name}")
+        return getattr(mpi, name)
+
+    module.__getattr__ = attribute
+    return module
 
 
 def _progression(name: str, factory: Callable[..., Any], comm: Any, send: Any, recv: Any, options: dict[str, Any],

@@ -278,7 +278,9 @@ static char *block_at(const buffers *b, long buffer, long i, MPI_Aint *bytes) {
     return b->base[buffer] + b->offsets[buffer][i];
 }
 
-/* a message's regions as one (address, count, datatype): its bytes if contiguous, else an hindexed datatype */
+/* a message's regions as one (address, count, datatype): its bytes if contiguous, else an hindexed datatype from its
+   lowest address (not absolute from MPI_BOTTOM: MPICH sends such a datatype through its shared-memory cells, two
+   copies, where one relative to its buffer goes by its single-copy path, CMA) */
 static int describe(const a2ax_schedule *s, const message *m, const buffers *b, posted *out, char *error,
                     size_t room) {
     long pieces = 0, capacity = 0;
@@ -317,18 +319,20 @@ static int describe(const a2ax_schedule *s, const message *m, const buffers *b, 
         out->count = pieces ? (int)sizes[0] : 0;
     } else {
         int *lengths = malloc((size_t)pieces * sizeof(int));
-        MPI_Aint *displacements = malloc((size_t)pieces * sizeof(MPI_Aint));
+        MPI_Aint *displacements = malloc((size_t)pieces * sizeof(MPI_Aint)), lowest = where[0];
+        for (long i = 1; i < pieces; i++)
+            if (where[i] < lowest) lowest = where[i];
         for (long i = 0; lengths && displacements && i < pieces; i++) {
             if (sizes[i] > INT_MAX) bad = fail(error, room, "a block of %ld bytes: over INT_MAX", (long)sizes[i]);
             lengths[i] = (int)sizes[i];
-            MPI_Get_address((void *)(intptr_t)where[i], &displacements[i]);
+            displacements[i] = MPI_Aint_diff(where[i], lowest);
         }
         if (!lengths || !displacements) bad = fail(error, room, "out of memory");
         if (!bad && pieces <= INT_MAX) {
             MPI_Type_create_hindexed((int)pieces, lengths, displacements, MPI_BYTE, &out->type);
             MPI_Type_commit(&out->type);
             out->owned = 1;
-            out->buf = MPI_BOTTOM;
+            out->buf = (void *)(intptr_t)lowest;
             out->count = 1;
         }
         free(lengths);
