@@ -205,13 +205,14 @@ def test_deploy_writes_what_it_can_compile_and_says_what_it_keeps(tmp_path: Path
     table = tmp_path / "decision.json"
     write_decision(document, table)
     out = tmp_path / "d.a2a"
-    code, stdout, _ = bench_here(capsys, "deploy", str(table), "--nprocs", "4,8", "--ranks-per-node", "2", "-o",
-                                 str(out))
-    assert code == 0, stdout
+    code, stdout, _ = bench_here(capsys, "deploy", str(table), "--nprocs", "4,8", "--ranks-per-node", "2",
+                                 "--extrapolate", "-o", str(out))
+    assert code == 0 and "unverified: 8 ranks, which the decision never measured: the table of 4 ranks" in stdout
     assert "alltoall on 8 ranks (nodes 0,0,1,1,2,2,3,3), 100..999 B per peer: node_aware" in stdout
     assert stdout.count("onesided is not exact data") == 2 and stdout.count("tuna is not exact data") == 2, stdout
     text = out.read_text()
     assert "entry alltoall 4 * 0 99 -1" in text and "entry alltoall 4 0,0,1,1 100 999 0" in text, text
+    assert "unverified 8 4" in text
     code, _, stderr = bench_here(capsys, "deploy", str(table), "--nprocs", "4,x", "-o", str(out))
     assert code != 0 and "'x' is not a process count" in stderr
     code, _, stderr = bench_here(capsys, "deploy", str(table), str(table), "-o", str(out))
