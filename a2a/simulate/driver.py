@@ -83,6 +83,7 @@ def simulate_sweep(directory: Path, state: SweepState, machine: Machine, output:
     cost = machine.message_cost
     charged = f"; {cost.send * 1e6:.3g} us a send, {cost.recv * 1e6:.3g} us a receive" if cost.config() else ""
     charged += f"; bandwidth factor {machine.bandwidth.factor:.3g}" if machine.bandwidth.factor else ""
+    charged += machine.memory.said()
     facts = machine.facts()
     backend = Backend("simgrid", facts, f"{machine.link.text}{charged}; times in microseconds",
                       where=lambda rows: f", simulated on {rows[0].platform}")
@@ -239,10 +240,11 @@ class Replays:
                     self.traces[key] = traces.unit_traces(schedule, copy_bandwidth)
                 if not self.traces[key].collective:
                     return row, replay.ReplayJob(self.traces[key], shape, link, copy_bandwidth, None, self.s4u,
-                                                  factor), ""
+                                                  factor, memory=self.machine.memory), ""
             scaled = schedule.scaled(factor) if factor != 1 else schedule
             keep = self.keep / f"{point.nprocs}-{point.variant.label}-{point.bytes_per_peer}" if self.keep else None
-            return row, replay.ReplayJob(scaled, shape, link, copy_bandwidth, keep, self.s4u), ""
+            return row, replay.ReplayJob(scaled, shape, link, copy_bandwidth, keep, self.s4u,
+                                         memory=self.machine.memory), ""
         except CaptureError as failed:
             return row, None, noted(row, "not simulated: ", failed)
 
@@ -250,7 +252,7 @@ class Replays:
         """An overlap point's two replays: pure, then overall with the compute phase its pure time gives."""
         keep = self.keep / f"{point.nprocs}-{point.variant.label}-{point.bytes_per_peer}" if self.keep else None
         link, copy_bandwidth = self.machine.link, self.machine.copy_bandwidth
-        job = partial(replay.ReplayJob, scaled, shape, link, copy_bandwidth, s4u=self.s4u)
+        job = partial(replay.ReplayJob, scaled, shape, link, copy_bandwidth, s4u=self.s4u, memory=self.machine.memory)
         return replay.OverlapReplay(job(keep), lambda compute: job(keep and keep.with_name(keep.name + "-overall"),
                                                                    compute=compute), point.config.compute_ratio)
 

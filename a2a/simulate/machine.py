@@ -22,7 +22,8 @@ MACHINE_DEFAULTS = {"platform": "switch", "link": "100Gbps,1us", "network": "cal
 @dataclass(frozen=True)
 class Machine:
     """What the simulated calls run on: the topology, its links, the memory copy rate, ranks per node, the
-    software cost of a message, the replayer, and the share of a link's rate a message gets."""
+    software cost of a message, the replayer, the share of a link's rate a message gets, and the memory bandwidth
+    the ranks of a node share."""
 
     platform: str
     link: platforms.Link
@@ -32,6 +33,7 @@ class Machine:
     message_cost: platforms.MessageCost = platforms.MessageCost()
     replayer: str = MACHINE_DEFAULTS["replayer"]
     bandwidth: platforms.BandwidthFactor = platforms.BandwidthFactor()
+    memory: platforms.NodeMemory = platforms.NodeMemory()
 
     @classmethod
     def from_options(cls, values: dict[str, Any], config: SweepConfig) -> "Machine":
@@ -69,7 +71,7 @@ class Machine:
         """What meta.json keeps of the machine and the simulator."""
         return {"platform": self.platform, "link": self.link.text, "copy_bandwidth": self.copy_bandwidth,
                 "ppn_option": self.ppn, "network": self.network, "message_cost": self.message_cost.facts(),
-                "bandwidth_factor": self.bandwidth.facts(),
+                "bandwidth_factor": self.bandwidth.facts(), "node_memory": self.memory.facts(),
                 "simgrid": simgrid.version(), "smpirun": simgrid.smpirun(), "replayer": simgrid.replayer(),
                 "replay": self.replayer,
                 "s4u_replayer": simgrid.s4u_replayer() if self.replayer == "s4u" else None}
@@ -79,7 +81,8 @@ class Machine:
         """The machine a simulated record's meta.json describes."""
         return cls(meta["platform"], platforms.Link.parse(meta["link"]), meta["copy_bandwidth"], meta["ppn_option"],
                    meta.get("network", "calibrated"), platforms.MessageCost.of(meta.get("message_cost")),
-                   meta.get("replay", "smpi"), platforms.BandwidthFactor.of(meta.get("bandwidth_factor")))
+                   meta.get("replay", "smpi"), platforms.BandwidthFactor.of(meta.get("bandwidth_factor")),
+                   platforms.NodeMemory.of(meta.get("node_memory")))
 
     def config(self) -> list[str]:
         """The SMPI options of every replay on it: the network model's, the message cost's and the bandwidth's."""
