@@ -72,7 +72,8 @@ def typed(events: list[tuple]) -> list:
 
 
 def test_lowering_by_hand():
-    """Self messages become copies; sub-communicator gathers become point-to-point; native whole-job Alltoall stays."""
+    """Self messages become copies; sub-communicator gathers become point-to-point; native whole-job Alltoall stays,
+    after the copy of the own block."""
     events = [("irecv", 1, 8, 0), ("irecv", 0, 8, 1), ("isend", 1, 8, 2), ("isend", 0, 8, 3), ("wait", (0, 1, 2, 3)),
               ("copy", 100), ("coll", "gather", (0, 2), 2, (0, 8), (0, 0)), ("coll", "alltoall", (0, 1, 2), None,
                                                                            (4, 4, 4), (4, 4, 4))]
@@ -80,7 +81,7 @@ def test_lowering_by_hand():
     scale = platforms.TIME_SCALE
     assert lines == ["0 init", "0 irecv 1 0 8", "0 isend 1 0 8", f"0 compute {8 / 2e9 * 1e9 * scale:.0f}",
                      "0 wait 1 0 0", "0 wait 0 1 0", f"0 compute {100 / 2e9 * 1e9 * scale:.0f}", "0 isend 2 0 8",
-                     "0 wait 0 2 0", "0 alltoall 4 4", "0 finalize"]
+                     "0 wait 0 2 0", f"0 compute {4 / 2e9 * 1e9 * scale:.0f}", "0 alltoall 4 4", "0 finalize"]
 
 
 def test_every_wait_names_its_request():
@@ -96,7 +97,7 @@ def test_messages_from_2_gib_count_in_doubles():
     lines = list(traces.trace_lines(typed(events), 0, 1024, 1e9))
     assert lines[1:3] == ["0 irecv 1 0 8", f"0 isend 1 0 {1 << 29} 0"]
     lines = list(traces.trace_lines(typed(events[3:]), 0, 2, 1e9))  # the whole job of 2: SMPI's own alltoall
-    assert lines[1] == f"0 alltoall {4 << 20} {4 << 20}"
+    assert lines[1:3] == [f"0 compute {(4 << 20) * platforms.TIME_SCALE}", f"0 alltoall {4 << 20} {4 << 20}"]
     lines = list(traces.trace_lines(typed([("alltoall", 4 << 20)]), 0, 1024, 1e9))
     assert lines[1] == f"0 alltoall {1 << 19} {1 << 19} 0 0"
 

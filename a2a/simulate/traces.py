@@ -2,7 +2,9 @@
 
 The replay knows collectives only on MPI_COMM_WORLD, so collectives on sub-communicators are
 lowered here to linear point-to-point exchanges (isend/irecv to every member, then a wait), and
-messages to oneself to local copies (`compute` events at the copy bandwidth).
+messages to oneself to local copies (`compute` events at the copy bandwidth). A whole-job
+MPI_Alltoall is left to SMPI's own algorithms, after the copy of the rank's own block: SMPI's
+replay copies it for nothing, where every library (and every schedule of ours) pays.
 """
 from __future__ import annotations
 
@@ -164,6 +166,7 @@ def _lowered(events: list[Event], rank: int, nprocs: int) -> Iterator[Event | Wh
 def _collective(e: Collective, rank: int, nprocs: int, fresh: Iterator[int]) -> Iterator[Event | WholeAlltoall]:
     members, sends, recvs = e.members, e.sends, e.recvs
     if e.name == "alltoall" and members == tuple(range(nprocs)) and len(set(sends)) == 1:
+        yield Copy(sends[rank])  # the own block, which SMPI's replay copies for nothing (as our schedules do not)
         yield WholeAlltoall(sends[0])  # the whole job: SMPI's own MPI_Alltoall
         return
     me = members.index(rank)
