@@ -91,31 +91,33 @@ class Machine:
 
 def simulated_variants(text: str, assignments: dict[str, dict[str, str]], ppn: int, collective: str = "alltoall",
                        workload: str = "uniform") -> list[Variant]:
-    """Our algorithms as `bench run` resolves them (alltoall only); native's options pick SMPI's MPI_Alltoall."""
-    if collective != "alltoall" or workload.partition(":")[0] not in ("uniform", "recorded"):
-        raise BadConfig("the simulator replays alltoall schedules only, at uniform counts or a program's recorded "
-                        "alltoall calls (--workload recorded:DIR); drop --collective and other workloads")
+    """Our algorithms as `bench run` resolves them; native's options pick SMPI's MPI_Alltoall (or MPI_Alltoallv)."""
     specs = [s.strip() for s in text.split(",") if s.strip()]
     if specs == ["all"]:
-        specs = candidates("alltoall")
+        specs = candidates(collective)
     natives = [s for s in specs if parse_variant(s)[0] == NATIVE]
     ours = [s for s in specs if s not in natives]
-    chosen = variants(",".join(ours), {k: v for k, v in assignments.items() if k != NATIVE}, ppn) if ours else []
+    chosen = (variants(",".join(ours), {k: v for k, v in assignments.items() if k != NATIVE}, ppn, collective,
+                       workload) if ours else [])
     for spec in natives:
         given = {**assignments.get(NATIVE, {}), **parse_variant(spec)[1]}
-        chosen += [Variant(NATIVE, o) for o in native_options(given)]
+        chosen += [Variant(NATIVE, o) for o in native_options(given, collective)]
     if not chosen:
         raise BadConfig("no algorithms to simulate; name some with --algorithms (see `bench list`)")
     return chosen
 
 
-def native_options(given: dict[str, str]) -> list[dict[str, str]]:
-    """native -> the mpich and ompi selectors; selector=S, algorithm=NAME or algorithm=all as asked."""
+def native_options(given: dict[str, str], collective: str = "alltoall") -> list[dict[str, str]]:
+    """native -> the mpich and ompi selectors; selector=S, algorithm=NAME or algorithm=all as asked (an alltoall's:
+    an alltoallv goes by its selector)."""
     unknown = sorted(set(given) - {"selector", "algorithm"})
     if unknown:
         raise BadOption(f"native: unknown option {', '.join(unknown)} in the simulator; accepted: "
                         f"selector ({', '.join(platforms.SELECTORS)}) or algorithm (SMPI's alltoall names, or all)")
     if "algorithm" in given:
+        if collective != "alltoall":
+            raise BadOption(f"native:algorithm={given['algorithm']} names one of SMPI's MPI_Alltoall algorithms; an "
+                            f"{collective} goes by its selector: native:selector={'|'.join(platforms.SELECTORS)}")
         names = platforms.SMPI_ALLTOALL if given["algorithm"] == "all" else [given["algorithm"]]
         bad = [n for n in names if n not in platforms.SMPI_ALLTOALL]
         if bad:
