@@ -11,7 +11,8 @@ charged to each send and half to each receive.
 At its largest size (64 KiB per peer or more) and fewest ranks, the bytes dominate. The bandwidth
 factor is the one with which the simulated `linear` there takes the measured time: a simulated
 time is a part that does not depend on the factor plus the bytes' part over the factor, so two
-replays of that point (factors 1 and 1/2) give both parts.
+replays of that point (factors 1 and 1/2) give both parts and the factor; a third checks it, and
+where a node's memory holds the bytes back a few more find it (regula falsi on its inverse).
 
 At its largest size with the most ranks on one node (on the fewest nodes), the ranks copy at
 once and share the node's memory. The node's memory bandwidth is the one with which the
@@ -39,8 +40,8 @@ from a2a.simulate.machine import Machine
 ALGORITHM = "linear"
 LARGEST_BYTES = 1024  # above this, the bytes begin to count in the slope
 BANDWIDTH_BYTES = 65536  # from here up, the bytes dominate
-FIT_TOLERANCE = 1e-3  # of the measured time: how close the fitted memory bandwidth brings the simulated one
-FIT_REPLAYS = 40  # at most, to find the memory bandwidth
+FIT_TOLERANCE = 1e-3  # of the measured time: how close a fitted factor or memory brings the simulated one
+FIT_REPLAYS = 40  # at most, to fit one factor or one memory
 FIT_ROUNDS = 10  # at most, of fitting the factor and the memory in turn
 
 
