@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from a2a.algos.registry import COLLECTIVES
 from a2a.simulate import platforms, simgrid
 from a2a.simulate.driver import REPLAY_TIMEOUT
 from a2a.simulate.driver import simulate as simulate_sweep
@@ -25,9 +26,14 @@ from .options import defaults
 @click.option("--nprocs", help=defaults("Process counts, e.g. 64,1024,4096.", SIMULATION_DEFAULTS["nprocs"]))
 @click.option("--sizes", help=defaults("Bytes per peer (8,1K,4M or START:STOP:xF).", SIMULATION_DEFAULTS["sizes"]))
 @click.option("--dtype", help=defaults("NumPy element type.", SIMULATION_DEFAULTS["dtype"]))
-@click.option("--workload", help="recorded:DIR[:job=ID]: a program's recorded MPI_Alltoall calls (A2A_RECORD=DIR), "
-                                 "each a point at its size and process count (no --sizes, --nprocs). "
-                                 "[default: uniform]")
+@click.option("--collective", type=click.Choice(COLLECTIVES), default=None,
+              help=defaults("alltoall, or alltoallv with counts from --workload (direct schedules, and SMPI's own "
+                            "for native).", SIMULATION_DEFAULTS["collective"]))
+@click.option("--workload", help=defaults("alltoallv count matrix: uniform, random:spread=S, zipf:s=S, "
+                                          "sparse:density=D, moe:experts=E,topk=K,..., matrix:FILE.csv, or "
+                                          "recorded:DIR[:job=ID], a program's recorded calls (A2A_RECORD=DIR), each "
+                                          "a point at its size and process count (no --sizes, --nprocs).",
+                                          SIMULATION_DEFAULTS["workload"]))
 @click.option("--algorithms", help=defaults("Names or NAME:KEY=VALUE variants, or 'all'; native:selector=mpich|ompi|"
                                             "default or native:algorithm=NAME picks SMPI's MPI_Alltoall.",
                                             SIMULATION_DEFAULTS["algorithms"]))

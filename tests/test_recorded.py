@@ -200,26 +200,30 @@ def test_a_recorded_alltoallv_replays_at_three_ranks(tmp_path: Path):
     assert {r.algorithm for r in rows} == {"pairwise", "linear", "native"}
 
 
-def test_the_simulator_replays_the_recorded_alltoall_calls(tmp_path: Path):
-    """bench simulate's config: the record's alltoall calls at their sizes and process count (the simulator replays
-    no alltoallv: those are named as left out, and a record of alltoallv calls alone is refused)."""
+def test_the_simulator_replays_the_recorded_calls_of_the_collective_chosen(tmp_path: Path):
+    """bench simulate's config, as bench run's: the record's calls of one collective at their sizes and process count
+    (the others named as left out); a record of both needs --collective, one of alltoallv calls alone replays those."""
     write_record(tmp_path / "both", [alltoall(4, 2), alltoall(4, 128, 8, "MPI_DOUBLE", 3), alltoallv(UNEVEN)])
     spec = f"recorded:{tmp_path / 'both'}"
-    config = from_options({"workload": spec, "algorithms": "pairwise"}, "simgrid", choose=simulated_variants)
+    config = from_options({"workload": spec, "algorithms": "pairwise", "collective": "alltoall"}, "simgrid",
+                          choose=simulated_variants)
     assert (config.collective, config.nprocs, config.sizes, config.dtype) == ("alltoall", [4], [8, 1024], "uint32")
     assert [p.workload.rsplit(":", 1)[1] for p in points(config, 4)] == ["call=0", "call=1"]
     assert read_record(tmp_path / "both").left_out("alltoall") == \
         "1 alltoallv call signatures (50 calls, 0.01 s in the program)"
+    with pytest.raises(BadConfig, match="replay one collective a run: add --collective alltoall or alltoallv"):
+        from_options({"workload": spec}, "simgrid", choose=simulated_variants)
     write_record(tmp_path / "v", [alltoallv(UNEVEN)])
-    with pytest.raises(BadConfig, match="holds no alltoall call to replay; it holds 1 alltoallv call signatures"):
-        from_options({"workload": f"recorded:{tmp_path / 'v'}"}, "simgrid", choose=simulated_variants)
+    config = from_options({"workload": f"recorded:{tmp_path / 'v'}"}, "simgrid", choose=simulated_variants)
+    assert (config.collective, config.nprocs, config.dtype) == ("alltoallv", [4], "float64")
 
 
 @pytest.mark.simgrid
 def test_bench_simulate_replays_a_record(tmp_path: Path, capsys):
     write_record(tmp_path / "rec", [alltoall(4, 2, calls=7), alltoallv(UNEVEN)])
-    code, _, err = bench_here(capsys, "simulate", "--workload", f"recorded:{tmp_path / 'rec'}", "--algorithms",
-                              "pairwise", "--copy-bandwidth", "10e9", "--output", str(tmp_path / "sim"))
+    code, _, err = bench_here(capsys, "simulate", "--workload", f"recorded:{tmp_path / 'rec'}", "--collective",
+                              "alltoall", "--algorithms", "pairwise", "--copy-bandwidth", "10e9", "--output",
+                              str(tmp_path / "sim"))
     assert code == 0, err
     assert "replays its alltoall calls, not 1 alltoallv call signatures (50 calls" in err
     rows = read_rows(tmp_path / "sim")

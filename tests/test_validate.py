@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from decide_fixtures import record, row_for
 
-from a2a.analysis.validate import orderings, spearman, validate
+from a2a.analysis.validate import orderings, spearman, validate, verdict
 from a2a.errors import BadResults
 from a2a.record.results import Recorder, write_meta
 from bench.cli import entry
@@ -78,3 +78,41 @@ def test_nothing_in_common_and_a_measured_record_are_refused(tmp_path, capsys):
     assert capsys.readouterr().err.count("is not a `bench simulate` record") == 1
     entry(["validate", str(measured), str(simulated(tmp_path / "t", MEASURED))])
     assert "rank correlation" in capsys.readouterr().out
+
+
+def test_a_node_aware_variant_measured_at_ppn_0_pairs_with_its_simulation_given_ppn(tmp_path):
+    """ppn=0 (found at run time, one node) and --ppn 16 (one node of at most 16) are the same placement at 4 ranks of
+    one node; a measurement on 2 nodes of 2 is not."""
+    measured = record(tmp_path / "m", {(4, 1024): {("node_aware", "placement=block;ppn=0"): 100,
+                                                   ("hierarchical", "placement=block;ppn=0"): 300}})
+    sim = simulated(tmp_path / "s", {(4, 1024): {("node_aware", "placement=block;ppn=16"): 120,
+                                                 ("hierarchical", "placement=block;ppn=2"): 200}})
+    (row,) = validate(measured, sim)
+    assert row["label"].startswith("node_aware") and row["simulated_us"] == pytest.approx(120)
+
+
+def cell_of(tmp_path, simulated_us: dict) -> dict:
+    """The one cell of a measurement in which pairwise and bruck cannot be told apart (1 % apart, 5 % spread) and
+    native is far slower, against a simulation with these times."""
+    measured = record(tmp_path / "m", {(4, 65536): {("pairwise", "schedule=shift"): 100, ("bruck", "radix=2"): 101,
+                                                    ("native", ""): 300}})
+    sim = simulated(tmp_path / "s", {(4, 65536): {("pairwise", "schedule=shift"): simulated_us["pairwise"],
+                                                  ("bruck", "radix=2"): simulated_us["bruck"],
+                                                  ("native", "selector=mpich"): simulated_us["native"]}})
+    (cell,) = orderings(validate(measured, sim))
+    return cell
+
+
+def test_a_simulated_best_the_measurement_cannot_tell_from_its_best_is_right(tmp_path):
+    """The tie set is bench decide's (Mann-Whitney on the samples); the simulated best is right inside it, wrong
+    outside; equal simulated times are all the simulated best; the summary line counts the cells."""
+    tied = cell_of(tmp_path / "a", {"pairwise": 90, "bruck": 80, "native": 200})
+    pairwise, bruck = "pairwise:schedule=shift", "bruck:radix=2"  # the record keeps no option defaults
+    assert set(tied["tie_set"]) == {pairwise, bruck} and tied["simulated_best"] == bruck and tied["right"]
+    wrong = cell_of(tmp_path / "b", {"pairwise": 90, "bruck": 80, "native": 50})
+    assert wrong["simulated_best"] == "native" and not wrong["right"]
+    equal = cell_of(tmp_path / "c", {"pairwise": 90, "bruck": 200, "native": 90})
+    assert equal["simulated_best"] == f"native = {pairwise}" and equal["right"]
+    line = verdict([tied, wrong, equal])
+    assert line.startswith("2 of 3 cells have the simulated best in the measured tie set; ")
+    assert tied["median_abs_error_p50"] == pytest.approx(np.median([0.1, 1 - 80 / 101, 1 - 200 / 300]), abs=0.02)

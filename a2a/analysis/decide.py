@@ -218,9 +218,7 @@ def decision_cell(bytes_per_peer: int, ranked: list[tuple[str, str, float]], cho
 def decide_cell(points: list[Candidate], metric: str, alpha: float) -> dict[str, Any]:
     """Choose among a cell's points: the fastest, or a preferred one not significantly slower and ahead, by the
     metric, of every point that is (the rank test can tie a point whose stalls put its mean behind native's)."""
-    ranked = sorted(points, key=lambda p: (p.value_us(metric), preference(p.algorithm, p.options)))
-    best = ranked[0]
-    tied = list(takewhile(lambda p: p is best or _tied(best, p, alpha), ranked))
+    ranked, tied = ranked_and_tied(points, metric, alpha)
     choice = min(tied, key=lambda p: preference(p.algorithm, p.options))
     timing = choice.rows[0].timing
     native = next((p for p in ranked if library_own(p.algorithm, p.options, timing)), None)
@@ -231,6 +229,14 @@ def decide_cell(points: list[Candidate], metric: str, alpha: float) -> dict[str,
                          mann_whitney_p(choice.samples, native.samples) if tested else None)
     made = {r.workload: r.recorded_calls for p in points for r in p.rows if r.recorded_calls}  # by recorded call
     return {**cell, "recorded_calls": sum(made.values())} if made else cell
+
+
+def ranked_and_tied(points: list[Candidate], metric: str, alpha: float) -> tuple[list[Candidate], list[Candidate]]:
+    """A cell's points fastest first by the metric (equal ones by preference), and its tie set: the fastest and the
+    points after it up to the first that the rank test finds significantly slower."""
+    ranked = sorted(points, key=lambda p: (p.value_us(metric), preference(p.algorithm, p.options)))
+    best = ranked[0]
+    return ranked, list(takewhile(lambda p: p is best or _tied(best, p, alpha), ranked))
 
 
 def _tied(best: Candidate, other: Candidate, alpha: float) -> bool:

@@ -1,4 +1,5 @@
-"""How far a simulated record is from a measured one, point by point and in the algorithms' order."""
+"""How far a simulated record is from a measured one, point by point and in the algorithms' order; per cell, whether
+the simulated best is one the measurement cannot tell from its best (a2a.analysis.decide's tie set)."""
 from __future__ import annotations
 
 import math
@@ -8,18 +9,34 @@ from typing import Any
 import numpy as np
 from tabulate import tabulate
 
+from a2a.analysis.decide import Candidate, preference, ranked_and_tied
 from a2a.errors import BadResults
+from a2a.record.decision import parse_options
 from a2a.record.meta import backend_of
-from a2a.record.results import NATIVE, Row, load, short_label
+from a2a.record.results import NATIVE, Row, load, point_key, short_label
 from a2a.units import human_bytes
 
 # the simulated native that stands for the measured library's own MPI_Alltoall
 NATIVE_SELECTOR = {"MPICH": "selector=mpich", "Open MPI": "selector=ompi"}
+ALPHA = 0.05  # of the rank test that ties a cell's measured points, as `bench decide`'s default
+TIE_METRIC = "median"  # the points of a cell are ranked by their median, the p50 the errors are taken against
+TARGET_ERROR = 0.25  # the median |error| a cell should stay within (docs/simulation.md)
+RESOLUTION_US = 1e-3  # of a simulated time: SMPI prints nanoseconds (a2a.simulate.platforms.TIME_SCALE)
 
 
 def _series(row: Row) -> tuple:
     """What a measured and a simulated point share: the shape of the exchange, not how it was timed."""
     return (row.nprocs, row.collective, row.workload, row.mesh, row.groups, row.bytes_per_peer)
+
+
+def _placed(row: Row, options: str) -> str:
+    """A variant's options with its ranks per node as the job ran them: `ppn=0` (found at run time) and a `ppn` larger
+    than the job (one node) both stand for the row's own, so a measurement and a simulation given --ppn pair up."""
+    given = parse_options(options)
+    if "ppn" not in given:
+        return options
+    given["ppn"] = str(min(int(given["ppn"]) or row.ppn, row.nprocs))
+    return ";".join(f"{k}={v}" for k, v in sorted(given.items()))
 
 
 def _native_options(meta: dict[str, Any]) -> str | None:
@@ -39,10 +56,10 @@ def validate(measured: Path, simulated: Path) -> list[dict[str, Any]]:
                          "(bench simulate --timing overlap) against an overlap measurement (bench run --timing "
                          "overlap --tests 0)")
     native, defaults = _native_options(truth.meta), truth.meta.get("option_defaults")
-    simulated_at = {(_series(r), r.algorithm, r.options, r.tests): r for r in model.rows if r.measured}
+    simulated_at = {(_series(r), r.algorithm, _placed(r, r.options), r.tests): r for r in model.rows if r.measured}
     rows = []
     for row in (r for r in truth.rows if r.measured):
-        options = native if row.algorithm == NATIVE else row.options
+        options = native if row.algorithm == NATIVE else _placed(row, row.options)
         twin = simulated_at.get((_series(row), row.algorithm, options, row.tests))
         if twin is None:
             continue
@@ -51,6 +68,8 @@ def validate(measured: Path, simulated: Path) -> list[dict[str, Any]]:
                      "simulated_us": sim, "min_us": row.t_min_us, "p50_us": row.t_p50_us,
                      "error_min": sim / row.t_min_us - 1, "error_p50": sim / row.t_p50_us - 1,
                      "stalls": row.stalls, "tcp_timeouts": row.tcp_timeouts,
+                     "measured": Candidate((), row.bytes_per_peer, row.algorithm, row.options,
+                                           list(truth.samples.get(point_key(row), [])), [row]),
                      **({"simulated_overlap": twin.overlap_osu_pct, "measured_overlap": row.overlap_osu_pct}
                         if row.timing == "overlap" else {})})
     if not rows:
@@ -80,19 +99,28 @@ def _ranks(values: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def orderings(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per process count and size: does the simulation rank the algorithms as the measurement does?"""
+def orderings(rows: list[dict[str, Any]], alpha: float = ALPHA) -> list[dict[str, Any]]:
+    """Per process count and size: does the simulation rank the algorithms as the measurement does, and is its best
+    one the measurement cannot tell from the measured best (Mann-Whitney on the samples at `alpha`, as `bench decide`
+    ties)? The simulated best is every variant at the smallest simulated time, to the simulator's resolution (the
+    same schedule replays to the same time): right if one of them is in the measured tie set."""
     cells: dict[tuple, list[dict[str, Any]]] = {}
     for row in rows:
         cells.setdefault((row["nprocs"], row["bytes_per_peer"]), []).append(row)
     summary = []
     for (nprocs, size), cell in sorted(cells.items()):
         simulated, measured = [r["simulated_us"] for r in cell], [r["p50_us"] for r in cell]
+        ranked, tied = ranked_and_tied([r["measured"] for r in cell], TIE_METRIC, alpha)
+        label = {id(r["measured"]): r["label"] for r in cell}
+        fastest = min(simulated)
+        best = sorted((r for r in cell if r["simulated_us"] - fastest <= RESOLUTION_US),
+                      key=lambda r: preference(r["measured"].algorithm, r["measured"].options))
         summary.append({"nprocs": nprocs, "bytes_per_peer": size, "algorithms": len(cell),
                         "median_abs_error_p50": float(np.median([abs(r["error_p50"]) for r in cell])),
                         "spearman": spearman(simulated, measured),
-                        "simulated_best": cell[int(np.argmin(simulated))]["label"],
-                        "measured_best": cell[int(np.argmin(measured))]["label"]})
+                        "simulated_best": " = ".join(r["label"] for r in best), "measured_best": label[id(ranked[0])],
+                        "tie_set": [label[id(p)] for p in tied],
+                        "right": any(p is r["measured"] for p in tied for r in best)})
     return summary
 
 
@@ -107,13 +135,25 @@ def render_validation(rows: list[dict[str, Any]]) -> str:
         headers=["nprocs", "bytes/peer", "algorithm", "simulated us", "measured min us", "measured p50 us",
                  "vs min", "vs p50", "stalls", "tcp timeouts",
                  *(["simulated overlap %", "measured overlap %"] if overlap else [])], disable_numparse=True)
+    cells = orderings(rows)
     summary = tabulate(
         [[s["nprocs"], human_bytes(s["bytes_per_peer"]), s["algorithms"], f"{s['median_abs_error_p50']:.0%}",
-          "-" if math.isnan(s["spearman"]) else f"{s['spearman']:+.2f}", s["simulated_best"], s["measured_best"]]
-         for s in orderings(rows)],
+          "-" if math.isnan(s["spearman"]) else f"{s['spearman']:+.2f}", s["simulated_best"], s["measured_best"],
+          ", ".join(s["tie_set"]), "right" if s["right"] else "wrong"] for s in cells],
         headers=["nprocs", "bytes/peer", "algorithms", "median |error| vs p50", "rank correlation",
-                 "simulated best", "measured best"], disable_numparse=True)
+                 "simulated best", "measured best", "measured tie set", "simulated best is"], disable_numparse=True)
     said = ("; overlap: OSU's figure, simulated (messages move by themselves, rounds posted at start and wait) "
             "against measured, the times overall ones") if overlap else ""
-    return f"{points}\n\n{summary}\n(error = simulated / measured - 1; rank correlation: Spearman's, over the " \
-           f"algorithms of the cell, simulated against measured p50{said})"
+    return f"{points}\n\n{summary}\n{verdict(cells)}\n(error = simulated / measured - 1; rank correlation: " \
+           "Spearman's, over the algorithms of the cell, simulated against measured p50; tie set: the measured " \
+           f"points the rank test at alpha {ALPHA} cannot tell from the best, as bench decide ties{said})"
+
+
+def verdict(cells: list[dict[str, Any]]) -> str:
+    """One line over every cell: how many have the simulated best in the measured tie set, and how many stay within
+    TARGET_ERROR."""
+    errors = [c["median_abs_error_p50"] for c in cells]
+    within = sum(e <= TARGET_ERROR for e in errors)
+    return (f"{sum(c['right'] for c in cells)} of {len(cells)} cells have the simulated best in the measured tie set; "
+            f"{within} of {len(cells)} have a median |error| of {TARGET_ERROR:.0%} or less "
+            f"(from {min(errors):.0%} to {max(errors):.0%})")

@@ -25,8 +25,9 @@ from a2a.record.overlap import imb_overlap, osu_overlap
 from a2a.record.results import NATIVE, Row
 from a2a.record.stats import bandwidths
 from a2a.schedules.events import Schedule
+from a2a.schedules.program import ScheduleData
 from a2a.schedules.world import available_bytes
-from a2a.simulate import platforms, replay, simgrid, traces
+from a2a.simulate import platforms, replay, simgrid, traces, varied
 from a2a.simulate.calibrate import calibrated
 from a2a.simulate.capture import capture_unit
 from a2a.simulate.machine import Machine, simulated_variants
@@ -36,8 +37,10 @@ from a2a.sweep.grid import Point
 from a2a.sweep.launch import fresh_sweep, refuse_with_resume
 from a2a.sweep.mesh import group_comm
 from a2a.sweep.session import STOP_SIGNALS, Backend, Output, Session, SweepState, resume_state
+from a2a.sweep.workload import imbalance, parse_workload
 from a2a.units import parse_size
 
+ALLTOALLV = "alltoallv"
 REPLAY_TIMEOUT = 3600.0  # seconds of wall time one replay may take, unless told
 # `bench simulate` options that go with --resume (the rest come from the record)
 RESUMABLE = ("resume", "quiet", "fmt", "keep_traces", "replay_timeout", "jobs", "memory", "schedule_cache")
@@ -83,6 +86,7 @@ def simulate_sweep(directory: Path, state: SweepState, machine: Machine, output:
     cost = machine.message_cost
     charged = f"; {cost.send * 1e6:.3g} us a send, {cost.recv * 1e6:.3g} us a receive" if cost.config() else ""
     charged += f"; bandwidth factor {machine.bandwidth.factor:.3g}" if machine.bandwidth.factor else ""
+    charged += machine.memory.said()
     facts = machine.facts()
     backend = Backend("simgrid", facts, f"{machine.link.text}{charged}; times in microseconds",
                       where=lambda rows: f", simulated on {rows[0].platform}")
@@ -150,7 +154,7 @@ class Replays:
                  room: tuple[int, int, bool], cache: ScheduleCache, s4u: str | None = None):
         self.session, self.machine, self.keep, self.replay_timeout = session, machine, keep, replay_timeout
         (self.jobs, self.memory, self.bounded), self.cache, self.s4u = room, cache, s4u
-        self.schedules: dict[tuple, Schedule | A2AError] = {}
+        self.schedules: dict[tuple, Schedule | ScheduleData | A2AError | None] = {}  # alltoallv: programs
         self.traces: dict[tuple, traces.Traces] = {}  # the unit schedule's, which the S4U replayer scales
         self.replayed: dict[str, tuple[str, replay.Replay]] = {}  # ReplayJob.identity -> (variant, its replay)
         # each point's row, its replay (None: none runs), and the full text behind a failure's one-line note
@@ -231,26 +235,37 @@ class Replays:
             return row, None, noted(row, "refused: ", schedule)
         link, copy_bandwidth = self.machine.link, self.machine.copy_bandwidth
         try:
-            factor = row.count // schedule.count
+            if point.collective == ALLTOALLV:
+                scaled = self._filled(point, row, schedule)
+            else:
+                factor = row.count // schedule.count
+                scaled = schedule.scaled(factor) if factor != 1 else schedule
+                if self.s4u and not self.keep and point.timing != OVERLAP:  # one trace for every size, unless each
+                    if key not in self.traces:  # point's own are to be kept
+                        self.traces[key] = traces.unit_traces(schedule, copy_bandwidth)
+                    if not self.traces[key].collective:
+                        return row, replay.ReplayJob(self.traces[key], shape, link, copy_bandwidth, None, self.s4u,
+                                                      factor, memory=self.machine.memory), ""
             if point.timing == OVERLAP:
-                return row, self._overlap(point, schedule.scaled(factor) if factor != 1 else schedule, shape), ""
-            if self.s4u and not self.keep:  # one trace for every size, unless each point's own are to be kept
-                if key not in self.traces:
-                    self.traces[key] = traces.unit_traces(schedule, copy_bandwidth)
-                if not self.traces[key].collective:
-                    return row, replay.ReplayJob(self.traces[key], shape, link, copy_bandwidth, None, self.s4u,
-                                                  factor), ""
-            scaled = schedule.scaled(factor) if factor != 1 else schedule
+                return row, self._overlap(point, scaled, shape), ""
             keep = self.keep / f"{point.nprocs}-{point.variant.label}-{point.bytes_per_peer}" if self.keep else None
-            return row, replay.ReplayJob(scaled, shape, link, copy_bandwidth, keep, self.s4u), ""
+            return row, replay.ReplayJob(scaled, shape, link, copy_bandwidth, keep, self.s4u,
+                                         memory=self.machine.memory), ""
         except CaptureError as failed:
             return row, None, noted(row, "not simulated: ", failed)
+
+    def _filled(self, point: Point, row: Row, data: ScheduleData | None) -> Schedule:
+        """An alltoallv point's schedule: the program (None: SMPI's own MPI_Alltoallv) at the point's matrix."""
+        itemsize = np.dtype(point.dtype).itemsize
+        counts = parse_workload(point.workload).counts(point.nprocs, point.bytes_per_peer, itemsize, point.config.seed)
+        row.imbalance = imbalance(counts)
+        return varied.native(counts, itemsize) if data is None else varied.filled(data, counts, itemsize)
 
     def _overlap(self, point: Point, scaled: Schedule, shape: Any) -> replay.OverlapReplay:
         """An overlap point's two replays: pure, then overall with the compute phase its pure time gives."""
         keep = self.keep / f"{point.nprocs}-{point.variant.label}-{point.bytes_per_peer}" if self.keep else None
         link, copy_bandwidth = self.machine.link, self.machine.copy_bandwidth
-        job = partial(replay.ReplayJob, scaled, shape, link, copy_bandwidth, s4u=self.s4u)
+        job = partial(replay.ReplayJob, scaled, shape, link, copy_bandwidth, s4u=self.s4u, memory=self.machine.memory)
         return replay.OverlapReplay(job(keep), lambda compute: job(keep and keep.with_name(keep.name + "-overall"),
                                                                    compute=compute), point.config.compute_ratio)
 
@@ -307,10 +322,18 @@ class Replays:
         return replay.Replay(overall.seconds, pure.wall_seconds + overall.wall_seconds,
                              pure.cpu_seconds + overall.cpu_seconds)
 
-    def _capture(self, point: Point, ppn: int) -> Schedule | A2AError:
-        """The schedule at unit size (scaled per size), or why it is refused."""
+    def _capture(self, point: Point, ppn: int) -> Schedule | ScheduleData | A2AError | None:
+        """The schedule at unit size (scaled per size), or an alltoallv's program (a2a.simulate.varied), or why it is
+        refused."""
         nodes = self.machine.node_ranks(point.nprocs)
         options = {} if point.variant.name == NATIVE else point.variant.options
+        if point.collective == ALLTOALLV:
+            try:
+                if point.layout:
+                    raise CaptureError("an alltoallv in replica groups is not simulated (the whole job's only)")
+                return varied.schedule_of(point.variant.name, options, point.nprocs, nodes)
+            except A2AError as refused:
+                return refused
         group = (lambda world, layout=point.layout: group_comm(world, layout)) if point.layout else None
         key = {"algorithm": point.variant.name, "options": options, "nprocs": point.nprocs, "dtype": point.dtype,
                "ppn": ppn, "layout": [point.layout.mesh, point.layout.keep] if point.layout else None}

@@ -22,7 +22,8 @@ MACHINE_DEFAULTS = {"platform": "switch", "link": "100Gbps,1us", "network": "cal
 @dataclass(frozen=True)
 class Machine:
     """What the simulated calls run on: the topology, its links, the memory copy rate, ranks per node, the
-    software cost of a message, the replayer, and the share of a link's rate a message gets."""
+    software cost of a message, the replayer, the share of a link's rate a message gets, and the memory bandwidth
+    the ranks of a node share."""
 
     platform: str
     link: platforms.Link
@@ -32,6 +33,7 @@ class Machine:
     message_cost: platforms.MessageCost = platforms.MessageCost()
     replayer: str = MACHINE_DEFAULTS["replayer"]
     bandwidth: platforms.BandwidthFactor = platforms.BandwidthFactor()
+    memory: platforms.NodeMemory = platforms.NodeMemory()
 
     @classmethod
     def from_options(cls, values: dict[str, Any], config: SweepConfig) -> "Machine":
@@ -69,7 +71,7 @@ class Machine:
         """What meta.json keeps of the machine and the simulator."""
         return {"platform": self.platform, "link": self.link.text, "copy_bandwidth": self.copy_bandwidth,
                 "ppn_option": self.ppn, "network": self.network, "message_cost": self.message_cost.facts(),
-                "bandwidth_factor": self.bandwidth.facts(),
+                "bandwidth_factor": self.bandwidth.facts(), "node_memory": self.memory.facts(),
                 "simgrid": simgrid.version(), "smpirun": simgrid.smpirun(), "replayer": simgrid.replayer(),
                 "replay": self.replayer,
                 "s4u_replayer": simgrid.s4u_replayer() if self.replayer == "s4u" else None}
@@ -79,7 +81,8 @@ class Machine:
         """The machine a simulated record's meta.json describes."""
         return cls(meta["platform"], platforms.Link.parse(meta["link"]), meta["copy_bandwidth"], meta["ppn_option"],
                    meta.get("network", "calibrated"), platforms.MessageCost.of(meta.get("message_cost")),
-                   meta.get("replay", "smpi"), platforms.BandwidthFactor.of(meta.get("bandwidth_factor")))
+                   meta.get("replay", "smpi"), platforms.BandwidthFactor.of(meta.get("bandwidth_factor")),
+                   platforms.NodeMemory.of(meta.get("node_memory")))
 
     def config(self) -> list[str]:
         """The SMPI options of every replay on it: the network model's, the message cost's and the bandwidth's."""
@@ -88,31 +91,33 @@ class Machine:
 
 def simulated_variants(text: str, assignments: dict[str, dict[str, str]], ppn: int, collective: str = "alltoall",
                        workload: str = "uniform") -> list[Variant]:
-    """Our algorithms as `bench run` resolves them (alltoall only); native's options pick SMPI's MPI_Alltoall."""
-    if collective != "alltoall" or workload.partition(":")[0] not in ("uniform", "recorded"):
-        raise BadConfig("the simulator replays alltoall schedules only, at uniform counts or a program's recorded "
-                        "alltoall calls (--workload recorded:DIR); drop --collective and other workloads")
+    """Our algorithms as `bench run` resolves them; native's options pick SMPI's MPI_Alltoall (or MPI_Alltoallv)."""
     specs = [s.strip() for s in text.split(",") if s.strip()]
     if specs == ["all"]:
-        specs = candidates("alltoall")
+        specs = candidates(collective)
     natives = [s for s in specs if parse_variant(s)[0] == NATIVE]
     ours = [s for s in specs if s not in natives]
-    chosen = variants(",".join(ours), {k: v for k, v in assignments.items() if k != NATIVE}, ppn) if ours else []
+    chosen = (variants(",".join(ours), {k: v for k, v in assignments.items() if k != NATIVE}, ppn, collective,
+                       workload) if ours else [])
     for spec in natives:
         given = {**assignments.get(NATIVE, {}), **parse_variant(spec)[1]}
-        chosen += [Variant(NATIVE, o) for o in native_options(given)]
+        chosen += [Variant(NATIVE, o) for o in native_options(given, collective)]
     if not chosen:
         raise BadConfig("no algorithms to simulate; name some with --algorithms (see `bench list`)")
     return chosen
 
 
-def native_options(given: dict[str, str]) -> list[dict[str, str]]:
-    """native -> the mpich and ompi selectors; selector=S, algorithm=NAME or algorithm=all as asked."""
+def native_options(given: dict[str, str], collective: str = "alltoall") -> list[dict[str, str]]:
+    """native -> the mpich and ompi selectors; selector=S, algorithm=NAME or algorithm=all as asked (an alltoall's:
+    an alltoallv goes by its selector)."""
     unknown = sorted(set(given) - {"selector", "algorithm"})
     if unknown:
         raise BadOption(f"native: unknown option {', '.join(unknown)} in the simulator; accepted: "
                         f"selector ({', '.join(platforms.SELECTORS)}) or algorithm (SMPI's alltoall names, or all)")
     if "algorithm" in given:
+        if collective != "alltoall":
+            raise BadOption(f"native:algorithm={given['algorithm']} names one of SMPI's MPI_Alltoall algorithms; an "
+                            f"{collective} goes by its selector: native:selector={'|'.join(platforms.SELECTORS)}")
         names = platforms.SMPI_ALLTOALL if given["algorithm"] == "all" else [given["algorithm"]]
         bad = [n for n in names if n not in platforms.SMPI_ALLTOALL]
         if bad:

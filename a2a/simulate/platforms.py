@@ -1,4 +1,5 @@
-"""The simulated machine: links, the software cost of a message, SMPI's network factors, the platform file.
+"""The simulated machine: links, the software cost of a message, SMPI's network factors, a node's memory, the
+platform file.
 
 Local copies cost time at a measured memory bandwidth: `compute` events on hosts of speed
 1 Gflop/s (HOST_SPEED). SMPI prints times in whole microseconds, so every latency and rate is
@@ -126,13 +127,72 @@ class BandwidthFactor:
         return cls(facts.get("factor", 0.0), facts.get("source", "none"))
 
 
-def platform_xml(fabric: Any, link: Link, copy_bandwidth: float) -> str:
-    """A SimGrid platform of `fabric` (a2a.fabric), every link `link`, full duplex; hosts n0..n{N-1}."""
+@dataclass(frozen=True)
+class NodeMemory:
+    """How the ranks of one node reach each other, fitted to a measured record: each through a link of its own at the
+    copy rate, which the messages it sends and receives share (its core copies them), then the node's memory link,
+    which every rank of the node shares. `bytes_per_second` is that memory's rate as the messages get it: SMPI
+    multiplies every link's rate by the bandwidth factor, so the platform's link has `link_rate`, the rate over the
+    factor. None (0): every message between ranks of a node has the copy rate to itself (SimGrid's loopback).
+
+    Written on a switch only (platform_xml): the other topologies are SimGrid clusters whose nodes are one host each.
+    """
+
+    bytes_per_second: float = 0.0
+    link_rate: float = 0.0  # bytes/s of the platform's memory link
+    source: str = "none"
+
+    def said(self) -> str:
+        """How a simulation's summary names it."""
+        if not self.bytes_per_second:
+            return ""
+        rate = "an unbounded memory" if self.bytes_per_second >= UNBOUNDED else \
+            f"{self.bytes_per_second / 1e9:.3g} GB/s of memory"
+        return f"; the ranks of a node share {rate}"
+
+    def facts(self) -> dict[str, Any]:
+        """What meta.json keeps of it."""
+        return {"bytes_per_second": self.bytes_per_second, "link_bytes_per_second": self.link_rate,
+                "source": self.source}
+
+    @classmethod
+    def of(cls, facts: dict[str, Any] | None) -> "NodeMemory":
+        """The memory a meta.json records (none in records made before it was)."""
+        facts = facts or {}
+        return cls(facts.get("bytes_per_second", 0.0), facts.get("link_bytes_per_second", 0.0),
+                   facts.get("source", "none"))
+
+
+NO_MEMORY = NodeMemory()
+LOOPBACK_LATENCY = 0.1e-6  # seconds a message between ranks of one node takes before its bytes
+UNBOUNDED = 1e18  # bytes/s of a node memory that never holds a message back
+
+
+def by_rank(fabric: Any, nprocs: int, memory: NodeMemory) -> bool:
+    """Whether the platform has a host per rank: a switch whose nodes hold two ranks or more and share a memory."""
+    return fabric.kind == "switch" and bool(memory.link_rate) and ppn_of(nprocs, fabric.nodes) > 1
+
+
+def hostnames(fabric: Any, nprocs: int, memory: NodeMemory = NO_MEMORY) -> list[str]:
+    """The host of each rank (block placement): its node n{i}, or its own host n{i}r{slot} on a platform by_rank."""
+    ppn = ppn_of(nprocs, fabric.nodes)
+    if by_rank(fabric, nprocs, memory):
+        return [f"n{r // ppn}r{r % ppn}" for r in range(nprocs)]
+    return [f"n{node}" for node in hosts_of(nprocs, fabric.nodes)]
+
+
+def platform_xml(fabric: Any, link: Link, copy_bandwidth: float, memory: NodeMemory = NO_MEMORY,
+                 nprocs: int = 1) -> str:
+    """A SimGrid platform of `fabric` (a2a.fabric), every link `link`, full duplex; hosts n0..n{N-1}, or on a switch
+    whose `nprocs` ranks share their nodes' `memory`, a host per rank (hostnames)."""
     rate, delay = link.bytes_per_second / TIME_SCALE, link.latency * TIME_SCALE
+    if by_rank(fabric, nprocs, memory):
+        return _document(_switch_by_rank(fabric.nodes, ppn_of(nprocs, fabric.nodes), rate, delay,
+                                         copy_bandwidth / TIME_SCALE, memory.link_rate / TIME_SCALE))
     attributes = {"id": "a2a", "prefix": "n", "suffix": "", "radical": f"0-{fabric.nodes - 1}",
                   "speed": f"{HOST_SPEED:.0f}f", "bw": f"{rate:.9g}Bps", "lat": f"{delay * 1e6:.9g}us",
                   "sharing_policy": "SPLITDUPLEX", "loopback_bw": f"{copy_bandwidth / TIME_SCALE:.9g}Bps",
-                  "loopback_lat": f"{0.1 * TIME_SCALE:.9g}us"}
+                  "loopback_lat": f"{LOOPBACK_LATENCY * TIME_SCALE * 1e6:.9g}us"}
     kind = fabric.kind
     if kind == "switch":  # a non-blocking switch: a backbone as fast as all node links together
         attributes.update(bb_bw=f"{rate * fabric.nodes:.9g}Bps", bb_lat="0us",
@@ -148,14 +208,42 @@ def platform_xml(fabric: Any, link: Link, copy_bandwidth: float) -> str:
     else:
         raise BadOption(f"the simulator has no platform for topology {fabric.spec!r}")
     cluster = " ".join(f'{k}="{v}"' for k, v in attributes.items())
+    return _document(f"    <cluster {cluster}/>\n")
+
+
+def _document(zone: str) -> str:
     return ("<?xml version='1.0'?>\n"
             '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n'
             '<platform version="4.1">\n'
             # in a zone of its own: SimGrid 4.1 crashes on a torus or fat tree cluster at the top level (3.32 does not)
             '  <zone id="world" routing="Full">\n'
-            f"    <cluster {cluster}/>\n"
+            f"{zone}"
             "  </zone>\n"
             "</platform>\n")
+
+
+def _switch_by_rank(nodes: int, ppn: int, rate: float, delay: float, copy: float, memory: float) -> str:
+    """The switch with a host per rank (n{i}r{slot}, each its own core), written out link by link. Between nodes a
+    rank's messages take its node's link and the backbone, as on the switch's <cluster>; within a node (a bypass
+    route per pair, and one to itself) the sender's link, the node's memory, the receiver's link. Rates in bytes/s
+    and delays in seconds, of the stretched time."""
+    ranks = [(n, f"n{n}r{k}", f"a2a_rank_{n}_{k}") for n in range(nodes) for k in range(ppn)]
+    lines = [f'      <backbone id="a2a_backbone" bandwidth="{rate * nodes:.9g}Bps" latency="0us"/>']
+    for n in range(nodes):
+        lines += [f'      <link id="a2a_link_{n}" bandwidth="{rate:.9g}Bps" latency="{delay * 1e6:.9g}us" '
+                  'sharing_policy="SPLITDUPLEX"/>',
+                  f'      <link id="a2a_memory_{n}" bandwidth="{memory:.9g}Bps" '
+                  f'latency="{LOOPBACK_LATENCY * TIME_SCALE * 1e6:.9g}us" sharing_policy="SHARED"/>']
+    for _, host, own in ranks:
+        lines += [f'      <host id="{host}" speed="{HOST_SPEED:.0f}f"/>',
+                  f'      <link id="{own}" bandwidth="{copy:.9g}Bps" latency="0us" sharing_policy="SHARED"/>']
+    lines += [f'      <host_link id="{host}" up="a2a_link_{n}_UP" down="a2a_link_{n}_DOWN"/>' for n, host, _ in ranks]
+    for n, host, own in ranks:  # routes come last
+        lines.append(f'      <route src="{host}" dst="{host}"><link_ctn id="{own}"/><link_ctn id="a2a_memory_{n}"/>'
+                     "</route>")
+        lines += [f'      <bypassRoute src="{host}" dst="{to}"><link_ctn id="{own}"/><link_ctn id="a2a_memory_{n}"/>'
+                  f'<link_ctn id="{theirs}"/></bypassRoute>' for m, to, theirs in ranks if m == n and to != host]
+    return '    <zone id="a2a" routing="Cluster">\n' + "\n".join(lines) + "\n    </zone>\n"
 
 
 def routable(fabric: Any) -> Any:

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from a2a.errors import CaptureError
 from a2a.schedules.events import Schedule
-from a2a.simulate.platforms import HOST_SPEED, TIME_SCALE, Link, hosts_of, platform_xml
+from a2a.simulate.platforms import HOST_SPEED, NO_MEMORY, TIME_SCALE, Link, NodeMemory, hostnames, platform_xml
 from a2a.simulate.simgrid import replayer, smpirun, smpirun_config
 from a2a.simulate.traces import Traces, write_traces
 
@@ -40,19 +40,21 @@ class ReplayJob:
     The simulator is a process of its own, so the next schedule can be captured meanwhile:
     `s4u` (our S4U replayer's program) unless it is None or the traces hold SMPI's own
     MPI_Alltoall, else smpirun. A Schedule's traces are written in the job's directory; given
-    Traces (unit_traces) are replayed at `scale` times their bytes, by the S4U replayer only.
+    Traces (unit_traces) are replayed at `scale` times their bytes, by the S4U replayer only. `memory`: what the
+    ranks of a node share (platforms.NodeMemory).
     """
 
     def __init__(self, traces: Schedule | Traces, fabric: Any, link: Link, copy_bandwidth: float,
-                 keep: Path | None = None, s4u: str | None = None, scale: int = 1, compute: float = 0.0):
+                 keep: Path | None = None, s4u: str | None = None, scale: int = 1, compute: float = 0.0,
+                 memory: NodeMemory = NO_MEMORY):
         self._scratch = None if keep else tempfile.TemporaryDirectory(prefix="a2a-smpi-")
         self.where = Path(keep or self._scratch.name)
         self.where.mkdir(parents=True, exist_ok=True)
         if isinstance(traces, Schedule):
             traces = write_traces(traces, self.where / "traces", copy_bandwidth, compute=compute)
         self.platform, self.hostfile = self.where / "platform.xml", self.where / "hostfile"
-        platform = platform_xml(fabric, link, copy_bandwidth)
-        hosts = "".join(f"n{h}\n" for h in hosts_of(traces.nprocs, fabric.nodes))
+        platform = platform_xml(fabric, link, copy_bandwidth, memory, traces.nprocs)
+        hosts = "".join(f"{host}\n" for host in hostnames(fabric, traces.nprocs, memory))
         self.platform.write_text(platform)
         self.hostfile.write_text(hosts)
         self.traces, self.listing, self.scale, self.nprocs = traces, traces.listing, scale, traces.nprocs

@@ -2,7 +2,9 @@
 
 The replay knows collectives only on MPI_COMM_WORLD, so collectives on sub-communicators are
 lowered here to linear point-to-point exchanges (isend/irecv to every member, then a wait), and
-messages to oneself to local copies (`compute` events at the copy bandwidth).
+messages to oneself to local copies (`compute` events at the copy bandwidth). A whole-job
+MPI_Alltoall or MPI_Alltoallv is left to SMPI's own algorithms, after the copy of the rank's own
+block: SMPI's replay copies it for nothing, where every library (and every schedule of ours) pays.
 """
 from __future__ import annotations
 
@@ -87,6 +89,8 @@ def trace_lines(events: list[Event], rank: int, nprocs: int, copy_bandwidth: flo
             doubles = e.nbytes * nprocs >= INT_LIMIT and e.nbytes % 8 == 0
             count = f"{e.nbytes // 8} " * 2 + "0 0" if doubles else f"{e.nbytes} {e.nbytes}"
             yield f"{rank} alltoall {count}"
+        elif isinstance(e, WholeAlltoallv):
+            yield _alltoallv_line(e, rank)
     yield from flush()
     yield f"{rank} finalize"
 
@@ -127,7 +131,31 @@ class WholeAlltoall:
     nbytes: int
 
 
+@dataclass(slots=True)
+class WholeAlltoallv:
+    """An MPI_Alltoallv of the whole job, left to SMPI's own algorithms: the bytes this rank sends each rank and
+    receives from each."""
+
+    sends: tuple[int, ...]
+    recvs: tuple[int, ...]
+
+
 INT_LIMIT = 1 << 31  # SMPI passes a trace's counts to its MPI calls as int
+
+
+def _alltoallv_line(e: WholeAlltoallv, rank: int) -> str:
+    """SMPI's alltoallv action: the send buffer's size, the send counts, the receive buffer's size, the receive
+    counts (its displacements are all 0); in MPI_BYTEs, or MPI_DOUBLEs (datatype 0) where a buffer reaches 2 GiB."""
+    counts = [*e.sends, *e.recvs]
+    if max(sum(e.sends), sum(e.recvs)) < INT_LIMIT:
+        width, types = 1, ""
+    elif all(c % 8 == 0 for c in counts) and max(sum(e.sends), sum(e.recvs)) // 8 < INT_LIMIT:
+        width, types = 8, " 0 0"
+    else:
+        raise CaptureError(f"an alltoallv buffer of {max(sum(e.sends), sum(e.recvs))} bytes: SMPI's counts are int, "
+                           "and its blocks are no whole counts of 8-byte items below 2^31")
+    sends, recvs = (" ".join(str(c // width) for c in side) for side in (e.sends, e.recvs))
+    return f"{rank} alltoallv {sum(e.sends) // width} {sends} {sum(e.recvs) // width} {recvs}{types}"
 
 
 def _count(nbytes: int) -> str:
@@ -164,6 +192,7 @@ def _lowered(events: list[Event], rank: int, nprocs: int) -> Iterator[Event | Wh
 def _collective(e: Collective, rank: int, nprocs: int, fresh: Iterator[int]) -> Iterator[Event | WholeAlltoall]:
     members, sends, recvs = e.members, e.sends, e.recvs
     if e.name == "alltoall" and members == tuple(range(nprocs)) and len(set(sends)) == 1:
+        yield Copy(sends[rank])  # the own block, which SMPI's replay copies for nothing (as our schedules do not)
         yield WholeAlltoall(sends[0])  # the whole job: SMPI's own MPI_Alltoall
         return
     me = members.index(rank)
@@ -187,10 +216,10 @@ def _collective(e: Collective, rank: int, nprocs: int, fresh: Iterator[int]) -> 
 
 @dataclass(frozen=True)
 class Traces:
-    """A schedule's traces on disk: the list of them, their ranks, whether a line is SMPI's own MPI_Alltoall (which
-    only smpirun replays), the SHA-256 of every rank's trace, their lines, and the most requests each rank has
-    posted and not yet waited for, summed over the ranks. `scratch`: their temporary directory, removed once no
-    one holds them."""
+    """A schedule's traces on disk: the list of them, their ranks, whether a line is SMPI's own MPI_Alltoall or
+    MPI_Alltoallv (which only smpirun replays), the SHA-256 of every rank's trace, their lines, and the most
+    requests each rank has posted and not yet waited for, summed over the ranks. `scratch`: their temporary
+    directory, removed once no one holds them."""
 
     listing: Path
     nprocs: int
@@ -246,7 +275,7 @@ def write_traces(schedule: Schedule, directory: Path, copy_bandwidth: float, exa
             path = directory / f"rank{rank}.txt"
             found = trace_lines(events, rank, schedule.nprocs, copy_bandwidth, exact)
             text = "\n".join(with_compute(found, rank, compute) if compute else found) + "\n"
-            collective = collective or f"{rank} alltoall " in text
+            collective = collective or f"{rank} alltoall " in text or f"{rank} alltoallv " in text
             lines, pending = lines + text.count("\n"), pending + most_pending(text)
             path.write_text(text)
             digest.update(text.encode())

@@ -117,7 +117,7 @@ def from_options(values: dict[str, Any], backend: str = "mpi", world: int | None
     defaults = BACKEND_DEFAULTS[backend]
     get = lambda key: defaults.get(key) if values.get(key) in (None, "") else values[key]  # noqa: E731
     workload = parse_workload(str(get("workload")))
-    replay = _replayed(values, workload, backend, world) if workload.kind == "recorded" else {}
+    replay = _replayed(values, workload, world) if workload.kind == "recorded" else {}
     dtype = replay["dtype"] if replay and values.get("dtype") in (None, "") else parse_dtype(str(get("dtype")))
     sizes = replay.get("sizes") or parse_list(as_text(get("sizes")), "size")
     check_sizes(sizes, dtype)
@@ -134,7 +134,8 @@ def from_options(values: dict[str, Any], backend: str = "mpi", world: int | None
         timing = choice(get("timing"), (SIMULATED, OVERLAP), "--timing")
         ratio = _ratio(get("compute_ratio")) if timing == OVERLAP else DEFAULTS["compute_ratio"]
         return SweepConfig(sizes=sizes, dtype=dtype, nprocs=nprocs, ppn=ppn, variants=chosen, layouts=layouts,
-                           workload=workload.text, calls=calls, iterations=1, warmup=0, timing=timing, check=False,
+                           collective=collective, workload=workload.text, calls=calls, iterations=1, warmup=0,
+                           timing=timing, check=False,
                            compute_ratio=ratio,
                            progress=[SIMULATED_PROGRESS_MODE] if timing == OVERLAP else [DEFAULTS["progress"]])
     timing, cache = choice(get("timing"), TIMINGS, "--timing"), choice(get("cache"), CACHES, "--cache")
@@ -154,14 +155,14 @@ def from_options(values: dict[str, Any], backend: str = "mpi", world: int | None
     )
 
 
-def _replayed(values: dict[str, Any], workload: Workload, backend: str, world: int | None) -> dict[str, Any]:
-    """What a recorded workload sets: the collective (the simulator's: alltoall), the dtype of its width, the sizes
-    and process counts of its calls, and the calls; BadConfig where an option given contradicts the record."""
+def _replayed(values: dict[str, Any], workload: Workload, world: int | None) -> dict[str, Any]:
+    """What a recorded workload sets: the collective, the dtype of its width, the sizes and process counts of its
+    calls, and the calls; BadConfig where an option given contradicts the record."""
     if values.get("sizes") not in (None, ""):
         raise BadConfig(f"--sizes goes with a synthetic workload; {workload.text} replays the sizes of the "
                         "program's own calls: leave --sizes out")
     record = workload.record()
-    given = "alltoall" if backend == "simgrid" else values.get("collective") or None
+    given = values.get("collective") or None
     collective = record.collective(given)
     calls = record.replayed(collective)
     made = sorted({call.nprocs for call in calls})
