@@ -823,7 +823,7 @@ static a2ax_plan *planned_nonblocking(int collective, const void *send, void *re
     *why = NO_FILE;
     if (!the.deploy) return NULL;
     *why = collective == ALLTOALL && own_plan ? PERSISTENT : NONBLOCKING;
-    if (a2ax_progress_mode() == A2AX_BY_TEST) return NULL; /* A2A_EXECUTOR_PROGRESS=test: nothing would progress it */
+    if (a2ax_progress_mode() != A2AX_BY_MPI) return NULL; /* A2A_EXECUTOR_PROGRESS chose another way: not MPI's */
     PMPI_Comm_test_inter(comm, &inter);
     *why = inter ? INTERCOMM : send == MPI_IN_PLACE ? IN_PLACE : collective == ALLTOALLV && !blocks ? PREPARE
          : !plain_size(st) || !plain_size(rt) ? DATATYPE : collective == ALLTOALL && send_bytes != recv_bytes ? SIGNATURE
