@@ -175,6 +175,24 @@ def test_a_started_exchange_completes_inside_unrelated_mpi_calls(comm):
     assert not wrong, wrong
 
 
+@pytest.mark.launches
+def test_the_executor_s_own_thread_completes_what_no_call_polls(tmp_path: Path):
+    """A2A_EXECUTOR_PROGRESS=thread under MPI_THREAD_MULTIPLE (mpi4py's default level): started exchanges of pairwise
+    and bruck complete while the program makes no MPI call at all, with MPICH and Open MPI alike. A value that
+    names no way is refused by bench run in one line, before MPI starts."""
+    def run(asked: str, *command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(launch_command(2, "env", f"A2A_EXECUTOR_PROGRESS={asked}", mpi_tool("python"), *command),
+                              env=clean_launcher_env(None), capture_output=True, text=True, timeout=300)
+
+    done = run("thread", str(ROOT / "tests" / "programs" / "executor_unattended.py"), "pairwise", "bruck")
+    assert done.returncode == 0 and done.stdout.split() == ["thread", "ok"], done.stdout + done.stderr
+    done = run("sometimes", "-m", "bench", "run", "--sizes", "8", "--algorithms", "pairwise", "--output",
+               str(tmp_path / "run"))
+    said = [line for line in done.stderr.splitlines() if "A2A_EXECUTOR_PROGRESS" in line]
+    assert done.returncode != 0 and said == ["error: A2A_EXECUTOR_PROGRESS=sometimes is not a way the executor "
+                                             "progresses; accepted: test, thread, mpi"], done.stderr
+
+
 @pytest.mark.nested
 def test_every_exact_algorithm_above_four_ranks(above_four):
     """The collective tests above at p = 5 to 9, in the shared nested job (`mpirun -n 4` runs them at 1 to 4): so
