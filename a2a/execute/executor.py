@@ -30,8 +30,7 @@ C = Path(__file__).parent / "c"
 SOURCES = [C / "executor.c", C / "executor.h"]
 LIBRARY, FLAGS = "liba2ax.so", ["-O2", "-Wall", "-Wextra", "-pthread"]
 # How a started exchange progresses, by a2ax_progress_mode (executor.h): its name and what moves it
-PROGRESS = (("test", "test() and wait() post each next round: this MPI library has no progress hook, and no executor "
-                     "thread was asked for (A2A_EXECUTOR_PROGRESS=thread, under MPI_THREAD_MULTIPLE)"),
+PROGRESS = (("test", "test() and wait() post each next round"),
             ("thread", "the executor's own thread posts each next round (A2A_EXECUTOR_PROGRESS=thread, "
                        "MPI_THREAD_MULTIPLE); test() reads the state"),
             ("mpi", "MPICH's progress engine posts each next round (MPIX_Async_start): any MPI call of the rank "
@@ -262,4 +261,15 @@ def executor_facts(comm: Any) -> dict[str, Any]:
         return {"library": None, "runs": "python (executor=c falls back)", "why": str(missing)}
     name, how = PROGRESS[lib.a2ax_progress_mode()]
     return {"library": lib._name, "runs": "c where an algorithm's schedule is exact data", "progress": name,
-            "progress_by": how}
+            "progress_by": how + (f" ({_why_by_test()})" if name == "test" else "")}
+
+
+def _why_by_test() -> str:
+    """Why started exchanges progress only inside test() and wait() here."""
+    asked = os.environ.get(ASK, "")
+    if asked == "thread":
+        return f"{ASK}=thread asked for the executor's thread, but MPI runs below MPI_THREAD_MULTIPLE"
+    if asked == "test":
+        return f"{ASK}=test"
+    return (f"this MPI library offers no progress hook, as MPICH's MPIX_Async_start is; {ASK}=thread under "
+            "MPI_THREAD_MULTIPLE gives the executor a thread")
