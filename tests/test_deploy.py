@@ -9,11 +9,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import ROOT, bench_here, launch_command
+from support import ROOT, bench_here, launch_command, self_comm
 
 from a2a.algos.registry import algorithms
 from a2a.deploy.file import Deployment, deployment, this_library
 from a2a.deploy.library import preload_library
+from a2a.execute.executor import PROGRESS, executor_library
 from a2a.mpi import clean_launcher_env, mpi_tool
 from a2a.record.decision import write_decision
 
@@ -55,6 +56,19 @@ def check_program(tmp_path_factory) -> Path:
     subprocess.run([mpi_tool("mpicc"), "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(program),
                     str(ROOT / "tests" / "programs" / "alltoall_check.c")], check=True)
     return program
+
+
+@pytest.fixture(scope="module")
+def nonblocking_program(tmp_path_factory) -> Path:
+    program = tmp_path_factory.mktemp("programs") / "ialltoall_recv"
+    subprocess.run([mpi_tool("mpicc"), "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(program),
+                    str(ROOT / "tests" / "programs" / "ialltoall_recv.c")], check=True)
+    return program
+
+
+def progress_hook() -> bool:
+    """Whether the executor progresses inside MPI here (MPICH's MPIX_Async): liba2a serves the non-blocking forms."""
+    return PROGRESS[executor_library(self_comm()).a2ax_progress_mode()][0] == "mpi"
 
 
 def under_library(n: int, preload: str, *program: str, **variables: str) -> subprocess.CompletedProcess:
@@ -155,6 +169,53 @@ def test_what_the_file_does_not_cover_passes_through(tmp_path: Path, preload: st
     assert passed(done.stderr) == {
         "the file keeps the library's choice": 8, "size not in the file": 8, "communicator size not in the file": 4,
         "intercommunicator": 4, "derived or non-contiguous datatype": 4, "MPI_IN_PLACE": 4}, done.stderr
+
+
+NO_HOOK = "non-blocking form (the executor has no progress hook here)"
+FIRST = "first non-blocking call on the communicator (its private copy is being made)"
+
+
+@pytest.mark.launches
+@pytest.mark.parametrize("p,count,chosen", [(2, 3, "pairwise"), (3, 2000, "bine"), (4, 3, "pairwise")])
+def test_nonblocking_calls_complete_while_a_rank_blocks_in_a_receive(tmp_path: Path, preload: str,
+                                                                     nonblocking_program: Path, p: int, count: int,
+                                                                     chosen: str):
+    """The program docs/deploy.md describes: rank 0 waits for its MPI_Ialltoall (then MPI_Ialltoallv, a persistent
+    MPI_Alltoall_init started with MPI_Start and MPI_Startall) and then sends to rank 1, which meanwhile blocks in
+    MPI_Recv. Where the executor progresses inside MPI, liba2a serves every call but each communicator's first (its
+    private copy is made then), every element is right, and an MPI_Ialltoall never tested completes while the ranks
+    only probe another communicator. Elsewhere every non-blocking call passes through, counted, and all is right."""
+    document = decision([(0, "pairwise"), (100, "bruck"), (4000, "bine")], "pairwise", [p])
+    path, _ = written(tmp_path, document, [p])
+    done = under_library(p, preload, str(nonblocking_program), str(count), "3", A2A_DEPLOY=str(path),
+                         A2A_DEPLOY_REPORT="1")
+    assert done.returncode == 0 and done.stdout.split("\n")[0] == "ok", done.stdout + done.stderr
+    if not progress_hook():
+        assert served(done.stderr) == {} and set(passed(done.stderr)) == {NO_HOOK}, done.stderr
+        return
+    calls = 3 + 1 + 3 + 3  # per rank: MPI_Ialltoall each round and once more, MPI_Ialltoallv, MPI_Alltoall_init
+    want = {chosen: p * (calls - 3 - 1), "pairwise": p * 3} if chosen != "pairwise" else {chosen: p * (calls - 1)}
+    assert served(done.stderr) == want and passed(done.stderr) == {FIRST: p}, done.stderr
+    assert f"complete unasked: {p} of {p}" in done.stdout, done.stdout
+
+
+@pytest.mark.launches
+def test_nonblocking_calls_the_file_does_not_cover_pass_through(tmp_path: Path, preload: str,
+                                                               nonblocking_program: Path):
+    """MPI_IN_PLACE, derived datatypes (MPI_Ialltoall and MPI_Alltoall_init), a communicator of another size and an
+    intercommunicator go to the library, counted by reason, with right results; persistent point-to-point requests
+    pass MPI_Start, MPI_Startall and MPI_Request_free untouched."""
+    p = 4
+    path, _ = written(tmp_path, decision([(0, "pairwise")], "pairwise", [p]), [p])
+    done = under_library(p, preload, str(nonblocking_program), "3", "1", "pass", A2A_DEPLOY=str(path),
+                         A2A_DEPLOY_REPORT="1")
+    assert done.returncode == 0 and done.stdout.split("\n")[0] == "ok", done.stdout + done.stderr
+    if not progress_hook():
+        assert served(done.stderr) == {} and set(passed(done.stderr)) == {NO_HOOK}, done.stderr
+        return
+    assert passed(done.stderr) == {"intercommunicator": p, "MPI_IN_PLACE": p, FIRST: p,
+                                   "derived or non-contiguous datatype": 2 * p,
+                                   "communicator size not in the file": p - 1}, done.stderr
 
 
 @pytest.mark.launches

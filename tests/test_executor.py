@@ -6,6 +6,7 @@ The `mpi`-marked tests run on every subcommunicator (p = 1 .. the job's size): p
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from support import ROOT, assert_collective_tests_passed, launch_command, sizes_
 import a2a
 from a2a.algos.plugins import load_plugin
 from a2a.algos.registry import get
-from a2a.execute.executor import C, executor_library, library_path, parsed
+from a2a.execute.executor import PROGRESS, C, executor_library, library_path, parsed
 from a2a.mpi import clean_launcher_env, mpi_tool
 from a2a.schedules.program import ScheduleFileError, checksum, dumps, loads, read, write
 from a2a.schedules.tracer import NotExact, traced
@@ -144,6 +145,52 @@ def test_an_algorithm_in_one_new_file_runs_in_c(comm):
             assert (plan.executor, plan.note) == ("c", "")
         assert np.array_equal(got, reference(sub, send))
     assert library_path() == kept
+
+
+@pytest.mark.mpi
+def test_a_started_exchange_completes_inside_unrelated_mpi_calls(comm):
+    """Where MPI progresses the executor (MPICH's MPIX_Async_start): every exact algorithm, started at 8 B and 128 KiB
+    per peer and never tested, completes while each rank only probes another communicator (MPI_Iprobe finds
+    nothing there): its state says so before any test(), and that first test() finds it complete and right."""
+    if PROGRESS[executor_library(comm).a2ax_progress_mode()][0] != "mpi":
+        pytest.skip("this MPI library offers no progress hook: test() and wait() post the executor's rounds here")
+    wrong, deadline = [], time.monotonic() + 120  # a hook that never ran fails here; every plan's free() completes it
+    for p, sub in subcommunicators(comm):
+        if sub is None:
+            continue
+        other = sub.Dup()
+        for name in EXACT:
+            for count in (2, 1 << 15):
+                send = filled(p, sub.rank, count, "float32")
+                want, got = reference(sub, send), np.zeros_like(send)
+                with a2a.get(name).init(sub, send, got) as plan:
+                    plan.start()
+                    executed = plan.progression._request  # the C executor's exchange: its state, read with no call
+                    while not executed.peek() and time.monotonic() < deadline:
+                        other.Iprobe()
+                    seen = executed.peek()
+                    if not (plan.executor == "c" and seen and plan.test() and np.array_equal(got, want)):
+                        wrong.append((p, name, count, plan.executor, seen))
+        other.Free()
+    assert not wrong, wrong
+
+
+@pytest.mark.launches
+def test_the_executor_s_own_thread_completes_what_no_call_polls(tmp_path: Path):
+    """A2A_EXECUTOR_PROGRESS=thread under MPI_THREAD_MULTIPLE (mpi4py's default level): started exchanges of pairwise
+    and bruck complete while the program makes no MPI call at all, with MPICH and Open MPI alike. A value that
+    names no way is refused by bench run in one line, before MPI starts."""
+    def run(asked: str, *command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(launch_command(2, "env", f"A2A_EXECUTOR_PROGRESS={asked}", mpi_tool("python"), *command),
+                              env=clean_launcher_env(None), capture_output=True, text=True, timeout=300)
+
+    done = run("thread", str(ROOT / "tests" / "programs" / "executor_unattended.py"), "pairwise", "bruck")
+    assert done.returncode == 0 and done.stdout.split() == ["thread", "ok"], done.stdout + done.stderr
+    done = run("sometimes", "-m", "bench", "run", "--sizes", "8", "--algorithms", "pairwise", "--output",
+               str(tmp_path / "run"))
+    said = [line for line in done.stderr.splitlines() if "A2A_EXECUTOR_PROGRESS" in line]
+    assert done.returncode != 0 and said == ["error: A2A_EXECUTOR_PROGRESS=sometimes is not a way the executor "
+                                             "progresses; accepted: test, thread, mpi"], done.stderr
 
 
 @pytest.mark.nested

@@ -2,8 +2,10 @@
 
 The schedule is traced from the algorithm's own code (a2a.schedules.tracer), written in the one
 format (a2a.schedules.program) and read by the executor's C parser; the executor binds the plan's
-buffers and runs it blocking or started, tested and waited. The library is compiled with the MPI
-library's own mpicc once per source and MPI library, and kept in this user's private cache (the
+buffers and runs it blocking or started, tested and waited. A started exchange progresses as
+PROGRESS says for the library it is built for: inside MPI where the library offers a hook (MPICH's
+MPIX_Async), else by the executor's thread or by test() and wait(). The library is compiled with the
+MPI library's own mpicc once per source and MPI library, and kept in this user's private cache (the
 rule the testbed keeps for what it runs). Where it cannot be built, or the schedule is not exact
 data, the plan runs the algorithm's Python and its note says why (every rank alike).
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +21,22 @@ import numpy as np
 
 from a2a.algos.buffers import VBuffer
 from a2a.algos.nodes import grouped
-from a2a.errors import A2AError, HarnessError
+from a2a.errors import A2AError, BadConfig, HarnessError
 from a2a.kept import compiled, compiled_path
 from a2a.schedules.program import dumps
 from a2a.schedules.tracer import NotExact, traced
 
 C = Path(__file__).parent / "c"
 SOURCES = [C / "executor.c", C / "executor.h"]
-LIBRARY, FLAGS = "liba2ax.so", ["-O2", "-Wall", "-Wextra"]
+LIBRARY, FLAGS = "liba2ax.so", ["-O2", "-Wall", "-Wextra", "-pthread"]
+# How a started exchange progresses, by a2ax_progress_mode (executor.h): its name and what moves it
+PROGRESS = (("test", "test() and wait() post each next round"),
+            ("thread", "the executor's own thread posts each next round (A2A_EXECUTOR_PROGRESS=thread, "
+                       "MPI_THREAD_MULTIPLE); test() reads the state"),
+            ("mpi", "MPICH's progress engine posts each next round (MPIX_Async_start): any MPI call of the rank "
+                    "moves it, and MPICH's progress thread where it runs (MPIR_CVAR_ASYNC_PROGRESS=1); test() reads "
+                    "the state and lets MPI poll once"))
+ASK = "A2A_EXECUTOR_PROGRESS"  # test, thread or mpi: how started exchanges progress, among what the library allows
 
 
 class ExecutorUnavailable(A2AError):
@@ -61,7 +72,19 @@ def loaded(path: str, comm_bytes: int) -> ctypes.CDLL:
     for name in ("a2ax_run", "a2ax_start", "a2ax_wait", "a2ax_free"):
         getattr(lib, name).argtypes = [pointer]
     lib.a2ax_test.argtypes = [pointer, ctypes.POINTER(ctypes.c_int)]
+    lib.a2ax_state.argtypes, lib.a2ax_state.restype = [pointer], pointer
+    lib.a2ax_progress_mode.argtypes = lib.a2ax_progress.argtypes = []
+    lib.a2ax_progress.restype = None
     return lib
+
+
+def progress_asked() -> str:
+    """What A2A_EXECUTOR_PROGRESS asks for ('' when unset); BadConfig naming what it accepts when it is none of them."""
+    asked = os.environ.get(ASK, "")
+    accepted = [name for name, _ in PROGRESS]
+    if asked and asked not in accepted:
+        raise BadConfig(f"{ASK}={asked} is not a way the executor progresses; accepted: {', '.join(accepted)}")
+    return asked
 
 
 def executor_library(comm: Any) -> ctypes.CDLL:
@@ -141,9 +164,9 @@ def parsed(lib: ctypes.CDLL, text: str) -> ctypes.c_void_p:
 
 
 class Executed:
-    """A plan of the C executor: run() one exchange; start() returns this, whose Test() and Wait() drive it. `bound`:
-    run on `comm` itself, which the caller keeps private to one exchange at a time (a2ax_bind: no collective call),
-    else on a duplicate of its own; `shared`: the schedule is another plan's, freed with that one."""
+    """A plan of the C executor: run() one exchange; start() returns this, whose Test() and Wait() complete it.
+    `bound`: run on `comm` itself, which the caller keeps private to one exchange at a time (a2ax_bind: no collective
+    call), else on a duplicate of its own; `shared`: the schedule is another plan's, freed with that one."""
 
     def __init__(self, lib: ctypes.CDLL, comm: Any, schedule: ctypes.c_void_p, send: Any, recv: Any, note: str = "",
                  bound: bool = False, shared: bool = False):
@@ -166,6 +189,10 @@ class Executed:
         self.run, self._wait, self._start = (functools.partial(f, self.plan) for f in (lib.a2ax_run, lib.a2ax_wait,
                                                                                        lib.a2ax_start))
         self._test, self._tested = lib.a2ax_test, (self.plan, ctypes.byref(self.done))
+        self._idle = ctypes.c_int.from_address(lib.a2ax_state(self.plan))  # read with no call: 1 once complete
+        mode = lib.a2ax_progress_mode()
+        self.progress = PROGRESS[mode][0]
+        self._poke = (functools.partial(self._test, *self._tested), lambda: None, lib.a2ax_progress)[mode]
 
     @staticmethod
     def _side(side: Any, nprocs: int) -> tuple[int, np.ndarray, np.ndarray]:
@@ -185,8 +212,18 @@ class Executed:
         return self
 
     def Test(self) -> bool:
+        """Whether the exchange is complete: its state read; if not, one poke (MPI's progress, or the rounds in
+        test-driven mode) and the state read again; once complete, a2ax_test's acquiring read."""
+        if not self._idle.value:
+            self._poke()
+            if not self._idle.value:
+                return False
         self._test(*self._tested)
         return bool(self.done.value)
+
+    def peek(self) -> bool:
+        """Whether the exchange is complete, read without any call: nothing advances it here."""
+        return bool(self._idle.value)
 
     def Wait(self) -> None:
         self._wait()
@@ -202,28 +239,50 @@ class Executed:
 def executed(comm: Any, algorithm: Any, collective: str, options: dict[str, Any], send: Any, recv: Any,
              bound: bool = False) -> Executed:
     """The algorithm's schedule traced for this job and prepared in the C executor on `comm` (collective; `bound`:
-    run on `comm` itself, see Executed); raises ExecutorUnavailable (alike on every rank) where it cannot be."""
-    problem, schedule, lib = "", None, None
+    run on `comm` itself, see Executed); raises ExecutorUnavailable (alike on every rank) where it cannot be,
+    BadConfig (alike) for an A2A_EXECUTOR_PROGRESS that means nothing."""
+    problem, refused, schedule, lib = "", "", None, None
     try:
+        progress_asked()
         lib, nodes = _per_node(comm)
         data = traced(algorithm, tuple(sorted(options.items())), comm.size, tuple(map(tuple, nodes)), collective)
         if collective == "alltoallv" and not data.direct:
             raise NotExact(f"{algorithm.name}'s alltoallv forwards blocks through a temporary buffer, whose rows "
                            "cannot hold uneven blocks")
         schedule = parsed(lib, dumps(data))
+    except BadConfig as error:
+        refused = str(error)
     except (ExecutorUnavailable, NotExact) as error:
         problem = str(error)
-    problems = [p for p in comm.allgather(problem) if p]
+    said = comm.allgather((problem, refused))
+    problems, refusals = [p for p, _ in said if p], [r for _, r in said if r]
+    if (problems or refusals) and schedule is not None:
+        lib.a2ax_schedule_free(schedule)
+    if refusals:
+        raise BadConfig(refusals[0])
     if problems:  # one rank that cannot: every rank runs Python
-        if schedule is not None:
-            lib.a2ax_schedule_free(schedule)
         raise ExecutorUnavailable(problems[0])
     return Executed(lib, comm, schedule, send, recv, data.note, bound)
 
 
 def executor_facts(comm: Any) -> dict[str, Any]:
-    """What meta.json says of the C executor on this job (collective): the library executor=c runs, or why none."""
+    """What meta.json says of the C executor on this job (collective): the library executor=c runs and how its
+    started exchanges progress, or why there is none."""
     try:
-        return {"library": executor_library(comm)._name, "runs": "c where an algorithm's schedule is exact data"}
+        lib = executor_library(comm)
     except ExecutorUnavailable as missing:
         return {"library": None, "runs": "python (executor=c falls back)", "why": str(missing)}
+    name, how = PROGRESS[lib.a2ax_progress_mode()]
+    return {"library": lib._name, "runs": "c where an algorithm's schedule is exact data", "progress": name,
+            "progress_by": how + (f" ({_why_by_test()})" if name == "test" else "")}
+
+
+def _why_by_test() -> str:
+    """Why started exchanges progress only inside test() and wait() here."""
+    asked = os.environ.get(ASK, "")
+    if asked == "thread":
+        return f"{ASK}=thread asked for the executor's thread, but MPI runs below MPI_THREAD_MULTIPLE"
+    if asked == "test":
+        return f"{ASK}=test"
+    return (f"this MPI library offers no progress hook, as MPICH's MPIX_Async_start is; {ASK}=thread under "
+            "MPI_THREAD_MULTIPLE gives the executor a thread")

@@ -103,7 +103,7 @@ def measure_sweep(comm: Any, directory: Path, state: SweepState, output: Output,
     with abort_on_error(comm):
         facts = {**describe_run(comm), "progress": state.progress_mode or None}
         if comm.rank == 0:
-            backend = Backend("mpi", facts, table_details(state.config), timeout=timeout,
+            backend = Backend("mpi", facts, table_details(state.config, facts["executor"]), timeout=timeout,
                               abort=partial(abort_job, comm, prefix_rank=False))
             observer: Observer = Session(directory, state, backend, output)
         else:
@@ -115,12 +115,15 @@ def measure_sweep(comm: Any, directory: Path, state: SweepState, output: Output,
         return comm.bcast(code if comm.rank == 0 else None, root=0)
 
 
-def table_details(config: SweepConfig) -> str:
-    """What a measured table's title says in parentheses: collective, timing, caches, units, stalls."""
+def table_details(config: SweepConfig, executor: dict[str, Any]) -> str:
+    """What a measured table's title says in parentheses: collective, timing (and under overlap timing, what posts
+    executor=c's rounds), caches, units, stalls."""
     plain = (config.collective, config.workload) == (KEY_DEFAULTS["collective"], KEY_DEFAULTS["workload"])
     what = "" if plain else f"{config.collective}, workload {config.workload}; "
     cold = ", cold caches" if config.cache == "cold" else ""
-    return (f"{what}{config.timing} timing{cold}; times in microseconds; "
+    posted = executor.get("progress") if config.timing == OVERLAP else None
+    rounds = f", executor=c progress: {posted}" if posted else ""
+    return (f"{what}{config.timing} timing{rounds}{cold}; times in microseconds; "
             f"! = stalled, a sample >= fastest + {config.stall_threshold:g} s")
 
 

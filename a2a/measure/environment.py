@@ -126,7 +126,8 @@ def progress_thread_running() -> None:
     if not any(name in library for name in ASYNC_PROGRESS):
         raise BadConfig(f"--progress thread: {library} has no asynchronous progress thread for collectives that the "
                         "testbed knows how to start (Open MPI 5.0 has none: its btl_tcp_progress_thread moves TCP "
-                        "traffic only); accepted here: --progress poll")
+                        "traffic only); accepted here: --progress poll (A2A_EXECUTOR_PROGRESS=thread gives "
+                        "executor=c plans a thread of their own under MPI_THREAD_MULTIPLE: docs/executor.md)")
     if MPI.Query_thread() != MPI.THREAD_MULTIPLE:
         raise BadConfig(f"--progress thread: {library} did not start its progress thread (it needs "
                         "MPI_THREAD_MULTIPLE, and runs at another level); accepted here: --progress poll")

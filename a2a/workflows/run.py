@@ -11,6 +11,7 @@ from a2a.algos.registry import candidates
 from a2a.analysis.decide import decide, midpoints, summary
 from a2a.analysis.export.formats import export_lines
 from a2a.errors import A2AError, BadConfig
+from a2a.execute.executor import progress_asked
 from a2a.measure.driver import measure_sweep, resume_measured, set_thread_level
 from a2a.measure.environment import ask_for_progress_thread, node_memory_share, progress_thread_running
 from a2a.mpi import bench_words, tune_launcher, world
@@ -29,6 +30,7 @@ def measured(values: dict[str, Any], output: Output) -> int:
     """Measure the sweep the options describe (fresh, or --resume DIR) on this MPI job; the exit code."""
     stop = StopRequest()
     stop.install()  # before MPI starts: a batch system's warning may come at any time
+    progress_asked()  # refused before MPI starts, in one line
     mode = launch_progress_mode(values)
     if mode == "thread":
         ask_for_progress_thread()

@@ -12,7 +12,8 @@
  *                        is said there in one line on rank 0 and not made (the program runs on)
  * Without them it counts calls and does nothing else. A deploy file that cannot be used is refused at MPI_Init in
  * one line on rank 0 and every call passes through; one that serves nothing on MPI_COMM_WORLD says so there too.
- * The non-blocking and persistent forms pass through (counted).
+ * MPI_Ialltoall(v) and MPI_Alltoall_init are served as the blocking calls are where the executor progresses inside
+ * MPI (MPICH's MPIX_Async: A2AX_MPI_PROGRESS), else passed through (counted).
  *
  * The choice is made on each rank from its own arguments, so ranks must call with the same kinds of arguments
  * (MPI lets one rank pass 4 x MPI_INT where another passes one contiguous type of 4 ints: such a call would be
@@ -40,13 +41,15 @@ enum collective { ALLTOALL, ALLTOALLV, COLLECTIVES };
 static const char *const collective_name[COLLECTIVES] = {"alltoall", "alltoallv"};
 
 enum reason { NO_FILE, EMPTY, INTERCOMM, IN_PLACE, DATATYPE, SIGNATURE, COLLECTIVE, NPROCS, LAYOUT, SIZE, LIBRARY,
-              PREPARE, NONBLOCKING, PERSISTENT, REASONS };
+              PREPARE, NONBLOCKING, PERSISTENT, PRIVATE_COPY, REASONS };
 static const char *const reason_text[REASONS] = {
     "no deploy file", "nothing to move (0 bytes)", "intercommunicator", "MPI_IN_PLACE",
     "derived or non-contiguous datatype",
     "send and receive sizes differ", "the file has no entry for this collective", "communicator size not in the file",
     "node layout not in the file", "size not in the file", "the file keeps the library's choice",
-    "the executor could not prepare it", "non-blocking form (not served)", "persistent form (not served)"};
+    "the executor could not prepare it", "non-blocking form (the executor has no progress hook here)",
+    "persistent form (the executor has no progress hook here)",
+    "first non-blocking call on the communicator (its private copy is being made)"};
 
 typedef struct { int collective, nprocs, *layout; long long low, high; int schedule; } entry;
 
@@ -354,22 +357,8 @@ static const entry *chosen(const comm_state *c, int collective, long long bytes,
     return NULL;
 }
 
-/* a plan of schedule k bound to these buffers: kept from an earlier call, else prepared (local, no collective) */
-static a2ax_plan *bound(comm_state *c, int k, const void *send, void *recv, MPI_Aint block, const MPI_Aint *blocks) {
-    size_t bytes = 4 * sizeof(MPI_Aint) * (size_t)c->size;
-    slot_t *oldest = &c->slots[0];
-    for (int i = 0; i < SLOTS; i++) {
-        slot_t *s = &c->slots[i];
-        if (s->plan && s->schedule == k && s->send == send && s->recv == recv && s->block == block &&
-            (blocks ? s->blocks && memcmp(s->blocks, blocks, bytes) == 0 : !s->blocks)) {
-            s->used = ++c->clock;
-            return s->plan;
-        }
-        if (s->used < oldest->used) oldest = s;
-    }
-    a2ax_free(oldest->plan);
-    free(oldest->blocks);
-    *oldest = (slot_t){0};
+/* a plan of schedule k on c's private communicator bound to these buffers (local, no collective), or NULL */
+static a2ax_plan *prepared(comm_state *c, int k, const void *send, void *recv, MPI_Aint block, const MPI_Aint *blocks) {
     char error[512];
     a2ax_plan *plan = NULL;
     const a2ax_schedule *schedule = the.deploy->schedules[k];
@@ -385,7 +374,30 @@ static a2ax_plan *bound(comm_state *c, int k, const void *send, void *recv, MPI_
                                sizeof error);
         free(at);
     }
-    if (bad) return NULL;
+    return bad ? NULL : plan;
+}
+
+/* a plan of schedule k bound to these buffers: kept from an earlier call, else prepared; a plan with an exchange in
+   flight (a non-blocking call's) is neither reused nor replaced: NULL when every slot holds one */
+static a2ax_plan *bound(comm_state *c, int k, const void *send, void *recv, MPI_Aint block, const MPI_Aint *blocks) {
+    size_t bytes = 4 * sizeof(MPI_Aint) * (size_t)c->size;
+    slot_t *oldest = NULL;
+    for (int i = 0; i < SLOTS; i++) {
+        slot_t *s = &c->slots[i];
+        if (s->plan && a2ax_busy(s->plan)) continue;
+        if (s->plan && s->schedule == k && s->send == send && s->recv == recv && s->block == block &&
+            (blocks ? s->blocks && memcmp(s->blocks, blocks, bytes) == 0 : !s->blocks)) {
+            s->used = ++c->clock;
+            return s->plan;
+        }
+        if (!oldest || s->used < oldest->used) oldest = s;
+    }
+    if (!oldest) return NULL;
+    a2ax_free(oldest->plan);
+    free(oldest->blocks);
+    *oldest = (slot_t){0};
+    a2ax_plan *plan = prepared(c, k, send, recv, block, blocks);
+    if (!plan) return NULL;
     *oldest = (slot_t){plan, k, send, recv, block, NULL, ++c->clock};
     if (blocks && (oldest->blocks = malloc(bytes)) != NULL) memcpy(oldest->blocks, blocks, bytes);
     if (blocks && !oldest->blocks) {
@@ -422,13 +434,13 @@ static int served(int collective, const void *send, void *recv, MPI_Count send_b
                   MPI_Datatype sendtype, MPI_Datatype recvtype, const MPI_Aint *blocks, MPI_Comm comm, int *result) {
     int inter, why;
     if (!the.deploy) return passed(collective, NO_FILE);
-    if (collective == ALLTOALL && send_bytes == 0) return passed(collective, EMPTY); /* alike on every rank */
     PMPI_Comm_test_inter(comm, &inter);
     if (inter) return passed(collective, INTERCOMM);
     comm_state *c = state_of(comm);
     if (send == MPI_IN_PLACE) return passed(collective, IN_PLACE);
     if (collective == ALLTOALLV && !blocks) return passed(collective, PREPARE); /* no memory for its blocks */
     if (!plain_size(sendtype) || !plain_size(recvtype)) return passed(collective, DATATYPE);
+    if (collective == ALLTOALL && send_bytes == 0) return passed(collective, EMPTY); /* alike on every rank */
     if (collective == ALLTOALL && send_bytes != recv_bytes) return passed(collective, SIGNATURE);
     const entry *e = chosen(c, collective, send_bytes, &why);
     if (!e) return passed(collective, why);
@@ -685,8 +697,11 @@ static void print_report(void) {
     free(local);
 }
 
+static void nonblocking_finalized(void);
+
 EXPORT int MPI_Finalize(void) {
     if (the.ready) {
+        nonblocking_finalized();
         if (the.recording) write_records();
         if (the.report) print_report();
         for (comm_state *c = the.states; c; c = c->next)
@@ -766,46 +781,331 @@ SERVE_ALLTOALL(MPI_Alltoall_c, MPI_Count)
 SERVE_ALLTOALLV(MPI_Alltoallv_c, MPI_Count, MPI_Aint)
 #endif
 
-/* the non-blocking forms pass through, counted */
-EXPORT int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                         MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request) {
-    the.seen[ALLTOALL]++, the.passed[ALLTOALL][NONBLOCKING]++;
-    return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+/* ---- the non-blocking and persistent forms ----
+ *
+ * Where the executor progresses inside MPI (A2AX_MPI_PROGRESS: MPICH's progress engine polls each exchange in flight),
+ * a call the deploy file covers is served as a blocking one is: MPI_Ialltoall(v) returns a generalized request that the
+ * exchange completes (MPI_Grequest_complete, from MPICH's progress: any MPI call of the rank, or its progress thread);
+ * MPI_Alltoall_init returns a persistent zero-byte receive from this rank on a private self-communicator, which
+ * MPI_Start posts as it starts the exchange and the exchange's end completes with a zero-byte send. So the program's
+ * MPI_Wait, MPI_Test and their kin work as with the library's own requests, and only MPI_Start(all) and
+ * MPI_Request_free are intercepted beside the calls.
+ *
+ * Each communicator gets its own private copy for these calls, made without blocking: its first non-blocking or
+ * persistent all-to-all starts MPI_Comm_idup and passes through; the next waits for that copy, which every rank
+ * started at its own first call, and is served. Node layouts are not asked for (that would block): a schedule for a
+ * node layout serves these calls only where a blocking all-to-all on the communicator came first and found the layout.
+ * Elsewhere (Open MPI) they pass through, counted. */
+
+#ifdef A2AX_MPI_PROGRESS
+typedef struct nb_state {
+    comm_state c;            /* its private copy (MPI_Comm_idup), candidates and kept plans, as a blocking call's */
+    MPI_Request making;      /* the MPI_Comm_idup in flight, MPI_REQUEST_NULL once waited for */
+    int persistents, orphan; /* persistent requests that run on it; its communicator was freed while they live */
+    struct nb_state *next;
+} nb_state;
+
+typedef struct { MPI_Request request; a2ax_plan *plan; int transient; } pending; /* a served MPI_Ialltoall(v) */
+
+typedef struct persistent { /* a served MPI_Alltoall_init: the program's request, its plan */
+    MPI_Request request;
+    a2ax_plan *plan;
+    int tag;
+    nb_state *state;
+    struct persistent *next;
+} persistent;
+
+static struct {
+    int keyval, ready;
+    unsigned tags;
+    MPI_Comm self; /* where a persistent request's zero-byte message goes from this rank to itself */
+    nb_state *states;
+    persistent *persistents;
+} nb = {MPI_KEYVAL_INVALID, 0, 0, MPI_COMM_NULL, NULL, NULL};
+
+static void release(nb_state *s) {
+    free_plans(&s->c);
+    if (s->c.own != MPI_COMM_NULL) PMPI_Comm_free(&s->c.own);
+    free(s->c.candidates);
+    s->c.candidates = NULL;
+    s->c.ncandidates = 0;
 }
 
-EXPORT int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
-                          void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
-                          MPI_Comm comm, MPI_Request *request) {
-    the.seen[ALLTOALLV]++, the.passed[ALLTOALLV][NONBLOCKING]++;
-    return PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
-                           request);
+/* the program freed the communicator: its plans (an exchange in flight completes first) and private copy, unless
+   persistent requests still run on them */
+static int forget_nonblocking(MPI_Comm comm, int keyval, void *value, void *extra) {
+    (void)comm, (void)keyval, (void)extra;
+    nb_state *s = value;
+    if (s->making != MPI_REQUEST_NULL) PMPI_Wait(&s->making, MPI_STATUS_IGNORE);
+    s->orphan = 1;
+    if (!s->persistents) release(s);
+    return MPI_SUCCESS;
 }
 
+/* the state of comm for these calls, or NULL at its first one (then its private copy is started) */
+static nb_state *nonblocking_state(MPI_Comm comm) {
+    nb_state *s;
+    int found;
+    if (!nb.ready) {
+        PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, forget_nonblocking, &nb.keyval, NULL);
+        PMPI_Comm_dup(MPI_COMM_SELF, &nb.self); /* one rank: local */
+        nb.ready = 1;
+    }
+    PMPI_Comm_get_attr(comm, nb.keyval, &s, &found);
+    if (found) {
+        if (s->making != MPI_REQUEST_NULL) PMPI_Wait(&s->making, MPI_STATUS_IGNORE); /* every rank started it */
+        return s;
+    }
+    s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    comm_state *c = &s->c, *blocking;
+    c->comm = comm;
+    c->id = -1;
+    PMPI_Comm_size(comm, &c->size);
+    PMPI_Comm_rank(comm, &c->rank);
+    PMPI_Comm_get_attr(comm, the.keyval, &blocking, &found); /* its node layout, if a blocking call found it */
+    c->candidates = calloc((size_t)the.deploy->nentries + 1, sizeof *c->candidates);
+    for (int i = 0; c->candidates && i < the.deploy->nentries; i++) {
+        const entry *e = &the.deploy->entries[i];
+        int laid = 0;
+        for (int j = 0; found && e->layout && j < blocking->ncandidates; j++) laid |= blocking->candidates[j] == e;
+        if (e->nprocs == c->size && (!e->layout || laid)) c->candidates[c->ncandidates++] = e;
+    }
+    PMPI_Comm_idup(comm, &c->own, &s->making);
+    s->next = nb.states;
+    nb.states = s;
+    PMPI_Comm_set_attr(comm, nb.keyval, s);
+    return NULL;
+}
+
+static int pending_query(void *extra, MPI_Status *status) {
+    (void)extra;
+    PMPI_Status_set_elements_x(status, MPI_BYTE, 0);
+    PMPI_Status_set_cancelled(status, 0);
+    status->MPI_SOURCE = MPI_UNDEFINED;
+    status->MPI_TAG = MPI_UNDEFINED;
+    return MPI_SUCCESS;
+}
+
+static int pending_free(void *extra) { /* the program's MPI_Wait or MPI_Test found it complete */
+    pending *q = extra;
+    if (q->transient) a2ax_free(q->plan);
+    free(q);
+    return MPI_SUCCESS;
+}
+
+static int pending_cancel(void *extra, int complete) { /* a collective cannot be cancelled: it completes */
+    (void)extra, (void)complete;
+    return MPI_SUCCESS;
+}
+
+static void pending_done(void *arg) { PMPI_Grequest_complete(((pending *)arg)->request); }
+
+/* the plan a non-blocking or persistent call of the file's entry runs on comm (NULL: pass the call through, why in
+   *why): checked as a blocking call is, on the communicator's private copy for these calls */
+static a2ax_plan *planned_nonblocking(int collective, const void *send, void *recv, MPI_Count send_bytes,
+                                      MPI_Count recv_bytes, MPI_Datatype st, MPI_Datatype rt, const MPI_Aint *blocks,
+                                      MPI_Comm comm, int own_plan, int *transient, nb_state **state, int *why) {
+    int inter;
+    *why = NO_FILE;
+    if (!the.deploy) return NULL;
+    *why = collective == ALLTOALL && own_plan ? PERSISTENT : NONBLOCKING;
+    if (a2ax_progress_mode() != A2AX_BY_MPI) return NULL; /* A2A_EXECUTOR_PROGRESS chose another way: not MPI's */
+    PMPI_Comm_test_inter(comm, &inter);
+    *why = inter ? INTERCOMM : send == MPI_IN_PLACE ? IN_PLACE : collective == ALLTOALLV && !blocks ? PREPARE
+         : !plain_size(st) || !plain_size(rt) ? DATATYPE : collective == ALLTOALL && send_bytes != recv_bytes ? SIGNATURE
+         : -1;
+    if (*why >= 0) return NULL;
+    *why = EMPTY;
+    if (collective == ALLTOALL && send_bytes == 0) return NULL;
+    int size, sized = 0, any = 0;
+    PMPI_Comm_size(comm, &size);
+    for (int i = 0; i < the.deploy->nentries; i++) {
+        any |= the.deploy->entries[i].collective == collective;
+        sized |= the.deploy->entries[i].nprocs == size && the.deploy->entries[i].collective == collective;
+    }
+    *why = any ? NPROCS : COLLECTIVE; /* no private copy made for a size or collective the file lacks */
+    if (!sized) return NULL;
+    nb_state *s = *state = nonblocking_state(comm);
+    *why = PRIVATE_COPY;
+    if (!s) return NULL;
+    const entry *e = chosen(&s->c, collective, send_bytes, why);
+    if (!e) return NULL;
+    *transient = own_plan;
+    a2ax_plan *plan = own_plan ? NULL : bound(&s->c, e->schedule, send, recv, (MPI_Aint)send_bytes, blocks);
+    if (!plan) { /* a persistent request's own, or every kept plan has an exchange in flight: one for this call */
+        *transient = 1;
+        plan = prepared(&s->c, e->schedule, send, recv, (MPI_Aint)send_bytes, blocks);
+    }
+    *why = PREPARE;
+    if (plan) the.served[collective * the.deploy->nschedules + e->schedule]++;
+    return plan;
+}
+
+/* serve a non-blocking call (1, its result in *result), else 0: the caller passes it on */
+static int served_nonblocking(int collective, const void *send, void *recv, MPI_Count send_bytes, MPI_Count recv_bytes,
+                              MPI_Datatype st, MPI_Datatype rt, const MPI_Aint *blocks, MPI_Comm comm,
+                              MPI_Request *request, int *result) {
+    int why, transient;
+    nb_state *state;
+    a2ax_plan *plan = planned_nonblocking(collective, send, recv, send_bytes, recv_bytes, st, rt, blocks, comm, 0,
+                                          &transient, &state, &why);
+    pending *q = plan ? malloc(sizeof *q) : NULL;
+    if (!q) {
+        if (plan && transient) a2ax_free(plan);
+        return passed(collective, plan ? PREPARE : why);
+    }
+    *q = (pending){MPI_REQUEST_NULL, plan, transient};
+    if (PMPI_Grequest_start(pending_query, pending_free, pending_cancel, q, &q->request) != MPI_SUCCESS) {
+        pending_free(q);
+        return passed(collective, PREPARE);
+    }
+    if (a2ax_start_then(plan, pending_done, q) != 0) { /* cannot happen (an idle plan, a progress mode that runs it) */
+        a2ax_run(plan);
+        pending_done(q);
+    }
+    *request = q->request;
+    *result = MPI_SUCCESS;
+    return 1;
+}
+
+/* a persistent request of this library's, or NULL */
+static persistent **ours(const MPI_Request *request) {
+    persistent **at = &nb.persistents;
+    while (*at && (*at)->request != *request) at = &(*at)->next;
+    return *at ? at : NULL;
+}
+
+static int served_persistent(const void *send, void *recv, MPI_Count send_bytes, MPI_Count recv_bytes,
+                             MPI_Datatype st, MPI_Datatype rt, MPI_Comm comm, MPI_Request *request, int *result) {
+    int why, transient, ub, found, *bound_of_tags;
+    nb_state *state;
+    a2ax_plan *plan = planned_nonblocking(ALLTOALL, send, recv, send_bytes, recv_bytes, st, rt, NULL, comm, 1,
+                                          &transient, &state, &why);
+    persistent *r = plan ? malloc(sizeof *r) : NULL;
+    if (!r) {
+        a2ax_free(plan);
+        return passed(ALLTOALL, plan ? PREPARE : why);
+    }
+    PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &bound_of_tags, &found);
+    ub = found ? *bound_of_tags : 32767;
+    *r = (persistent){MPI_REQUEST_NULL, plan, (int)(nb.tags++ % (unsigned)ub), state, nb.persistents};
+    *result = PMPI_Recv_init(NULL, 0, MPI_BYTE, 0, r->tag, nb.self, &r->request);
+    state->persistents++;
+    nb.persistents = r;
+    *request = r->request;
+    return 1;
+}
+
+static void persistent_done(void *arg) { /* the exchange is complete: the program's request completes */
+    MPI_Request sent;
+    PMPI_Isend(NULL, 0, MPI_BYTE, 0, ((persistent *)arg)->tag, nb.self, &sent);
+    PMPI_Request_free(&sent);
+}
+
+static void persistent_freed(persistent **at) {
+    persistent *r = *at;
+    *at = r->next;
+    a2ax_free(r->plan);
+    if (--r->state->persistents == 0 && r->state->orphan) release(r->state);
+    free(r);
+}
+
+static void nonblocking_finalized(void) {
+    while (nb.persistents) persistent_freed(&nb.persistents);
+    for (nb_state *s = nb.states; s; s = s->next)
+        if (!s->orphan) PMPI_Comm_delete_attr(s->c.comm, nb.keyval);
+    while (nb.states) {
+        nb_state *s = nb.states;
+        nb.states = s->next;
+        free(s);
+    }
+    if (nb.ready) {
+        PMPI_Comm_free_keyval(&nb.keyval);
+        PMPI_Comm_free(&nb.self);
+    }
+    nb.ready = 0;
+}
+
+#define NONBLOCKING_SERVED(collective, ...)                                                                         \
+    (SEEN(collective) ? served_nonblocking(collective, __VA_ARGS__) : passed(collective, NO_FILE))
+#define PERSISTENT_SERVED(...) (SEEN(ALLTOALL) ? served_persistent(__VA_ARGS__) : passed(ALLTOALL, NO_FILE))
+
+EXPORT int MPI_Start(MPI_Request *request) {
+    persistent **at = ours(request);
+    int result = PMPI_Start(request);
+    if (at && result == MPI_SUCCESS && a2ax_start_then((*at)->plan, persistent_done, *at) != 0) {
+        a2ax_wait((*at)->plan); /* an exchange still in flight: a program that restarts before its wait completed */
+        a2ax_start_then((*at)->plan, persistent_done, *at);
+    }
+    return result;
+}
+
+EXPORT int MPI_Startall(int count, MPI_Request requests[]) {
+    int result = MPI_SUCCESS;
+    for (int i = 0; i < count && result == MPI_SUCCESS; i++) result = MPI_Start(&requests[i]);
+    return result;
+}
+
+EXPORT int MPI_Request_free(MPI_Request *request) {
+    persistent **at = ours(request);
+    int result = PMPI_Request_free(request);
+    if (at) persistent_freed(at);
+    return result;
+}
+#else
+static void nonblocking_finalized(void) {}
+
+#define NONBLOCKING_SERVED(collective, ...) (the.seen[collective]++, passed(collective, NONBLOCKING))
+#define PERSISTENT_SERVED(...) (the.seen[ALLTOALL]++, passed(ALLTOALL, PERSISTENT))
+#endif
+
+/* MPI_Ialltoall and its large-count form: COUNT is int or MPI_Count */
+#define SERVE_IALLTOALL(NAME, COUNT)                                                                                \
+    EXPORT int NAME(const void *sendbuf, COUNT sendcount, MPI_Datatype sendtype, void *recvbuf, COUNT recvcount,   \
+                    MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request) {                                   \
+        int result;                                                                                                 \
+        if (NONBLOCKING_SERVED(ALLTOALL, sendbuf, recvbuf, sendcount * plain_size(sendtype),                        \
+                               recvcount * plain_size(recvtype), sendtype, recvtype, NULL, comm, request, &result)) \
+            return result;                                                                                          \
+        return P##NAME(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);                  \
+    }
+
+/* MPI_Ialltoallv and its large-count form; its blocks as the blocking call's (NAME##_blocks, BLOCKING's) */
+#define SERVE_IALLTOALLV(NAME, BLOCKING, COUNT, DISPL)                                                              \
+    EXPORT int NAME(const void *sendbuf, const COUNT sendcounts[], const DISPL sdispls[], MPI_Datatype sendtype,   \
+                    void *recvbuf, const COUNT recvcounts[], const DISPL rdispls[], MPI_Datatype recvtype,         \
+                    MPI_Comm comm, MPI_Request *request) {                                                          \
+        int result;                                                                                                 \
+        long long *row = NULL;                                                                                      \
+        MPI_Aint *blocks = sendbuf == MPI_IN_PLACE || !the.deploy ? NULL                                            \
+                           : BLOCKING##_blocks(comm, sendcounts, sdispls, sendtype, recvcounts, rdispls, recvtype,  \
+                                               &row);                                                              \
+        int done = NONBLOCKING_SERVED(ALLTOALLV, sendbuf, recvbuf, 0, 0, sendtype, recvtype, blocks, comm, request, \
+                                      &result);                                                                     \
+        free(blocks);                                                                                               \
+        free(row);                                                                                                  \
+        if (done) return result;                                                                                    \
+        return P##NAME(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,       \
+                       request);                                                                                    \
+    }
+
+/* MPI_Alltoall_init and its large-count form */
+#define SERVE_ALLTOALL_INIT(NAME, COUNT)                                                                            \
+    EXPORT int NAME(const void *sendbuf, COUNT sendcount, MPI_Datatype sendtype, void *recvbuf, COUNT recvcount,   \
+                    MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request) {                    \
+        int result;                                                                                                 \
+        if (PERSISTENT_SERVED(sendbuf, recvbuf, sendcount * plain_size(sendtype), recvcount * plain_size(recvtype), \
+                              sendtype, recvtype, comm, request, &result))                                          \
+            return result;                                                                                          \
+        return P##NAME(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);            \
+    }
+
+SERVE_IALLTOALL(MPI_Ialltoall, int)
+SERVE_IALLTOALLV(MPI_Ialltoallv, MPI_Alltoallv, int, int)
 #if MPI_VERSION >= 4
-EXPORT int MPI_Ialltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
-                           MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request) {
-    the.seen[ALLTOALL]++, the.passed[ALLTOALL][NONBLOCKING]++;
-    return PMPI_Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-}
-
-EXPORT int MPI_Ialltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],
-                            MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[],
-                            MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request) {
-    the.seen[ALLTOALLV]++, the.passed[ALLTOALLV][NONBLOCKING]++;
-    return PMPI_Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
-                             request);
-}
-
-EXPORT int MPI_Alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                             MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request) {
-    the.seen[ALLTOALL]++, the.passed[ALLTOALL][PERSISTENT]++;
-    return PMPI_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
-}
-
-EXPORT int MPI_Alltoall_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
-                               MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
-                               MPI_Request *request) {
-    the.seen[ALLTOALL]++, the.passed[ALLTOALL][PERSISTENT]++;
-    return PMPI_Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
-}
+SERVE_IALLTOALL(MPI_Ialltoall_c, MPI_Count)
+SERVE_IALLTOALLV(MPI_Ialltoallv_c, MPI_Alltoallv_c, MPI_Count, MPI_Aint)
+SERVE_ALLTOALL_INIT(MPI_Alltoall_init, int)
+SERVE_ALLTOALL_INIT(MPI_Alltoall_init_c, MPI_Count)
 #endif

@@ -2,7 +2,10 @@
 #include "executor.h"
 
 #include <limits.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +35,11 @@ typedef struct { void *buf; int count; MPI_Datatype type; int owned; int peer, t
 struct a2ax_plan {
     MPI_Comm comm;
     long nrounds, current;
-    int active, owns_comm;
+    int owns_comm;
+    _Atomic int idle;    /* 1 while no exchange is in flight: written last by what completes one */
+    void (*then)(void *);
+    void *arg;
+    a2ax_plan *next;     /* in the executor thread's list of exchanges in flight */
     round_t *rounds;     /* this rank's rounds, first_copy/first_message/first_wait into the arrays below */
     copy_t *copies;
     posted *messages;
@@ -359,6 +366,7 @@ static int prepare(const a2ax_schedule *s, MPI_Comm comm, int dup, const void *s
                     "(an alltoall)", s->algorithm);
     a2ax_plan *p = calloc(1, sizeof *p);
     if (!p) return fail(error, room, "out of memory");
+    atomic_init(&p->idle, 1);
     buffers b = {{(char *)(intptr_t)sendbuf, recvbuf, NULL}, {send_offsets, recv_offsets, NULL},
                  {send_lengths, recv_lengths, NULL}, temp_block};
     long nmessages = 0, ncopies = 0, nwaits = 0;
@@ -489,40 +497,203 @@ static int complete(a2ax_plan *p, int block) {
     return flag;
 }
 
-int a2ax_start(a2ax_plan *p) {
-    if (p->active) return 1;
+/* advance the exchange: while the current round's waits are complete, the next round is posted (block: wait for
+   them, else test); whether the exchange is complete */
+static int advance(a2ax_plan *p, int block) {
+    while (p->current < p->nrounds && complete(p, block))
+        if (++p->current < p->nrounds) post(p, p->current);
+    return p->current == p->nrounds;
+}
+
+/* the end of an exchange: the plan is idle (its last access here), then the caller's then(arg) */
+static void ended(a2ax_plan *p) {
+    void (*then)(void *) = p->then;
+    void *arg = p->arg;
+    atomic_store_explicit(&p->idle, 1, memory_order_release);
+    if (then) then(arg);
+}
+
+/* ---- how started exchanges progress (executor.h) ---- */
+
+static int mode_of(void) {
+    static _Atomic int mode = -1;
+    int m = atomic_load(&mode);
+    if (m >= 0) return m;
+    const char *asked = getenv("A2A_EXECUTOR_PROGRESS");
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+#ifdef A2AX_MPI_PROGRESS
+    m = A2AX_BY_MPI;
+#else
+    m = A2AX_BY_TEST;
+#endif
+    if (asked && strcmp(asked, "test") == 0) m = A2AX_BY_TEST;
+    if (asked && strcmp(asked, "thread") == 0) m = level == MPI_THREAD_MULTIPLE ? A2AX_BY_THREAD : A2AX_BY_TEST;
+    atomic_store(&mode, m);
+    return m;
+}
+
+int a2ax_progress_mode(void) { return mode_of(); }
+
+#ifdef A2AX_MPI_PROGRESS
+/* whether the current round's waits are complete, looked at without entering MPI's progress: this runs inside it,
+   and MPICH 5.0's progress engine must not be entered again from a poll function (docs/executor.md) */
+static int arrived(const a2ax_plan *p) {
+    const round_t *r = &p->rounds[p->current];
+    for (long i = 0; i < r->waits; i++) {
+        long k = p->contiguous[p->current] ? r->first_message + i : p->waits[r->first_wait + i];
+        if (!MPIX_Request_is_complete(p->requests[k])) return 0;
+    }
+    return 1;
+}
+
+/* each round whose messages all arrived completed (MPI_Testall of complete requests releases them without entering
+   progress) and the next posted; whether the exchange is complete */
+static int quietly(a2ax_plan *p) {
+    while (p->current < p->nrounds && arrived(p) && complete(p, 0))
+        if (++p->current < p->nrounds) post(p, p->current);
+    return p->current == p->nrounds;
+}
+
+/* MPICH's progress engine calls this while the exchange is in flight. Should an MPI call made here ever enter
+   progress, MPICH 5.0 would call the polls again from inside this one: those inner calls do nothing. */
+static int polled(MPIX_Async_thing thing) {
+    static _Thread_local int inside;
+    a2ax_plan *p = MPIX_Async_get_state(thing);
+    if (inside) return MPIX_ASYNC_NOPROGRESS;
+    inside = 1;
+    int done = quietly(p);
+    inside = 0;
+    if (!done) return MPIX_ASYNC_NOPROGRESS;
+    ended(p);
+    return MPIX_ASYNC_DONE;
+}
+#endif
+
+/* the executor's thread (A2AX_BY_THREAD): one per process, started with the first exchange, advancing every exchange
+   in flight by MPI_Testall until it completes */
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t work, finished;
+    int started;
+    a2ax_plan *list;
+} runner = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, NULL};
+
+static void *run_exchanges(void *unused) {
+    (void)unused;
+    pthread_mutex_lock(&runner.lock);
+    for (;;) {
+        while (!runner.list) pthread_cond_wait(&runner.work, &runner.lock);
+        for (a2ax_plan **at = &runner.list; *at;) {
+            a2ax_plan *p = *at;
+            if (!advance(p, 0)) {
+                at = &p->next;
+                continue;
+            }
+            *at = p->next;
+            ended(p);
+            pthread_cond_broadcast(&runner.finished);
+        }
+        pthread_mutex_unlock(&runner.lock); /* start() and wait() take it between passes */
+        sched_yield();
+        pthread_mutex_lock(&runner.lock);
+    }
+    return NULL;
+}
+
+static int hand_to_runner(a2ax_plan *p) {
+    pthread_mutex_lock(&runner.lock);
+    pthread_t thread;
+    int bad = !runner.started && pthread_create(&thread, NULL, run_exchanges, NULL) != 0;
+    if (!bad && !runner.started) pthread_detach(thread);
+    runner.started = !bad;
+    if (!bad) {
+        p->next = runner.list;
+        runner.list = p;
+        pthread_cond_signal(&runner.work);
+    }
+    pthread_mutex_unlock(&runner.lock);
+    return bad;
+}
+
+void a2ax_progress(void) {
+#ifdef A2AX_MPI_PROGRESS
+    if (mode_of() == A2AX_BY_MPI) MPIX_Stream_progress(MPIX_STREAM_NULL);
+#endif
+}
+
+/* post round 0 and hand the exchange to what progresses it; where nothing can, it completes here */
+static int begin_exchange(a2ax_plan *p, void (*then)(void *), void *arg) {
+    if (!atomic_load_explicit(&p->idle, memory_order_acquire)) return 1;
+    int mode = mode_of();
     p->current = 0;
-    p->active = p->nrounds > 0;
-    if (p->active) post(p, 0);
+    p->then = then;
+    p->arg = arg;
+    atomic_store_explicit(&p->idle, 0, memory_order_relaxed);
+    if (p->nrounds) post(p, 0);
+    if (mode == A2AX_BY_TEST) return 0;
+#ifdef A2AX_MPI_PROGRESS
+    if (mode == A2AX_BY_MPI && quietly(p)) { /* nothing to wait for (one rank: copies only; eager messages) */
+        ended(p);
+        return 0;
+    }
+    if (mode == A2AX_BY_MPI && MPIX_Async_start(polled, p, MPIX_STREAM_NULL) == MPI_SUCCESS) return 0;
+#endif
+    if (mode == A2AX_BY_THREAD && hand_to_runner(p) == 0) return 0;
+    advance(p, 1); /* the hook or the thread could not be had: blocking, never left unprogressed */
+    ended(p);
     return 0;
 }
 
-static int advance(a2ax_plan *p, int block) {
-    while (p->active && complete(p, block)) {
-        if (++p->current == p->nrounds) p->active = 0;
-        else post(p, p->current);
-    }
-    return !p->active;
+int a2ax_start(a2ax_plan *p) { return begin_exchange(p, NULL, NULL); }
+
+int a2ax_start_then(a2ax_plan *p, void (*then)(void *), void *arg) {
+    if (mode_of() == A2AX_BY_TEST) return 1;
+    return begin_exchange(p, then, arg);
 }
 
+int a2ax_busy(const a2ax_plan *p) { return !atomic_load_explicit(&p->idle, memory_order_acquire); }
+
+const int *a2ax_state(const a2ax_plan *p) { return (const int *)&p->idle; }
+
 int a2ax_test(a2ax_plan *p, int *done) {
-    *done = advance(p, 0);
+    if (mode_of() == A2AX_BY_TEST && !atomic_load_explicit(&p->idle, memory_order_relaxed) && advance(p, 0))
+        ended(p);
+    if (mode_of() == A2AX_BY_MPI && !atomic_load_explicit(&p->idle, memory_order_acquire)) a2ax_progress();
+    *done = atomic_load_explicit(&p->idle, memory_order_acquire);
     return 0;
 }
 
 int a2ax_wait(a2ax_plan *p) {
-    advance(p, 1);
+    int mode = mode_of();
+    if (mode == A2AX_BY_TEST && !atomic_load_explicit(&p->idle, memory_order_relaxed)) {
+        advance(p, 1);
+        ended(p);
+    } else if (mode == A2AX_BY_THREAD) {
+        pthread_mutex_lock(&runner.lock);
+        while (!atomic_load_explicit(&p->idle, memory_order_acquire)) pthread_cond_wait(&runner.finished, &runner.lock);
+        pthread_mutex_unlock(&runner.lock);
+    }
+    /* A2AX_BY_MPI: MPI's progress engine polls the exchange; the polls that find nothing yield the core now and then,
+       as MPI_Wait does, so that ranks sharing cores run */
+    for (int polls = 1; !atomic_load_explicit(&p->idle, memory_order_acquire); polls++) {
+        a2ax_progress();
+        if (polls % 16 == 0) sched_yield();
+    }
     return 0;
 }
 
 int a2ax_run(a2ax_plan *p) {
-    if (a2ax_start(p)) return 1;
-    return a2ax_wait(p);
+    if (!atomic_load_explicit(&p->idle, memory_order_acquire)) return 1;
+    p->current = 0;
+    if (p->nrounds) post(p, 0);
+    advance(p, 1);
+    return 0;
 }
 
 int a2ax_free(a2ax_plan *p) {
     if (!p) return 0;
-    if (p->active) a2ax_wait(p);
+    if (a2ax_busy(p)) a2ax_wait(p);
     long nmessages = 0;
     for (long k = 0; k < p->nrounds; k++) nmessages += p->rounds[k].receives + p->rounds[k].sends;
     for (long i = 0; i < nmessages; i++)

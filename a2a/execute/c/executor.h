@@ -11,9 +11,21 @@
  *   a2ax_bind                  the same on a communicator the caller keeps private to its exchanges, one at a time
  *                              (local: no collective call; a2ax_free leaves that communicator alone)
  *   a2ax_run                   one exchange, blocking
- *   a2ax_start/test/wait       one exchange in flight: start posts the first round, test completes what it can
- *                              and posts each next round whose inputs are in, wait drives it to the end
+ *   a2ax_start/test/wait       one exchange in flight: start posts the first round; each next round is posted
+ *                              once its inputs are in, by whatever progresses it (a2ax_progress_mode, below);
+ *                              test says whether it is complete, wait returns once it is
+ *   a2ax_start_then            the same, and then(arg) is called once it is complete, by what completed it (an MPI
+ *                              library's progress engine, the executor's thread): what a generalized request needs
  *   a2ax_free                  release the plan (collective: it frees the duplicated communicator)
+ *
+ * How a started exchange progresses, one way per process (a2ax_progress_mode):
+ *   A2AX_BY_MPI     MPICH 4.3 and later (MPIX_Async_start): MPICH's progress engine polls each exchange in flight,
+ *                   so any MPI call of the process, and MPICH's progress thread (MPIR_CVAR_ASYNC_PROGRESS=1), post
+ *                   its next rounds; test reads its state and, if not complete, lets MPI poll once
+ *   A2AX_BY_THREAD  the executor's own thread posts them (A2A_EXECUTOR_PROGRESS=thread, under MPI_THREAD_MULTIPLE);
+ *                   test reads the state
+ *   A2AX_BY_TEST    test and wait post them (a library without the hook, no thread asked for or possible)
+ * A2A_EXECUTOR_PROGRESS=test|thread|mpi chooses among those this library and the thread level allow.
  *
  * Every function returns 0, or a nonzero code with a line in `error` (room bytes) where it takes one; MPI
  * errors go to the communicator's error handler.
@@ -53,6 +65,26 @@ int a2ax_start(a2ax_plan *plan);
 int a2ax_test(a2ax_plan *plan, int *done);
 int a2ax_wait(a2ax_plan *plan);
 int a2ax_free(a2ax_plan *plan);
+
+/* MPICH with MPIX_Async_start (4.3 and later): exchanges progress inside MPI */
+#if defined(MPICH_NUMVERSION) && MPICH_NUMVERSION >= 40300000
+#define A2AX_MPI_PROGRESS 1
+#endif
+
+enum { A2AX_BY_TEST = 0, A2AX_BY_THREAD = 1, A2AX_BY_MPI = 2 };
+/* how exchanges started in this process progress (decided at the first call, after MPI_Init) */
+int a2ax_progress_mode(void);
+/* start an exchange and call then(arg) once it is complete, from whatever completes it: MPI's progress engine or the
+   executor's thread (another thread, maybe), or this call when it completes at once. After then() the plan may be
+   started again or freed. Nonzero, and nothing started, in A2AX_BY_TEST mode (nothing would complete it unasked)
+   or while the plan has an exchange in flight. */
+int a2ax_start_then(a2ax_plan *plan, void (*then)(void *), void *arg);
+/* whether the plan has an exchange in flight (started, not yet complete) */
+int a2ax_busy(const a2ax_plan *plan);
+/* the plan's state word, 1 once no exchange is in flight: read without a call (an acquiring a2ax_test follows) */
+const int *a2ax_state(const a2ax_plan *plan);
+/* let the progress of started exchanges advance once (A2AX_BY_MPI: one poll of MPI's progress engine; else nothing) */
+void a2ax_progress(void);
 
 /* FNV-1a (64 bits) of `length` bytes, continuing from `value` (A2AX_FNV_BASIS to begin): the checksum of schedule
    and deploy files (a2a/schedules/program.py computes the same) */
