@@ -3,7 +3,7 @@
 # liba2a and the file, then per size the median over launches of IMB's t_avg and their ratio. Usage, from the
 # repository root after `make install` (IMB-MPI1 built with the venv's mpicc, e.g. `make IMB-MPI1 CC=.venv/bin/mpicc
 # CXX=.venv/bin/mpicxx` in IMB's source):
-#   examples/deploy_imb_check.sh DEPLOY_FILE NPROCS IMB-MPI1 [ROUNDS] [MSGLOG]     (ROUNDS 3, MSGLOG 0:20)
+#   examples/deploy_imb_check.sh DEPLOY_FILE NPROCS IMB-MPI1 [ROUNDS] [MSGLOG]  (ROUNDS 3, MSGLOG 0:20; ITER=1000 calls a size)
 set -euo pipefail
 file=$(realpath "$1"); np=$2; imb=$3; rounds=${4:-3}; msglog=${5:-0:20}
 bin=${VENV:-.venv}/bin
@@ -15,8 +15,8 @@ for round in $(seq "$rounds"); do
   for side in without with; do
     run=(env)
     [ "$side" = with ] && run=(env LD_PRELOAD="$lib" A2A_DEPLOY="$file")
-    "$bin/mpiexec" "${flags[@]}" -n "$np" "${run[@]}" "$imb" Alltoall -npmin "$np" -msglog "$msglog" -iter 200 \
-      -time 1 -mem 2 > "$work/$side-$round.txt"
+    "$bin/mpiexec" "${flags[@]}" -n "$np" "${run[@]}" "$imb" Alltoall -npmin "$np" -msglog "$msglog" -iter "${ITER:-1000}" \
+      -time 2 -mem 2 > "$work/$side-$round.txt"
   done
 done
 "$bin/python" - "$work" "$rounds" "$np" <<'PY'

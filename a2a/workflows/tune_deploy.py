@@ -231,6 +231,13 @@ def verdicts_table(made: Deployment, verdicts: list[Verdict], program: Verdict |
              f"{v.without:,.2f}", f"{v.with_file:,.2f}", f"{v.ratio:.2f}", f"{v.p:.3f}", v.verdict] for v in verdicts]
     table = tabulate(body, headers=["nprocs", "collective", "bytes/peer", "the file runs", "without us", "with us",
                                     "with/without", "p", "verdict"], disable_numparse=True)
+    passed_on = [v for v in verdicts if v.verdict == SLOWER
+                 and served_by(made, v.collective, v.nprocs, v.bytes_per_peer) == "the library"]
+    if passed_on:
+        worst = max(passed_on, key=lambda v: v.with_file - v.without)
+        table += (f"\nwhere the file runs the library, liba2a only passes the call on: what reads slower there (up to "
+                  f"+{worst.with_file - worst.without:.2f} us, at {human_bytes(worst.bytes_per_peer)}) is its own cost "
+                  "of a call, or the launches' noise")
     if program is None:
         return table
     return table + (f"\nthe program: {program.without:.4g} without, {program.with_file:.4g} with "
