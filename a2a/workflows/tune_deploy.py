@@ -175,9 +175,10 @@ class DeployTune(Tuning):
         self._write()
         self.say(verdicts_table(made, verdicts, program))
         library, show = preload_library(), shlex.join([*bench_words(), "deploy", "--show", str(path)])
+        program = self.config.verify_with or "./program"
         self.say(f"\nthe verified file: {path}\nuse it with:\n"
-                 f"  mpiexec -n {max(self.config.nprocs)} env LD_PRELOAD={library} A2A_DEPLOY={path} ./program\n"
-                 f"  under Slurm: srun --export=ALL,LD_PRELOAD={library},A2A_DEPLOY={path} ./program\n"
+                 f"  mpiexec -n {max(self.config.nprocs)} env LD_PRELOAD={library} A2A_DEPLOY={path} {program}\n"
+                 f"  under Slurm: srun --export=ALL,LD_PRELOAD={library},A2A_DEPLOY={path} {program}\n"
                  f"what it serves and how it was verified: {show}")
         return 0
 
