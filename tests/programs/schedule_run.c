@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "executor.h"
+#include "../../a2a/execute/c/executor.h"
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
