@@ -211,7 +211,8 @@ def test_the_simulator_replays_the_recorded_calls_of_the_collective_chosen(tmp_p
     assert [p.workload.rsplit(":", 1)[1] for p in points(config, 4)] == ["call=0", "call=1"]
     assert read_record(tmp_path / "both").left_out("alltoall") == \
         "1 alltoallv call signatures (50 calls, 0.01 s in the program)"
-    with pytest.raises(BadConfig, match="replay one collective a run: add --collective alltoall or alltoallv"):
+    with pytest.raises(BadConfig, match="a simulation replays one collective: simulate each:\n  .* simulate --workload "
+                       f"{re.escape(spec)} --collective alltoall --output simulated-alltoall\n"):
         from_options({"workload": spec}, "simgrid", choose=simulated_variants)
     write_record(tmp_path / "v", [alltoallv(UNEVEN)])
     config = from_options({"workload": f"recorded:{tmp_path / 'v'}"}, "simgrid", choose=simulated_variants)

@@ -90,14 +90,16 @@ class Record:
     job: str
     calls: tuple[RecordedCall, ...]
 
-    def collective(self, given: str | None) -> str:
+    def collective(self, given: str | None, simulated: bool = False) -> str:
         """The collective to replay: `given`, else the only one the record holds (BadConfig when it holds both)."""
         held = {c: sum(call.collective == c for call in self.calls) for c in COLLECTIVES}
         found = [c for c in COLLECTIVES if held[c]]
         if given is None and len(found) > 1:
+            each = "a simulation replays one collective: simulate each" if simulated else \
+                "a run races one collective: race each, then deploy both"
+            lines = self.simulate_lines() if simulated else self.race_lines()
             raise BadConfig(f"recorded:{self.directory} holds {held['alltoall']} alltoall and {held['alltoallv']} "
-                            "alltoallv call signatures, and a run races one collective: race each, then deploy "
-                            "both:\n" + "\n".join(f"  {line}" for line in self.race_lines()))
+                            f"alltoallv call signatures, and {each}:\n" + "\n".join(f"  {line}" for line in lines))
         chosen = given or found[0]
         if not self.replayed(chosen):
             kept = f" (not kept: {next(c.why for c in self.calls if c.collective == chosen)})" if held[chosen] else ""
@@ -112,6 +114,11 @@ class Record:
                                          "--output", f"race-{c}"]) for c in COLLECTIVES]
         return [*races, shlex.join([*bench_words(), "deploy", *(f"race-{c}" for c in COLLECTIVES), "--nprocs",
                                     str(nprocs), "-o", "deploy.a2a"])]
+
+    def simulate_lines(self) -> list[str]:
+        """The commands that simulate each collective the record holds."""
+        return [shlex.join([*bench_words(), "simulate", "--workload", f"recorded:{self.directory}", "--collective",
+                            c, "--output", f"simulated-{c}"]) for c in COLLECTIVES]
 
     def replayed(self, collective: str) -> list[RecordedCall]:
         """The calls of `collective` a sweep replays (an alltoallv whose matrix was not kept cannot be)."""

@@ -117,7 +117,7 @@ def from_options(values: dict[str, Any], backend: str = "mpi", world: int | None
     defaults = BACKEND_DEFAULTS[backend]
     get = lambda key: defaults.get(key) if values.get(key) in (None, "") else values[key]  # noqa: E731
     workload = parse_workload(str(get("workload")))
-    replay = _replayed(values, workload, world) if workload.kind == "recorded" else {}
+    replay = _replayed(values, workload, world, backend) if workload.kind == "recorded" else {}
     dtype = replay["dtype"] if replay and values.get("dtype") in (None, "") else parse_dtype(str(get("dtype")))
     sizes = replay.get("sizes") or parse_list(as_text(get("sizes")), "size")
     check_sizes(sizes, dtype)
@@ -155,7 +155,7 @@ def from_options(values: dict[str, Any], backend: str = "mpi", world: int | None
     )
 
 
-def _replayed(values: dict[str, Any], workload: Workload, world: int | None) -> dict[str, Any]:
+def _replayed(values: dict[str, Any], workload: Workload, world: int | None, backend: str) -> dict[str, Any]:
     """What a recorded workload sets: the collective, the dtype of its width, the sizes and process counts of its
     calls, and the calls; BadConfig where an option given contradicts the record."""
     if values.get("sizes") not in (None, ""):
@@ -163,7 +163,7 @@ def _replayed(values: dict[str, Any], workload: Workload, world: int | None) -> 
                         "program's own calls: leave --sizes out")
     record = workload.record()
     given = values.get("collective") or None
-    collective = record.collective(given)
+    collective = record.collective(given, simulated=backend == "simgrid")
     calls = record.replayed(collective)
     made = sorted({call.nprocs for call in calls})
     asked = parse_list(as_text(values["nprocs"]), "process count", parse_count) if values.get("nprocs") else made
