@@ -377,7 +377,7 @@ def test_the_deploy_pages_loop_by_hand_runs_as_written(tmp_path: Path):
     (tmp_path / ".venv").symlink_to(Path(mpi_tool("python")).parent.parent)
     (tmp_path / "a2a").symlink_to(ROOT / "a2a")
     env = {**clean_launcher_env(None), "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-           "OMPI_MCA_rmaps_base_oversubscribe": "1"}  # Open MPI as root on 2 cores, as the page says
+           "PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe"}  # Open MPI as root on 2 cores, as the page says
     done = subprocess.run(["bash", "-e", "-c", documented_loop()], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
