@@ -363,10 +363,20 @@ def test_a_recording_is_checked_at_init(tmp_path: Path, preload: str, program: s
     assert [p.name for p in nested.iterdir() if p.name.startswith(".")] == []  # the probe is gone
 
 
-def documented_loop() -> str:
-    """The shell block of docs/deploy.md's loop by hand: the whole loop, as a newcomer pastes it."""
-    text = (ROOT / "docs" / "deploy.md").read_text().split("\n## The loop by hand\n", 1)[1]
+def deploy_page_block(heading: str) -> str:
+    """The first shell block under HEADING in docs/deploy.md, as a newcomer pastes it."""
+    text = (ROOT / "docs" / "deploy.md").read_text().split(f"\n## {heading}", 1)[1]
     return text.split("```sh\n", 1)[1].split("```", 1)[0]
+
+
+def pasted(tmp_path: Path, block: str) -> subprocess.CompletedProcess:
+    """BLOCK run by `bash -e` at a checkout's root (TMP_PATH) whose venv is this one."""
+    (tmp_path / ".venv").symlink_to(Path(mpi_tool("python")).parent.parent)
+    (tmp_path / "a2a").symlink_to(ROOT / "a2a")
+    env = {**clean_launcher_env(None), "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe"}  # Open MPI as root on 2 cores, as the page says
+    return subprocess.run(["bash", "-e", "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=900)
 
 
 @pytest.mark.launches
@@ -374,12 +384,7 @@ def test_the_deploy_pages_loop_by_hand_runs_as_written(tmp_path: Path):
     """docs/deploy.md's loop by hand, pasted into a shell at a checkout's root whose venv is this one: every line
     exits 0, and on the rerun every call is served or passed for a true reason (the file keeps the library's choice
     exactly where bench deploy said it would)."""
-    (tmp_path / ".venv").symlink_to(Path(mpi_tool("python")).parent.parent)
-    (tmp_path / "a2a").symlink_to(ROOT / "a2a")
-    env = {**clean_launcher_env(None), "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-           "PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe"}  # Open MPI as root on 2 cores, as the page says
-    done = subprocess.run(["bash", "-e", "-c", documented_loop()], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=900)
+    done = pasted(tmp_path, deploy_page_block("The loop by hand"))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     loop = tmp_path / "results" / "loop"
     assert {"rec", "race-alltoall", "race-alltoallv", "deploy.a2a", "program"} <= {p.name for p in loop.iterdir()}

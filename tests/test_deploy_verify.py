@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from decide_fixtures import record
 from support import ROOT, bench_here, launch_command
-from test_deploy import decision, report_lines, under_library, written
+from test_deploy import decision, deploy_page_block, pasted, report_lines, under_library, written
 
 from a2a.analysis import decide
 from a2a.deploy.file import Deployment, deployment, served_by
@@ -202,31 +202,36 @@ def test_tune_deploy_refuses_a_file_the_program_runs_slower_with(tmp_path: Path)
                for line in made.verification), made.verification
 
 
-def verified_way() -> str:
-    """The shell block of docs/deploy.md's verified way, as a newcomer pastes it."""
-    text = (ROOT / "docs" / "deploy.md").read_text().split("\n## The verified way", 1)[1]
-    return text.split("```sh\n", 1)[1].split("```", 1)[0]
+@pytest.mark.launches
+def test_tune_deploy_verifies_with_the_projects_program(tmp_path: Path):
+    """--verify-with the project's transpose/sample-sort program, compared by the MPI_Alltoall time it prints: the
+    file is kept unless the program is significantly slower with it, and the verdict says which."""
+    from a2a.deploy.transpose_sort import transpose_sort
+
+    program = f"{transpose_sort()} --n 48 --keys 300 --iterations 4"
+    done = tune_deploy(tmp_path, "--sizes", "8,1K", "--algorithms", "linear,pairwise,native", "--keep-ties",
+                       "--verify-with", program, "--verify-pattern", r"transpose: .*\(MPI_Alltoall ([\d.]+) us\)")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    said = re.search(r"the program: [\d.]+ without, [\d.]+ with \(([\d.]+)x, p=[\d.e-]+\): (\w+)", done.stdout)
+    if said is None:
+        assert re.search(r"\n(not applied: every size it served was given back|nothing to apply)", done.stdout)
+        pytest.skip("the sweep or the loop's verification left nothing to serve here, so the program was not run")
+    kept = (tmp_path / "tune" / "deploy.a2a").exists()
+    assert kept == (said[2] != SLOWER), done.stdout[-2000:]
 
 
 @pytest.mark.launches
 def test_the_deploy_pages_verified_way_runs_as_written(tmp_path: Path):
-    """docs/deploy.md's first block, pasted at a checkout's root whose venv is this one: the tune, judged by the
-    project's program through the MPI_Alltoall time it prints, keeps the file unless the program was significantly
-    slower with it, says which, and --show prints the file's verification."""
-    (tmp_path / ".venv").symlink_to(Path(mpi_tool("python")).parent.parent)
-    (tmp_path / "a2a").symlink_to(ROOT / "a2a")
-    env = {**clean_launcher_env(None), "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-    done = subprocess.run(["bash", "-e", "-c", verified_way()], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=900)
-    said = re.search(r"the program: [\d.]+ without, [\d.]+ with \(([\d.]+)x, p=[\d.e-]+\): (\w+)", done.stdout)
-    if said is None:
-        assert re.search(r"\n(not applied: every size it served was given back|nothing to apply)", done.stdout), \
-            done.stdout[-3000:] + done.stderr[-3000:]
-        pytest.skip("the sweep or the loop's verification left nothing to serve here, so the program was not run")
-    kept = (tmp_path / "results" / "tuned" / "deploy.a2a").exists()
-    assert kept == (said[2] != SLOWER), done.stdout[-2000:]
-    if not kept:
-        pytest.skip("the program ran slower with the file here, so there is no deploy.a2a to --show")
+    """docs/deploy.md's first block, pasted at a checkout's root whose venv is this one, ends as the page says: the
+    tune judged by the project's program and --show printing the file's verification, or, where the tune kept
+    nothing, its 'nothing to apply' or 'not applied' and no file for --show."""
+    done = pasted(tmp_path, deploy_page_block("The verified way"))
+    if not (tmp_path / "results" / "tuned" / "deploy.a2a").exists():
+        assert re.search(r"\n(not applied|nothing to apply): ", done.stdout), done.stdout[-3000:] + done.stderr[-3000:]
+        assert done.returncode != 0 and "results/tuned/deploy.a2a' does not exist" in done.stderr, done.stderr[-2000:]
+        pytest.skip("the tune kept nothing here (as the page says it may), so there was no file to --show")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert re.search(r"the program: [\d.]+ without, [\d.]+ with \([\d.]+x, p=[\d.e-]+\): (faster|same)", done.stdout)
     shown = done.stdout.split("\nwhat it serves and how it was verified:", 1)[1]
     assert "verification:" in shown and "program: results/program --n 64" in shown, shown[-2000:]
+
