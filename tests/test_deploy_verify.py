@@ -16,7 +16,18 @@ from test_deploy import decision, deploy_page_block, pasted, report_lines, under
 from a2a.analysis import decide
 from a2a.deploy.file import Deployment, deployment, served_by
 from a2a.deploy.library import preload_library
-from a2a.deploy.verify import FASTER, SAME, SLOWER, Verdict, given_back, judged, sizes_to_verify
+from a2a.deploy.verify import (
+    FASTER,
+    SAME,
+    SLOWER,
+    Verdict,
+    given_back,
+    judged,
+    sizes_to_verify,
+    verify_program,
+    verify_sizes,
+)
+from a2a.errors import HarnessError
 from a2a.mpi import clean_launcher_env, mpi_tool
 from a2a.record.decision import write_decision
 from a2a.record.results import read_rows
@@ -101,6 +112,35 @@ def test_verdicts_and_the_ranges_they_give_back():
                 [(0, 1, SAME), (8, 0.01, FASTER), (91, 0.01, SLOWER), (1024, 0.5, SAME)]]
     assert given_back(verdicts, keep_ties=False) == [(0, 0), (27, 304), (305, -1)]
     assert given_back(verdicts, keep_ties=True) == [(27, 304)]
+
+
+def test_the_program_and_the_loop_are_judged_by_alternating_launches():
+    """verify_program and verify_sizes on launches that print known numbers: the launches alternate without and
+    with the file's variables, each side's median is of what the launches printed, and the verdict follows; a
+    pattern that matches nothing is named in the error."""
+    calls: list[dict[str, str]] = []
+
+    def launch(command: list[str], variables: dict[str, str]) -> str:
+        calls.append(variables)
+        k = len(calls)
+        if command[0] == "./program":
+            return f"transpose: N=64 (MPI_Alltoall {(5 if variables else 10) + k / 100} us)\n"
+        rounds, sizes = int(command[2]), command[3:]
+        return "".join(f"alltoall {s} {' '.join([str(3 if variables and s == '8' else 4)] * rounds)}\n"
+                       for s in sizes)
+
+    served = {"A2A_DEPLOY": "f.a2a"}
+    verdict = verify_program(launch, "./program --n 64", r"MPI_Alltoall ([\d.]+) us", 2, 5, served, 0.05)
+    assert calls == [{}, served] * 5
+    assert (verdict.collective, verdict.bytes_per_peer, verdict.verdict) == ("program", -1, FASTER)
+    assert (verdict.with_file, verdict.without) == (5.06, 10.05)
+    with pytest.raises(HarnessError, match="--verify-pattern 'nowhere' matches nothing"):
+        verify_program(launch, "./program", "nowhere", 2, 5, served, 0.05)
+    calls.clear()
+    by_size = {v.bytes_per_peer: v for v in verify_sizes(launch, "alltoall", 2, [8, 64], 5, 3, served, 0.05)}
+    assert calls == [{}, served] * 5
+    assert (by_size[8].with_file, by_size[8].without, by_size[8].verdict) == (3, 4, FASTER)
+    assert by_size[64].verdict == SAME
 
 
 @pytest.fixture(scope="module")
