@@ -5,6 +5,8 @@
 # CXX=.venv/bin/mpicxx` in IMB's source):
 #   examples/deploy_imb_check.sh DEPLOY_FILE NPROCS IMB-MPI1 [ROUNDS] [MSGLOG]  (ROUNDS 3, MSGLOG 0:20; ITER=1000 calls a size)
 set -euo pipefail
+usage="usage: examples/deploy_imb_check.sh DEPLOY_FILE NPROCS IMB-MPI1 [ROUNDS] [MSGLOG]"
+[ $# -ge 3 ] && [ -f "$1" ] && [ -x "$3" ] || { echo "$usage (a deploy file, a process count, IMB-MPI1's path)" >&2; exit 2; }
 file=$(realpath "$1"); np=$2; imb=$3; rounds=${4:-3}; msglog=${5:-0:20}
 bin=${VENV:-.venv}/bin
 lib=$("$bin/python" -m bench deploy --library)
