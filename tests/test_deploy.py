@@ -219,6 +219,23 @@ def test_nonblocking_calls_the_file_does_not_cover_pass_through(tmp_path: Path, 
 
 
 @pytest.mark.launches
+def test_exchanges_in_flight_together_on_one_communicator_keep_their_own_messages(tmp_path: Path, preload: str,
+                                                                                   nonblocking_program: Path):
+    """Two served MPI_Ialltoall of 12 B and 256 KiB per peer in flight at once on one communicator, completed by one
+    MPI_Waitall, and two persistent requests started by one MPI_Startall: each exchange has tags of its own, so every
+    element is right (with one set of tags, the rounds of one matched the other's messages: a truncation abort)."""
+    p = 4
+    path, _ = written(tmp_path, decision([(0, "pairwise")], "pairwise", [p]), [p])
+    done = under_library(p, preload, str(nonblocking_program), "3", "1", "together", A2A_DEPLOY=str(path),
+                         A2A_DEPLOY_REPORT="1")
+    assert done.returncode == 0 and done.stdout.split("\n")[0] == "ok", done.stdout + done.stderr
+    if progress_hook():
+        # per rank: the MPI_Ialltoallv, the persistent request, the untested MPI_Ialltoall and the four together (the
+        # first MPI_Ialltoall passes while the private copy is made)
+        assert served(done.stderr) == {"pairwise": p * (1 + 1 + 1 + 4)}, done.stderr
+
+
+@pytest.mark.launches
 def test_a_file_that_cannot_be_used_is_refused_in_one_line(tmp_path: Path, preload: str, check_program: Path):
     """A corrupted deploy file, one of another format version and one made for another MPI library: one line on
     rank 0 at MPI_Init, and the program completes correctly with every call passed through."""

@@ -10,6 +10,8 @@
    With "pass" (argv[3]), then the calls a deploy file must pass through: MPI_IN_PLACE, a derived datatype (also
    persistent), a communicator of another size, an intercommunicator; and persistent point-to-point requests, which
    MPI_Start, MPI_Startall and MPI_Request_free must leave to the library.
+   With "together" (argv[3]), then two exchanges of different sizes in flight at once on one communicator: two
+   MPI_Ialltoall completed by one MPI_Waitall, and two persistent requests started by one MPI_Startall.
    Every element is checked. Prints "ok" (and the count above) on rank 0, or what was wrong and exits 1. */
 #include <mpi.h>
 #include <stdio.h>
@@ -56,7 +58,10 @@ static int passed_through(MPI_Comm comm, int count, int in_place, int derived, i
         MPI_Wait(&request, MPI_STATUS_IGNORE);
         MPI_Request_free(&request);
     } else {
-        MPI_Ialltoall(in_place ? MPI_IN_PLACE : send, n, type, recv, n, type, comm, &request);
+        if (in_place) /* the send count and type mean nothing in place: a null type is allowed */
+            MPI_Ialltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, n, type, comm, &request);
+        else
+            MPI_Ialltoall(send, n, type, recv, n, type, comm, &request);
         MPI_Wait(&request, MPI_STATUS_IGNORE);
     }
     for (int j = 0; j < size; j++)
@@ -97,6 +102,35 @@ static int pass_throughs(int rank, int size, int count) {
         MPI_Comm_free(&inter);
     }
     MPI_Comm_free(&part);
+    return wrong;
+}
+
+/* two exchanges in flight together on MPI_COMM_WORLD, `big` and `small` ints per peer: non-blocking, then persistent */
+static int together(int rank, int size, int small, int big) {
+    int counts[2] = {big, small}, wrong = 0, *send[2], *recv[2];
+    MPI_Request requests[2];
+    for (int k = 0; k < 2; k++)
+        send[k] = malloc(sizeof(int) * size * counts[k]), recv[k] = malloc(sizeof(int) * size * counts[k]);
+    for (int persistent = 0; persistent < 2; persistent++) {
+        for (int k = 0; k < 2; k++) {
+            for (int j = 0; j < size; j++)
+                for (int i = 0; i < counts[k]; i++) send[k][j * counts[k] + i] = value(rank, j, i + k);
+            memset(recv[k], 0xff, sizeof(int) * size * counts[k]);
+            if (persistent)
+                MPI_Alltoall_init(send[k], counts[k], MPI_INT, recv[k], counts[k], MPI_INT, MPI_COMM_WORLD,
+                                  MPI_INFO_NULL, &requests[k]);
+            else
+                MPI_Ialltoall(send[k], counts[k], MPI_INT, recv[k], counts[k], MPI_INT, MPI_COMM_WORLD, &requests[k]);
+        }
+        if (persistent) MPI_Startall(2, requests);
+        MPI_Waitall(2, requests, MPI_STATUSES_IGNORE);
+        for (int k = 0; k < 2; k++) {
+            for (int j = 0; j < size; j++)
+                for (int i = 0; i < counts[k]; i++) wrong |= recv[k][j * counts[k] + i] != value(j, rank, i + k);
+            if (persistent) MPI_Request_free(&requests[k]);
+        }
+    }
+    for (int k = 0; k < 2; k++) free(send[k]), free(recv[k]);
     return wrong;
 }
 
@@ -164,6 +198,7 @@ int main(int argc, char **argv) {
         }
     }
     if (argc > 3 && strcmp(argv[3], "pass") == 0) wrong |= pass_throughs(rank, size, count);
+    if (argc > 3 && strcmp(argv[3], "together") == 0) wrong |= together(rank, size, count, 65536);
     int any, complete;
     MPI_Allreduce(&wrong, &any, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
     MPI_Reduce(&unasked, &complete, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);

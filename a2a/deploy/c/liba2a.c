@@ -411,6 +411,7 @@ static a2ax_plan *bound(comm_state *c, int k, const void *send, void *recv, MPI_
 /* a predefined datatype whose bytes lie contiguous: its size, else 0 (the last few answers kept: a predefined
    type is never freed, so its handle always means the same type) */
 static MPI_Count plain_size(MPI_Datatype type) {
+    if (type == MPI_DATATYPE_NULL) return 0; /* an in-place call's send type may be null: nothing to ask of it */
     for (int i = 0; i < NAMED; i++)
         if (the.named[i].size && the.named[i].type == type) return the.named[i].size;
     int integers, addresses, types, combiner;
@@ -802,6 +803,7 @@ typedef struct nb_state {
     comm_state c;            /* its private copy (MPI_Comm_idup), candidates and kept plans, as a blocking call's */
     MPI_Request making;      /* the MPI_Comm_idup in flight, MPI_REQUEST_NULL once waited for */
     int persistents, orphan; /* persistent requests that run on it; its communicator was freed while they live */
+    unsigned long starts;    /* exchanges started on it: the next one's slot of tags */
     struct nb_state *next;
 } nb_state;
 
@@ -815,13 +817,16 @@ typedef struct persistent { /* a served MPI_Alltoall_init: the program's request
     struct persistent *next;
 } persistent;
 
+#define TAG_SLOTS 65536 /* at most: exchanges in flight together on one communicator, each with tags of its own */
+
 static struct {
     int keyval, ready;
     unsigned tags;
     MPI_Comm self; /* where a persistent request's zero-byte message goes from this rank to itself */
     nb_state *states;
     persistent *persistents;
-} nb = {MPI_KEYVAL_INVALID, 0, 0, MPI_COMM_NULL, NULL, NULL};
+    long tag_stride, tag_slots; /* the tags one exchange of any schedule of the file uses; how many such slots */
+} nb = {MPI_KEYVAL_INVALID, 0, 0, MPI_COMM_NULL, NULL, NULL, 1, 1};
 
 static void release(nb_state *s) {
     free_plans(&s->c);
@@ -849,6 +854,14 @@ static nb_state *nonblocking_state(MPI_Comm comm) {
     if (!nb.ready) {
         PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, forget_nonblocking, &nb.keyval, NULL);
         PMPI_Comm_dup(MPI_COMM_SELF, &nb.self); /* one rank: local */
+        int *bound, has;
+        PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &bound, &has);
+        for (int i = 0; i < the.deploy->nschedules; i++) {
+            long tags = a2ax_tags(the.deploy->schedules[i]);
+            nb.tag_stride = tags > nb.tag_stride ? tags : nb.tag_stride;
+        }
+        nb.tag_slots = ((has ? *bound : 32767) + 1L) / nb.tag_stride;
+        nb.tag_slots = nb.tag_slots < 1 ? 1 : nb.tag_slots > TAG_SLOTS ? TAG_SLOTS : nb.tag_slots;
         nb.ready = 1;
     }
     PMPI_Comm_get_attr(comm, nb.keyval, &s, &found);
@@ -942,6 +955,13 @@ static a2ax_plan *planned_nonblocking(int collective, const void *send, void *re
     return plan;
 }
 
+/* an idle plan about to start on s's private copy takes the next slot of tags: a communicator's collectives start in
+   the same order on every rank, so each exchange gets the same slot everywhere, and exchanges in flight together on
+   one communicator (two MPI_Ialltoall, then MPI_Waitall) never match each other's messages */
+static void next_tags(nb_state *s, a2ax_plan *plan) {
+    a2ax_tag_from(plan, (int)((long)(s->starts++ % (unsigned long)nb.tag_slots) * nb.tag_stride));
+}
+
 /* serve a non-blocking call (1, its result in *result), else 0: the caller passes it on */
 static int served_nonblocking(int collective, const void *send, void *recv, MPI_Count send_bytes, MPI_Count recv_bytes,
                               MPI_Datatype st, MPI_Datatype rt, const MPI_Aint *blocks, MPI_Comm comm,
@@ -960,6 +980,7 @@ static int served_nonblocking(int collective, const void *send, void *recv, MPI_
         pending_free(q);
         return passed(collective, PREPARE);
     }
+    next_tags(state, plan);
     if (a2ax_start_then(plan, pending_done, q) != 0) { /* cannot happen (an idle plan, a progress mode that runs it) */
         a2ax_run(plan);
         pending_done(q);
@@ -1034,8 +1055,10 @@ static void nonblocking_finalized(void) {
 EXPORT int MPI_Start(MPI_Request *request) {
     persistent **at = ours(request);
     int result = PMPI_Start(request);
-    if (at && result == MPI_SUCCESS && a2ax_start_then((*at)->plan, persistent_done, *at) != 0) {
-        a2ax_wait((*at)->plan); /* an exchange still in flight: a program that restarts before its wait completed */
+    if (at && result == MPI_SUCCESS) {
+        if (a2ax_busy((*at)->plan)) /* a program that restarts before its wait completed: its rounds keep their tags */
+            a2ax_wait((*at)->plan);
+        next_tags((*at)->state, (*at)->plan);
         a2ax_start_then((*at)->plan, persistent_done, *at);
     }
     return result;

@@ -36,6 +36,7 @@ struct a2ax_plan {
     MPI_Comm comm;
     long nrounds, current;
     int owns_comm;
+    int first_tag;       /* added to every message's tag (a2ax_tag_from) */
     _Atomic int idle;    /* 1 while no exchange is in flight: written last by what completes one */
     void (*then)(void *);
     void *arg;
@@ -258,6 +259,12 @@ int a2ax_load(const char *path, a2ax_schedule **schedule, char *error, size_t ro
 }
 
 int a2ax_nprocs(const a2ax_schedule *s) { return s->nprocs; }
+long a2ax_tags(const a2ax_schedule *s) {
+    long most = -1;
+    for (long i = 0; i < s->nmessages; i++) most = s->messages[i].tag > most ? s->messages[i].tag : most;
+    return most + 1;
+}
+void a2ax_tag_from(a2ax_plan *p, int first) { p->first_tag = first; }
 const char *a2ax_algorithm(const a2ax_schedule *s) { return s->algorithm; }
 long a2ax_temp_blocks(const a2ax_schedule *s, int rank) {
     return rank >= 0 && rank < s->nprocs ? s->programs[rank].temp : -1;
@@ -470,11 +477,11 @@ static void post(a2ax_plan *p, long k) {
         memcpy(p->copies[i].to, p->copies[i].from, p->copies[i].bytes);
     for (long i = r->first_message; i < r->first_message + r->receives; i++) {
         posted *m = &p->messages[i];
-        MPI_Irecv(m->buf, m->count, m->type, m->peer, m->tag, p->comm, &p->requests[i]);
+        MPI_Irecv(m->buf, m->count, m->type, m->peer, m->tag + p->first_tag, p->comm, &p->requests[i]);
     }
     for (long i = r->first_message + r->receives; i < r->first_message + r->receives + r->sends; i++) {
         posted *m = &p->messages[i];
-        MPI_Isend(m->buf, m->count, m->type, m->peer, m->tag, p->comm, &p->requests[i]);
+        MPI_Isend(m->buf, m->count, m->type, m->peer, m->tag + p->first_tag, p->comm, &p->requests[i]);
     }
 }
 

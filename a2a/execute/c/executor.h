@@ -17,6 +17,9 @@
  *   a2ax_start_then            the same, and then(arg) is called once it is complete, by what completed it (an MPI
  *                              library's progress engine, the executor's thread): what a generalized request needs
  *   a2ax_free                  release the plan (collective: it frees the duplicated communicator)
+ *   a2ax_tags / a2ax_tag_from  the tags a schedule's messages use (0 to a2ax_tags - 1), and a plan's exchanges
+ *                              started from now on shifted by FIRST: exchanges in flight together on one
+ *                              communicator, each with tags of its own, never match each other's messages
  *
  * How a started exchange progresses, one way per process (a2ax_progress_mode):
  *   A2AX_BY_MPI     MPICH 4.3 and later (MPIX_Async_start): MPICH's progress engine polls each exchange in flight,
@@ -45,6 +48,7 @@ typedef struct a2ax_plan a2ax_plan;
 int a2ax_parse(const char *text, size_t length, a2ax_schedule **schedule, char *error, size_t room);
 int a2ax_load(const char *path, a2ax_schedule **schedule, char *error, size_t room);
 int a2ax_nprocs(const a2ax_schedule *schedule);
+long a2ax_tags(const a2ax_schedule *schedule);
 const char *a2ax_algorithm(const a2ax_schedule *schedule);
 long a2ax_temp_blocks(const a2ax_schedule *schedule, int rank);
 void a2ax_schedule_free(a2ax_schedule *schedule);
@@ -65,6 +69,7 @@ int a2ax_start(a2ax_plan *plan);
 int a2ax_test(a2ax_plan *plan, int *done);
 int a2ax_wait(a2ax_plan *plan);
 int a2ax_free(a2ax_plan *plan);
+void a2ax_tag_from(a2ax_plan *plan, int first);
 
 /* MPICH with MPIX_Async_start (4.3 and later): exchanges progress inside MPI */
 #if defined(MPICH_NUMVERSION) && MPICH_NUMVERSION >= 40300000
