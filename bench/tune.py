@@ -29,7 +29,8 @@ from .options import defaults
 @click.option("--launches", type=click.IntRange(min=1), default=TUNE_DEFAULTS["launches"], show_default=True,
               help="Sweeps to decide from; a cell whose winner changes between them is unstable.")
 @click.option("--rounds", type=click.IntRange(min=2), default=TUNE_DEFAULTS["rounds"], show_default=True,
-              help="Verification launches without and with the file, alternating (5 a side reach p < 0.05).")
+              help="Verification launches without and with the file, alternating (4 a side can reach p < 0.05; "
+                   "with --deploy, fewer than --alpha allows are refused).")
 @click.option("--metric", type=click.Choice(METRICS), default=TUNE_DEFAULTS["metric"], show_default=True,
               help="What 'best' means.")
 @click.option("--alpha", type=float, default=TUNE_DEFAULTS["alpha"], show_default=True,

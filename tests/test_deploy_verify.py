@@ -23,6 +23,7 @@ from a2a.deploy.verify import (
     Verdict,
     given_back,
     judged,
+    loop_program,
     sizes_to_verify,
     verify_program,
     verify_sizes,
@@ -136,11 +137,30 @@ def test_the_program_and_the_loop_are_judged_by_alternating_launches():
     assert (verdict.with_file, verdict.without) == (5.06, 10.05)
     with pytest.raises(HarnessError, match="--verify-pattern 'nowhere' matches nothing"):
         verify_program(launch, "./program", "nowhere", 2, 5, served, 0.05)
+    with pytest.raises(HarnessError, match=r"matched 'MPI_Alltoall', whose first group \('MPI_Alltoall'\) is not a"):
+        verify_program(launch, "./program", "(MPI_Alltoall)", 2, 5, served, 0.05)
     calls.clear()
     by_size = {v.bytes_per_peer: v for v in verify_sizes(launch, "alltoall", 2, [8, 64], 5, 3, served, 0.05)}
     assert calls == [{}, served] * 5
     assert (by_size[8].with_file, by_size[8].without, by_size[8].verdict) == (3, 4, FASTER)
     assert by_size[64].verdict == SAME
+
+
+@pytest.mark.launches
+def test_the_loop_times_every_size_and_refuses_one_it_cannot_hold():
+    """verify_loop prints a line of ROUNDS times per size (0 B included); a size its int counts cannot hold, or one
+    that is no number, is refused once, naming what is accepted, with exit 2 and no time printed."""
+    done = subprocess.run(launch_command(2, str(loop_program()), "alltoall", "3", "0", "8"), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert [line.split()[:2] for line in done.stdout.splitlines()] == [["alltoall", "0"], ["alltoall", "8"]]
+    assert all(len(line.split()) == 5 for line in done.stdout.splitlines()), done.stdout
+    for size in ("1073741824", "8x"):
+        done = subprocess.run(launch_command(2, str(loop_program()), "alltoallv", "3", "8", size),
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
+        assert done.stderr.count(f"verify_loop: size {size}; accepted: bytes per peer from 0 to 1073741823 on 2 "
+                                 "ranks") == 1, done.stderr
 
 
 @pytest.fixture(scope="module")

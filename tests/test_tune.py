@@ -172,6 +172,13 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     (["--algorithms", "pairwise:schedule=zigzag"], "pairwise: option schedule='zigzag'"),
     (["--launcher", "no-such-launcher -x"], "--launcher no-such-launcher -x: no-such-launcher is not found"),
     (["--alpha", "1.5"], "--alpha 1.5; accepted: a level strictly between 0 and 1"),
+    (["--deploy", "--rounds", "3"], "--rounds 3 at --alpha 0.05: the rank test over 3 launches a side gives p >= "
+                                    "0.0809 even when every launch with the file is faster, so no verdict could be "
+                                    "reached; accepted: --rounds 4 or more"),
+    (["--deploy", "--verify-pattern", "took ([0-9]+)"], "--verify-pattern reads the output of --verify-with's program"),
+    (["--deploy", "--verify-with", "./no-such-program --n 8"], "--verify-with './no-such-program --n 8': "
+                                                               "./no-such-program is not an executable program"),
+    (["--deploy", "--verify-with", "true", "--verify-pattern", "took ("], "--verify-pattern 'took (': missing ), "),
 ])
 def test_the_whole_grid_is_checked_before_the_first_launch(tmp_path, args, message):
     began = time.monotonic()

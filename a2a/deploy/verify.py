@@ -38,6 +38,7 @@ class Verdict:
     without: float
     p: float
     verdict: str
+    runs: str = ""  # what the file ran there when it was verified (a schedule, or the library)
 
     @property
     def ratio(self) -> float:
@@ -107,7 +108,12 @@ def verify_program(launch: Launch, command: str, pattern: str, nprocs: int, laun
                 if not found:
                     raise HarnessError(f"--verify-pattern {pattern!r} matches nothing the program printed:\n"
                                        f"{out[-1500:]}")
-                took = float(found.group(1) if found.groups() else found.group(0))
+                number = found.group(1) if found.groups() else found.group(0)
+                try:
+                    took = float(number)
+                except (TypeError, ValueError):
+                    raise HarnessError(f"--verify-pattern {pattern!r} matched {found.group(0)!r}, whose first group "
+                                       f"({number!r}) is not a number") from None
             sides[with_file].append(took)
     return judged("program", nprocs, -1, sides[True], sides[False], alpha)
 

@@ -22,6 +22,7 @@ import json
 import os
 import shlex
 import socket
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,8 @@ class DeployTune(Tuning):
         made = deployment(document, self.config.nprocs, 0, family(library), origin_of(document, str(table)),
                           extrapolate=False)
         if not made.serves():
-            return self._nothing_to_apply("the decision keeps the library's own choice at every size")
+            return self._nothing_to_apply("the file would keep the library's choice at every size: " + "; ".join(
+                made.kept) if made.kept else "the decision keeps the library's own choice at every size")
         made, verdicts, back = self._verified(made, document)
         if not made.serves():
             return self._not_applied(made, verdicts, back, "every size it served was given back to the library")
@@ -116,8 +118,9 @@ class DeployTune(Tuning):
                 sizes = sizes_to_verify(measured_sizes(document, collective, p))
                 self.say(f"{step}: {collective} on {p} ranks at {len(sizes)} sizes, {self.config.rounds} launches a "
                          "side")
-                verdicts += verify_sizes(self._launch(p), collective, p, sizes, self.config.rounds, LOOP_ROUNDS,
-                                         variables, self.config.alpha)
+                verdicts += [replace(v, runs=served_by(made, collective, p, v.bytes_per_peer)) for v in
+                             verify_sizes(self._launch(p), collective, p, sizes, self.config.rounds, LOOP_ROUNDS,
+                                          variables, self.config.alpha)]
         self._done(step, {"file": str(path), "verdicts": [vars(v) for v in verdicts]})
         return verdicts
 
@@ -225,20 +228,19 @@ def why_back(verdicts: list[Verdict], low: int, high: int) -> str:
 
 
 def verdicts_table(made: Deployment, verdicts: list[Verdict], program: Verdict | None) -> str:
-    """The last verification, per process count, collective and size, with what the file now runs there (where it
-    keeps the library, the difference is liba2a's own cost of passing the call on)."""
-    body = [[v.nprocs, v.collective, human_bytes(v.bytes_per_peer), served_by(made, v.collective, v.nprocs,
-                                                                             v.bytes_per_peer),
-             f"{v.without:,.2f}", f"{v.with_file:,.2f}", f"{v.ratio:.2f}", f"{v.p:.3f}", v.verdict] for v in verdicts]
-    table = tabulate(body, headers=["nprocs", "collective", "bytes/peer", "the file runs", "without us", "with us",
+    """The last verification, per process count, collective and size, with what the file ran there (where it ran
+    the library, the difference is liba2a's own cost of passing the call on)."""
+    ran = [v.runs or served_by(made, v.collective, v.nprocs, v.bytes_per_peer) for v in verdicts]
+    body = [[v.nprocs, v.collective, human_bytes(v.bytes_per_peer), runs, f"{v.without:,.2f}", f"{v.with_file:,.2f}",
+             f"{v.ratio:.2f}", f"{v.p:.3f}", v.verdict] for v, runs in zip(verdicts, ran)]
+    table = tabulate(body, headers=["nprocs", "collective", "bytes/peer", "the file ran", "without us", "with us",
                                     "with/without", "p", "verdict"], disable_numparse=True)
-    passed_on = [v for v in verdicts if v.verdict == SLOWER
-                 and served_by(made, v.collective, v.nprocs, v.bytes_per_peer) == "the library"]
+    passed_on = [v for v, runs in zip(verdicts, ran) if v.verdict == SLOWER and runs == "the library"]
     if passed_on:
         worst = max(passed_on, key=lambda v: v.with_file - v.without)
-        table += (f"\nwhere the file runs the library, liba2a only passes the call on: what reads slower there (up to "
-                  f"+{worst.with_file - worst.without:.2f} us, at {human_bytes(worst.bytes_per_peer)}) is its own cost "
-                  "of a call, or the launches' noise")
+        table += (f"\nwhere the file ran the library, liba2a only passed the call on: what reads slower there (up "
+                  f"to +{worst.with_file - worst.without:.2f} us, at {human_bytes(worst.bytes_per_peer)}) is its own "
+                  "cost of a call, or the launches' noise")
     if program is None:
         return table
     return table + (f"\nthe program: {program.without:.4g} without, {program.with_file:.4g} with "

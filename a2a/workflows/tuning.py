@@ -6,6 +6,7 @@ own tables) and a2a.workflows.tune_deploy (a deploy file for liba2a, verified).
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -17,7 +18,7 @@ from typing import Any
 
 from a2a.algos.facts import library_own_options, shown
 from a2a.algos.plugins import load_plugin
-from a2a.analysis.decide import decide, summary, unstable, winners_by_launch
+from a2a.analysis.decide import decide, mann_whitney_p, summary, unstable, winners_by_launch
 from a2a.analysis.revert import back_to_native
 from a2a.errors import BadConfig, HarnessError
 from a2a.measure.environment import TUNING_PREFIXES
@@ -117,11 +118,43 @@ def recorded_config(directory: Path) -> TuneConfig:
     return TuneConfig(**meta["config"])
 
 
+def separable(rounds: int) -> float:
+    """The smallest p the rank test gives over `rounds` launches a side: every launch of one side faster."""
+    return mann_whitney_p(range(rounds), range(rounds, 2 * rounds))
+
+
+def check_program(config: TuneConfig) -> None:
+    """--verify-with and --verify-pattern refused now if the verification could not run them."""
+    if config.verify_pattern and not config.verify_with:
+        raise BadConfig("--verify-pattern reads the output of --verify-with's program: give --verify-with too")
+    if config.verify_pattern:
+        try:
+            re.compile(config.verify_pattern)
+        except re.error as e:
+            raise BadConfig(f"--verify-pattern {config.verify_pattern!r}: {e}; accepted: a Python regular "
+                            r"expression whose first group is the number, e.g. 'took ([\d.]+) us'") from None
+    if config.verify_with:
+        try:
+            words = shlex.split(config.verify_with)
+        except ValueError as e:
+            raise BadConfig(f"--verify-with {config.verify_with!r}: {e}; accepted: the program and its arguments "
+                            "as a shell would split them") from None
+        if not words or shutil.which(words[0]) is None:
+            raise BadConfig(f"--verify-with {config.verify_with!r}: {words[0] if words else 'nothing'} is not an "
+                            "executable program; accepted: a path to one (./program) or a command on PATH")
+
+
 def check_grid(config: TuneConfig, plugins: tuple[str, ...], options: tuple[str, ...]) -> None:
     """Everything the jobs would refuse, refused now (BadConfig or BadOption): process counts, sizes, algorithms,
     options, plug-ins, the launcher, the significance level."""
     if not 0 < config.alpha < 1:
         raise BadConfig(f"--alpha {config.alpha}; accepted: a level strictly between 0 and 1")
+    if config.deploy and separable(config.rounds) >= config.alpha:  # else a tie would keep a file that loses
+        least = next(r for r in range(config.rounds, 1000) if separable(r) < config.alpha)
+        raise BadConfig(f"--rounds {config.rounds} at --alpha {config.alpha}: the rank test over {config.rounds} "
+                        f"launches a side gives p >= {separable(config.rounds):.3g} even when every launch with the "
+                        f"file is faster, so no verdict could be reached; accepted: --rounds {least} or more")
+    check_program(config)
     if shutil.which(config.launcher[0]) is None:
         raise BadConfig(f"--launcher {shlex.join(config.launcher)}: {config.launcher[0]} is not found; accepted: a "
                         "command on PATH that launches MPI jobs with -n N (mpiexec, srun)")

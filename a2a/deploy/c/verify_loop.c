@@ -6,6 +6,7 @@
  * (rank 0's estimate, the same on every rank); a round's time per call is the slowest rank's. Rank 0 prints one
  * line per size, `COLLECTIVE SIZE T1 ... TROUNDS` in microseconds per call. Every byte received is checked after
  * the rounds (each names its source, destination and place): a wrong one prints `WRONG ...` and exits 1. */
+#include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,11 +49,26 @@ int main(int argc, char **argv) {
         MPI_Finalize();
         return 2;
     }
+    for (int k = 3; k < argc; k++) {  /* every rank reads the same sizes, so every rank refuses alike */
+        char *end;
+        long bytes = strtol(argv[k], &end, 10);
+        if (*end || end == argv[k] || bytes < 0 || bytes > INT_MAX / size) {
+            if (rank == 0)
+                fprintf(stderr, "verify_loop: size %s; accepted: bytes per peer from 0 to %d on %d ranks\n", argv[k],
+                        INT_MAX / size, size);
+            MPI_Finalize();
+            return 2;
+        }
+    }
     int *counts = malloc(sizeof(int) * (size_t)size), *displs = malloc(sizeof(int) * (size_t)size), wrong = 0;
     double *per_call = malloc(sizeof(double) * (size_t)rounds);
     for (int k = 3; k < argc && !wrong; k++) {
         long bytes = atol(argv[k]);
         unsigned char *send = malloc((size_t)(bytes * size) + 1), *recv = malloc((size_t)(bytes * size) + 1);
+        if (!send || !recv) {
+            fprintf(stderr, "verify_loop: rank %d: no memory for %ld B per peer\n", rank, bytes);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
         for (int d = 0; d < size; d++) {
             counts[d] = (int)bytes, displs[d] = (int)(d * bytes);
             for (long i = 0; i < bytes; i++) send[d * bytes + i] = expected(rank, d, i);
