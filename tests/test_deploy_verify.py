@@ -163,6 +163,27 @@ def test_the_loop_times_every_size_and_refuses_one_it_cannot_hold():
                                  "ranks") == 1, done.stderr
 
 
+def test_a_stop_that_ends_a_verification_launch_is_a_stop(tmp_path: Path, monkeypatch):
+    """A stop signal reaches the launch's ranks too, so the launch fails: that is the stop (the tune ends as stopped,
+    to be resumed), while the same failure without a stop is the launch's error."""
+    from a2a.workflows import tune_deploy
+    from a2a.workflows.tuning import Stopped, TuneConfig
+
+    tune = tune_deploy.DeployTune(tmp_path, TuneConfig(["mpiexec"], [2], "8", deploy=True), say=lambda _: None)
+
+    def failing(stop: str):
+        def launch(command, variables):
+            tune.stopped = stop
+            raise HarnessError("mpiexec -n 2 ./verify_loop failed (exit 143)")
+        return lambda prefix, env, timeout: launch
+
+    for stop, raised in (("SIGTERM", Stopped), ("", HarnessError)):
+        tune.stopped = ""
+        monkeypatch.setattr(tune_deploy, "run_launch", failing(stop))
+        with pytest.raises(raised):
+            tune._launch(2)(["./verify_loop"], {})
+
+
 @pytest.fixture(scope="module")
 def preload() -> str:
     return str(preload_library())

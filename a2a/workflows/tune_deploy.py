@@ -42,6 +42,7 @@ from a2a.deploy.verify import (
     verify_program,
     verify_sizes,
 )
+from a2a.errors import HarnessError
 from a2a.mpi import bench_words
 from a2a.record.meta import now
 from a2a.record.results import read_meta
@@ -151,7 +152,7 @@ class DeployTune(Tuning):
             return Verdict(**self.meta["steps"][step]["verdict"])
         path = self.directory / f"{step}.a2a"
         path.write_text(made.text())
-        p = max(self.config.nprocs)
+        p = max(n for _, n, _, _, _, k in made.entries if k >= 0)  # the most ranks it still runs a schedule at
         self.say(f"{step}: {self.config.verify_with} on {p} ranks, {self.config.rounds} launches a side")
         variables = {"LD_PRELOAD": str(preload_library()), "A2A_DEPLOY": str(path.resolve())}
         verdict = verify_program(self._launch(p), self.config.verify_with, self.config.verify_pattern, p,
@@ -166,7 +167,12 @@ class DeployTune(Tuning):
         def launch(command: list[str], variables: dict[str, str]) -> str:
             if self.stopped:
                 raise Stopped()
-            return run(command, variables)
+            try:
+                return run(command, variables)
+            except HarnessError:
+                if self.stopped:  # the stop ended the launch too: a stop, not a failure (resume goes on)
+                    raise Stopped() from None
+                raise
         return launch
 
     # -- the result ---------------------------------------------------------------------------
