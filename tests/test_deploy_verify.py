@@ -24,6 +24,7 @@ from a2a.deploy.verify import (
     given_back,
     judged,
     loop_program,
+    run_launch,
     sizes_to_verify,
     verify_program,
     verify_sizes,
@@ -195,6 +196,20 @@ def check_program(tmp_path_factory) -> Path:
     subprocess.run([mpi_tool("mpicc"), "-O2", "-o", str(program), str(ROOT / "tests" / "programs" /
                                                                        "alltoall_check.c")], check=True)
     return program
+
+
+@pytest.mark.launches
+def test_a_verification_launch_whose_file_liba2a_refused_is_an_error(tmp_path: Path, preload: str):
+    """A file liba2a refuses at MPI_Init leaves the "with" side to the library alone: the launch says so instead of
+    giving a verdict on a file that never ran."""
+    path, _ = written(tmp_path, decision([(0, "pairwise")], "pairwise", [2]), [2])
+    path.write_text(path.read_text().replace("entry alltoall 2 * 0 -1 0", "entry alltoall 2 * 0 -1 1"))
+    launch = run_launch(launch_command(2), clean_launcher_env(None), 120)
+    command = [str(loop_program()), "alltoall", "2", "8"]
+    assert launch(command, {"LD_PRELOAD": preload}).startswith("alltoall 8 ")
+    with pytest.raises(HarnessError, match=r"the deploy file was not in use, so it cannot be verified: a2a: "
+                                           r"A2A_DEPLOY=.* refused: .*does not match its contents"):
+        launch(command, {"LD_PRELOAD": preload, "A2A_DEPLOY": str(path)})
 
 
 @pytest.mark.launches
