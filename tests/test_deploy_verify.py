@@ -330,4 +330,3 @@ def test_the_deploy_pages_verified_way_runs_as_written(tmp_path: Path):
     assert re.search(r"the program: [\d.]+ without, [\d.]+ with \([\d.]+x, p=[\d.e-]+\): (faster|same)", done.stdout)
     shown = done.stdout.split("\nwhat it serves and how it was verified:", 1)[1]
     assert "verification:" in shown and "program: results/program --n 64" in shown, shown[-2000:]
-

@@ -145,10 +145,10 @@ def run_launch(prefix: list[str], env: dict[str, str], timeout: float) -> Launch
             raise HarnessError(f"{shlex.join(full)} did not finish within {timeout:.0f} s") from None
         if done.returncode != 0:
             raise HarnessError(f"{shlex.join(full)} failed (exit {done.returncode}):\n{done.stderr.strip()[-2000:]}")
-        unused = [line for line in done.stderr.splitlines()
-                  if line.startswith("a2a: A2A_DEPLOY=") or "cannot be preloaded" in line]
-        if variables.get("A2A_DEPLOY") and unused:  # the "with" side would be the library's alone
+        unused = next((line for line in done.stderr.splitlines()
+                       if line.startswith("a2a: A2A_DEPLOY=") or "cannot be preloaded" in line), None)
+        if unused and "A2A_DEPLOY" in variables:  # the "with" side would be the library's alone
             raise HarnessError(f"{shlex.join(full)}: the deploy file was not in use, so it cannot be verified: "
-                               f"{unused[0]}")
+                               f"{unused}")
         return done.stdout
     return launch
