@@ -21,18 +21,23 @@ from .group import main
               help="Ranks per node of the jobs to serve (block placement); 0: all on one node.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default="deploy.a2a", show_default=True)
 @click.option("--library", is_flag=True, help="Print the path of liba2a.so (building it) and exit.")
+@click.option("--mpicc", type=click.Path(dir_okay=False), default=None,
+              help="With --library: build liba2a for the MPI library of this compiler wrapper (mpicc.mpich, "
+                   "mpicc.openmpi, a module's mpicc), the one the program is built with  [default: this Python's]")
 @click.option("--show", "show", type=click.Path(exists=True, dir_okay=False),
               help="Print what the deploy file FILE serves and how it was verified, and exit.")
 def deploy(decisions: tuple[str, ...], nprocs: str, extrapolate: bool, ranks_per_node: int, output: str,
-           library: bool, show: str | None) -> None:
+           library: bool, mpicc: str | None, show: str | None) -> None:
     """Write a deploy file: the decisions' schedules for the PMPI library to run inside any MPI program.
 
     DECISIONS are decision.json files (bench decide -o) or results directories, e.g. one for alltoall and one for
     alltoallv. Run a program with it: mpiexec -n 4 env LD_PRELOAD=$(python -m bench deploy --library)
     A2A_DEPLOY=deploy.a2a ./program. `bench tune --deploy` makes one and verifies it on this machine.
     """
+    if mpicc and not library:
+        raise click.UsageError("--mpicc goes with --library: it says which MPI library liba2a is built for")
     if library or show:
-        click.echo(preload_library() if library else "\n".join(shown_file(Path(show))))
+        click.echo(preload_library(mpicc) if library else "\n".join(shown_file(Path(show))))
         return
     if not decisions:
         raise click.UsageError("give a decision.json or a results directory (or --library, or --show FILE)")

@@ -10,6 +10,13 @@
  *                        signature (a2a/deploy/recorded.py reads them), written by the communicator's rank 0; the
  *                        folder is made (parents too) and checked at MPI_Init, and a recording that cannot be written
  *                        is said there in one line on rank 0 and not made (the program runs on)
+ * The Fortran bindings of the same calls and of MPI_Init(_thread) and MPI_Finalize (mpif.h and `use mpi`: mpi_alltoall_
+ * and its name variants; `use mpi_f08`: mpi_alltoall_f08_) are intercepted too, their handles converted (MPI_Type_f2c,
+ * MPI_Comm_f2c) and MPI_IN_PLACE recognised, so Fortran programs are served where the library's Fortran calls PMPI_*
+ * directly (Open MPI) as where it calls MPI_* (MPICH). It calls the program's MPI library, not the one it was built
+ * with (it links none where the handles are numbers, MPICH's), and at MPI_Init it checks that library is the family and
+ * version it was built for (and that the optional entry points the executor uses are there): otherwise it says so in
+ * one line and passes every call through.
  * Without them it counts calls and does nothing else. A deploy file that cannot be used is refused at MPI_Init in
  * one line on rank 0 and every call passes through; one that serves nothing on MPI_COMM_WORLD says so there too.
  * MPI_Ialltoall(v) and MPI_Alltoall_init are served as the blocking calls are where the executor progresses inside
@@ -19,6 +26,8 @@
  * (MPI lets one rank pass 4 x MPI_INT where another passes one contiguous type of 4 ints: such a call would be
  * served on one and passed through on the other).
  */
+#define _GNU_SOURCE /* dladdr, RTLD_NEXT */
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -32,6 +41,23 @@
 #include "../../execute/c/executor.h" /* the executor it runs schedules with (a2a/execute/c) */
 
 #define EXPORT __attribute__((visibility("default")))
+#define TEXT(x) #x
+#define NUMBER(x) TEXT(x)
+
+/* the MPI library it is built for: its family and version, as MPI_Get_library_version names them */
+#if defined(OPEN_MPI)
+#define BUILT_FAMILY "Open MPI"
+#define BUILT_VERSION NUMBER(OMPI_MAJOR_VERSION) "." NUMBER(OMPI_MINOR_VERSION) "." NUMBER(OMPI_RELEASE_VERSION)
+#elif defined(I_MPI_VERSION)
+#define BUILT_FAMILY "Intel MPI"
+#define BUILT_VERSION "" /* its library string names another version than its header: the family is checked */
+#elif defined(MPICH_VERSION)
+#define BUILT_FAMILY "MPICH"
+#define BUILT_VERSION MPICH_VERSION
+#else
+#define BUILT_FAMILY "unknown"
+#define BUILT_VERSION ""
+#endif
 #define DEPLOY_VERSION 1
 #define SLOTS 8          /* prepared plans kept per communicator */
 #define NAMED 4          /* predefined datatypes whose size is kept */
@@ -95,7 +121,7 @@ typedef struct { MPI_Datatype type; MPI_Count size; } named_type;
 
 /* the library's one state per process: what MPI_Init found, the counts, every communicator met */
 static struct {
-    int ready, keyval, report, recording, ncomms;
+    int ready, began, refused, fortran, keyval, report, recording, ncomms;
     deploy_t *deploy;
     char path[1024], record[1024], job[64];
     long long seen[COLLECTIVES], passed[COLLECTIVES][REASONS], *served; /* served: per collective, per schedule */
@@ -289,43 +315,65 @@ static int forget(MPI_Comm comm, int keyval, void *value, void *extra) {
 static int *layout_of(comm_state *c) {
     MPI_Comm local;
     int lowest, *node = malloc(sizeof(int) * (size_t)c->size), *first = malloc(sizeof(int) * (size_t)c->size);
-    PMPI_Comm_split_type(c->own, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local);
-    PMPI_Allreduce(&c->rank, &lowest, 1, MPI_INT, MPI_MIN, local);
+    int ok = node && first, all = 0;
+    if (PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->own) != MPI_SUCCESS || !all ||
+        PMPI_Comm_split_type(c->own, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local) != MPI_SUCCESS) {
+        free(node), free(first);
+        return NULL;
+    }
+    ok = PMPI_Allreduce(&c->rank, &lowest, 1, MPI_INT, MPI_MIN, local) == MPI_SUCCESS;
     PMPI_Comm_free(&local);
-    PMPI_Allgather(&lowest, 1, MPI_INT, first, 1, MPI_INT, c->own);
+    if (!ok || PMPI_Allgather(&lowest, 1, MPI_INT, first, 1, MPI_INT, c->own) != MPI_SUCCESS) {
+        free(node), free(first);
+        return NULL;
+    }
     int nodes = 0;
     for (int r = 0; r < c->size; r++) node[r] = first[r] == r ? nodes++ : node[first[r]];
     free(first);
     return node;
 }
 
-/* the state of a communicator, made at its first all-to-all (collective: every rank makes the same choices) */
+/* the state of a communicator, made at its first all-to-all (collective: every rank makes the same choices), or NULL
+   where it could not be made (on every rank alike: memory, or an MPI call that failed) */
 static comm_state *state_of(MPI_Comm comm) {
     comm_state *c;
-    int found;
-    PMPI_Comm_get_attr(comm, the.keyval, &c, &found);
+    int found, size, sized = 0, laid = 0;
+    if (PMPI_Comm_get_attr(comm, the.keyval, &c, &found) != MPI_SUCCESS || PMPI_Comm_size(comm, &size) != MPI_SUCCESS)
+        return NULL;
     if (found) return c;
+    for (int i = 0; the.deploy && i < the.deploy->nentries; i++)
+        if (the.deploy->entries[i].nprocs == size) sized++, laid += the.deploy->entries[i].layout != NULL;
     c = calloc(1, sizeof *c);
+    const entry **candidates = calloc((size_t)sized + 1, sizeof *candidates);
+    int ok = c && candidates, all = ok;
+    if (sized || the.recording) { /* nothing collective happens on it otherwise */
+        if (PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) all = 0;
+    }
+    if (!all) {
+        free(c), free(candidates);
+        return NULL;
+    }
     c->comm = comm;
     c->own = MPI_COMM_NULL;
-    c->id = the.ncomms++;
-    PMPI_Comm_size(comm, &c->size);
+    c->size = size;
+    c->candidates = candidates;
     PMPI_Comm_rank(comm, &c->rank);
-    int sized = 0, laid = 0;
-    for (int i = 0; the.deploy && i < the.deploy->nentries; i++)
-        if (the.deploy->entries[i].nprocs == c->size) sized++, laid += the.deploy->entries[i].layout != NULL;
     if (sized || the.recording) { /* a copy of the group, not MPI_Comm_dup: the program's attributes stay its own */
         MPI_Group group;
-        PMPI_Comm_group(comm, &group);
-        PMPI_Comm_create(comm, group, &c->own);
-        PMPI_Group_free(&group);
+        ok = PMPI_Comm_group(comm, &group) == MPI_SUCCESS;
+        ok = ok && PMPI_Comm_create(comm, group, &c->own) == MPI_SUCCESS && c->own != MPI_COMM_NULL;
+        if (ok) PMPI_Group_free(&group);
+        if (!ok) {
+            free(c), free(candidates);
+            return NULL;
+        }
     }
-    int *layout = laid ? layout_of(c) : NULL;
-    c->candidates = calloc((size_t)sized + 1, sizeof *c->candidates);
+    c->id = the.ncomms++;
+    int *layout = laid ? layout_of(c) : NULL; /* NULL where it could not be found: no entry for a layout serves */
     for (int i = 0; sized && i < the.deploy->nentries; i++) {
         const entry *e = &the.deploy->entries[i];
         if (e->nprocs == c->size &&
-            (!e->layout || memcmp(e->layout, layout, sizeof(int) * (size_t)c->size) == 0))
+            (!e->layout || (layout && memcmp(e->layout, layout, sizeof(int) * (size_t)c->size) == 0)))
             c->candidates[c->ncandidates++] = e;
     }
     free(layout);
@@ -438,6 +486,7 @@ static int served(int collective, const void *send, void *recv, MPI_Count send_b
     PMPI_Comm_test_inter(comm, &inter);
     if (inter) return passed(collective, INTERCOMM);
     comm_state *c = state_of(comm);
+    if (!c) return passed(collective, PREPARE);
     if (send == MPI_IN_PLACE) return passed(collective, IN_PLACE);
     if (collective == ALLTOALLV && !blocks) return passed(collective, PREPARE); /* no memory for its blocks */
     if (!plain_size(sendtype) || !plain_size(recvtype)) return passed(collective, DATATYPE);
@@ -475,7 +524,10 @@ static signature *signature_for(comm_state *c, int collective, MPI_Datatype st, 
     if (beyond && c->kept[collective] >= RECORD_LIMIT) return beyond;
     signature *s = calloc(1, sizeof *s);
     MPI_Count size;
-    PMPI_Type_size_x(st, &size);
+    if (!s || PMPI_Type_size_x(st, &size) != MPI_SUCCESS) {
+        free(s);
+        return NULL;
+    }
     *s = (signature){collective, (int)size, "", "", count, 0, 0.0, matrix_id, NULL, c->kept[collective] >= RECORD_LIMIT,
                      c->signatures};
     strcpy(s->sendtype, sendtype);
@@ -488,21 +540,26 @@ static signature *signature_for(comm_state *c, int collective, MPI_Datatype st, 
 static void recorded(MPI_Comm comm, int collective, MPI_Datatype st, MPI_Datatype rt, long long count,
                      const long long *row, double seconds) {
     int inter;
-    PMPI_Comm_test_inter(comm, &inter);
-    if (inter) return;
-    comm_state *c = state_of(comm);
+    comm_state *c;
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter || !(c = state_of(comm))) return;
     uint64_t mine = 0, id = 0;
     if (collective == ALLTOALLV) { /* one id for the whole matrix, the same on every rank */
         mine = a2ax_fnv(row, sizeof(long long) * (size_t)c->size,
                         a2ax_fnv(&c->rank, sizeof c->rank, A2AX_FNV_BASIS));
-        PMPI_Allreduce(&mine, &id, 1, MPI_UINT64_T, MPI_SUM, c->own);
+        if (PMPI_Allreduce(&mine, &id, 1, MPI_UINT64_T, MPI_SUM, c->own) != MPI_SUCCESS) return; /* every rank */
     }
     signature *s = signature_for(c, collective, st, rt, count, id);
-    if (collective == ALLTOALLV && !s->beyond && s->calls == 0) {
+    if (collective == ALLTOALLV && (!s || (!s->beyond && s->calls == 0))) { /* a new matrix, gathered once */
         long long *matrix = c->rank == 0 ? malloc(sizeof(long long) * (size_t)c->size * (size_t)c->size) : NULL;
-        PMPI_Gather(row, c->size, MPI_LONG_LONG, matrix, c->size, MPI_LONG_LONG, 0, c->own);
-        s->matrix = matrix;
+        int ok = s && (c->rank != 0 || matrix), all = 0; /* every rank gathers, or none */
+        if (PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->own) != MPI_SUCCESS || !all ||
+            PMPI_Gather(row, c->size, MPI_LONG_LONG, matrix, c->size, MPI_LONG_LONG, 0, c->own) != MPI_SUCCESS) {
+            free(matrix);
+            matrix = NULL;
+        }
+        if (s) s->matrix = matrix;
     }
+    if (!s) return;
     s->calls++;
     s->seconds += seconds;
 }
@@ -616,25 +673,69 @@ static void say_what_world_gets(int rank, int size) {
                 "every all-to-all goes to the MPI library\n", the.path, size, sizes);
 }
 
+/* the rank the launcher gave this process (0 where none says: a singleton), known without asking the MPI library */
+static int launcher_rank(void) {
+    static const char *const names[] = {"PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (getenv(names[i])) return atoi(getenv(names[i]));
+    return 0;
+}
+
+/* why the MPI library this process runs is not the one liba2a was built for (its family, its version, an optional
+   entry point the executor calls), else NULL */
+static const char *unlike_built(const char *version, char *why, size_t room) {
+    const char *at = version; /* its version: the first word after its name that begins with a digit */
+    while (*at && !(*at >= '0' && *at <= '9' && at > version && strchr(" \tv:", at[-1]))) at++;
+    int length = (int)strcspn(at, " \t\n,");
+    if (strcmp(family(version), BUILT_FAMILY) != 0 ||
+        (BUILT_VERSION[0] && (length != (int)strlen(BUILT_VERSION) || strncmp(at, BUILT_VERSION, (size_t)length))))
+        snprintf(why, room, "it was built for %s %s; this program runs %s %.*s", BUILT_FAMILY, BUILT_VERSION,
+                 family(version), length > 32 ? 32 : length, at);
+#ifdef A2AX_MPI_PROGRESS
+    else if (!dlsym(RTLD_DEFAULT, "MPIX_Async_start"))
+        snprintf(why, room, "this %s has no MPIX_Async_start, which it was built to call", family(version));
+#endif
+    else
+        return NULL;
+    return why;
+}
+
+/* what MPI_Init found, said where it cannot be used; once per process, whichever binding's MPI_Init came first */
 static void started(void) {
-    char error[600] = "", version[MPI_MAX_LIBRARY_VERSION_STRING];
-    int length, rank, size, local[5], all[5];
+    char error[600] = "", why[200], version[MPI_MAX_LIBRARY_VERSION_STRING + 8192] = "";
+    int length, rank, size, local[6], all[6];
     const char *deploy = getenv("A2A_DEPLOY"), *report = getenv("A2A_DEPLOY_REPORT"), *record = getenv("A2A_RECORD");
-    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    PMPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (the.began++) return;
     PMPI_Get_library_version(version, &length);
+    if (unlike_built(version, why, sizeof why)) { /* nothing else is asked of a library it was not built for */
+        the.refused = 1;
+        if (((deploy && *deploy) || (record && *record) || (report && *report)) && launcher_rank() == 0)
+            fprintf(stderr, "a2a: liba2a refused: %s; every call goes to the MPI library (build liba2a for it: "
+                    "python -m bench deploy --library --mpicc PATH)\n", why);
+        return;
+    }
+    if (PMPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS || PMPI_Comm_size(MPI_COMM_WORLD, &size) != MPI_SUCCESS)
+        return;
     if (deploy && *deploy) {
         snprintf(the.path, sizeof the.path, "%s", deploy);
         read_deploy(deploy, family(version), &the.deploy, error, sizeof error);
     }
     /* every rank must make the same choices: one refusal anywhere refuses the file everywhere */
     int unwritable = record && *record ? writable_folder(record, rank) : 0;
+    the.served = calloc((size_t)(COLLECTIVES * (the.deploy ? the.deploy->nschedules : 0)) + 1, sizeof(long long));
     local[0] = deploy && *deploy && !the.deploy;
     local[1] = report && strcmp(report, "0") != 0 && *report;
     local[2] = record && *record;
     local[3] = the.deploy ? the.deploy->nschedules : 0;
     local[4] = unwritable != 0;
-    PMPI_Allreduce(local, all, 5, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    local[5] = !the.served || PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, forget, &the.keyval, NULL) != MPI_SUCCESS;
+    if (PMPI_Allreduce(local, all, 6, MPI_INT, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS || all[5]) {
+        if (rank == 0) fprintf(stderr, "a2a: liba2a could not start (out of memory, or MPI refused a call); every "
+                               "call goes to the MPI library\n");
+        free_deploy(the.deploy);
+        the.deploy = NULL;
+        return;
+    }
     if (all[0]) {
         if (rank == 0)
             fprintf(stderr, "a2a: A2A_DEPLOY=%s refused: %s; every all-to-all goes to the MPI library\n", the.path,
@@ -648,7 +749,6 @@ static void started(void) {
                 unwritable ? strerror(unwritable) : "another rank cannot write it");
     the.report = all[1];
     the.recording = all[2] && !all[4];
-    the.served = calloc((size_t)(COLLECTIVES * all[3]) + 1, sizeof(long long));
     if (the.recording) {
         snprintf(the.record, sizeof the.record, "%s", record);
         if (rank == 0) {
@@ -656,19 +756,30 @@ static void started(void) {
             strftime(the.job, sizeof the.job, "%Y%m%d-%H%M%S", gmtime(&now));
             snprintf(the.job + strlen(the.job), sizeof the.job - strlen(the.job), "-%d", (int)getpid());
         }
-        PMPI_Bcast(the.job, sizeof the.job, MPI_CHAR, 0, MPI_COMM_WORLD);
+        if (PMPI_Bcast(the.job, sizeof the.job, MPI_CHAR, 0, MPI_COMM_WORLD) != MPI_SUCCESS) the.recording = 0;
     }
-    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, forget, &the.keyval, NULL);
     the.ready = 1;
 }
 
+/* The program's MPI library in the global scope, where this library's calls into it are looked up: liba2a links none
+   where the library's handles are numbers (MPICH), and a program may load its library as a module's (mpi4py's
+   extension, RTLD_LOCAL); the object that calls MPI_Init is made global with what it needs. */
+static void global_library(void *caller) {
+    Dl_info info;
+    void *handle = dladdr(caller, &info) && info.dli_fname ? dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_GLOBAL)
+                                                           : NULL;
+    if (handle) dlclose(handle);
+}
+
 EXPORT int MPI_Init(int *argc, char ***argv) {
+    global_library(__builtin_return_address(0));
     int result = PMPI_Init(argc, argv);
     if (result == MPI_SUCCESS) started();
     return result;
 }
 
 EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
+    global_library(__builtin_return_address(0));
     int result = PMPI_Init_thread(argc, argv, required, provided);
     if (result == MPI_SUCCESS) started();
     return result;
@@ -688,8 +799,9 @@ static void print_report(void) {
     PMPI_Comm_size(MPI_COMM_WORLD, &size);
     PMPI_Reduce(local, sum, COLLECTIVES * per, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
-        fprintf(stderr, "a2a deploy report (%s; calls summed over %d ranks)\n",
-                the.deploy ? the.path : "no deploy file", size);
+        fprintf(stderr, "a2a deploy report (%s; calls summed over %d ranks; bindings intercepted: C and Fortran, "
+                "MPI_Init through %s)\n", the.deploy ? the.path : "no deploy file", size,
+                the.fortran ? "Fortran" : "C");
         for (int k = 0; k < COLLECTIVES; k++) print_collective(k, sum + k * per, n);
         for (int i = 0; the.deploy && i < the.deploy->nunverified; i++)
             fprintf(stderr, "  unverified: the entries for %d ranks, which the decision never measured (it took the "
@@ -700,7 +812,8 @@ static void print_report(void) {
 
 static void nonblocking_finalized(void);
 
-EXPORT int MPI_Finalize(void) {
+/* what MPI_Finalize does before the library's: the recording, the report, the communicators' states freed */
+static void finishing(void) {
     if (the.ready) {
         nonblocking_finalized();
         if (the.recording) write_records();
@@ -712,6 +825,10 @@ EXPORT int MPI_Finalize(void) {
         the.deploy = NULL;
         the.ready = 0;
     }
+}
+
+EXPORT int MPI_Finalize(void) {
+    finishing();
     return PMPI_Finalize();
 }
 
@@ -749,7 +866,12 @@ EXPORT int MPI_Finalize(void) {
         MPI_Count ss = plain_size(st), rs = plain_size(rt);                                                         \
         MPI_Aint *b = malloc(sizeof(MPI_Aint) * 4 * (size_t)n);                                                     \
         *row = malloc(sizeof(long long) * (size_t)n);                                                               \
-        for (int i = 0; b && *row && i < n; i++) {                                                                  \
+        if (!b || !*row) { /* neither: the call passes through, unrecorded */                                        \
+            free(b), free(*row);                                                                                    \
+            *row = NULL;                                                                                            \
+            return NULL;                                                                                            \
+        }                                                                                                           \
+        for (int i = 0; i < n; i++) {                                                                               \
             b[i] = (MPI_Aint)(sd[i] * ss), b[n + i] = (MPI_Aint)(sc[i] * ss);                                        \
             b[2 * n + i] = (MPI_Aint)(rd[i] * rs), b[3 * n + i] = (MPI_Aint)(rc[i] * rs);                            \
             (*row)[i] = sc[i];                                                                                      \
@@ -1132,3 +1254,120 @@ SERVE_IALLTOALLV(MPI_Ialltoallv_c, MPI_Alltoallv_c, MPI_Count, MPI_Aint)
 SERVE_ALLTOALL_INIT(MPI_Alltoall_init, int)
 SERVE_ALLTOALL_INIT(MPI_Alltoall_init_c, MPI_Count)
 #endif
+
+/* ---- the Fortran bindings ----
+ *
+ * Open MPI's Fortran library calls PMPI_Init, PMPI_Alltoall, ... itself, so a Fortran program's calls never meet the C
+ * functions above; MPICH's calls MPI_*, and meets them. So the Fortran entry points of the calls served and of
+ * MPI_Init(_thread) and MPI_Finalize are intercepted under every name a compiler gives them (mpi_alltoall_,
+ * mpi_alltoall__, mpi_alltoall, MPI_ALLTOALL; mpi_f08's mpi_alltoall_f08_, whose handles are structures of one
+ * integer and whose error argument is optional): init and finalize run the library's own and do what MPI_Init and
+ * MPI_Finalize do here (once, whichever binding came first); an all-to-all has its handles converted (MPI_Type_f2c,
+ * MPI_Comm_f2c) and Fortran's MPI_IN_PLACE and MPI_BOTTOM named as C's, and goes to the C function above. Where the
+ * library's Fortran MPI_IN_PLACE cannot be told here, or liba2a refused the library, the call goes to the library's
+ * own Fortran entry point untouched. */
+
+typedef void fortran_entry(void);
+
+/* the library's own Fortran entry point of this name (the next after liba2a) */
+static fortran_entry *next_entry(const char *name) {
+    fortran_entry *next;
+    *(void **)&next = dlsym(RTLD_NEXT, name);
+    return next;
+}
+
+/* whether `buffer` is the address that one of these symbols names (directly, or as a pointer MPICH sets at init) */
+static int marks(const void *buffer, const char *const *names, int pointers) {
+    for (; *names; names++) {
+        void *found = dlsym(RTLD_DEFAULT, *names);
+        if (found && (pointers ? *(void **)found : found) == buffer) return 1;
+    }
+    return 0;
+}
+
+static const char *const ompi_in_place[] = {"mpi_fortran_in_place_", "mpi_fortran_in_place", "mpi_fortran_in_place__",
+                                            "MPI_FORTRAN_IN_PLACE", NULL},
+                         *const ompi_bottom[] = {"mpi_fortran_bottom_", "mpi_fortran_bottom", "mpi_fortran_bottom__",
+                                                 "MPI_FORTRAN_BOTTOM", NULL},
+                         *const mpich_in_place[] = {"MPIR_F_MPI_IN_PLACE", NULL},
+                         *const mpich_bottom[] = {"MPIR_F_MPI_BOTTOM", NULL},
+                         *const mpich_f08_in_place[] = {"MPIR_F08_MPI_IN_PLACE", NULL},
+                         *const mpich_f08_bottom[] = {"MPIR_F08_MPI_BOTTOM", NULL};
+
+/* a Fortran buffer argument as C sees it (MPI_IN_PLACE, MPI_BOTTOM, or itself); 0 where this library's Fortran
+   MPI_IN_PLACE is not one liba2a can tell, or liba2a does not run here */
+static int fortran_buffer(void *buffer, void **c) {
+    if (!the.began || the.refused || sizeof(MPI_Fint) != sizeof(int)) return 0;
+    if (!dlsym(RTLD_DEFAULT, ompi_in_place[0]) && !dlsym(RTLD_DEFAULT, mpich_in_place[0])) return 0;
+    *c = marks(buffer, ompi_in_place, 0) || marks(buffer, mpich_in_place, 1) || marks(buffer, mpich_f08_in_place, 0)
+             ? MPI_IN_PLACE
+         : marks(buffer, ompi_bottom, 0) || marks(buffer, mpich_bottom, 1) || marks(buffer, mpich_f08_bottom, 0)
+             ? MPI_BOTTOM
+             : buffer;
+    return 1;
+}
+
+static void fortran_init(const char *name, MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr) {
+    MPI_Fint result = MPI_ERR_OTHER;
+    fortran_entry *next = next_entry(name);
+    the.fortran = !the.began;
+    if (next && required) ((void (*)(MPI_Fint *, MPI_Fint *, MPI_Fint *))next)(required, provided, &result);
+    else if (next) ((void (*)(MPI_Fint *))next)(&result);
+    if (result == MPI_SUCCESS) started(); /* done already where the library's Fortran calls MPI_Init (MPICH) */
+    if (ierr) *ierr = result;
+}
+
+static void fortran_finalize(const char *name, MPI_Fint *ierr) {
+    MPI_Fint result = MPI_ERR_OTHER;
+    fortran_entry *next = next_entry(name);
+    finishing();
+    if (next) ((void (*)(MPI_Fint *))next)(&result);
+    if (ierr) *ierr = result;
+}
+
+static void fortran_alltoall(const char *name, void *sb, MPI_Fint *sc, MPI_Fint *st, void *rb, MPI_Fint *rc,
+                             MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *ierr) {
+    void *send, *recv;
+    MPI_Fint result = MPI_ERR_OTHER;
+    if (fortran_buffer(sb, &send) && fortran_buffer(rb, &recv))
+        result = MPI_Alltoall(send, *sc, MPI_Type_f2c(*st), recv, *rc, MPI_Type_f2c(*rt), MPI_Comm_f2c(*comm));
+    else if (next_entry(name))
+        ((void (*)(void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *))next_entry(
+            name))(sb, sc, st, rb, rc, rt, comm, &result);
+    if (ierr) *ierr = result;
+}
+
+static void fortran_alltoallv(const char *name, void *sb, MPI_Fint *sc, MPI_Fint *sd, MPI_Fint *st, void *rb,
+                              MPI_Fint *rc, MPI_Fint *rd, MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *ierr) {
+    void *send, *recv;
+    MPI_Fint result = MPI_ERR_OTHER;
+    if (fortran_buffer(sb, &send) && fortran_buffer(rb, &recv))
+        result = MPI_Alltoallv(send, (const int *)sc, (const int *)sd, MPI_Type_f2c(*st), recv, (const int *)rc,
+                               (const int *)rd, MPI_Type_f2c(*rt), MPI_Comm_f2c(*comm));
+    else if (next_entry(name))
+        ((void (*)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+                   MPI_Fint *))next_entry(name))(sb, sc, sd, st, rb, rc, rd, rt, comm, &result);
+    if (ierr) *ierr = result;
+}
+
+/* each entry point under the names Fortran compilers give it: lower case with one, two or no underscores, upper case
+   (mpif.h and `use mpi`), and mpi_f08's (MPI_Fint * stands for its TYPE(MPI_Comm) and kin: one integer, by reference) */
+#define FORTRAN(lower, upper, PARAMETERS, CALL, ARGUMENTS)                                                           \
+    EXPORT void lower##_ PARAMETERS { CALL(#lower "_", ARGUMENTS); }                                                \
+    EXPORT void lower##__ PARAMETERS { CALL(#lower "__", ARGUMENTS); }                                              \
+    EXPORT void lower PARAMETERS { CALL(#lower, ARGUMENTS); }                                                       \
+    EXPORT void upper PARAMETERS { CALL(#upper, ARGUMENTS); }                                                       \
+    EXPORT void lower##_f08_ PARAMETERS { CALL(#lower "_f08_", ARGUMENTS); }
+#define LIST(...) __VA_ARGS__
+
+FORTRAN(mpi_init, MPI_INIT, (MPI_Fint *ierr), fortran_init, LIST(NULL, NULL, ierr))
+FORTRAN(mpi_init_thread, MPI_INIT_THREAD, (MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr), fortran_init,
+        LIST(required, provided, ierr))
+FORTRAN(mpi_finalize, MPI_FINALIZE, (MPI_Fint *ierr), fortran_finalize, LIST(ierr))
+FORTRAN(mpi_alltoall, MPI_ALLTOALL,
+        (void *sb, MPI_Fint *sc, MPI_Fint *st, void *rb, MPI_Fint *rc, MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *ierr),
+        fortran_alltoall, LIST(sb, sc, st, rb, rc, rt, comm, ierr))
+FORTRAN(mpi_alltoallv, MPI_ALLTOALLV,
+        (void *sb, MPI_Fint *sc, MPI_Fint *sd, MPI_Fint *st, void *rb, MPI_Fint *rc, MPI_Fint *rd, MPI_Fint *rt,
+         MPI_Fint *comm, MPI_Fint *ierr),
+        fortran_alltoallv, LIST(sb, sc, sd, st, rb, rc, rd, rt, comm, ierr))
