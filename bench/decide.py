@@ -11,8 +11,20 @@ from a2a.analysis.export.formats import export_report, formats
 from a2a.analysis.validate import render_validation
 from a2a.analysis.validate import validate as validate_records
 from a2a.record.results import NATIVE
+from a2a.record.verdict import MARGIN
 
 from .group import main
+
+
+def _margin(context: click.Context, parameter: click.Parameter, text: str) -> float:
+    """--margin in percent as a fraction: a number at least 0 and below 100."""
+    try:
+        percent = float(text)
+    except ValueError:
+        percent = -1.0
+    if not 0 <= percent < 100:
+        raise click.BadParameter(f"{text!r}: accepted is a percentage, a number at least 0 and below 100 (5 is 5 %)")
+    return percent / 100
 
 
 @main.command("decide")
@@ -20,16 +32,19 @@ from .group import main
 @click.option("--metric", type=click.Choice(decision.METRICS), default="mean", show_default=True,
               help="What 'best' means; mean counts the stalls applications pay for.")
 @click.option("--alpha", type=float, default=0.05, show_default=True,
-              help="Mann-Whitney significance level: slower but not significantly so is a tie.")
+              help="Family-wise error rate of a cell's verdicts (Holm): a difference not shown at it is a tie.")
+@click.option("--margin", type=str, default=f"{MARGIN * 100:g}", show_default=True, callback=_margin,
+              help="The smallest difference worth a verdict, in percent (the cell's noise floor where larger).")
+@click.option("--force-mix", is_flag=True, help="Pool records of different MPI libraries or dtypes.")
 @click.option("--dtype", help="Use the points of this dtype (when the runs mix several).")
 @click.option("--where", multiple=True, help="Only the points of this context, COLUMN=VALUE (repeatable), e.g. "
                                              "tests=10 for an overlap record: an exported file serves one.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the table as JSON (decision.json).")
-def decide(results: tuple[str, ...], metric: str, alpha: float, dtype: str | None, where: tuple[str, ...],
-           output: str | None) -> None:
-    """Choose the best algorithm per process count and size from one or more results directories."""
+def decide(results: tuple[str, ...], metric: str, alpha: float, margin: float, force_mix: bool, dtype: str | None,
+           where: tuple[str, ...], output: str | None) -> None:
+    """Choose the best algorithm per process count and size from one or more results directories (each a launch)."""
     click.echo(decision.decided([Path(r) for r in results], metric, alpha, dtype, Path(output) if output else None,
-                                dict(w.partition("=")[::2] for w in where)))
+                                dict(w.partition("=")[::2] for w in where), margin, force_mix))
 
 
 @main.command("export")
@@ -55,18 +70,20 @@ def export(table: str, fmt: str, output: str | None, libmpi: str | None, env_onl
 @click.option("--algorithm", default=NATIVE, show_default=True, help="The algorithm to compare.")
 @click.option("--metric", type=click.Choice(decision.METRICS), default="median", show_default=True)
 @click.option("--alpha", type=float, default=0.05, show_default=True,
-              help="Mann-Whitney level below which a difference counts as real.")
+              help="A difference counts when its (1 - alpha) interval lies wholly beyond the margin.")
+@click.option("--margin", type=str, default=f"{MARGIN * 100:g}", show_default=True, callback=_margin,
+              help="The smallest difference worth a verdict, in percent.")
 @click.option("--revert-slower", "table", type=click.Path(dir_okay=False),
               help="A decision.json whose cells measured significantly slower go back to native...")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="...written here (verified table).")
 def compare(baseline: tuple[str, ...], tuned: tuple[str, ...], algorithm: str, metric: str, alpha: float,
-            table: str | None, output: str | None) -> None:
+            margin: float, table: str | None, output: str | None) -> None:
     """Per size, the ratio tuned/baseline of one algorithm measured in two sets of runs.
 
     For example native with and without an exported tuning file; each run of a set is one replicate.
     """
     click.echo(compared([Path(d) for d in baseline], [Path(d) for d in tuned], algorithm, metric, alpha,
-                        Path(table) if table else None, Path(output) if output else None))
+                        Path(table) if table else None, Path(output) if output else None, margin))
 
 
 @main.command("validate")

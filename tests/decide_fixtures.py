@@ -6,12 +6,12 @@ from pathlib import Path
 
 import numpy as np
 
-from a2a.record.results import Recorder, Row, read_rows, read_samples, write_meta
+from a2a.record.results import Recorder, Row, read_rounds, read_rows, write_meta
 from a2a.record.stats import Stats, bandwidths
 
 # (nprocs, bytes per peer) -> {(algorithm, options): median microseconds}; every point gets
-# 20 lognormal samples (5% spread) around its median, so clear gaps are significant. linear_sync is
-# never the best; Open MPI, which has no twin of throttled, gets it where throttled wins.
+# 20 lognormal samples (5% spread) around its median in 10 rounds of 2, so clear gaps get a verdict. linear_sync
+# is never the best; Open MPI, which has no twin of throttled, gets it where throttled wins.
 LIBRARY_TABLE = {
     (2, 8): {("native", ""): 30, ("pairwise", "schedule=shift"): 12, ("bruck", "radix=2"): 40},
     (2, 1024): {("native", ""): 60, ("pairwise", "schedule=shift"): 25, ("bruck", "radix=2"): 80},
@@ -34,17 +34,24 @@ def samples_around(median_us: float, n: int = 20, seed: int = 0, spread: float =
     return median_us * 1e-6 * np.exp(rng.normal(0.0, spread, n))
 
 
+def in_rounds(n: int, rounds: int | None) -> list[int] | None:
+    """The round of each of n samples split evenly over `rounds` (None: a record made before rounds)."""
+    return None if rounds is None else [i * rounds // n for i in range(n)]
+
+
 def record(directory: Path, points: dict, dtype: str = "float32", mpi_library: str = "MPICH Version: test",
-           stall_at: dict | None = None) -> Path:
-    """Write a results directory holding `points` (see LIBRARY_TABLE) as `bench run` would."""
-    recorder = Recorder(directory)
+           stall_at: dict | None = None, rounds: int | None = 10, launch: str = "") -> Path:
+    """Write a results directory holding `points` (see LIBRARY_TABLE) as `bench run` would, each point's samples in
+    `rounds` interleaved rounds of `launch` (its directory where '')."""
+    recorder = Recorder(directory, launch=launch)
     itemsize = np.dtype(dtype).itemsize
     for i, ((nprocs, size), variants) in enumerate(sorted(points.items())):
         for j, ((algorithm, options), median) in enumerate(sorted(variants.items())):
             seconds = samples_around(median, seed=1000 * i + j)
             if stall_at and (nprocs, size, algorithm) in stall_at:
                 seconds[:stall_at[nprocs, size, algorithm]] += 0.2  # TCP retransmission stalls
-            recorder.add(row_for(nprocs, size, algorithm, options, dtype, itemsize, seconds), seconds)
+            recorder.add(row_for(nprocs, size, algorithm, options, dtype, itemsize, seconds), seconds,
+                         in_rounds(len(seconds), rounds))
     recorder.close()
     write_meta(directory, {"status": "complete", "mpi_library": mpi_library, "start": "2026-01-01T00:00:00+00:00"})
     return directory
@@ -107,11 +114,13 @@ ALLTOALLV_TABLE = {
 def as_overlap(directory: Path, into: Path, tests: str = "10") -> Path:
     """A record() directory as an overlap run in `into`: the same points, their times as the overall ones, measured
     with `tests` progress calls, polled, at compute ratio 1."""
-    samples = read_samples(directory)
+    samples = read_rounds(directory)
     recorder = Recorder(into)
     for row in read_rows(directory):
+        rounds = [r for _, r, _ in samples[row.key]]
         recorder.add(replace(row, timing="overlap", tests=tests, progress="poll", compute_ratio="1",
-                             t_overall_us=row.t_p50_us), samples[row.key])
+                             t_overall_us=row.t_p50_us), [s for _, _, s in samples[row.key]],
+                     rounds if min(rounds) >= 0 else None)
     recorder.close()
     write_meta(into, {"status": "complete", "mpi_library": "MPICH Version: test"})
     return into

@@ -1,7 +1,7 @@
 """Decision tables: the best algorithm per process count and message size, read from results.
 
-The document's schema, reading and lookup live in a2a.record.decision. This module reads results files
-only; it never imports MPI.
+Every verdict is a2a.record.verdict's; the document's schema, reading and lookup live in a2a.record.decision. This
+module reads results files only; it never imports MPI.
 """
 from __future__ import annotations
 
@@ -21,58 +21,77 @@ from tabulate import tabulate
 from a2a.algos.facts import library_own, shown, simplicity
 from a2a.algos.registry import known
 from a2a.errors import BadInput, BadResults
+from a2a.record import verdict
 from a2a.record.decision import (
     CONTEXT_COLUMNS,
     SCHEMA,
     context_dict,
     context_of,
+    parse_options,
     ranges,
     rounded,
     varying,
     where,
     write_decision,
 )
-from a2a.record.results import KEY_COLUMNS, OVERLAP, Row, load, point_key, program_workload, read_samples
+from a2a.record.results import (
+    CONTROL,
+    KEY_COLUMNS,
+    NATIVE,
+    OVERLAP,
+    Row,
+    Run,
+    point_key,
+    program_workload,
+    read_meta,
+    read_rounds,
+    read_rows,
+)
+from a2a.record.verdict import MARGIN, METRICS, Sample, metric_of
 from a2a.units import counted, human_bytes
 
-METRICS = ("mean", "median", "p90", "p99", "max")
 ROW_COLUMN = {"mean": "t_mean_us", "median": "t_p50_us", "p90": "t_p90_us", "p99": "t_p99_us",
               "max": "t_max_us"}
 
 
 @dataclass
 class Candidate:
-    """One measured point merged over every run that measured it."""
+    """One measured point merged over every run that measured it, its samples with the launch and round of each."""
 
     context: tuple
     bytes_per_peer: int
     algorithm: str
     options: str
-    samples: list[float] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # bare seconds (a caller that knows no rounds, such as validate) are one block of an unnamed launch
+        self.samples = [s if isinstance(s, tuple) else ("", -1, float(s)) for s in self.samples]
+
+    @property
+    def seconds(self) -> np.ndarray:
+        """The samples' times, in seconds."""
+        return np.array([s for _, _, s in self.samples], dtype=float)
 
     def value_us(self, metric: str) -> float:
         """The metric in microseconds: from the samples, else from the best-sampled row (an overlap row's exposed
         time, when it has one)."""
         if self.samples:
-            return metric_of(np.asarray(self.samples), metric) * 1e6
+            return metric_of(self.seconds, metric) * 1e6
         row = max(self.rows, key=lambda r: r.iterations)
         if row.timing == OVERLAP and not math.isnan(row.t_exposed_us):
             return float(row.t_exposed_us)
         return float(getattr(row, ROW_COLUMN[metric]))
 
-
-def metric_of(seconds: np.ndarray, metric: str) -> float:
-    """mean, median, p90, p99 or max of samples."""
-    if metric == "mean":
-        return float(seconds.mean())
-    if metric == "max":
-        return float(seconds.max())
-    return float(np.percentile(seconds, {"median": 50, "p90": 90, "p99": 99}[metric]))
+    def per_round(self, metric: str) -> verdict.Values:
+        """The metric per (launch, round) in seconds; a point without samples is one block of its row's value."""
+        return verdict.per_round(self.samples, metric) or {("", -1): self.value_us(metric) * 1e-6}
 
 
 def mann_whitney_p(x: Iterable[float], y: Iterable[float]) -> float:
-    """Two-sided p-value of the Mann-Whitney U test (normal approximation, tie and continuity corrected)."""
+    """Two-sided p-value of the Mann-Whitney U test (normal approximation, tie and continuity corrected); kept for
+    the verification of deploy files and tune until they judge by a2a.record.verdict."""
     x, y = np.asarray(list(x), float), np.asarray(list(y), float)
     n1, n2 = x.size, y.size
     if n1 == 0 or n2 == 0:
@@ -98,17 +117,18 @@ def preference(algorithm: str, options: str) -> tuple:
 
 
 def candidate(algorithm: str) -> bool:
-    """Whether a decision may choose it: not one that only replays a table's choices (auto)."""
+    """Whether a decision may choose it: not one that only replays a table's choices (auto), nor the control."""
     found = known(algorithm)
     return found is None or found.candidate
 
 
 # --- reading results -------------------------------------------------------------------
 
-def gather(directories: list[Path], dtype: str | None = None, where: dict[str, str] | None = None
-           ) -> tuple[dict[tuple, Candidate], list[dict], str]:
-    """Valid points of every run (those whose context columns are as `where` says), merged by key; the runs'
-    descriptions; the dtype."""
+def gather(directories: list[Path], dtype: str | None = None, where: dict[str, str] | None = None,
+           force: bool = False) -> tuple[dict[tuple, Candidate], list[dict], str]:
+    """Valid points of every run (those whose context columns are as `where` says; candidates and controls), merged
+    by key, each sample with its launch (a record without launch stamps: its directory) and round; the runs'
+    descriptions; the dtype. Runs of different MPI libraries or dtypes are refused unless `force` pools them."""
     if not directories:
         raise BadInput("give at least one results directory")
     stray = sorted(set(where or {}) - set(CONTEXT_COLUMNS))
@@ -117,15 +137,17 @@ def gather(directories: list[Path], dtype: str | None = None, where: dict[str, s
     points: dict[tuple, Candidate] = {}
     wrong: set[tuple] = set()
     sources = []
-    for directory in directories:
-        run = load(Path(directory))
+    for directory in map(Path, directories):
+        run = Run(directory, read_rows(directory), meta=read_meta(directory))
         sources.append(source(run))
-        computed = read_samples(Path(directory), "compute") if any(r.timing == OVERLAP for r in run.rows) else {}
+        timed = _launched(read_rounds(directory), str(directory))
+        computed = _launched(read_rounds(directory, "compute"), str(directory)) \
+            if any(r.timing == OVERLAP for r in run.rows) else {}
         for row in run.rows:
-            key = _program_key(row)
+            key = _program_key(row, pooled=force and dtype is None)
             if "WRONG RESULT" in row.note:
                 wrong.add(key)
-            if not row.measured or not candidate(row.algorithm) or \
+            if not row.measured or not (candidate(row.algorithm) or row.algorithm == CONTROL) or \
                     any(str(getattr(row, k)) != v for k, v in (where or {}).items()):
                 continue
             if key not in points:
@@ -134,42 +156,65 @@ def gather(directories: list[Path], dtype: str | None = None, where: dict[str, s
                 points[key] = Candidate(context, row.bytes_per_peer, row.algorithm, row.options)
             point = points[key]
             point.rows.append(row)
-            point.samples += exposed(run.samples.get(point_key(row), []), computed.get(point_key(row)))
+            point.samples += exposed(timed.get(point_key(row), []), computed.get(point_key(row)))
     points = {k: p for k, p in points.items() if k not in wrong}
     names = ", ".join(str(d) for d in directories)
+    _one_library(sources, force)
     for column, option in (("timing", "--timing"), ("cache", "--cache")):
         modes = sorted({getattr(p.rows[0], column) for p in points.values()})
         if len(modes) > 1:
             raise BadResults(f"{names} mix {column} modes ({', '.join(modes)}); a decision compares points "
                              f"measured the same way: decide the runs of one {option} at a time")
-    if not points:
+    if not any(p.algorithm != CONTROL for p in points.values()):
         raise BadResults(f"no valid points in {names}: every point was skipped, refused or wrong")
-    return _one_dtype(points, dtype, names), sources, _chosen_dtype(points, dtype)
+    return _one_dtype(points, dtype, names, force), sources, _chosen_dtype(points, dtype)
 
 
-def exposed(overall: list[float], compute: list[float] | None) -> list[float]:
+def _launched(found: dict[tuple, list[Sample]], directory: str) -> dict[tuple, list[Sample]]:
+    """Samples with their launch named: a record written before launch stamps is its directory's one launch."""
+    return {key: [(launch or directory, round_, seconds) for launch, round_, seconds in samples]
+            for key, samples in found.items()}
+
+
+def exposed(overall: list[Sample], compute: list[Sample] | None) -> list[Sample]:
     """An overlap point's samples as the decision ranks them: per iteration, the overall time less the compute
     phase's (the time the program waits for the exchange; comparable since every contestant computes the same
-    phase); the overall times where no compute times were kept."""
+    phase), in the iteration's round; the overall times where no compute times were kept."""
     if not compute or len(compute) != len(overall):
         return list(overall)
-    return [o - c for o, c in zip(overall, compute)]
+    return [(launch, round_, o - c) for (launch, round_, o), (_, _, c) in zip(overall, compute)]
 
 
-def _program_key(row: Row) -> tuple:
+def _program_key(row: Row, pooled: bool = False) -> tuple:
     """A row's point key, a recorded call's workload as its program's: the calls of a program at one size are one
-    point (their samples pooled, as the same point's over runs), so a table is per program and process count."""
+    point (their samples pooled, as the same point's over runs), so a table is per program and process count;
+    `pooled`: every dtype's point is one."""
     key = list(point_key(row))
     key[KEY_COLUMNS.index("workload")] = program_workload(row.workload)
+    if pooled:
+        key[KEY_COLUMNS.index("dtype")] = ""
     return tuple(key)
 
 
-def _one_dtype(points: dict[tuple, Candidate], dtype: str | None, names: str) -> dict[tuple, Candidate]:
+def _one_library(sources: list[dict[str, Any]], force: bool) -> None:
+    """Refuse runs of different MPI libraries (their version texts' first lines) unless forced."""
+    first = {}
+    for found in sources:
+        name = (found["mpi_library"] or "").strip().split("\n")[0]
+        if name:
+            first.setdefault(name, found["directory"])
+    if len(first) > 1 and not force:
+        (one, there), (other, here) = list(first.items())[:2]
+        raise BadResults(f"{there} was measured with {one}, but {here} with {other}; decide one library's records "
+                         "at a time, or give --force-mix to pool them")
+
+
+def _one_dtype(points: dict[tuple, Candidate], dtype: str | None, names: str, force: bool) -> dict[tuple, Candidate]:
     found = sorted({p.rows[0].dtype for p in points.values()})
     if dtype is None:
-        if len(found) > 1:
+        if len(found) > 1 and not force:
             raise BadResults(f"{names} mix points of dtypes {', '.join(found)}; a table is for one "
-                             "dtype: choose with --dtype")
+                             "dtype: choose with --dtype, or give --force-mix to pool them")
         return points
     chosen = {k: p for k, p in points.items() if p.rows[0].dtype == dtype}
     if not chosen:
@@ -178,7 +223,9 @@ def _one_dtype(points: dict[tuple, Candidate], dtype: str | None, names: str) ->
 
 
 def _chosen_dtype(points: dict[tuple, Candidate], dtype: str | None) -> str:
-    return dtype or next(iter(points.values())).rows[0].dtype
+    """The dtype asked for, else the one found; pooled dtypes: the widest (a whole number of its elements is one of
+    every narrower power-of-two width)."""
+    return dtype or max({r.dtype for p in points.values() for r in p.rows}, key=lambda d: np.dtype(d).itemsize)
 
 
 def source(run: Any) -> dict[str, Any]:
@@ -197,8 +244,7 @@ def decision_cell(bytes_per_peer: int, ranked: list[tuple[str, str, float]], cho
                   tied_with: list[str] | None = None, timing: str = "", native_p: float | None = None
                   ) -> dict[str, Any]:
     """A table cell: ranked[chosen] of (algorithm, options, us) fastest first, its runner-up and its speed-up over the
-    library's own under `timing` (when measured), with the rank test's p of that difference (`native_p`, when both
-    have samples)."""
+    library's own under `timing` (when measured), with the Holm-adjusted p of its verdict against it (`native_p`)."""
     algorithm, options, value = ranked[chosen]
     others = [c for i, c in enumerate(ranked) if i != chosen]
     runner = others[0] if others else None
@@ -215,25 +261,53 @@ def decision_cell(bytes_per_peer: int, ranked: list[tuple[str, str, float]], cho
     }
 
 
-def decide_cell(points: list[Candidate], metric: str, alpha: float) -> dict[str, Any]:
-    """Choose among a cell's points: the fastest, or a preferred one not significantly slower and ahead, by the
-    metric, of every point that is (the rank test can tie a point whose stalls put its mean behind native's)."""
-    ranked, tied = ranked_and_tied(points, metric, alpha)
-    choice = min(tied, key=lambda p: preference(p.algorithm, p.options))
-    timing = choice.rows[0].timing
-    native = next((p for p in ranked if library_own(p.algorithm, p.options, timing)), None)
-    tested = native is not None and native is not choice and choice.samples and native.samples
+def decide_cell(points: list[Candidate], metric: str, alpha: float, margin: float = MARGIN) -> dict[str, Any]:
+    """Choose among a cell's points as a2a.record.verdict judges them: native unless a candidate is faster beyond
+    the margin and the noise floor; then the simplest of those faster than native and not slower than the best."""
+    timing = points[0].rows[0].timing
+    contestants = [p for p in points if p.algorithm != CONTROL]
+    native = next((p for p in contestants if library_own(p.algorithm, p.options, timing)), None)
+    control = _control_of(points, native)
+    judged = verdict.judge_cell({_name(p): p.per_round(metric) for p in contestants}, native and _name(native),
+                                lambda name: preference(*name), control and control.per_round(metric), margin, alpha)
+    ranked = sorted(contestants, key=lambda p: (p.value_us(metric), preference(p.algorithm, p.options)))
+    choice = next(p for p in ranked if _name(p) == judged.choice)
+    against = judged.vs_native.get(judged.choice)
     cell = decision_cell(choice.bytes_per_peer, [(p.algorithm, p.options, p.value_us(metric)) for p in ranked],
-                         ranked.index(choice), len(choice.samples),
-                         [shown(p.algorithm, p.options) for p in tied if p is not choice], timing,
-                         mann_whitney_p(choice.samples, native.samples) if tested else None)
+                         ranked.index(choice), len(choice.samples), [shown(*name) for name in judged.tied_with],
+                         timing, against.p if against else None)
+    for entry, point in zip(cell["candidates"], ranked):
+        entry.update(vs_best=_said(judged.vs_best.get(_name(point))),
+                     vs_native=_said(judged.vs_native.get(_name(point))))
+    cell.update(vs_native=_said(against), noise_floor=None if judged.floor is None else rounded(judged.floor),
+                rounds=judged.rounds, launches=judged.launches)
+    if against and against.verdict != verdict.UNTESTED:  # the verdict's ratio, not the pooled metric's
+        cell["speedup_vs_native"] = rounded(1 / against.ratio)
     made = {r.workload: r.recorded_calls for p in points for r in p.rows if r.recorded_calls}  # by recorded call
     return {**cell, "recorded_calls": sum(made.values())} if made else cell
 
 
+def _name(point: Candidate) -> tuple[str, str]:
+    return point.algorithm, point.options
+
+
+def _said(comparison: verdict.Comparison | None) -> dict[str, Any] | None:
+    return comparison.as_dict() if comparison else None
+
+
+def _control_of(points: list[Candidate], native: Candidate | None) -> Candidate | None:
+    """The cell's control of native in native's own form: its ratio to native is the cell's noise floor."""
+    if native is None:
+        return None
+    form = parse_options(native.options).get("form", "blocking")
+    return next((p for p in points if p.algorithm == CONTROL and parse_options(p.options).get("of", NATIVE) == NATIVE
+                 and parse_options(p.options).get("form", "blocking") == form), None)
+
+
 def ranked_and_tied(points: list[Candidate], metric: str, alpha: float) -> tuple[list[Candidate], list[Candidate]]:
-    """A cell's points fastest first by the metric (equal ones by preference), and its tie set: the fastest and the
-    points after it up to the first that the rank test finds significantly slower."""
+    """A cell's points fastest first by the metric (equal ones by preference), and the rank test's tie set (the
+    fastest and the points after it up to the first significantly slower): what a2a.analysis.validate reads until it
+    judges by a2a.record.verdict."""
     ranked = sorted(points, key=lambda p: (p.value_us(metric), preference(p.algorithm, p.options)))
     best = ranked[0]
     return ranked, list(takewhile(lambda p: p is best or _tied(best, p, alpha), ranked))
@@ -242,28 +316,34 @@ def ranked_and_tied(points: list[Candidate], metric: str, alpha: float) -> tuple
 def _tied(best: Candidate, other: Candidate, alpha: float) -> bool:
     if not best.samples or not other.samples:
         return False  # no samples, no test: the metric alone decides
-    return mann_whitney_p(best.samples, other.samples) >= alpha
+    return mann_whitney_p(best.seconds, other.seconds) >= alpha
 
 
-def decide(directories: list[Path], metric: str = "mean", alpha: float = 0.05,
-           dtype: str | None = None, where: dict[str, str] | None = None) -> dict[str, Any]:
-    """Build the decision document from one or more results directories (their points in context `where`)."""
+def decide(directories: list[Path], metric: str = "mean", alpha: float = 0.05, dtype: str | None = None,
+           where: dict[str, str] | None = None, margin: float = MARGIN, force: bool = False) -> dict[str, Any]:
+    """Build the decision document from one or more results directories (their points in context `where`); each
+    directory is a launch, or holds the launches its samples name."""
     if metric not in METRICS:
         raise BadInput(f"unknown metric {metric!r}; accepted: {', '.join(METRICS)}")
     if not 0 < alpha < 1:
         raise BadInput(f"alpha {alpha} must lie strictly between 0 and 1")
-    points, sources, chosen_dtype = gather(directories, dtype, where)
+    if not 0 <= margin < 1:
+        raise BadInput(f"margin {margin} must be at least 0 and below 1 (a fraction: 0.05 is 5 %)")
+    points, sources, chosen_dtype = gather(directories, dtype, where, force)
     by_cell: dict[tuple, list[Candidate]] = {}
     for point in points.values():
         by_cell.setdefault((point.context, point.bytes_per_peer), []).append(point)
+    by_cell = {cell: found for cell, found in by_cell.items() if any(p.algorithm != CONTROL for p in found)}
     tables = []
     for context in sorted({c for c, _ in by_cell}):
         sizes = sorted(size for c, size in by_cell if c == context)
-        cells = [decide_cell(by_cell[context, size], metric, alpha) for size in sizes]
+        cells = [decide_cell(by_cell[context, size], metric, alpha, margin) for size in sizes]
         tables.append({**context_dict(context), "ranges": ranges(cells)})
     libraries = sorted({s["mpi_library"] for s in sources if s["mpi_library"]})
+    launches = max(c["launches"] for t in tables for r in t["ranges"] for c in r["cells"])
     return {
-        "schema": SCHEMA, "metric": metric, "alpha": alpha, "dtype": chosen_dtype,
+        "schema": SCHEMA, "metric": metric, "alpha": alpha, "margin": margin,
+        "statistic": verdict.statistic(metric, alpha, margin, launches), "dtype": chosen_dtype,
         "context_columns": list(CONTEXT_COLUMNS),
         "mpi_library": libraries[0] if len(libraries) == 1 else libraries or None,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -274,13 +354,15 @@ def decide(directories: list[Path], metric: str = "mean", alpha: float = 0.05,
 # --- printing --------------------------------------------------------------------------
 
 def render(document: dict[str, Any]) -> str:
-    """The table as text: one line per measured size, merged ranges marked. `vs native` is marked n.s. where the
-    rank test does not find the difference; `chosen as` says why where others were within noise of the choice."""
-    tables, alpha = document["tables"], document.get("alpha", 0.05)
+    """The table as text: one line per measured size, merged ranges marked; the verdicts' statistic once, the choice's
+    speed over native with its interval, the cell's noise floor where it has a control, and why the choice where
+    others were within noise of it."""
+    tables, metric = document["tables"], document["metric"]
     columns, same = varying(tables)
-    noisy = any(c["tied_with"] for t in tables for r in t["ranges"] for c in r["cells"])
+    cells = [c for t in tables for r in t["ranges"] for c in r["cells"]]
+    noisy, floored = any(c["tied_with"] for c in cells), any(c.get("noise_floor") for c in cells)
     body = []
-    for table in document["tables"]:
+    for table in tables:
         for row in table["ranges"]:
             high = "inf" if row["bytes_max"] is None else human_bytes(row["bytes_max"])
             span = f"{human_bytes(row['bytes_min'])}..{high}"
@@ -290,29 +372,75 @@ def render(document: dict[str, Any]) -> str:
                              human_bytes(cell["bytes_per_peer"]), shown(cell["algorithm"], cell["options"]),
                              f"{cell['value_us']:,.1f}",
                              runner + (" (within noise)" if runner in cell["tied_with"] else ""),
-                             _percent(cell["margin"]), _versus(cell, alpha),
-                             *([_chosen_as(cell)] if noisy else [])])
-    overlap = any(t.get("timing") == OVERLAP for t in document["tables"])
+                             _percent(cell["margin"]), _versus(cell),
+                             *([_times(_spread(cell.get("noise_floor")))] if floored else []),
+                             *([_chosen_as(cell, table.get("timing", ""))] if noisy else [])])
+    overlap = any(t.get("timing") == OVERLAP for t in tables)
     headers = [*columns, "range (B/peer)", "measured", "algorithm",
-               f"{document['metric']} exposed us" if overlap else f"{document['metric']} us",
-               "runner-up", "by", "vs native", *(["chosen as"] if noisy else [])]
-    ranked = [f"Overlap tables rank by the exposed time, t_overall - t_compute per iteration ({document['metric']} "
+               f"{metric} exposed us" if overlap else f"{metric} us", "runner-up", "by", "vs native",
+               *(["noise floor"] if floored else []), *(["chosen as"] if noisy else [])]
+    ranked = [f"Overlap tables rank by the exposed time, t_overall - t_compute per iteration ({metric} "
               "over the iterations): how long the program waits for the exchange, after start, a compute phase the "
               "same for every algorithm at a point (compute_phase_us), with `tests` progress calls in it, and "
               "wait."] if overlap else []
     context = [f"Every table's {', '.join(same)}."] if same else []
-    return "\n".join([*ranked, *context, tabulate(body, headers=headers, disable_numparse=True)])
+    return "\n".join([*ranked, *context, *_stated(document, floored),
+                      tabulate(body, headers=headers, disable_numparse=True)])
 
 
-def _versus(cell: dict[str, Any], alpha: float) -> str:
-    said = _times(cell["speedup_vs_native"])
-    p = cell.get("native_p")
-    return said + (" (n.s.)" if p is not None and p >= alpha else "")
+def _stated(document: dict[str, Any], floored: bool) -> list[str]:
+    """The verdicts' statistic, and where no cell had a control, that the margin alone applies."""
+    if "statistic" not in document:
+        return []
+    floor = [] if floored else ["No cell has a control (the library's own under a second name): the noise floor is "
+                                "not known, and the margin alone separates a verdict from a tie."]
+    return [f"Verdicts: {document['statistic']}.", *floor]
 
 
-def _chosen_as(cell: dict[str, Any]) -> str:
-    """Why the cell's choice, where others were within noise of it: the simplest of them, or the fastest."""
-    return "" if not cell["tied_with"] else "the simplest" if cell["tie"] else "the fastest"
+def _versus(cell: dict[str, Any]) -> str:
+    """The choice against native in the table: its speed and interval, untested where it has no verdict."""
+    said = cell.get("vs_native")
+    if not said:
+        return _times(cell["speedup_vs_native"])
+    if said["verdict"] == verdict.UNTESTED:
+        return f"{_pace(said['ratio'])} untested"
+    return f"{_pace(said['ratio'])} ({_interval(said)})"
+
+
+def _pace(ratio: float) -> str:
+    """A time over native's as speed: '1.31x' where faster, '2.30x slower' where slower (never a gain below 1)."""
+    return f"{1 / ratio:.2f}x" if ratio <= 1 else f"{ratio:.2f}x slower"
+
+
+def _interval(said: dict[str, Any]) -> str:
+    """A comparison's interval as its words read it: speeds where faster or tied, times where slower."""
+    if said["verdict"] == verdict.SLOWER:
+        return f"{said['low']:.2f}-{said['high']:.2f}"
+    return f"{1 / said['high']:.2f}-{1 / said['low']:.2f}"
+
+
+def against_native(said: dict[str, Any], metric: str) -> str:
+    """A comparison with native in words: '1.31x as fast as native (1.22-1.41)', 'within noise of native
+    (0.97-1.06)', '2.30x slower than native (2.10-2.52)', or by the metric alone, untested."""
+    ratio, found = said["ratio"], said["verdict"]
+    pace = f"{1 / ratio:.2f}x as fast as native" if ratio <= 1 else f"{ratio:.2f}x slower than native"
+    if found == verdict.UNTESTED:
+        return f"{pace} by the {metric}, untested"
+    return f"within noise of native ({_interval(said)})" if found == verdict.TIE else f"{pace} ({_interval(said)})"
+
+
+def _spread(floor: float | None) -> float | None:
+    """A noise floor as the factor identical schedules differed by (control faster or slower alike)."""
+    return None if not floor else max(floor, 1 / floor)
+
+
+def _chosen_as(cell: dict[str, Any], timing: str) -> str:
+    """Why the cell's choice, where others were within noise of it: the library's own, the simplest of them, or the
+    fastest."""
+    if not cell["tied_with"]:
+        return ""
+    return "the library's own" if library_own(cell["algorithm"], cell["options"], timing) else \
+        "the simplest" if cell["tie"] else "the fastest"
 
 
 def _percent(margin: float | None) -> str:
@@ -326,12 +454,12 @@ def _times(ratio: float | None) -> str:
 # --- across launches, and in short ------------------------------------------------------
 
 def winners_by_launch(directories: list[Path], metric: str = "mean", alpha: float = 0.05,
-                      dtype: str | None = None) -> dict[tuple, list[str]]:
+                      dtype: str | None = None, margin: float = MARGIN) -> dict[tuple, list[str]]:
     """Each launch's winner per cell, (context, bytes per peer) -> labels in launch order (ReproMPI's point:
     one launch's ranking is one sample of the machine, not the machine)."""
     found: dict[tuple, list[str]] = {}
     for directory in directories:
-        for table in decide([directory], metric, alpha, dtype)["tables"]:
+        for table in decide([directory], metric, alpha, dtype, margin=margin)["tables"]:
             for row in table["ranges"]:
                 for cell in row["cells"]:
                     found.setdefault((context_of(table), cell["bytes_per_peer"]), []).append(
@@ -345,33 +473,62 @@ def unstable(winners: dict[tuple, list[str]]) -> dict[tuple, Counter]:
 
 
 def summary(document: dict[str, Any]) -> list[str]:
-    """One line per process count: each size range's choice, its speed-up over native and whether the rank test
-    finds it, what is within noise of it and why it was chosen among them; an oversubscribed count says so."""
-    alpha = document.get("alpha", 0.05)
+    """One line per process count: each size range's choice, its speed over native with the interval, what is within
+    noise of it and why it was chosen among them, the noise floor; an oversubscribed count says so. Then the program
+    totals and the verdicts' statistic."""
     lines = []
     for table in document["tables"]:
-        parts = [range_said(row, table.get("timing", ""), alpha) for row in table["ranges"]]
-        crowded = crowding(document, table["nprocs"])
-        lines.append(f"{where(table)}: " + "; ".join(parts) + (f" [{crowded}]" if crowded else ""))
-    return lines + program_totals(document)
+        parts = [range_said(row, table.get("timing", ""), document["metric"]) for row in table["ranges"]]
+        floors = [_spread(c.get("noise_floor")) for r in table["ranges"] for c in r["cells"] if c.get("noise_floor")]
+        notes = [f"noise floor up to {max(floors):.2f}x"] if floors else []
+        notes += [crowded] if (crowded := crowding(document, table["nprocs"])) else []
+        lines.append(f"{where(table)}: " + "; ".join(parts) + "".join(f" [{note}]" for note in notes))
+    stated = [f"verdicts: {document['statistic']}"] if "statistic" in document else []
+    return lines + program_totals(document) + stated
 
 
-def range_said(row: dict[str, Any], timing: str, alpha: float) -> str:
-    """A range's choice in words: `91..8191 pairwise (5.34x as fast as native, significant; within noise: bine,
-    ring; chosen as the fastest; rests on one point, 1K)`."""
+def range_said(row: dict[str, Any], timing: str, metric: str) -> str:
+    """A range's choice in words: `91..8191 pairwise (1.31x as fast as native (1.22-1.41); within noise: bine, ring;
+    chosen as the fastest; rests on one point, 1K)`."""
     label, cells = shown(row["algorithm"], row["options"]), row["cells"]
     high = "inf" if row["bytes_max"] is None else human_bytes(row["bytes_max"])
     tied = sorted({name for c in cells for name in c["tied_with"]})
     lone = [f"rests on one point, {human_bytes(cells[0]['bytes_per_peer'])}"] if one_point(row) else []
     if library_own(row["algorithm"], row["options"], timing):
-        said = [f"the library's own; none of {', '.join(tied)} is significantly faster"] if tied else []
+        said = [why] if (why := kept(cells)) else []
     else:
-        said = [versus_native(cells, alpha)] if any(c["speedup_vs_native"] for c in cells) else []
+        said = [versus_native(cells, metric)] if any(c["speedup_vs_native"] for c in cells) else []
         if tied:
             why = "the simplest of them" if any(c["tie"] for c in cells) else "the fastest"
             said.append(f"within noise: {', '.join(tied)}; chosen as {why}")
     said += lone
     return f"{human_bytes(row['bytes_min'])}..{high} {label}" + (f" ({'; '.join(said)})" if said else "")
+
+
+def kept(cells: list[dict[str, Any]]) -> str:
+    """Why the library's own stays, in words: untested (and why), or what is within noise of it ('' where every
+    other candidate is slower)."""
+    if untested_why(cells):
+        return f"the library's own; untested: {untested_why(cells)}"
+    near: dict[str, list[dict[str, Any]]] = {}
+    for cell in cells:
+        for entry in cell["candidates"]:
+            if (entry.get("vs_native") or {}).get("verdict") == verdict.TIE:
+                near.setdefault(shown(entry["algorithm"], entry["options"]), []).append(entry["vs_native"])
+    if not near:
+        return ""
+    named = [name + (f" ({_interval(said[0])})" if len(cells) == 1 else "") for name, said in sorted(near.items())]
+    return f"the library's own; within noise of it: {', '.join(named)}"
+
+
+def untested_why(cells: list[dict[str, Any]]) -> str:
+    """Why none of these cells' comparisons has a verdict ('' where some has one)."""
+    said = [e["vs_native"] for c in cells for e in c.get("candidates", []) if e.get("vs_native")]
+    if not said or any(s["verdict"] != verdict.UNTESTED for s in said):
+        return ""
+    if all(c.get("rounds", 0) == 0 for c in cells):
+        return "no interleaved rounds (a record made before them): nothing is called faster, native stays"
+    return f"fewer than {verdict.MIN_ROUNDS} rounds shared: nothing is called faster, native stays"
 
 
 def one_point(row: dict[str, Any], factor: float = 2.0) -> bool:
@@ -412,20 +569,23 @@ def midpoints(document: dict[str, Any], factor: float = 2.0) -> list[int]:
     return sorted(found)
 
 
-def versus_native(cells: list[dict[str, Any]], alpha: float) -> str:
-    """The range's speed-up over native and how many of its sizes the rank test finds it at."""
-    gains = sorted(c["speedup_vs_native"] for c in cells if c["speedup_vs_native"])
-    ratio = f"{gains[0]:.2f}x" if gains[0] == gains[-1] else f"{gains[0]:.2f}-{gains[-1]:.2f}x"
-    tested = [c["native_p"] for c in cells if c.get("native_p") is not None]
-    found = sum(p < alpha for p in tested)
+def versus_native(cells: list[dict[str, Any]], metric: str) -> str:
+    """The range's speed over native with its intervals: one cell's in words, several cells' speeds and intervals
+    from the lowest to the highest; by the metric alone where the verdict is untested (or the table predates
+    verdicts)."""
+    said = [c["vs_native"] for c in cells if c.get("vs_native")]
+    tested = [s for s in said if s["verdict"] != verdict.UNTESTED]
+    if len(said) == 1:
+        return against_native(said[0], metric)
     if not tested:
-        return f"{ratio} as fast as native, untested (no samples)"
-    if found == len(tested):
-        return f"{ratio} as fast as native, significant"
-    worst = max(tested)
-    if not found:
-        return f"{ratio} as fast as native by the mean, not significant (p={worst:.2g})"
-    return f"{ratio} as fast as native, significant at {found} of {len(tested)} sizes"
+        gains = sorted(c["speedup_vs_native"] for c in cells if c["speedup_vs_native"])
+        ratio = f"{gains[0]:.2f}x" if gains[0] == gains[-1] else f"{gains[0]:.2f}-{gains[-1]:.2f}x"
+        return f"{ratio} as fast as native by the {metric}" + (", untested" if said else "")
+    speeds = sorted(1 / s["ratio"] for s in tested)
+    lows, highs = (1 / s["high"] for s in tested), (1 / s["low"] for s in tested)
+    untested_ = f", untested at {len(said) - len(tested)} of {len(said)} sizes" if len(tested) < len(said) else ""
+    return (f"{speeds[0]:.2f}-{speeds[-1]:.2f}x as fast as native (intervals from {min(lows):.2f} to "
+            f"{max(highs):.2f}){untested_}")
 
 
 def crowding(document: dict[str, Any], nprocs: int) -> str:
@@ -462,14 +622,21 @@ def program_totals(document: dict[str, Any]) -> list[str]:
 
 
 def decided(directories: list[Path], metric: str = "mean", alpha: float = 0.05, dtype: str | None = None,
-            output: Path | None = None, where: dict[str, str] | None = None) -> str:
-    """`bench decide` as text: the table, how many cells went to a simpler algorithm, and the file written."""
+            output: Path | None = None, where: dict[str, str] | None = None, margin: float = MARGIN,
+            force: bool = False) -> str:
+    """`bench decide` as text: the table, how many cells went to a simpler algorithm or stayed untested, and the
+    file written."""
     if output is not None and not Path(output).resolve().parent.is_dir():
         raise BadInput(f"--output {output}: its directory does not exist")
-    document = decide(directories, metric, alpha, dtype, where)
-    ties = sum(c["tie"] for t in document["tables"] for r in t["ranges"] for c in r["cells"])
-    lines = [render(document), f"\n{counted(ties, 'cell')} went to a simpler algorithm not significantly slower "
-                               f"(tie, alpha={alpha}).", *program_totals(document)]
+    document = decide(directories, metric, alpha, dtype, where, margin, force)
+    cells = [c for t in document["tables"] for r in t["ranges"] for c in r["cells"]]
+    ties = sum(c["tie"] for c in cells)
+    lines = [render(document), f"\n{counted(ties, 'cell')} went to a simpler algorithm within noise of the fastest "
+                               f"(alpha {alpha}, margin {margin * 100:g} %)."]
+    blind = [c for c in cells if untested_why([c])]
+    if blind:
+        lines.append(f"{counted(len(blind), 'cell')} untested: {untested_why(blind) or untested_why(blind[:1])}.")
+    lines += program_totals(document)
     if output is not None:
         write_decision(document, Path(output))
         lines.append(f"wrote {output}")

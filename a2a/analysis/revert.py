@@ -45,6 +45,6 @@ def back_to_native(document: dict[str, Any], cells: dict[Cell, tuple[str, dict[s
             cell.update(reverted_from=chosen, **extra, runner_up=chosen, runner_up_us=cell["value_us"],
                         margin=rounded(cell["value_us"] / value - 1) if value else None, algorithm=NATIVE,
                         options=native["options"] if native else library_own_options(timing), value_us=value,
-                        speedup_vs_native=1.0, tie=False, tied_with=[])
+                        speedup_vs_native=1.0, vs_native=None, tie=False, tied_with=[])
         table["ranges"] = ranges(every)
     return said

@@ -1,9 +1,9 @@
 """The decision table's schema, reading, writing and lookup; `auto` and the exporters need only this.
 
-The table is a JSON document (schema "a2a-decision/1", described in docs/decide.md). For
-every context (process count, timing, mesh, groups) it lists byte ranges per peer that cover
-0 to infinity; each range names an algorithm with its options and keeps the measured cells it
-came from, with every candidate's metric so exporters can substitute.
+The table is a JSON document (schema "a2a-decision/2", described in docs/decide.md; "a2a-decision/1", written
+before verdicts, still reads). For every context (process count, timing, mesh, groups) it lists byte ranges per
+peer that cover 0 to infinity; each range names an algorithm with its options and keeps the measured cells it came
+from, with every candidate's metric and verdicts so exporters can substitute.
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ import numpy as np
 from a2a.errors import BadInput
 from a2a.record.results import KEY_COLUMNS, KEY_DEFAULTS, write_atomic
 
-SCHEMA = "a2a-decision/1"
+SCHEMA = "a2a-decision/2"
+READABLE = ("a2a-decision/1", SCHEMA)  # /1: before a2a.record.verdict (no statistic, margin, vs_native, noise_floor)
 # Key columns that split the table: every key column but what a cell chooses and the dtype
 CONTEXT_COLUMNS = tuple(c for c in KEY_COLUMNS if c not in ("algorithm", "options", "dtype", "bytes_per_peer"))
 
@@ -99,8 +100,8 @@ def read_decision(path: Path | str) -> dict[str, Any]:
 
 
 def _schema_problem(document: Any) -> str | None:
-    if not isinstance(document, dict) or document.get("schema") != SCHEMA:
-        return f"no \"schema\": \"{SCHEMA}\""
+    if not isinstance(document, dict) or document.get("schema") not in READABLE:
+        return f"no \"schema\": \"{SCHEMA}\" (or \"{READABLE[0]}\")"
     tables = document.get("tables")
     if not isinstance(tables, list) or not tables:
         return "no tables"
