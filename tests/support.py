@@ -145,6 +145,34 @@ def assert_collective_tests_passed(report: Path, path: str) -> None:
     assert ran and not bad, f"{path}: {len(ran)} ran; failed: {bad}"
 
 
+DEBIAN_MPI = {"MPICH": "mpich", "Open MPI": "openmpi"}  # the suffix of each library's tools in Debian's packages
+
+
+def debian_tool(library: str, tool: str) -> str:
+    """The tool (mpicc, mpif90, mpirun) of Debian's package of `library`, e.g. /usr/bin/mpif90.openmpi."""
+    return f"/usr/bin/{tool}.{DEBIAN_MPI[library]}"
+
+
+def needs_debian_mpi(library: str) -> pytest.MarkDecorator:
+    """Mark a test of the `debian` tier, skipped (saying why) where Debian's package of `library` or gfortran is
+    missing; CI installs them (.ci/setup.d/debian-mpi.sh)."""
+    missing = [tool for tool in (debian_tool(library, "mpicc"), debian_tool(library, "mpif90"),
+                                 debian_tool(library, "mpirun")) if not Path(tool).exists()]
+    why = f"needs Debian's {library} ({', '.join(missing)} missing: `bash .ci/setup.d/debian-mpi.sh` installs it)"
+    return pytest.mark.debian(pytest.mark.skipif(bool(missing), reason=why))
+
+
+def debian_libraries() -> list:
+    """Debian's MPICH and Open MPI as parameters of a test, each skipped (saying why) where it is missing."""
+    return [pytest.param(library, marks=needs_debian_mpi(library)) for library in DEBIAN_MPI]
+
+
+def debian_launch(library: str, n: int, *program: str) -> list[str]:
+    """`mpirun -n N PROGRAM...` with Debian's package of `library`: Open MPI's as root and beyond the cores, as told."""
+    told = ["--oversubscribe", *(["--allow-run-as-root"] if os.geteuid() == 0 else [])] if library == "Open MPI" else []
+    return [debian_tool(library, "mpirun"), *told, "-n", str(n), *program]
+
+
 def needs_simgrid(test):
     """Mark a test of the `simgrid` tier, skipped (saying why) where SimGrid's SMPI is missing."""
     from a2a.simulate.simgrid import missing

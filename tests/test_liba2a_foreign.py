@@ -1,0 +1,75 @@
+"""liba2a under an MPI library it was not built for: one line of refusal and every call the program's own library's,
+never a crash or a wrong answer; and `bench deploy --library --mpicc`, which builds it for another library."""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from support import ROOT, bench_here, debian_launch, debian_libraries, debian_tool, is_mpich
+from test_deploy import decision, written
+
+from a2a.deploy.library import preload_library
+from a2a.mpi import clean_launcher_env
+
+REFUSED = re.compile(r"^a2a: liba2a refused: it was built for (MPICH|Open MPI) (\S+); this program runs \1 (\S+); "
+                     r"every call goes to the MPI library \(build liba2a for it: python -m bench deploy --library "
+                     r"--mpicc PATH\)$", re.MULTILINE)
+
+
+def debian_of_this_family() -> str:
+    """Debian's package of the family of this Python's MPI library (its wheel is another version)."""
+    return "MPICH" if is_mpich() else "Open MPI"
+
+
+@pytest.mark.launches
+@pytest.mark.parametrize("library", debian_libraries())
+def test_a_program_built_with_another_version_gets_one_line_and_its_own_library(tmp_path: Path, library: str):
+    """liba2a built for this Python's MPI library (the MPICH 5 or Open MPI 5 wheel), preloaded into programs built with
+    Debian's MPICH 4.0.2 or Open MPI 4.1.4, under a file that serves their MPI_Alltoall(v) and MPI_Ialltoall: one line
+    on rank 0 says it is refused and why, nothing is served or recorded, every result is right and the job exits 0
+    (before: a symbol lookup error in the wheel's UCX at load, exit 127, under Debian's MPICH)."""
+    if library != debian_of_this_family():
+        pytest.skip(f"this Python's MPI library is not of {library}'s family, and a liba2a of another family cannot "
+                    "pass calls on (its handles are of another size): only the version is tried across libraries")
+    p = 3
+    path, _ = written(tmp_path, decision([(0, "pairwise")], "pairwise", [p]), [p])
+    preload = preload_library()
+    for source, args in (("alltoall_check.c", ["2", "300"]), ("ialltoall_recv.c", ["3", "3"])):
+        program = tmp_path / Path(source).stem
+        subprocess.run([debian_tool(library, "mpicc"), "-O2", "-o", str(program), str(ROOT / "tests" / "programs" /
+                                                                                        source)],
+                       check=True, capture_output=True)
+        settings = [f"LD_PRELOAD={preload}", f"A2A_DEPLOY={path}", "A2A_DEPLOY_REPORT=1",
+                    f"A2A_RECORD={tmp_path / 'record'}"]
+        done = subprocess.run(debian_launch(library, p, "env", *settings, str(program), *args),
+                              env=clean_launcher_env(None), capture_output=True, text=True, timeout=120)
+        said = done.stdout + done.stderr
+        assert done.returncode == 0 and done.stdout.split("\n")[0] == "ok", said
+        refusals = REFUSED.findall(done.stderr)
+        assert len(refusals) == 1 and refusals[0][0] == library and refusals[0][1] != refusals[0][2], said
+        assert [line for line in done.stderr.splitlines() if line.startswith("a2a")] == [
+            REFUSED.search(done.stderr)[0]], said  # no report: nothing ran but the library
+        assert not (tmp_path / "record").exists(), said
+
+
+@pytest.mark.parametrize("library", debian_libraries())
+def test_bench_deploy_library_builds_for_the_mpicc_given(capsys, library: str):
+    """`bench deploy --library --mpicc mpicc.mpich` (or .openmpi) prints the library built with that compiler, not
+    this Python's."""
+    code, out, err = bench_here(capsys, "deploy", "--library", "--mpicc", debian_tool(library, "mpicc"))
+    assert code == 0 and out.strip() == str(preload_library(debian_tool(library, "mpicc"))), err
+    assert out.strip() != str(preload_library()) and Path(out.strip()).exists()
+
+
+def test_an_mpicc_that_is_not_one_is_refused(capsys, tmp_path: Path):
+    """--mpicc that does not exist, or that does not say what it compiles with, is refused in one line naming it and
+    what is accepted; --mpicc without --library is a usage error."""
+    code, _, err = bench_here(capsys, "deploy", "--library", "--mpicc", str(tmp_path / "mpicc"))
+    assert code == 2 and f"--mpicc {tmp_path / 'mpicc'}: No such file or directory; accepted: an MPI compiler " \
+        "wrapper" in err, err
+    code, _, err = bench_here(capsys, "deploy", "--library", "--mpicc", "/bin/true")
+    assert code == 2 and "--mpicc /bin/true: `/bin/true -show` did not say what it compiles with" in err, err
+    code, _, err = bench_here(capsys, "deploy", "--mpicc", "/bin/true")
+    assert code == 2 and "--mpicc goes with --library" in err, err
