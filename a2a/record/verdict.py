@@ -273,7 +273,7 @@ def unpaired(before: Values, after: Values, margin: float = MARGIN, alpha: float
     these launches only); bootstrap within each side."""
     unit, sides = units_of(before, after)
     if min(len(s) for s in sides) < MIN_ROUNDS:
-        return untested(before, after), unit
+        return untested(after, before), unit
     rng = np.random.default_rng(seed)
     logs = [np.log(s) for s in sides]
     medians = [np.median(v[rng.integers(0, v.size, (resamples, v.size))], axis=1) for v in logs]

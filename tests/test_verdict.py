@@ -1,0 +1,195 @@
+"""a2a.record.verdict: the A/A test the old rule failed, power, Holm, the margin, the noise floor, the bootstrap."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from a2a.analysis.decide import mann_whitney_p
+from a2a.record import verdict
+
+BASE = 100e-6  # seconds
+
+
+def load(rng: np.random.Generator, slots: int, per_round: int) -> np.ndarray:
+    """The machine's load over `slots` visits in order: a slow drift, bursts that move whole rounds of `per_round`
+    visits (a contiguous block of the old design sees them as one candidate's), and a rare burst on one visit."""
+    drift = np.exp(np.linspace(0.0, rng.normal(0.0, 0.4), slots))
+    rounds = slots // per_round
+    whole = np.repeat(np.where(rng.random(rounds) < 0.2, rng.uniform(1.3, 2.0, rounds), 1.0), per_round)
+    visit = np.where(rng.random(slots) < 0.05, rng.uniform(1.5, 3.0, slots), 1.0)
+    return drift * whole * visit
+
+
+def interleaved(rng: np.random.Generator, speeds: list[float], rounds: int = 10, samples: int = 3,
+                noise: float = 0.05, loaded: bool = True) -> dict[int, verdict.Values]:
+    """Per-round mean times of candidates (their time factors `speeds`) visited in rounds, each in a fresh order."""
+    n = len(speeds)
+    machine = load(rng, rounds * n, n) if loaded else np.ones(rounds * n)
+    values: dict[int, verdict.Values] = {c: {} for c in range(n)}
+    for r in range(rounds):
+        for slot, c in enumerate(rng.permutation(n)):
+            seconds = BASE * speeds[c] * machine[r * n + slot] * np.exp(rng.normal(0.0, noise, samples))
+            values[c]["launch", r] = float(seconds.mean())
+    return values
+
+
+def blocks(rng: np.random.Generator, speeds: list[float], rounds: int = 10, samples: int = 3,
+           noise: float = 0.05) -> list[np.ndarray]:
+    """The same machine measured the old way: each candidate's iterations in one contiguous block."""
+    n = len(speeds)
+    machine = load(rng, rounds * n, n)
+    return [np.concatenate([BASE * speeds[c] * machine[c * rounds + r] * np.exp(rng.normal(0.0, noise, samples))
+                            for r in range(rounds)]) for c in range(n)]
+
+
+def test_an_aa_test_of_three_twins_under_drift_and_bursts_passes_where_pooling_iterations_fails():
+    """Three names for one schedule, 200 cells: the paired per-round verdict calls at most 5 % of twin pairs
+    different; Mann-Whitney on the iterations of contiguous blocks (the old rule) calls most of them different."""
+    rng = np.random.default_rng(2026)
+    called = tested = old = 0
+    for _ in range(200):
+        k, n = verdict.twins_called_different(interleaved(rng, [1.0, 1.0, 1.0]))
+        called, tested = called + k, tested + n
+        timed = blocks(rng, [1.0, 1.0, 1.0])
+        old += sum(mann_whitney_p(timed[a], timed[b]) < 0.05 for a, b in ((0, 1), (0, 2), (1, 2)))
+    assert tested == 600 and called <= 0.05 * tested, called
+    assert old >= 0.3 * 600, old  # pooling the iterations of blocks takes the load for the algorithm
+
+
+def test_a_twin_made_1_3x_slower_is_found_slower_and_never_faster():
+    """10 rounds of 2-3 samples with 5-10 % noise and a drift: the slow twin is slower in at least 90 % of cells."""
+    rng = np.random.default_rng(13)
+    found = []
+    for _ in range(200):
+        values = interleaved(rng, [1.0, 1.3], samples=int(rng.integers(2, 4)), noise=rng.uniform(0.05, 0.1),
+                             loaded=False)
+        for unit in values[0]:  # a drift moves both visits of a round alike
+            drift = math.exp(0.4 * unit[1] / 10)
+            values[0][unit] *= drift
+            values[1][unit] *= drift
+        cell = verdict.judge_cell(values, 0, lambda name: name)
+        found.append(cell.vs_native[1].verdict)
+    assert found.count(verdict.SLOWER) >= 0.9 * len(found), found.count(verdict.SLOWER)
+    assert verdict.FASTER not in found
+
+
+def test_holm_keeps_a_family_of_true_ties_from_calling_any():
+    """Families of 20 comparisons of identical twins (30 rounds), no margin: with Holm no family calls any; the same
+    comparisons each at alpha, uncorrected, call one in most families."""
+    rng = np.random.default_rng(7)
+    corrected = uncorrected = 0
+    for _ in range(15):
+        pairs = {}
+        for i in range(20):
+            twins = interleaved(rng, [1.0, 1.0], rounds=30, loaded=False)
+            pairs[i] = (twins[0], twins[1])
+        judged = verdict.family(pairs, bound=0.0)
+        corrected += any(c.verdict != verdict.TIE for c in judged.values())
+        alone = [verdict.family({i: pair}, bound=0.0)[i] for i, pair in pairs.items()]
+        uncorrected += any(c.verdict != verdict.TIE for c in alone)
+    assert corrected == 0 and uncorrected >= 5, (corrected, uncorrected)
+
+
+def test_holm_adjusts_step_down():
+    adjusted, levels = verdict.holm([0.01, 0.04, 0.03], alpha=0.05)
+    assert adjusted == pytest.approx([0.03, 0.06, 0.06]) and levels == pytest.approx([0.05 / 3, 0.05, 0.025])
+
+
+def quiet(rng: np.random.Generator, speeds: list[float]) -> dict[int, verdict.Values]:
+    return interleaved(rng, speeds, rounds=10, samples=3, noise=0.01, loaded=False)
+
+
+def test_a_true_difference_below_the_margin_is_a_tie():
+    """2 % faster, measured precisely: a tie at the 5 % margin; without a margin it is found."""
+    values = quiet(np.random.default_rng(3), [1.0, 0.98])
+    assert verdict.judge_cell(values, 0, lambda k: k).vs_native[1].verdict == verdict.TIE
+    without = verdict.judge_cell(values, 0, lambda k: k, margin=0.0)
+    assert without.vs_native[1].verdict == verdict.FASTER and without.choice == 1
+
+
+def test_a_difference_within_the_noise_floor_is_a_tie():
+    """1.08x faster is beyond the 5 % margin, but the control differed from native by 1.10x today: a tie, native
+    kept; with a quiet control the same difference is a verdict."""
+    rng = np.random.default_rng(5)
+    values = quiet(rng, [1.0, 1 / 1.08, 1.10])
+    candidates, noisy_control = {0: values[0], 1: values[1]}, values[2]
+    cell = verdict.judge_cell(candidates, 0, lambda k: k, control=noisy_control)
+    assert cell.floor == pytest.approx(1.10, rel=0.02)
+    assert (cell.vs_native[1].verdict, cell.choice) == (verdict.TIE, 0)
+    calm = verdict.judge_cell(candidates, 0, lambda k: k, control={u: v * 1.01 for u, v in values[0].items()})
+    assert (calm.vs_native[1].verdict, calm.choice) == (verdict.FASTER, 1)
+
+
+def test_records_without_rounds_are_untested():
+    """Each launch of an old record is one block: no pairs, no verdict, native stays."""
+    blocks_ = {0: {("a", -1): 2.0, ("b", -1): 2.0}, 1: {("a", -1): 1.0, ("b", -1): 1.0}}
+    cell = verdict.judge_cell(blocks_, 0, lambda k: k)
+    assert cell.vs_native[1].verdict == verdict.UNTESTED and cell.vs_native[1].ratio == 0.5
+    assert (cell.choice, cell.tied_with, cell.rounds, cell.launches) == (0, [], 0, 2)
+    two = {c: {("a", r): v for r in range(2)} for c, v in ((0, 2.0), (1, 1.0))}
+    assert verdict.judge_cell(two, 0, lambda k: k).vs_native[1].verdict == verdict.UNTESTED
+
+
+def test_the_choice_is_the_simplest_of_those_faster_than_native_and_not_slower_than_the_best():
+    """1 and 2 tie as the fastest, 3 is faster than native but slower than them: the preferred of 1 and 2 (2)."""
+    values = quiet(np.random.default_rng(9), [1.0, 0.50, 0.505, 0.7])
+    cell = verdict.judge_cell(values, 0, lambda k: {2: 0, 1: 1, 3: 2, 0: 3}[k])
+    assert (cell.choice, cell.tied_with) == (2, [1])
+    assert cell.vs_best[3].verdict == verdict.SLOWER and cell.vs_native[3].verdict == verdict.FASTER
+
+
+def test_the_two_stage_bootstrap_resamples_launches_then_their_rounds():
+    """Every resample draws as many launches as there are, and from each drawn launch as many rounds as it has;
+    the resampled medians are the medians of those draws."""
+    units = tuple((launch, r) for launch, n in (("a", 3), ("b", 5), ("c", 4)) for r in range(n))
+    drawn = verdict.two_stage_draws(units, resamples=300)
+    assert drawn.shape == (300, 12) and set(drawn.sum(axis=1)) <= {9, 10, 11, 12, 13, 14, 15}
+    assert len(set(drawn.sum(axis=1))) > 1  # launches of different sizes drawn
+    values = np.random.default_rng(1).normal(size=12)
+    assert np.allclose(verdict.resampled_medians(values, drawn),
+                       [np.median(np.repeat(values, row)) for row in drawn])
+    assert (verdict.two_stage_draws(units) == verdict.two_stage_draws(units)).all()  # seeded: reproducible
+
+
+def test_launch_to_launch_swings_widen_the_interval_of_several_launches():
+    """A candidate 1.2x faster in one launch and 1.0x in another: the interval over launches spans both, wider than
+    one launch's rounds give."""
+    rng = np.random.default_rng(4)
+    a, b = {}, {}
+    for launch, gain in (("x", 1.2), ("y", 1.0), ("z", 1.1)):
+        for r in range(10):
+            b[launch, r] = 1.0 * math.exp(rng.normal(0, 0.02))
+            a[launch, r] = b[launch, r] / gain * math.exp(rng.normal(0, 0.02))
+    both = verdict.family({"ab": (a, b)}, bound=0.0)["ab"]
+    one = verdict.family({"ab": ({u: v for u, v in a.items() if u[0] == "x"}, b)}, bound=0.0)["ab"]
+    assert (both.high - both.low) > 2 * (one.high - one.low) and both.launches == 3 and one.launches == 1
+
+
+def test_the_unpaired_form_takes_launches_where_each_side_has_several_else_rounds():
+    rng = np.random.default_rng(8)
+
+    def side(factor: float, launches: int) -> verdict.Values:
+        return {(f"L{i}", r): factor * math.exp(rng.normal(0, 0.03)) for i in range(launches) for r in range(5)}
+
+    judged, unit = verdict.unpaired(side(1.0, 4), side(1.5, 4))
+    assert (unit, judged.verdict) == ("launches", verdict.SLOWER) and judged.ratio == pytest.approx(1.5, rel=0.05)
+    judged, unit = verdict.unpaired(side(1.0, 1), side(0.98, 1))
+    assert (unit, judged.verdict) == ("rounds", verdict.TIE)
+    judged, unit = verdict.unpaired({("a", -1): 1.0}, {("b", -1): 2.0})
+    assert judged.verdict == verdict.UNTESTED and judged.ratio == 2.0
+    assert "these launches only" in verdict.statistic("median", unit="rounds")
+    assert "these launches only" not in verdict.statistic("median", unit="launches")
+
+
+def test_a_comparison_flips_and_reads_as_a_document():
+    found = verdict.Comparison(0.5, 0.4, 0.625, 0.001, verdict.FASTER, 10, 1)
+    assert found.flipped() == verdict.Comparison(2.0, 1.6, 2.5, 0.001, verdict.SLOWER, 10, 1)
+    assert found.as_dict() == {"ratio": 0.5, "low": 0.4, "high": 0.625, "verdict": "faster", "p": 0.001}
+
+
+def test_the_statistic_is_one_line_that_names_what_a_verdict_rests_on():
+    said = verdict.statistic("p90", alpha=0.01, margin=0.03, launches=1)
+    assert said.startswith("median of per-round p90 ratios, 99 % interval (two-stage bootstrap, Holm), margin 3 %")
+    assert "this launch only" in said and "this launch" not in verdict.statistic("mean", launches=3)
