@@ -475,3 +475,80 @@ def test_decision_lines_say_what_each_number_compares_and_never_contradict_thems
     kept, simpler = table_lines(rendered)[:2]
     assert kept.endswith("the library's own") and simpler.endswith("the simplest"), rendered
     assert "significant" not in rendered + line
+
+
+def test_old_records_without_rounds_are_untested_keep_native_and_say_why(tmp_path):
+    """A record made before rounds holds one block per point: pairwise's block is 2.5x faster, but blocks measure
+    when they ran as much as what ran; nothing is called, native stays, and every output says why."""
+    run = record(tmp_path / "old", {(4, 1024): {("native", ""): 100, ("pairwise", "schedule=shift"): 40}}, rounds=None)
+    document = decide.decide([run])
+    cell = document["tables"][0]["ranges"][0]["cells"][0]
+    pairwise = next(c for c in cell["candidates"] if c["algorithm"] == "pairwise")
+    assert (cell["algorithm"], cell["rounds"], cell["launches"]) == ("native", 0, 1)
+    assert pairwise["vs_native"]["verdict"] == "untested" and pairwise["vs_native"]["low"] is None
+    assert "untested: no interleaved rounds (a record made before them)" in decide.summary(document)[0]
+    assert "1 cell untested: no interleaved rounds" in decide.decided([run])
+
+
+def test_a_control_sets_the_noise_floor_below_which_nothing_is_called(tmp_path):
+    """pairwise is 1.2x faster than native, beyond the 5 % margin; where the control (native under a second name)
+    differed from native by 1.3x, that is within noise and native stays; where the control matched native,
+    pairwise wins."""
+    points = {(2, 64): {("native", "form=blocking"): 100, ("pairwise", "schedule=shift"): 100 / 1.2},
+              (2, 4096): {("native", "form=blocking"): 100, ("pairwise", "schedule=shift"): 100 / 1.2}}
+    run = record(tmp_path / "run", points)
+    seconds = samples_around(100, seed=7, spread=0.01)
+    recorder = Recorder(run)
+    for size, factor in ((64, 1.3), (4096, 1.0)):
+        recorder.add(row_for(2, size, "control", "form=blocking;of=native;twin=1", "float32", 4, seconds * factor),
+                     seconds * factor, [i // 2 for i in range(20)])
+    recorder.close()
+    document = decide.decide([run])
+    noisy, calm = (c for r in document["tables"][0]["ranges"] for c in r["cells"])
+    assert noisy["noise_floor"] == pytest.approx(1.3, rel=0.05) and noisy["algorithm"] == "native"
+    assert calm["noise_floor"] == pytest.approx(1.0, abs=0.05) and calm["algorithm"] == "pairwise"
+    assert all(c["algorithm"] != "control" for cell in (noisy, calm) for c in cell["candidates"])
+    assert "[noise floor up to 1.3" in decide.summary(document)[0] and "noise floor" in decide.render(document)
+
+
+def test_launches_are_the_top_level_of_the_bootstrap(tmp_path):
+    """Two directories, two launches: the cell rests on both, and the statistic no longer says one launch."""
+    first = record(tmp_path / "a", {(2, 8): LIBRARY_TABLE[2, 8]}, launch="2026-01-01T00:00:00")
+    second = record(tmp_path / "b", {(2, 8): LIBRARY_TABLE[2, 8]}, launch="2026-01-02T00:00:00")
+    document = decide.decide([first, second])
+    cell = document["tables"][0]["ranges"][0]["cells"][0]
+    assert (cell["launches"], cell["rounds"], cell["algorithm"]) == (2, 20, "pairwise")
+    assert "one launch" not in document["statistic"] and document["schema"] == "a2a-decision/2"
+    assert document["margin"] == 0.05 and cell["vs_native"]["verdict"] == "faster"
+
+
+def test_records_of_different_mpi_libraries_are_refused_unless_forced(tmp_path):
+    mpich = record(tmp_path / "mpich", {(2, 8): LIBRARY_TABLE[2, 8]}, mpi_library="MPICH Version: 5.0.2\nmore")
+    ompi = record(tmp_path / "ompi", {(2, 8): LIBRARY_TABLE[2, 8]}, mpi_library="Open MPI v5.0.11\nmore")
+    with pytest.raises(BadResults) as refused:
+        decide.decide([mpich, ompi])
+    said = str(refused.value)
+    assert "\n" not in said and "MPICH Version: 5.0.2" in said and "Open MPI v5.0.11" in said and "--force-mix" in said
+    pooled = decide.decide([mpich, ompi], force=True)
+    assert pooled["tables"][0]["ranges"][0]["cells"][0]["samples"] == 40
+    assert decide.decide([mpich, record(tmp_path / "same", {(2, 8): LIBRARY_TABLE[2, 8]},
+                                        mpi_library="MPICH Version: 5.0.2\nother build")])  # first lines agree
+
+
+def test_force_mix_pools_dtypes_under_the_widest(tmp_path):
+    record(tmp_path / "run", {(4, 64): LIBRARY_TABLE[4, 64]})
+    record(tmp_path / "run", {(4, 64): LIBRARY_TABLE[4, 64]}, dtype="float64")
+    document = decide.decide([tmp_path / "run"], force=True)
+    assert document["dtype"] == "float64" and document["tables"][0]["ranges"][0]["cells"][0]["samples"] == 40
+
+
+@pytest.mark.launches
+def test_cli_margin_and_force_mix(tmp_path):
+    run = record(tmp_path / "run", {(2, 8): LIBRARY_TABLE[2, 8]})
+    other = record(tmp_path / "other", {(2, 8): LIBRARY_TABLE[2, 8]}, mpi_library="Open MPI v5.0.11")
+    for bad in ("100", "-1", "five"):
+        assert_one_error(bench("decide", str(run), "--margin", bad), "--margin", "at least 0 and below 100")
+    assert_one_error(bench("decide", str(run), str(other)), "MPICH Version: test", "Open MPI v5.0.11", "--force-mix")
+    done = bench("decide", str(run), str(other), "--force-mix", "--margin", "2.5")
+    assert done.returncode == 0, done.stderr
+    assert "margin 2.5 %" in done.stdout and "Verdicts: median of per-round mean ratios" in done.stdout
