@@ -7,7 +7,8 @@ from typing import Any
 import click
 
 from a2a.algos.registry import COLLECTIVES
-from a2a.sweep.config import CACHES, DEFAULTS, TIMINGS
+from a2a.measure.protocols import NAMES, described
+from a2a.sweep.config import CACHES, DEFAULTS
 from a2a.sweep.session import FORMATS, Output
 from a2a.workflows.run import measured
 
@@ -32,9 +33,21 @@ from .options import defaults
 @click.option("--table", "decision_table", help="Decision table for the `auto` algorithm (auto.table=FILE).")
 @click.option("--nprocs", help="Process counts to sweep. [default: 2, 4, 8, ... up to the world size, and it]")
 @click.option("--warmup", help=defaults("Untimed calls before timing each point.", DEFAULTS["warmup"]))
-@click.option("--iterations", help=defaults("Timed calls per point.", DEFAULTS["iterations"]))
-@click.option("--max-time-per-point", help=defaults("Seconds; stop a point early after 5 iterations.",
-                                                    DEFAULTS["max_time_per_point"]))
+@click.option("--iterations", help=defaults("Timed calls per point, split over its rounds.", DEFAULTS["iterations"]))
+@click.option("--rounds", help=defaults("Interleaved rounds per cell: each visits every algorithm once, in a fresh "
+                                        "seeded order, with its warm-up and its share of the iterations (at most "
+                                        "--iterations).", DEFAULTS["rounds"]))
+@click.option("--control/--no-control", default=None,
+              help=defaults("Time `control` (the library's own under a second name) in every cell: the noise floor "
+                            "no win may fall below.", "control"))
+@click.option("--aa", is_flag=True, help="The A/A self-check: native and pairwise each beside twins of themselves "
+                                         "(one schedule under other names); prints how many twin comparisons the "
+                                         "statistics call different.")
+@click.option("--launches", type=int, default=None,
+              help="Measure the sweep this many times in this job, into DIR/launch-1.. (fresh plans and rounds "
+                   "each); the decision takes the launches as its top level. [default: 1]")
+@click.option("--max-time-per-point", help=defaults("Seconds a point's visits may take in all (at least one call "
+                                                    "per round).", DEFAULTS["max_time_per_point"]))
 @click.option("--stall-threshold", help=defaults("Seconds above the point's fastest sample that make a stall.",
                                                  DEFAULTS["stall_threshold"]))
 @click.option("--check/--no-check", default=None, help=defaults("Verify each point's result once.", "check"))
@@ -47,12 +60,8 @@ from .options import defaults
               help="Bytes of buffers per rank; larger points are skipped. [default: a share of the node]")
 @click.option("--ppn", help="Ranks per virtual node, for node-aware algorithms. [default: real nodes]")
 @click.option("--seed", help=defaults("Seed of the algorithm order within a size.", DEFAULTS["seed"]))
-@click.option("--timing", type=click.Choice(TIMINGS), default=None,
-              help=defaults("sync: barrier + one timed call, max over ranks, every sample; pipelined: calls back to "
-                            "back, per-rank means; imb: IMB-MPI1's and OSU's loop (timed call, untimed barrier), "
-                            "per-rank means; global: ReproMPI's synchronised clocks, latest exit minus an agreed "
-                            "start; overlap: OSU's and IMB-NBC's overlap of an exchange with computation.",
-                            DEFAULTS["timing"]))
+@click.option("--timing", type=click.Choice(NAMES), default=None,
+              help=defaults(f"{described()}.", DEFAULTS["timing"]))
 @click.option("--compute-ratio", help=defaults("--timing overlap: the compute phase over the library's own "
                                                "non-blocking pure time (real arithmetic, sized once per point, the "
                                                "same for every algorithm).", DEFAULTS["compute_ratio"]))
@@ -82,6 +91,8 @@ def run(ctx: click.Context, **given: Any) -> None:
     explicit = {k: v for k, v in given.items()
                 if ctx.get_parameter_source(k) is click.core.ParameterSource.COMMANDLINE}
     explicit["refine"] = given["refine"]
+    if given["aa"]:
+        explicit["aa"] = True
     if given["decision_table"]:
         explicit["option"] = (*explicit.get("option", ()), f"auto.table={given['decision_table']}")
     sys.exit(measured(explicit, Output(given["quiet"], given["fmt"], given["allow_oversubscribed"])))

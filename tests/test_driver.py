@@ -82,7 +82,7 @@ def test_record_has_the_exact_header_and_every_sample(tmp_path):
     assert lines[0].startswith(HEADER + ",")  # later issues append columns after `note`
     rows = read_rows(out)
     assert {(r.nprocs, r.bytes_per_peer, r.algorithm) for r in rows} == {
-        (n, s, a) for n in (2, 3) for s in (8, 1024) for a in ("native", "bruck")}
+        (n, s, a) for n in (2, 3) for s in (8, 1024) for a in ("native", "bruck", "control")}
     assert all(r.valid and r.iterations == 4 and r.t_min_us <= r.t_p50_us <= r.t_max_us for r in rows)
     samples = read_samples(out)
     assert all(len(samples[r.key]) == 4 for r in rows)
@@ -96,8 +96,8 @@ def test_record_has_the_exact_header_and_every_sample(tmp_path):
 @pytest.mark.launches
 def test_stalls_and_outliers_are_flagged(tmp_path):
     out = tmp_path / "run"
-    # warm-up is call 0, so calls 3 and 6 are timed iterations 2 and 5
-    done = bench(2, "run", "--plugin", SLEEPY, "--algorithms", "sleepy:stall_calls=3/6,native",
+    # ten rounds of a warm-up call and a timed one: call 2k+1 is timed iteration k, so calls 5 and 11 are 2 and 5
+    done = bench(2, "run", "--plugin", SLEEPY, "--algorithms", "sleepy:stall_calls=5/11,native",
                  "--sizes", "8", "--nprocs", "2", "--iterations", "10", "--output", str(out))
     assert done.returncode == 0, done.stderr
     rows = {r.algorithm: r for r in read_rows(out)}

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from a2a.algos.builtin.control import stand_in
 from a2a.algos.nodes import node_groups
 from a2a.algos.registry import get
 from a2a.errors import A2AError, BadConfig
@@ -26,16 +27,17 @@ from a2a.measure.environment import (
     machine_of_this_rank,
     oversubscription,
 )
-from a2a.measure.overlap import Work, pure_seconds, time_overlap
-from a2a.measure.timing import harness_cost, time_global, time_imb, time_pipelined, time_sync
+from a2a.measure.overlap import Work, pure_seconds
+from a2a.measure.protocols import Visit, protocol
+from a2a.measure.timing import MIN_ITERATIONS, first_starts, harness_cost
 from a2a.measure.traffic import traffic_of
 from a2a.mpi import abort_job, abort_on_error, idle_barrier, ranks_on_this_node
 from a2a.netstat import stall_counters
 from a2a.record.overlap import overlap_figures
-from a2a.record.results import FAILED, KEY_COLUMNS, KEY_DEFAULTS, NATIVE, OVERLAP_QUANTITIES, Row
+from a2a.record.results import FAILED, KEY_DEFAULTS, NATIVE, OVERLAP_QUANTITIES, Row
 from a2a.record.stats import Stats
-from a2a.sweep.config import OVERLAP, PER_RANK_MEANS, SweepConfig
-from a2a.sweep.grid import Point
+from a2a.sweep.config import OVERLAP, SweepConfig
+from a2a.sweep.grid import Point, calls_in_round, cells, round_order
 from a2a.sweep.mesh import Layout, group_comm
 from a2a.sweep.session import (
     Backend,
@@ -190,23 +192,25 @@ def _measure_all(sub: Any, config: SweepConfig, todo: list[Point], ended: dict[t
     judge = sub.Dup()  # where the ranks agree on a point's failure, apart from every message of the point
     rows = []
     try:
-        for point in todo:
+        for cell in cells(todo):
+            skipped = [_skipped(p, context, ended[p.key]) for p in cell if p.key in ended]
+            live = [p for p in cell if p.key not in ended]
             if sub.rank == 0:
-                observer.start_point(point)
-            measured = _skipped(point, context, ended[point.key]) if point.key in ended else \
-                measure(sub, judge, point, config, context, stop_requested)
+                observer.start_cell(live or cell)
+            measured = measure_cell(sub, judge, live, config, context, stop_requested, observer) if live else []
             if measured is None:
                 return True, rows
-            row, samples, detail = measured
-            rows.append(row)
-            if sub.rank == 0:
-                observer.end_point(row, samples, detail)
+            for row, samples, detail, rounds in [(*m, None) for m in skipped] + measured:
+                rows.append(row)
+                if sub.rank == 0:
+                    observer.end_point(row, samples, detail, rounds)
     finally:
         judge.Free()
     return False, rows
 
 
-Measured = tuple[Row, np.ndarray, str]  # the row, its samples, and the full text behind a failure's note
+Measured = tuple[Row, Any, str]  # the row, its samples (by quantity where there are several), a failure's full text
+Timed = tuple[Row, Any, str, "list[int] | None"]  # a measured point with the round of each sample
 
 
 def _skipped(point: Point, context: Context, why: str) -> Measured:
@@ -217,36 +221,189 @@ def _skipped(point: Point, context: Context, why: str) -> Measured:
     return row, np.zeros(0), ""
 
 
-def measure(comm: Any, judge: Any, point: Point, config: SweepConfig, context: Context,
-            stop_requested: Callable[[], bool]) -> Measured | None:
-    """Plan, warm up, time and check one point (collective); None if a stop was requested.
+@dataclass
+class Contestant:
+    """One point of a cell as its rounds go: its row, traffic, buffers and plans, and its samples so far."""
 
-    An exception on any rank (a plug-in's, the library's, a refused argument) makes the point failed on every
-    rank, with its one-line cause, and the sweep goes on, once every rank has come to agree on it (`judge`);
-    ranks that do not come within AGREEMENT_SECONDS are still inside the exchange, and the job ends. With a mesh
-    layout the algorithm runs in every replica group at once; timing and checks still span all of `comm`, so a
-    sample is the max over every rank of every group.
+    point: Point
+    row: Row
+    traffic: Any = None
+    kept: tuple[list[Any], list[Any]] | None = None  # (buffer sets, plans) made once, where memory allows
+    samples: dict[str, list[float]] = field(default_factory=dict)  # by quantity ('' the calls' times)
+    rounds: list[int] = field(default_factory=list)  # the round of each sample
+    ended: Measured | None = None  # refused, skipped or failed: its row, no more visits
+    starts: Any = None  # global timing's verdicts on its starts
+    units: int = 0  # the overlap protocol's compute phase
+    notes: list[str] = field(default_factory=list)  # what making its buffers and plans noted
+    wrong: list[int] = field(default_factory=list)  # ranks whose result was wrong
+    stalls: list[int] | None = None  # TCP timeouts and loss probes summed over its visits (None: a host cannot tell)
+
+
+def measure_cell(comm: Any, judge: Any, points: list[Point], config: SweepConfig, context: Context,
+                 stop_requested: Callable[[], bool], observer: Observer) -> list[Timed] | None:
+    """Plan, warm up, time and check a cell's points in interleaved rounds (collective); None if a stop came.
+
+    Each round visits every live point once, in a fresh seeded order the same on every rank, with its warm-up
+    and its share of the iterations: slow drift of the machine falls on every point of a round alike, and the
+    samples keep their round (a2a.record.verdict pairs the points within rounds). Buffers and plans are made
+    once per cell, or per visit where the cell's together would pass --max-memory (plan time is never timed).
+    An exception on any rank fails that point on every rank, agreed on `judge` (agreed_failures), and the cell
+    goes on without it; with a mesh layout the points run in every replica group at once.
     """
-    row = point.row(context.nnodes, context.ppn, warmup=config.warmup, note=describe_oversubscription(context.crowded),
-                    topology=emulated_topology(), imbalance=1.0 if point.bytes_per_peer else nan)
-    group = group_comm(comm, point.layout) if point.layout else comm
-    plans: list[Any] = []
+    group = group_comm(comm, points[0].layout) if points[0].layout else comm
+    contestants = [Contestant(p, p.row(context.nnodes, context.ppn, warmup=config.warmup,
+                                       note=describe_oversubscription(context.crowded), topology=emulated_topology(),
+                                       imbalance=1.0 if p.bytes_per_peer else nan)) for p in points]
     try:
-        measured, problem = _time_and_check(comm, group, point, config, context, row, stop_requested, plans), None
+        for contestant in contestants:
+            _attempt(judge, contestant, lambda c=contestant: _prepare(comm, group, c, config, context))
+        keep = sum(c.traffic.most_bytes for c in contestants if c.ended is None) <= config.max_memory
+        for c in contestants:
+            if c.ended is None and keep:
+                _attempt(judge, c, lambda c=c: setattr(c, "kept", _made(group, c, config, config.iterations)))
+        for round_ in range(config.rounds):
+            for c in round_order([c for c in contestants if c.ended is None], points[0].cell, config.seed, round_):
+                if comm.rank == 0:
+                    observer.visit(c.point)
+                stopped = _attempt(judge, c, partial(_visit, comm, group, c, config, context, round_,
+                                                     stop_requested))
+                if stopped:
+                    return None
+        return [c.ended + (None,) if c.ended else _finished(c, config) for c in contestants]
+    finally:
+        for c in contestants:  # after every agreement: freeing may be collective (RMA windows)
+            for plan in (c.kept or ((), ()))[1]:
+                plan.free()
+        if group is not comm:
+            group.Free()
+
+
+def _attempt(judge: Any, contestant: Contestant, step: Callable[[], Any]) -> Any:
+    """Run one step of a contestant on every rank; a refusal (raised alike on every rank) or any rank's exception
+    ends it with its note, agreed on `judge`. What the step returned, or None once it ended."""
+    try:
+        result, problem = step(), None
+    except A2AError as refused:  # the checks are collective: raised alike on every rank
+        if contestant.ended is None:
+            contestant.ended = _noted(contestant.row, f"refused: {refused}")
+        result, problem = None, None
     except Exception as error:  # any rank's error is every rank's failed point, agreed below
-        measured, problem = None, error
-    failures = agreed_failures(judge, problem, point)
-    for plan in plans:  # after the agreement: freeing may be collective (RMA windows)
-        plan.free()
-    if group is not comm:
-        group.Free()
+        result, problem = None, error
+    failures = agreed_failures(judge, problem, contestant.point)
     if failures:
-        rank, kind, message, _ = failures[0]
+        kind, message = failures[0][1], failures[0][2]
         note = f"{FAILED}{'rank' if len(failures) == 1 else 'ranks'} {_ranges([f[0] for f in failures])}: " \
                f"{kind}: {message}"
-        row, samples, _ = _noted(row, note)
-        return row, samples, "\n".join(f"rank {r}:\n{trace}" for r, _, _, trace in failures)
-    return measured
+        row, samples, _ = _noted(contestant.row, note)
+        contestant.ended = (row, samples, "\n".join(f"rank {r}:\n{trace}" for r, _, _, trace in failures))
+        return None
+    return result
+
+
+def _prepare(comm: Any, group: Any, c: Contestant, config: SweepConfig, context: Context) -> None:
+    """The contestant's traffic, refused or skipped where it cannot run, and its overlap compute phase."""
+    point = c.point
+    c.traffic = traffic_of(point.collective, point.workload, group.size, point.bytes_per_peer, point.dtype,
+                           config.seed)
+    c.row.imbalance = c.traffic.imbalance
+    if c.traffic.most_bytes > config.max_memory:
+        c.ended = _noted(c.row, f"skipped: buffers need {c.traffic.most_bytes} B per rank, above --max-memory "
+                                f"{config.max_memory}")
+        return
+    if point.timing == "global":
+        c.starts = first_starts(context.clock)
+    if point.timing == OVERLAP:
+        sets, _ = buffer_sets(group, point.cache, c.traffic.buffers(group.rank), 1, config.max_memory)
+        c.units, c.row.compute_phase_us = _phase(comm, group, point, config, context, c.traffic, sets[0])
+        c.notes.append(f"compute phase {c.units} units of {context.work.unit * 1e6:.2f} us")
+
+
+def _made(group: Any, c: Contestant, config: SweepConfig, calls: int) -> tuple[list[Any], list[Any]]:
+    """Buffer sets and their plans for `calls` timed calls of the contestant (cold caches cycle through sets)."""
+    point = c.point
+    sets, short = buffer_sets(group, point.cache, c.traffic.buffers(group.rank), config.warmup + 2 * calls + 10,
+                              config.max_memory)
+    name, options = stand_in(point.variant.name, point.variant.options)
+    algorithm, plans = get(name), []
+    try:
+        for sendbuf, recvbuf in sets:
+            plans.append(c.traffic.plan(algorithm, group, sendbuf, recvbuf, options,
+                                        nonblocking=point.timing == OVERLAP))
+    except BaseException:
+        for plan in plans:
+            plan.free()
+        raise
+    c.notes = list(dict.fromkeys([*c.notes, *(n for n in (short, plans[0].note) if n)]))  # e.g. bine's fallback
+    return sets, plans
+
+
+def _visit(comm: Any, group: Any, c: Contestant, config: SweepConfig, context: Context, round_: int,
+           stop_requested: Callable[[], bool]) -> bool:
+    """One visit of a round: warm-up and timed calls, the samples kept with their round; in the last round the
+    result checked. Whether a stop came."""
+    calls = calls_in_round(config.iterations, config.rounds, round_)
+    sets, plans = c.kept or _made(group, c, config, calls)
+    try:
+        if c.point.cache == "cold":
+            evict()
+        before = _sum_over_hosts(comm, context)
+        timing = protocol(c.point.timing)
+        sampled = timing.time(Visit(comm, cycling([plan.run for plan in plans]), plans[0], config.warmup, calls,
+                                    config.max_time_per_point / config.rounds, stop_requested, context.clock,
+                                    context.work, c.units, int(c.point.tests or 0), c.starts))
+        if sampled.stopped:
+            return True
+        after = _sum_over_hosts(comm, context)
+        c.stalls = None if before is None or after is None or (c.rounds and c.stalls is None) else \
+            [a - b + t for a, b, t in zip(after, before, c.stalls or (0, 0))]
+        by_quantity = sampled.samples if isinstance(sampled.samples, dict) else {"": sampled.samples}
+        for quantity, series in by_quantity.items():
+            c.samples.setdefault(quantity, []).extend(float(v) for v in series)
+        c.rounds += [round_] * sampled.count
+        if config.check and round_ == config.rounds - 1:
+            c.wrong = _check(comm, plans[0], sets[0][1], c.traffic.expected(group.rank))
+    finally:
+        if c.kept is None:
+            for plan in plans:
+                plan.free()
+    return False
+
+
+def _finished(c: Contestant, config: SweepConfig) -> Timed:
+    """The contestant's row from all its rounds' samples, with the samples and their rounds."""
+    row, timing = c.row, protocol(c.point.timing)
+    calls = np.asarray(c.samples.get("", []), dtype=float)
+    stats = Stats.of(calls, config.stall_threshold)
+    _fill(row, stats, config, timing.per_rank_means)
+    row.algbw_GBps, row.busbw_GBps = c.traffic.bandwidths(stats.p50)  # from the bytes the traffic moves
+    enough = len(calls) >= min(MIN_ITERATIONS, config.iterations) or timing.per_rank_means
+    row.valid = not c.wrong and enough
+    notes = list(c.notes)
+    if c.point.timing == OVERLAP:
+        _overlap_figures(row, {q: np.asarray(v) for q, v in c.samples.items()})
+    if c.starts is not None and c.starts.excluded:
+        notes.append(c.starts.note)
+    if not enough:
+        notes.append(f"{len(calls)} of {config.iterations} iterations valid within the time budget: too few to "
+                     f"summarise (fewer than {MIN_ITERATIONS})")
+    for note in notes:
+        _noted(row, note)
+    if c.wrong:
+        _noted(row, f"WRONG RESULT on ranks {_ranges(c.wrong)}")
+    if c.stalls is not None:
+        row.tcp_timeouts, row.tcp_loss_probes = c.stalls
+    samples = {q: np.asarray(v) for q, v in c.samples.items()} if c.point.timing == OVERLAP else calls
+    return row, samples, "", c.rounds
+
+
+def _overlap_figures(row: Row, samples: dict[str, np.ndarray]) -> None:
+    """The overlap protocol's medians and published figures into `row`, from every round's samples."""
+    us = 1e6
+    figures = {"overall": samples[""], **{q: samples[q] for q in OVERLAP_QUANTITIES}}
+    row.t_pure_us, row.t_overall_us, row.t_compute_us = (float(np.median(figures[q])) * us
+                                                         for q in ("pure", "overall", "compute"))
+    row.t_exposed_us = float(np.median(figures["overall"] - figures["compute"])) * us
+    row.overlap_osu_pct, row.overlap_imb_pct = overlap_figures(figures)
 
 
 # How long a rank whose call failed waits for the others to agree before the job ends: ranks that raise at the same
@@ -289,77 +446,12 @@ def _traceback(problem: BaseException) -> str:
     return "".join(traceback.format_exception(problem)).rstrip()
 
 
-def _time_and_check(comm: Any, group: Any, point: Point, config: SweepConfig, context: Context, row: Row,
-                    stop_requested: Callable[[], bool], plans: list[Any]) -> Measured | None:
-    """The point measured into `row`, its plans left in `plans` for the caller to free."""
-    try:
-        traffic = traffic_of(point.collective, point.workload, group.size, point.bytes_per_peer, point.dtype,
-                             config.seed)
-    except A2AError as refused:  # the matrix is the same on every rank, so is the refusal
-        return _noted(row, f"refused: {refused}")
-    row.imbalance = traffic.imbalance
-    if traffic.most_bytes > config.max_memory:
-        return _noted(row, f"skipped: buffers need {traffic.most_bytes} B per rank, above --max-memory "
-                           f"{config.max_memory}")
-    sets, short = buffer_sets(group, point.cache, traffic.buffers(group.rank),
-                              config.warmup + 2 * config.iterations + 10, config.max_memory)
-    tcp_before = _sum_over_hosts(comm, context)
-    algorithm = get(point.variant.name)
-    try:
-        for sendbuf, recvbuf in sets:
-            plans.append(traffic.plan(algorithm, group, sendbuf, recvbuf, point.variant.options,
-                                      nonblocking=point.timing == OVERLAP))
-    except A2AError as refused:  # raised alike on every rank (the checks are collective)
-        return _noted(row, f"refused: {refused}")
-    row.note = "; ".join(n for n in (row.note, plans[0].note) if n)  # e.g. bine's fallback to pairwise
-    if point.cache == "cold":
-        evict()
-    if point.timing == OVERLAP:
-        units, row.compute_phase_us = _phase(comm, group, point, config, context, traffic, sets[0])
-        samples, stopped, timing_note, enough = _overlapped(comm, plans[0], point, config, context, row,
-                                                            stop_requested, units)
-    else:
-        samples, stopped, timing_note, enough = _samples(comm, cycling([plan.run for plan in plans]), point, config,
-                                                         context, stop_requested)
-    if stopped:
-        return None
-    wrong = _check(comm, plans[0], sets[0][1], traffic.expected(group.rank)) if config.check else []
-    tcp_after = _sum_over_hosts(comm, context)
-    stats = Stats.of(samples[""] if isinstance(samples, dict) else samples, config.stall_threshold)
-    _fill(row, stats, config, point.timing)
-    row.algbw_GBps, row.busbw_GBps = traffic.bandwidths(stats.p50)  # from the bytes the traffic moves
-    row.valid = not wrong and enough  # too few valid iterations (global timing) is no measurement
-    for note in (short, timing_note):
-        if note:
-            _noted(row, note)
-    if wrong:
-        _noted(row, f"WRONG RESULT on ranks {_ranges(wrong)}")
-    if tcp_before is not None and tcp_after is not None:
-        row.tcp_timeouts, row.tcp_loss_probes = (after - before for after, before in zip(tcp_after, tcp_before))
-    return row, samples, ""
-
-
-def _samples(comm: Any, run: Callable[[], Any], point: Point, config: SweepConfig, context: Context,
-             stop_requested: Callable[[], bool]) -> tuple[np.ndarray, bool, str, bool]:
-    """The point's samples under its timing, whether a stop cut them short, what the timing noted, and whether
-    they are enough to summarise."""
-    if point.timing in PER_RANK_MEANS:
-        timer = time_pipelined if point.timing == "pipelined" else time_imb
-        return (*timer(comm, run, config.warmup, config.iterations, stop_requested), "", True)
-    if point.timing == "global":
-        timed = time_global(comm, run, config.warmup, config.iterations, config.max_time_per_point,
-                            stop_requested, context.clock)
-        return timed.samples, timed.stopped, timed.note, timed.enough
-    timed = time_sync(comm, run, config.warmup, config.iterations, config.max_time_per_point, stop_requested)
-    return (*timed, "", True)
-
-
 def _phase(comm: Any, group: Any, point: Point, config: SweepConfig, context: Context, traffic: Any,
            buffers: tuple[Any, Any]) -> tuple[int, float]:
     """The compute phase every contestant gets at this point, sized at the first one measured there: this rank's
     Work units, and its microseconds (the largest rank's); --compute-us, else compute_ratio x the library's own
     non-blocking pure time (MPI_Ialltoall(v) on the point's buffers)."""
-    at = tuple(v for k, v in zip(KEY_COLUMNS, point.key) if k not in ("algorithm", "options"))
+    at = point.cell
     if at not in context.phases:
         if config.compute_us:
             seconds = config.compute_us * 1e-6
@@ -377,22 +469,6 @@ def _max() -> Any:
     from mpi4py import MPI
 
     return MPI.MAX
-
-
-def _overlapped(comm: Any, plan: Any, point: Point, config: SweepConfig, context: Context, row: Row,
-                stop_requested: Callable[[], bool], units: int) -> tuple[dict[str, np.ndarray], bool, str, bool]:
-    """The overlap protocol's samples (the calls' times: the overall ones), its figures into `row`."""
-    timed = time_overlap(comm, plan, context.work, config.warmup, config.iterations, config.max_time_per_point,
-                         stop_requested, units, int(point.tests))
-    if timed.stopped:
-        return {}, True, "", False
-    us = 1e6
-    row.t_pure_us, row.t_overall_us, row.t_compute_us = (float(np.median(timed.samples[q])) * us
-                                                         for q in ("pure", "overall", "compute"))
-    row.t_exposed_us = float(np.median(timed.samples["overall"] - timed.samples["compute"])) * us
-    row.overlap_osu_pct, row.overlap_imb_pct = overlap_figures(timed.samples)
-    samples = {"": timed.samples["overall"], **{q: timed.samples[q] for q in OVERLAP_QUANTITIES}}
-    return samples, False, f"compute phase {timed.units} units of {context.work.unit * 1e6:.2f} us", True
 
 
 def _noted(row: Row, note: str) -> Measured:
@@ -413,14 +489,14 @@ def _check(comm: Any, plan: Any, recvbuf: np.ndarray, expected: np.ndarray) -> l
     return [rank for rank, ok in enumerate(comm.allgather(right)) if not ok]
 
 
-def _fill(row: Row, stats: Stats, config: SweepConfig, timing: str) -> None:
+def _fill(row: Row, stats: Stats, config: SweepConfig, per_rank_means: bool) -> None:
     us = 1e6
-    row.iterations = config.iterations if timing in PER_RANK_MEANS else stats.n
+    row.iterations = config.iterations if per_rank_means else stats.n
     row.t_min_us, row.t_p50_us, row.t_p90_us = stats.min * us, stats.p50 * us, stats.p90 * us
     row.t_p95_us, row.t_p99_us, row.t_mean_us = stats.p95 * us, stats.p99 * us, stats.mean * us
     row.t_max_us, row.t_std_us = stats.max * us, stats.std * us
     row.stalls, row.outliers = stats.stalls, stats.outliers
-    if timing == "sync" and stats.n < config.iterations:  # global timing's note says it with its reasons
+    if row.timing == "sync" and stats.n < config.iterations:  # global timing's note says it with its reasons
         _noted(row, f"stopped after {stats.n} iterations (--max-time-per-point {config.max_time_per_point:g} s)")
 
 

@@ -95,7 +95,8 @@ class OverlapSamples:
 
 
 def time_overlap(comm: Any, plan: Any, work: Work, warmup: int, iterations: int, max_seconds: float,
-                 stop_requested: Callable[[], bool], units: int, tests: int) -> OverlapSamples:
+                 stop_requested: Callable[[], bool], units: int, tests: int,
+                 least: int = MIN_ITERATIONS) -> OverlapSamples:
     """Time `plan` (prepared non-blocking) by the overlap protocol on `comm` with a compute phase of `units`; see
     the module's docstring."""
     from mpi4py import MPI
@@ -125,7 +126,7 @@ def time_overlap(comm: Any, plan: Any, work: Work, warmup: int, iterations: int,
         comm.Allreduce(mine, agreed, MPI.MAX)  # every rank agrees to go on, or to stop
         if agreed[1]:
             return OverlapSamples({}, units, stopped=True)
-        if done >= MIN_ITERATIONS and agreed[0] > max_seconds:
+        if done >= least and agreed[0] > max_seconds:
             break
         row = local[done]
         row[0] = pure()

@@ -18,12 +18,13 @@ ROOMY_TO_SHRINK = 8  # iterations in a row with over half the lead to spare on e
 
 
 def time_sync(comm: Any, run: Callable[[], Any], warmup: int, iterations: int,
-              max_seconds: float, stop_requested: Callable[[], bool]) -> tuple[np.ndarray, bool]:
+              max_seconds: float, stop_requested: Callable[[], bool],
+              least: int = MIN_ITERATIONS) -> tuple[np.ndarray, bool]:
     """Return (samples, stopped): each sample is one iteration's time, max over ranks.
 
     Before each iteration every rank joins an untimed MPI_Allreduce(MAX) of (elapsed, stop):
     it synchronises like a barrier and lets all ranks agree, without another message, to
-    stop after `max_seconds` (once MIN_ITERATIONS are done) or when a rank was asked to stop.
+    stop after `max_seconds` (once `least` iterations are done) or when a rank was asked to stop.
     """
     from mpi4py import MPI
 
@@ -39,7 +40,7 @@ def time_sync(comm: Any, run: Callable[[], Any], warmup: int, iterations: int,
         allreduce(mine, agreed, maximum)
         if agreed[1]:
             return np.zeros(0), True
-        if done >= MIN_ITERATIONS and agreed[0] > max_seconds:
+        if done >= least and agreed[0] > max_seconds:
             break
         start = wtime()
         run()
@@ -184,7 +185,8 @@ def involuntary_switches() -> int:
 def time_global(comm: Any, run: Callable[[], Any], warmup: int, iterations: int, max_seconds: float,
                 stop_requested: Callable[[], bool], clock: GlobalClock,
                 wait_until: Callable[[float], float] = spin_until,
-                switches: Callable[[], int] = involuntary_switches) -> GlobalSamples:
+                switches: Callable[[], int] = involuntary_switches, least: int = MIN_ITERATIONS,
+                starts: Starts | None = None) -> GlobalSamples:
     """Time `run` on the global clock: each sample is the latest exit minus the agreed start, of a valid iteration.
 
     ReproMPI's protocol: before each iteration an untimed MPI_Allreduce(MAX) agrees on (latest
@@ -197,7 +199,8 @@ def time_global(comm: Any, run: Callable[[], Any], warmup: int, iterations: int,
     with over half of it to spare ROOMY_TO_SHRINK times in a row (within MIN_LEAD_SECONDS and
     MAX_LEAD_SECONDS): waits stay short, and a rank that spins for the start keeps its core
     through the call. The point goes on until it has `iterations` valid ones or has spent
-    `max_seconds` (after MIN_ITERATIONS tries, however slow they are).
+    `max_seconds` (after `least` tries, however slow they are). `starts` carries the verdicts and the lead
+    over from an earlier visit of the same point (an interleaved round's).
     """
     from mpi4py import MPI
 
@@ -208,7 +211,8 @@ def time_global(comm: Any, run: Callable[[], Any], warmup: int, iterations: int,
     kept = np.zeros(iterations)  # this rank's exit minus start, per valid iteration
     # global now, elapsed, stop; the last iteration's arrival after the start, late start, preemption
     mine, agreed = np.zeros(6), np.zeros(6)
-    starts, begin, tried, valid, pending = Starts(max(clock.lead, MIN_LEAD_SECONDS)), wtime(), 0, 0, 0.0
+    starts = starts or first_starts(clock)
+    begin, tried, valid, pending = wtime(), 0, 0, 0.0
     while True:
         now = wtime()
         mine[0], mine[1], mine[2] = to_global(now), now - begin, stop_requested()
@@ -217,7 +221,7 @@ def time_global(comm: Any, run: Callable[[], Any], warmup: int, iterations: int,
             return GlobalSamples(np.zeros(0), starts, iterations, stopped=True)
         if tried and starts.judge(agreed[3], bool(agreed[4]), bool(agreed[5])):
             kept[valid], valid = pending, valid + 1
-        if valid >= iterations or (tried >= MIN_ITERATIONS and agreed[1] > max_seconds):
+        if valid >= iterations or (tried >= least and agreed[1] > max_seconds):
             break
         start = to_local(agreed[0] + starts.lead)
         mine[3], switched = wtime() - start, switches()
@@ -229,6 +233,11 @@ def time_global(comm: Any, run: Callable[[], Any], warmup: int, iterations: int,
     samples = np.empty(valid)
     allreduce(kept[:valid], samples, maximum)
     return GlobalSamples(samples, starts, iterations)
+
+
+def first_starts(clock: GlobalClock) -> Starts:
+    """The verdicts of a point's first global start: none yet, at the clock's lead."""
+    return Starts(max(clock.lead, MIN_LEAD_SECONDS))
 
 
 def harness_cost(comm: Any, iterations: int = 200) -> dict[str, float]:

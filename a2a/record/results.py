@@ -17,6 +17,7 @@ from a2a.errors import BadResults
 
 OVERLAP = "overlap"  # the timing that measures how much of an exchange hides behind computation
 NATIVE = "native"  # the algorithm name of the MPI library's own MPI_Alltoall(v): every comparison's baseline
+CONTROL = "control"  # another algorithm (native by default) under a second name: a cell's noise floor
 RESULTS_CSV = "results.csv"
 SAMPLES_CSV = "samples.csv"
 META_JSON = "meta.json"
@@ -114,8 +115,10 @@ KEY_COLUMNS: list[str] = ["nprocs", "algorithm", "options", "dtype", "bytes_per_
                           "collective", "workload", "cache", "tests", "progress", "compute_ratio", "compute_us"]
 # key columns added since samples.csv had its first columns go after them, so older files still read; `quantity`
 # names what a sample times where a point keeps more than its calls' times ('' for those; the overlap protocol's:
-# OVERLAP_QUANTITIES)
-SAMPLE_COLUMNS: list[str] = KEY_COLUMNS[:8] + ["iteration", "seconds"] + KEY_COLUMNS[8:] + ["quantity"]
+# OVERLAP_QUANTITIES); `round` is the interleaved round of its cell the sample was timed in, `launch` the start stamp
+# of the launch that timed it (both empty in records written before rounds: a2a.record.verdict)
+SAMPLE_COLUMNS: list[str] = KEY_COLUMNS[:8] + ["iteration", "seconds"] + KEY_COLUMNS[8:] + ["quantity", "round",
+                                                                                           "launch"]
 OVERLAP_QUANTITIES = ("pure", "compute", "phase", "testing")
 
 
@@ -197,21 +200,25 @@ class Recorder:
     without a row; opening the directory again drops them (the point is measured anew).
     """
 
-    def __init__(self, directory: Path):
-        self.directory = Path(directory)
+    def __init__(self, directory: Path, launch: str = ""):
+        self.directory, self.launch = Path(directory), launch
         self.directory.mkdir(parents=True, exist_ok=True)
         self.dropped = drop_orphan_samples(self.directory)
         self._results = _open_csv(self.directory / RESULTS_CSV, COLUMNS)
         self._samples = _open_csv(self.directory / SAMPLES_CSV, SAMPLE_COLUMNS)
         self._added = 0
 
-    def add(self, row: Row, samples: Iterable[float] | dict[str, Iterable[float]] = ()) -> None:
-        """Write one point's samples (its calls' times, or by quantity: '' for those), then its row, each flushed."""
+    def add(self, row: Row, samples: Iterable[float] | dict[str, Iterable[float]] = (),
+            rounds: Iterable[int] | None = None) -> None:
+        """Write one point's samples (its calls' times, or by quantity: '' for those) with the round each was timed
+        in (None: no rounds), then its row, each flushed."""
         key = dict(zip(KEY_COLUMNS, point_key(row)))
+        round_of = list(rounds) if rounds is not None else None
         for quantity, series in (samples if isinstance(samples, dict) else {"": samples}).items():
             for i, seconds in enumerate(series):
                 self._samples[1].writerow({**key, "iteration": i, "seconds": repr(float(seconds)),
-                                           "quantity": quantity})
+                                           "quantity": quantity, "round": "" if round_of is None else round_of[i],
+                                           "launch": self.launch if round_of is not None else ""})
         _sync(self._samples[0])
         self._added += 1
         if os.environ.get(KILL_BEFORE_ROW) == str(self._added):
@@ -250,10 +257,10 @@ def drop_orphan_samples(directory: Path) -> int:
 
 def _open_csv(path: Path, columns: list[str]) -> tuple[Any, csv.DictWriter]:
     fresh = not path.exists() or path.stat().st_size == 0
-    if not fresh:
-        check_header(path, columns)
     handle = open(path, "a", newline="")
-    writer = csv.DictWriter(handle, fieldnames=columns)
+    # a record written before later columns keeps its header: what it lacks is not written (extrasaction)
+    writer = csv.DictWriter(handle, fieldnames=columns if fresh else check_header(path, columns),
+                            extrasaction="ignore")
     if fresh:
         writer.writeheader()
         _sync(handle)  # a launch killed before its first row still leaves a record that resumes
@@ -296,6 +303,23 @@ def read_samples(directory: Path, quantity: str = "") -> dict[tuple, list[float]
             if (record.get("quantity") or "") == quantity:
                 samples.setdefault(point_key(record), []).append(float(record["seconds"]))
     return samples
+
+
+def read_rounds(directory: Path, quantity: str = "") -> dict[tuple, list[tuple[str, int, float]]]:
+    """Read samples.csv into {point key: [(launch, round, seconds)]}; samples of a record written before rounds are
+    each their launch's round -1 (one block per point: a2a.record.verdict says what that allows)."""
+    path = Path(directory) / SAMPLES_CSV
+    found: dict[tuple, list[tuple[str, int, float]]] = {}
+    if not path.is_file():
+        return found
+    check_header(path, SAMPLE_COLUMNS)
+    with open(path, newline="") as handle:
+        for record in csv.DictReader(handle):
+            if (record.get("quantity") or "") == quantity:
+                number = record.get("round") or ""
+                found.setdefault(point_key(record), []).append(
+                    (record.get("launch") or "", int(number) if number else -1, float(record["seconds"])))
+    return found
 
 
 def read_meta(directory: Path) -> dict[str, Any]:

@@ -11,10 +11,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from a2a.algos.registry import COLLECTIVES
+from a2a.algos.registry import COLLECTIVES, get
 from a2a.errors import BadConfig
 from a2a.mpi import relaunched
-from a2a.record.results import KEY_DEFAULTS, NATIVE, OVERLAP
+from a2a.record.results import CONTROL, KEY_DEFAULTS, NATIVE, OVERLAP
 from a2a.sweep.mesh import Layout, mesh_layouts
 from a2a.sweep.parsing import (
     as_list,
@@ -31,8 +31,7 @@ from a2a.sweep.variants import Variant, variants
 from a2a.sweep.workload import Workload, parse_workload
 from a2a.units import parse_size
 
-TIMINGS = ("sync", "pipelined", "imb", "global", OVERLAP)
-PER_RANK_MEANS = ("pipelined", "imb")  # timings whose samples are each rank's mean time per call
+TIMINGS = ("sync", "pipelined", "imb", "global", OVERLAP)  # a2a.measure.protocols holds each one's help and visit
 CACHES = ("warm", "cold")
 SIMULATED = "simulated"  # the timing of a simulated record: one replay per point
 PROGRESS_MODES = ("poll", "thread")  # who advances an exchange in flight: the program's calls, or the library's thread
@@ -42,7 +41,8 @@ SIMULATED_PROGRESS_MODE = "network"  # a simulated exchange's: SMPI moves posted
 # (powers of two up to the world size; a share of the node's memory).
 DEFAULTS: dict[str, Any] = {
     "sizes": "4:128K:x2", "dtype": "float32", "algorithms": "all", "collective": KEY_DEFAULTS["collective"],
-    "workload": KEY_DEFAULTS["workload"], "warmup": 1, "iterations": 25, "max_time_per_point": 10.0,
+    "workload": KEY_DEFAULTS["workload"], "warmup": 1, "iterations": 25, "rounds": 10, "control": True, "aa": False,
+    "max_time_per_point": 10.0,
     "stall_threshold": 0.1, "check": True, "timeout": 300.0, "ppn": 0, "seed": 0, "timing": KEY_DEFAULTS["timing"],
     "cache": KEY_DEFAULTS["cache"], "mesh": "", "groups": (), "option": (), "plugin": (),
     "compute_ratio": 1.0, "compute_us": 0.0, "tests": "0", "progress": PROGRESS_MODES[0],
@@ -65,8 +65,11 @@ class SweepConfig:
     dtype: str
     variants: list[Variant]
     nprocs: list[int]
-    warmup: int = DEFAULTS["warmup"]
-    iterations: int = DEFAULTS["iterations"]
+    warmup: int = DEFAULTS["warmup"]  # untimed calls before each visit's timed ones
+    iterations: int = DEFAULTS["iterations"]  # timed calls per point, split over its rounds
+    rounds: int = 1  # interleaved rounds per cell (a record written before rounds had one block per point)
+    control: bool = False  # whether `control` (native under a second name) was added to every cell
+    aa: bool = False  # whether the sweep is the A/A self-check (pairwise and two twins of it)
     max_time_per_point: float = DEFAULTS["max_time_per_point"]
     stall_threshold: float = DEFAULTS["stall_threshold"]
     check: bool = DEFAULTS["check"]
@@ -127,8 +130,11 @@ def from_options(values: dict[str, Any], backend: str = "mpi", world: int | None
     collective = replay.get("collective") or choice(get("collective"), COLLECTIVES, "--collective")
     if collective == "alltoall" and workload.kind not in ("uniform", "recorded"):
         raise BadConfig(f"--workload {workload.text} makes uneven counts; add --collective alltoallv")
-    chosen = choose(as_text(get("algorithms")), parse_assignments(get("option"), "--option"), ppn, collective,
-                    workload.text)
+    aa = bool(get("aa"))
+    if aa and values.get("algorithms") not in (None, ""):
+        raise BadConfig("--aa races the library's own and pairwise against twins of them; drop --algorithms")
+    chosen = choose(AA_ALGORITHMS if aa else as_text(get("algorithms")), parse_assignments(get("option"), "--option"),
+                    ppn, collective, workload.text)
     calls = [call for call in replay.get("calls", []) if call[1] in nprocs]
     if backend == "simgrid":  # one replay per point (two for overlap): no warm-up, no check (the capture checks)
         timing = choice(get("timing"), (SIMULATED, OVERLAP), "--timing")
@@ -140,19 +146,42 @@ def from_options(values: dict[str, Any], backend: str = "mpi", world: int | None
                            progress=[SIMULATED_PROGRESS_MODE] if timing == OVERLAP else [DEFAULTS["progress"]])
     timing, cache = choice(get("timing"), TIMINGS, "--timing"), choice(get("cache"), CACHES, "--cache")
     ratio, compute_us, tests, progress = _overlap_options(values, get, timing, cache)
+    iterations = at_least_one(get("iterations"), "--iterations")
+    control = bool(get("control"))
+    swept = _overlapping(chosen, tests, as_text(get("algorithms"))) if timing == OVERLAP else chosen
     return SweepConfig(
         sizes=sizes, dtype=dtype, nprocs=nprocs, ppn=ppn, collective=collective, workload=workload.text,
         calls=calls, layouts=layouts, warmup=parse_count(get("warmup"), "--warmup"),
-        iterations=at_least_one(get("iterations"), "--iterations"),
-        max_time_per_point=seconds(get("max_time_per_point"), "--max-time-per-point"),
+        iterations=iterations, rounds=min(at_least_one(get("rounds"), "--rounds"), iterations), control=control,
+        aa=aa, max_time_per_point=seconds(get("max_time_per_point"), "--max-time-per-point"),
         stall_threshold=seconds(get("stall_threshold"), "--stall-threshold"),
         check=bool(get("check")), timeout=seconds(get("timeout"), "--timeout"),
         max_memory=parse_size(str(values.get("max_memory") or memory or SweepConfig.max_memory), "--max-memory"),
         seed=parse_count(get("seed"), "--seed"), timing=timing, cache=cache, compute_ratio=ratio,
         compute_us=compute_us, tests=tests,
-        progress=progress, variants=_overlapping(chosen, tests, as_text(get("algorithms"))) if timing == OVERLAP
-        else chosen,
+        progress=progress, variants=with_controls(swept, control, aa),
     )
+
+
+AA_ALGORITHMS = "native,pairwise"  # what --aa races, each beside twins of it (with_controls)
+AA_TWINS = 2  # twins of pairwise in the A/A self-check: three names for one schedule
+
+
+def with_controls(chosen: list[Variant], control: bool, aa: bool) -> list[Variant]:
+    """The variants swept: those chosen, a control of the library's own beside its first form (`control`), and
+    under --aa two twins of every other algorithm chosen."""
+    added = []
+    native = next((v for v in chosen if v.name == NATIVE), None)
+    if control and native is not None:
+        added.append(_control(NATIVE, 1, native.options.get("form")))
+    if aa:
+        added += [_control(v.name, twin, None) for v in chosen if v.name != NATIVE for twin in range(1, AA_TWINS + 1)]
+    return chosen + [v for v in added if v not in chosen]
+
+
+def _control(of: str, twin: int, form: str | None) -> Variant:
+    given = {"of": of, "twin": str(twin), **({"form": form} if form else {})}
+    return Variant(CONTROL, get(CONTROL).resolve(given))
 
 
 def _replayed(values: dict[str, Any], workload: Workload, world: int | None, backend: str) -> dict[str, Any]:

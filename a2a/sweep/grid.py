@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from a2a.algos.facts import shown
-from a2a.record.results import CALL, KEY_DEFAULTS, Row, point_key
+from a2a.record.results import CALL, KEY_COLUMNS, KEY_DEFAULTS, Row, point_key
 from a2a.sweep.config import OVERLAP, SweepConfig
 from a2a.sweep.mesh import Layout
 from a2a.sweep.variants import Variant
@@ -53,6 +53,11 @@ class Point:
         """The results key of this point: its row's key columns, by name."""
         return point_key(self)
 
+    @property
+    def cell(self) -> tuple:
+        """The key of its cell: every key column but the algorithm and its options (what a round's visits share)."""
+        return tuple(v for k, v in zip(KEY_COLUMNS, self.key) if k not in ("algorithm", "options"))
+
     def row(self, nnodes: int, ppn: int, **columns: Any) -> Row:
         """A row of this point, not yet measured: its key and layout columns filled in, and `columns`."""
         layout = self.layout
@@ -91,6 +96,26 @@ def points(config: SweepConfig, nprocs: int) -> list[Point]:
                     random.Random(f"{config.seed}:{nprocs}:{size}{tests and ':' + tests}{replayed}").shuffle(variants)
                     order += [Point(config, nprocs, size, v, layout, tests, progress, call) for v in variants]
     return order
+
+
+def cells(todo: list[Point]) -> list[list[Point]]:
+    """The points grouped by cell, in the order their cells first come (a cell's candidates are timed together)."""
+    grouped: dict[tuple, list[Point]] = {}
+    for point in todo:
+        grouped.setdefault(point.cell, []).append(point)
+    return list(grouped.values())
+
+
+def round_order(visitors: list[Any], cell: tuple, seed: int, round_: int) -> list[Any]:
+    """What a cell visits, in the order of one round: a fresh seeded shuffle, the same on every rank."""
+    order = list(visitors)
+    random.Random(f"{seed}:{cell}:{round_}").shuffle(order)
+    return order
+
+
+def calls_in_round(iterations: int, rounds: int, round_: int) -> int:
+    """The timed calls of round `round_` of `rounds`: `iterations` split as evenly as can be, at least one each."""
+    return max(1, iterations * (round_ + 1) // rounds - iterations * round_ // rounds)
 
 
 def _sizes(config: SweepConfig, nprocs: int) -> list[tuple[int, tuple[int, int] | None]]:

@@ -24,7 +24,7 @@ from a2a.errors import BadConfig
 from a2a.mpi import launch_command
 from a2a.record import report
 from a2a.record.meta import BACKENDS, RUNNING, backend_of, launch_meta, now
-from a2a.record.results import Recorder, Row, read_meta, read_rows, read_samples, write_meta
+from a2a.record.results import Recorder, Row, drop_orphan_samples, read_meta, read_rows, read_samples, write_meta
 from a2a.sweep.config import SweepConfig
 from a2a.sweep.grid import Point, points
 from a2a.sweep.workload import parse_workload
@@ -94,14 +94,16 @@ def resume_state(directory: Path, backend: str) -> SweepState:
 
 
 def ended_by(meta: dict[str, Any]) -> dict[tuple, str]:
-    """The point a launch was inside when it died or timed out (not when it was stopped by a signal), and how."""
+    """The points a launch was inside when it died (its cell's, since a death does not say which visit) or timed out
+    (the point whose visit ran past --timeout), and how; none when it was stopped by a signal."""
     running = meta.get("point_in_progress")
     last = (meta.get("launches") or [{}])[-1]
     status = str(last.get("status") or meta.get("status"))
     if not running or not (status == RUNNING or status.startswith("timeout")):
         return {}
-    how = "the job died during it" if status == RUNNING else "it ran past --timeout"
-    return {tuple(running["key"]): f"{how} in the launch of {last.get('start', '?')}"}
+    died = status == RUNNING
+    how = f"{'the job died during it' if died else 'it ran past --timeout'} in the launch of {last.get('start', '?')}"
+    return {tuple(key): how for key in (running.get("cell", [running["key"]]) if died else [running["key"]])}
 
 
 def option_defaults(config: SweepConfig) -> dict[str, dict[str, str]]:
@@ -168,11 +170,17 @@ class Observer:
         """A process count begins; `facts` go to meta.json's by_nprocs."""
 
     def start_point(self, point: Point) -> None:
-        """A point is about to be measured."""
+        """A point is about to be measured (a simulated one: a measured cell's points say start_cell and visit)."""
 
-    def end_point(self, row: Row, samples: Any, detail: str = "") -> None:
-        """A point is measured (or skipped, or failed): its row and samples, and for a failure the full text behind
-        its one-line note."""
+    def start_cell(self, points: list[Point]) -> None:
+        """A cell's points are about to be measured together, in interleaved rounds."""
+
+    def visit(self, point: Point) -> None:
+        """One of the cell's points is about to be timed once (a round's visit): cheap, for the watchdog."""
+
+    def end_point(self, row: Row, samples: Any, detail: str = "", rounds: list[int] | None = None) -> None:
+        """A point is measured (or skipped, or failed): its row and samples (with the round of each, where it was
+        measured in rounds), and for a failure the full text behind its one-line note."""
 
     def end_nprocs(self, nprocs: int, rows: list[Row]) -> None:
         """Every point of a process count is done."""
@@ -184,12 +192,13 @@ class Session(Observer):
     def __init__(self, directory: Path, state: SweepState, backend: Backend, output: Output):
         self.directory, self.config, self.backend, self.output = Path(directory), state.config, backend, output
         self.progress_mode = state.progress_mode
-        self.recorder = Recorder(self.directory)
-        self.total, self.rows, self.began = len(state.todo), [], time.monotonic()
-        self.last_status, self.watchdog, self.crowded = 0.0, None, {}
         self.meta, self.launch = launch_meta(state.meta, backend.name, state.config.as_dict(), state.plugins,
                                              option_defaults(state.config), backend.facts, len(state.done),
-                                             self.recorder.dropped)
+                                             drop_orphan_samples(self.directory))
+        self.recorder = Recorder(self.directory, self.launch["start"])
+        self.total, self.rows, self.began = len(state.todo), [], time.monotonic()
+        self.last_status, self.watchdog, self.crowded = 0.0, None, {}
+        self.visiting: tuple[Point, float] | None = None  # the visit in progress and when it began (the watchdog's)
         self.write()
         what = "sweep" if backend.name == "mpi" else "simulation"
         self.say(f"a2a {what}: {counted(self.total, 'point')} -> {directory}")
@@ -197,8 +206,10 @@ class Session(Observer):
         left = workload.record().left_out(self.config.collective) if workload and workload.kind == "recorded" else ""
         if left:
             self.say(f"note: {workload.text} replays its {self.config.collective} calls, not {left}")
-        for why in state.ended.values():
-            _say(f"note: skipping {state.meta['point_in_progress']['point']}: {why}; it is recorded as skipped")
+        if state.ended:
+            running = state.meta["point_in_progress"]["point"]
+            what = running if len(state.ended) == 1 else f"the {len(state.ended)} points of the cell of {running}"
+            _say(f"note: skipping {what}: {next(iter(state.ended.values()))}; recorded as skipped")
 
     def write(self) -> None:
         """meta.json as it stands."""
@@ -216,19 +227,34 @@ class Session(Observer):
         self.write()
 
     def start_point(self, point: Point) -> None:
-        self.meta["point_in_progress"] = {"key": list(point.key), "point": str(point)}
+        self.start_cell([point])
+        self.visit(point)
+
+    def start_cell(self, points: list[Point]) -> None:
+        self.meta["point_in_progress"] = {"key": list(points[0].key), "point": str(points[0]),
+                                          "cell": [list(p.key) for p in points]}
         self.write()
-        if self.backend.timeout is not None:
-            self.watchdog = threading.Timer(self.backend.timeout, self._timed_out, (point,))
-            self.watchdog.daemon = True
+        if self.backend.timeout is not None and self.watchdog is None:
+            self.watchdog = threading.Thread(target=self._watch, args=(self.backend.timeout,), daemon=True)
             self.watchdog.start()
 
-    def end_point(self, row: Row, samples: Any, detail: str = "") -> None:
-        if self.watchdog:
-            self.watchdog.cancel()
+    def visit(self, point: Point) -> None:
+        self.visiting = (point, time.monotonic())
+
+    def _watch(self, timeout: float) -> None:
+        """End the job when one visit (or a simulated point) runs past `timeout` seconds."""
+        while True:
+            time.sleep(min(1.0, timeout / 10))
+            visiting = self.visiting
+            if visiting is not None and time.monotonic() - visiting[1] > timeout:
+                self._timed_out(visiting[0])
+                return
+
+    def end_point(self, row: Row, samples: Any, detail: str = "", rounds: list[int] | None = None) -> None:
+        self.visiting = None
         if detail:
             self._log_error(row, detail)
-        self.recorder.add(row, samples)
+        self.recorder.add(row, samples, rounds)
         self.meta.pop("point_in_progress", None)
         self.rows.append(row)
         self.launch["points"] = len(self.rows)
@@ -318,6 +344,7 @@ class Session(Observer):
         self.launch.update(status=status, end=end)
 
     def _timed_out(self, point: Point) -> None:
+        self.meta["point_in_progress"] = {"key": list(point.key), "point": str(point)}
         message = (f"error: {point} did not finish within --timeout {self.backend.timeout:g} s; "
                    f"the {counted(len(self.rows), 'point')} measured are in {self.directory}; resume with "
                    f"{self.resume_command}")

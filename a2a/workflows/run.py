@@ -16,9 +16,10 @@ from a2a.measure.driver import measure_sweep, resume_measured, set_thread_level
 from a2a.measure.environment import ask_for_progress_thread, node_memory_share, progress_thread_running
 from a2a.mpi import bench_words, tune_launcher, world
 from a2a.record.decision import varying
-from a2a.record.results import read_meta
+from a2a.record.results import CONTROL, read_meta
 from a2a.sweep.config import DEFAULTS, OVERLAP, SWEEP_OPTIONS, SweepConfig, check_sizes
 from a2a.sweep.launch import fresh_sweep, launch_progress_mode, refuse_with_resume
+from a2a.sweep.naming import named
 from a2a.sweep.parsing import parse_dtype
 from a2a.sweep.session import Output, StopRequest, SweepState
 from a2a.units import human_bytes
@@ -27,10 +28,12 @@ MAX_REFINEMENTS = 6  # rounds of midpoints: a gap of 2^64 is bracketed within a 
 
 
 def measured(values: dict[str, Any], output: Output) -> int:
-    """Measure the sweep the options describe (fresh, or --resume DIR) on this MPI job; the exit code."""
+    """Measure the sweep the options describe (fresh, or --resume DIR) on this MPI job, --launches times; the exit
+    code."""
     stop = StopRequest()
     stop.install()  # before MPI starts: a batch system's warning may come at any time
     progress_asked()  # refused before MPI starts, in one line
+    launches = _launches(values)
     mode = launch_progress_mode(values)
     if mode == "thread":
         ask_for_progress_thread()
@@ -38,6 +41,38 @@ def measured(values: dict[str, Any], output: Output) -> int:
     comm = world()
     if mode == "thread":
         progress_thread_running()
+    if launches == 1:
+        code, directory, state = _launched(comm, values, output, stop, mode)
+        directories = [directory]
+    else:
+        parent = Path(comm.bcast(str(named(values.get("output"))) if comm.rank == 0 else None, root=0))
+        directories = [parent / f"launch-{k}" for k in range(1, launches + 1)]
+        for directory in directories:
+            code, _, state = _launched(comm, {**values, "output": str(directory)}, output, stop, mode)
+            if code != 0:
+                return code
+    if code == 0 and comm.rank == 0 and output.fmt in ("table", "tpu") and not output.quiet:
+        print(decision_summary(directories, state), flush=True)
+    return code
+
+
+def _launches(values: dict[str, Any]) -> int:
+    """--launches checked: 1 or more, and not with --resume or --refine (a record of launches is resumed a launch at
+    a time)."""
+    given = values.pop("launches", None)
+    launches = 1 if given is None else int(given)
+    if launches < 1:
+        raise BadConfig(f"--launches {given}; accepted: 1 or more")
+    clash = [f"--{k}" for k in ("resume", "refine") if values.get(k)]
+    if launches > 1 and clash:
+        raise BadConfig(f"--launches goes without {' and '.join(clash)}: resume or refine one launch's record "
+                        "(DIR/launch-N) at a time")
+    return launches
+
+
+def _launched(comm: Any, values: dict[str, Any], output: Output, stop: StopRequest,
+              mode: str) -> tuple[int, Path, SweepState]:
+    """One launch of the sweep into its record (refined as --refine asks): the exit code, the record, the sweep."""
     directory, state = _sweep(comm, values)
     if values.get("refine") and state.config.workload.startswith("recorded"):
         raise BadConfig(f"--refine: the sizes of --workload {state.config.workload} are the program's own; refine a "
@@ -52,9 +87,7 @@ def measured(values: dict[str, Any], output: Output) -> int:
         state = resume_measured(comm, directory)
         state.config, state.progress_mode = replace(state.config, sizes=sorted({*state.config.sizes, *sizes})), mode
         code = measure_sweep(comm, directory, state, output, stop, timeout)
-    if code == 0 and comm.rank == 0 and output.fmt in ("table", "tpu") and not output.quiet:
-        print(decision_summary(directory, state), flush=True)
-    return code
+    return code, directory, state
 
 
 def _crossovers_left(directory: Path) -> list[int]:
@@ -78,15 +111,16 @@ def _sweep(comm: Any, values: dict[str, Any]) -> tuple[Path, SweepState]:
     return directory, state
 
 
-def decision_summary(directory: Path, state: SweepState) -> str:
-    """What the record decides, in short, and the commands that go on from it (each runs as printed)."""
+def decision_summary(directories: list[Path], state: SweepState) -> str:
+    """What the records (one per launch) decide, in short, and the commands that go on from them (each runs as
+    printed)."""
     try:
-        document = decide([directory])
+        document = decide(directories)
     except A2AError as nothing:  # no valid point to decide from
         return f"\nno decision: {nothing}"
-    full = shlex.join([*bench_words(), "decide", str(directory)])
-    return "\n".join([f"\nDecision (by the mean; `{full}` has the full table):",
-                      *(f"  {line}" for line in summary(document)), *next_steps(directory, state, document)])
+    full = shlex.join([*bench_words(), "decide", *map(str, directories)])
+    return "\n".join([f"\nDecision (`{full}` has the full table):",
+                      *(f"  {line}" for line in summary(document)), *next_steps(directories[-1], state, document)])
 
 
 def next_steps(directory: Path, state: SweepState, document: dict[str, Any]) -> list[str]:
@@ -100,7 +134,7 @@ def next_steps(directory: Path, state: SweepState, document: dict[str, Any]) -> 
     why_not = tune_refuses(config)
     if why_not:
         return [f"next (bench tune does not repeat {why_not}):", *(f"  {line}" for line in by_hand)]
-    names = [shown(v.name, v.options_text) for v in config.variants]
+    names = [shown(v.name, v.options_text) for v in config.variants if v.name != CONTROL]
     tune = [*bench_words(), "tune", "--nprocs", ",".join(map(str, config.nprocs)),
             "--sizes", ",".join(map(human_bytes, config.sizes)),
             *(["--algorithms", ",".join(names)] if sorted(names) != sorted(candidates(config.collective)) else []),
