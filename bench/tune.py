@@ -27,14 +27,14 @@ from .options import defaults
 @click.option("--verify-iterations", type=click.IntRange(min=1), default=TUNE_DEFAULTS["verify_iterations"],
               show_default=True, help="Timed calls per point of a verification launch.")
 @click.option("--launches", type=click.IntRange(min=1), default=TUNE_DEFAULTS["launches"], show_default=True,
-              help="Sweeps to decide from; a cell whose winner changes between them is unstable.")
+              help="Sweeps to decide from: the launches are the top level of the verdicts.")
 @click.option("--rounds", type=click.IntRange(min=2), default=TUNE_DEFAULTS["rounds"], show_default=True,
-              help="Verification launches without and with the file, alternating (4 a side can reach p < 0.05; "
-                   "with --deploy, fewer than --alpha allows are refused).")
+              help="Verification launches without and with the file, alternating; a verdict pairs each with-file "
+                   "launch with the one before it and needs 3 such pairs.")
 @click.option("--metric", type=click.Choice(METRICS), default=TUNE_DEFAULTS["metric"], show_default=True,
               help="What 'best' means.")
 @click.option("--alpha", type=float, default=TUNE_DEFAULTS["alpha"], show_default=True,
-              help="Mann-Whitney significance level.")
+              help="The verdicts' family-wise error rate (Holm over a cell's comparisons).")
 @click.option("--collective", type=click.Choice(COLLECTIVES), default=TUNE_DEFAULTS["collective"], show_default=True,
               help="ialltoall: sweep and verify by the overlap protocol, export MPICH's Ialltoall selection.")
 @click.option("--tests", type=click.IntRange(min=0), default=TUNE_DEFAULTS["tests"], show_default=True,
@@ -50,7 +50,6 @@ from .options import defaults
 @click.option("--keep-ties", is_flag=True, help="--deploy: keep the sizes the verification finds not slower but no "
               "faster (by default they go back to the library).")
 @click.option("--revert-slower", is_flag=True, help="Give the cells the library ran slower back to it; verify again.")
-@click.option("--keep-unstable", is_flag=True, help="Keep the winner of an unstable cell (by default: the library's).")
 @click.option("--launcher", help="Command prefix of each MPI job, e.g. srun or 'srun --mpi=pmix'; the tune adds "
               "-n N. [default: the mpiexec beside this Python]")
 @click.option("--job-timeout", type=click.FloatRange(min=1), default=TUNE_DEFAULTS["job_timeout"], show_default=True,

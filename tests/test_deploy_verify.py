@@ -104,11 +104,16 @@ def test_a_deploy_file_reads_back_and_gives_ranges_back_to_the_library(tmp_path)
 
 
 def test_verdicts_and_the_ranges_they_give_back():
-    """A verdict is faster or slower only where the rank test finds it; each verified size stands for the bytes
-    between its geometric midpoints with its neighbours; ties go back unless kept."""
+    """A verdict is faster or slower only where the interval of the paired launches' ratio lies wholly beyond the
+    margin; each verified size stands for the bytes between its geometric midpoints with its neighbours; ties go
+    back unless kept."""
     assert judged("alltoall", 2, 8, [1.0] * 5, [2.0] * 5, 0.05).verdict == FASTER
     assert judged("alltoall", 2, 8, [2.1, 2.0, 2.2, 2.0, 2.1], [1.0] * 5, 0.05).verdict == SLOWER
-    assert judged("alltoall", 2, 8, [1.0, 2.0], [2.0, 1.0], 0.05).verdict == SAME
+    assert judged("alltoall", 2, 8, [1.0, 2.0], [2.0, 1.0], 0.05).verdict == SAME  # two pairs: untested
+    assert judged("alltoall", 2, 8, [1.03] * 5, [1.0] * 5, 0.05).verdict == SAME  # within the 5 % margin
+    # the launch with the file faster in each pair, though both sides drift across launches: pairing sees it
+    drift = [1.0, 1.5, 2.0, 2.5, 3.0]
+    assert judged("alltoall", 2, 8, [0.8 * d for d in drift], drift, 0.05).verdict == FASTER
     assert sizes_to_verify([0, 8, 1024]) == [0, 8, 91, 1024]
     verdicts = [Verdict("alltoall", 2, s, 1, 1, p, v) for s, p, v in
                 [(0, 1, SAME), (8, 0.01, FASTER), (91, 0.01, SLOWER), (1024, 0.5, SAME)]]

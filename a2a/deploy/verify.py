@@ -1,6 +1,7 @@
 """A deploy file verified on this machine before a program runs under it: alternating launches with and without
 liba2a of an IMB-style loop (c/verify_loop.c) over the collectives the file serves, or of the user's own program;
-per size (or per program) a Mann-Whitney test of the two sides' samples, and the verdict."""
+per size (or per program) the verdict of a2a.record.verdict on the launches, each launch with the file paired with
+the launch without it just before it."""
 from __future__ import annotations
 
 import re
@@ -12,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from a2a.analysis.decide import mann_whitney_p
 from a2a.errors import HarnessError
 from a2a.kept import compiled
+from a2a.record import verdict
 from a2a.record.decision import lower_bounds
 
 SOURCE = Path(__file__).resolve().parent / "c" / "verify_loop.c"
@@ -29,7 +30,8 @@ def loop_program(mpicc: str | None = None) -> Path:
 
 @dataclass(frozen=True)
 class Verdict:
-    """One size (or the program) compared: the medians with and without the file, the rank test, the verdict."""
+    """One size (or the program) compared: the medians with and without the file, the p of a difference beyond the
+    margin, the verdict."""
 
     collective: str  # alltoall, alltoallv, or program
     nprocs: int
@@ -52,12 +54,15 @@ class Verdict:
 
 
 def judged(collective: str, nprocs: int, size: int, with_file: list[float], without: list[float],
-           alpha: float) -> Verdict:
-    """The verdict of one comparison: faster or slower where the rank test finds a difference, else the same."""
-    p = mann_whitney_p(with_file, without)
-    mine, theirs = statistics.median(with_file), statistics.median(without)
-    verdict = SAME if p >= alpha else FASTER if mine < theirs else SLOWER
-    return Verdict(collective, nprocs, size, mine, theirs, p, verdict)
+           alpha: float, margin: float = verdict.MARGIN) -> Verdict:
+    """The verdict of one comparison, the k-th launch with the file paired with the k-th without it (they ran one
+    after the other): faster or slower where the interval of their ratio lies wholly beyond the margin, else the
+    same."""
+    pairs = {"with": ({("", k): v for k, v in enumerate(with_file)}, {("", k): v for k, v in enumerate(without)})}
+    found = verdict.family(pairs, verdict.bound_of(margin, None), alpha)["with"]
+    said = {verdict.FASTER: FASTER, verdict.SLOWER: SLOWER}.get(found.verdict, SAME)
+    return Verdict(collective, nprocs, size, statistics.median(with_file), statistics.median(without),
+                   1.0 if found.p is None else found.p, said)
 
 
 Launch = Callable[[list[str], dict[str, str]], str]  # (command after the launcher and -n, ranks' variables) -> stdout

@@ -8,6 +8,7 @@ from typing import Any
 
 from a2a.algos.facts import shown
 from a2a.algos.registry import candidates
+from a2a.analysis.aa import aa_check
 from a2a.analysis.decide import decide, midpoints, summary
 from a2a.analysis.export.formats import export_lines
 from a2a.errors import A2AError, BadConfig
@@ -24,6 +25,7 @@ from a2a.sweep.parsing import parse_dtype
 from a2a.sweep.session import Output, StopRequest, SweepState
 from a2a.units import human_bytes
 
+EXIT_AA_FAILED = 3  # --aa: the statistics called one schedule under two names different too often here
 MAX_REFINEMENTS = 6  # rounds of midpoints: a gap of 2^64 is bracketed within a factor of 2 in six
 
 
@@ -53,7 +55,11 @@ def measured(values: dict[str, Any], output: Output) -> int:
                 return code
     if code == 0 and comm.rank == 0 and output.fmt in ("table", "tpu") and not output.quiet:
         print(decision_summary(directories, state), flush=True)
-    return code
+    if code == 0 and comm.rank == 0 and state.config.aa:
+        check = aa_check(directories)
+        print(check.line(), flush=True)
+        code = 0 if check.passed else EXIT_AA_FAILED
+    return comm.bcast(code, root=0)
 
 
 def _launches(values: dict[str, Any]) -> int:

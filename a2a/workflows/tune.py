@@ -3,8 +3,8 @@
 This process drives MPI jobs of its own (`bench run`, each launched with the launcher prefix):
 
 1. the sweep, `launches` times: one launch's ranking is one sample of the machine;
-2. the decision from all of them; a cell whose winner changed between launches is unstable
-   and stays with the library's own choice unless asked (`keep_unstable`);
+2. the decision from all of them, the launches the top level of its verdicts (a2a.record.verdict): a cell whose
+   winner changed between launches has an interval that spans both, and stays with the library's own choice;
 3. the tuning file for the library in use (MPICH's selection JSON, Open MPI's rules file);
 4. verification: `rounds` alternating launches of the library's MPI_Alltoall without and
    with the file; per size the ratio of their medians and a Mann-Whitney test over launches;

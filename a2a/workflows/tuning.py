@@ -1,6 +1,6 @@
 """What every `bench tune` shares: its configuration (checked before any launch), the directory that holds its
 steps, the `bench run` jobs it launches (each stopped cleanly and resumed where it stopped), and the decision from
-their records, whose unstable cells stay with the library. The tunes themselves: a2a.workflows.tune (the library's
+their records, the launches its verdicts' top level (a2a.record.verdict). The tunes themselves: a2a.workflows.tune (the library's
 own tables) and a2a.workflows.tune_deploy (a deploy file for liba2a, verified).
 """
 from __future__ import annotations
@@ -18,18 +18,17 @@ from typing import Any
 
 from a2a.algos.facts import library_own_options, shown
 from a2a.algos.plugins import load_plugin
-from a2a.analysis.decide import decide, mann_whitney_p, summary, unstable, winners_by_launch
-from a2a.analysis.revert import back_to_native
+from a2a.analysis.decide import decide, summary
 from a2a.errors import BadConfig, HarnessError
 from a2a.measure.environment import TUNING_PREFIXES
 from a2a.mpi import bench_words, clean_launcher_env, launcher_flags, launcher_library, mpi_tool
 from a2a.record.decision import write_decision
 from a2a.record.meta import now, software
 from a2a.record.results import NATIVE, OVERLAP, read_meta, write_meta
+from a2a.record.verdict import MIN_ROUNDS
 from a2a.sweep.config import from_options
 from a2a.sweep.parsing import parse_counts
 from a2a.sweep.session import EXIT_NOTHING, NOTHING
-from a2a.units import human_bytes
 
 COLLECTIVES = ("alltoall", "ialltoall")  # what a tune may tune
 EXIT_STOPPED = 143
@@ -54,7 +53,6 @@ class TuneConfig:
     metric: str = "mean"
     alpha: float = 0.05
     revert_slower: bool = False
-    keep_unstable: bool = False
     job_timeout: float = 3600.0
     collective: str = COLLECTIVES[0]  # ialltoall: the overlap protocol's sweeps, MPICH's Ialltoall selection
     tests: int = 10  # ialltoall: the progress calls in the compute phase of every launch
@@ -105,7 +103,7 @@ def config_of(given: dict[str, Any]) -> TuneConfig:
                       [*(f"--option={o}" for o in given.get("option", ())),
                        *(f"--plugin={p}" for p in given.get("plugin", ()))],
                       **{k: given[k] for k in ("iterations", "verify_iterations", "launches", "rounds", "metric",
-                                               "alpha", "revert_slower", "keep_unstable", "job_timeout", "collective",
+                                               "alpha", "revert_slower", "job_timeout", "collective",
                                                "tests", "compute_ratio", "deploy", "verify_with", "verify_pattern",
                                                "keep_ties") if k in given})
 
@@ -115,12 +113,8 @@ def recorded_config(directory: Path) -> TuneConfig:
     meta = read_meta(directory)
     if meta.get("schema") != "a2a-tune/1":
         raise BadConfig(f"{directory} holds no tune to resume (no meta.json of `bench tune`)")
-    return TuneConfig(**meta["config"])
-
-
-def separable(rounds: int) -> float:
-    """The smallest p the rank test gives over `rounds` launches a side: every launch of one side faster."""
-    return mann_whitney_p(range(rounds), range(rounds, 2 * rounds))
+    known = {f.name for f in fields(TuneConfig)}  # a tune of an earlier version may hold options since dropped
+    return TuneConfig(**{k: v for k, v in meta["config"].items() if k in known})
 
 
 def check_program(config: TuneConfig) -> None:
@@ -149,11 +143,10 @@ def check_grid(config: TuneConfig, plugins: tuple[str, ...], options: tuple[str,
     options, plug-ins, the launcher, the significance level."""
     if not 0 < config.alpha < 1:
         raise BadConfig(f"--alpha {config.alpha}; accepted: a level strictly between 0 and 1")
-    if config.deploy and separable(config.rounds) >= config.alpha:  # else a tie would keep a file that loses
-        least = next(r for r in range(config.rounds, 1000) if separable(r) < config.alpha)
-        raise BadConfig(f"--rounds {config.rounds} at --alpha {config.alpha}: the rank test over {config.rounds} "
-                        f"launches a side gives p >= {separable(config.rounds):.3g} even when every launch with the "
-                        f"file is faster, so no verdict could be reached; accepted: --rounds {least} or more")
+    if config.deploy and config.rounds < MIN_ROUNDS:  # else a tie would keep a file that loses
+        raise BadConfig(f"--rounds {config.rounds}: a verdict pairs each launch with the file with the launch "
+                        f"without it before it, and needs {MIN_ROUNDS} such pairs; accepted: --rounds {MIN_ROUNDS} "
+                        "or more")
     check_program(config)
     if shutil.which(config.launcher[0]) is None:
         raise BadConfig(f"--launcher {shlex.join(config.launcher)}: {config.launcher[0]} is not found; accepted: a "
@@ -252,25 +245,15 @@ class Tuning:
         return output
 
     def _decide(self, sweeps: list[Path], more: list[Path] | None = None, step: str = "decide") -> Path:
-        """decision.json from every sweep (and `more` records, at sizes of their own); cells whose winner changed
-        between the sweeps' launches go to the library."""
+        """decision.json from every sweep (and `more` records, at sizes of their own): a cell whose winner changed
+        between the sweeps' launches has an interval that spans both, and goes to the library."""
         path = self.directory / "decision.json"
         if step in self.meta["steps"]:
             return path
         cfg = self.config
-        document = decide([*sweeps, *(more or [])], cfg.metric, cfg.alpha)
-        changed = unstable(winners_by_launch(sweeps, cfg.metric, cfg.alpha))
-        report = [f"{cell[0][0]} ranks, {human_bytes(cell[1])}: the winner changed between launches: "
-                  + ", ".join(f"{name} ({n} of {cfg.launches})" for name, n in wins.most_common())
-                  for cell, wins in sorted(changed.items())]
-        if changed and not cfg.keep_unstable:
-            back_to_native(document, {cell: ("won in some launches only (unstable)",
-                                             {"unstable": dict(wins)}) for cell, wins in changed.items()})
+        document = decide([*sweeps, *(more or [])], cfg.metric, cfg.alpha)  # the launches are the verdicts' top level
         write_decision(document, path)
-        self._note("unstable", report)
-        self._done(step, {"unstable_cells": len(changed), "kept": cfg.keep_unstable})
-        for line in report:
-            self.say(f"unstable: {line}" + ("" if cfg.keep_unstable else "; left to the library"))
+        self._done(step, {"launches": len(sweeps)})
         self.say("the table:\n" + "\n".join(f"  {line}" for line in summary(document)))
         return path
 

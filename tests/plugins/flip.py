@@ -1,6 +1,6 @@
 """Two plug-ins whose speed alternates between launches: in sweep-N with N odd flip_a is slow, with N even flip_b.
 
-So a decision from two launches has a cell whose winner changed: what `bench tune` must call unstable.
+So a decision from two launches has a cell whose winner changed: a verdict that resamples launches calls it a tie.
 """
 import re
 import sys
