@@ -28,11 +28,12 @@ from a2a.algos.cost import Formula, MatrixCost, Traffic
 from a2a.algos.options import EXECUTOR, EXECUTOR_OPTION, Limit, Option, defaults_text, options_of
 from a2a.algos.plan import Plan
 from a2a.errors import BadOption, PluginError, UnknownAlgorithm
+from a2a.mpilib import PROFILES
 
 ENTRY_POINT_GROUP = "a2a.algorithms"
-LIBRARIES = ("Open MPI", "MPICH", "Intel MPI")  # whose algorithms an algorithm may name as its twins
+LIBRARIES = tuple(p.name for p in PROFILES if p.files)  # whose algorithms an algorithm may name as its twins
 # ... and the non-blocking selections it may name them in (twins of its alltoall, run by MPI_Ialltoall)
-NONBLOCKING_TWINS = ("MPICH Ialltoall",)
+NONBLOCKING_TWINS = tuple(p.ialltoall_twins for p in PROFILES if p.ialltoall_twins)
 PLUGIN_SIMPLICITY = 100  # where plug-ins that do not say come in the tie-break: after the built-ins
 BUILTIN_PACKAGE = "a2a.algos.builtin"  # loaded by name, as plug-ins are: no import cycle
 # What makes a plan (checks, agreement, the factory run for the C executor or the engine): the interface names it and

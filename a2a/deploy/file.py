@@ -31,6 +31,7 @@ from a2a.algos.options import schedule_options
 from a2a.algos.registry import get
 from a2a.analysis.decide import decide
 from a2a.errors import A2AError, BadInput
+from a2a.mpilib import profile_of
 from a2a.record.decision import parse_options, read_decision
 from a2a.record.results import KEY_DEFAULTS, NATIVE, OVERLAP, write_atomic
 from a2a.schedules.program import checksum, dumps
@@ -42,8 +43,7 @@ MAGIC, VERSION = "a2a-deploy", 1
 
 def family(version: str) -> str:
     """The MPI library a version text names, as liba2a.c names it."""
-    return next((name for name, mark in (("Open MPI", "Open MPI"), ("Intel MPI", "Intel"), ("MPICH", "MPICH"))
-                 if mark in version), "unknown")
+    return profile_of(version).name
 
 
 @dataclass

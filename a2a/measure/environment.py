@@ -11,6 +11,7 @@ from a2a.errors import BadConfig
 from a2a.execute.executor import executor_facts
 from a2a.measure.cache import last_level_cache
 from a2a.mpi import TOPOLOGY_ENV
+from a2a.mpilib import PROFILES, profile_of
 
 
 def describe_run(comm: Any) -> dict[str, Any]:
@@ -37,7 +38,7 @@ def describe_run(comm: Any) -> dict[str, Any]:
 
 
 # The variables by which a library's collective tuning is set from outside (a tuning file, a forced algorithm)
-TUNING_PREFIXES = ("MPIR_CVAR_COLL", "MPIR_CVAR_ALLTOALL", "OMPI_MCA_coll", "I_MPI_ADJUST")
+TUNING_PREFIXES = tuple(prefix for profile in PROFILES for prefix in profile.tuning_variables)
 
 
 def tuning_variables() -> dict[str, str]:
@@ -107,23 +108,20 @@ def describe_oversubscription(crowded: dict[str, dict[str, int]]) -> str:
                      for host, v in crowded.items())
 
 
-# How a library runs an asynchronous progress thread, set in the environment before MPI starts
-ASYNC_PROGRESS = {"MPICH": ("MPIR_CVAR_ASYNC_PROGRESS", "1")}
-
-
 def ask_for_progress_thread() -> None:
     """Set the variables that start a library's progress thread (before MPI starts; harmless to a library that
     reads none of them)."""
-    for variable, value in ASYNC_PROGRESS.values():
-        os.environ[variable] = value
+    for profile in PROFILES:
+        os.environ.update(profile.progress_thread)
 
 
 def progress_thread_running() -> None:
     """BadConfig unless this library runs the progress thread asked for (MPICH does, at MPI_THREAD_MULTIPLE)."""
     from mpi4py import MPI
 
-    library = MPI.Get_library_version().strip().splitlines()[0]
-    if not any(name in library for name in ASYNC_PROGRESS):
+    version = MPI.Get_library_version()
+    library = version.strip().splitlines()[0]
+    if not profile_of(version).progress_thread:
         raise BadConfig(f"--progress thread: {library} has no asynchronous progress thread for collectives that the "
                         "testbed knows how to start (Open MPI 5.0 has none: its btl_tcp_progress_thread moves TCP "
                         "traffic only); accepted here: --progress poll (A2A_EXECUTOR_PROGRESS=thread gives "

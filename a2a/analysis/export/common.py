@@ -15,6 +15,7 @@ from typing import Any
 from a2a.algos.facts import library_own, shown, twin
 from a2a.algos.registry import with_defaults
 from a2a.errors import BadInput
+from a2a.mpilib import tuning_file
 from a2a.record.decision import lower_bounds, parse_options
 from a2a.record.results import KEY_DEFAULTS, NATIVE
 
@@ -66,24 +67,19 @@ def translate(document: dict[str, Any], counterpart: Counterpart, library: str
     return tables, warnings
 
 
-# Why a library's export serves no non-blocking all-to-all
-NO_SELECTION = {"Open MPI": "its libnbc runs its linear Ialltoall always (ompi/mca/coll/libnbc/nbc_ialltoall.c) and "
-                            "has no MCA parameter to choose another",
-                "Intel MPI": "this export writes I_MPI_ADJUST_ALLTOALL only"}
-
-
-def collective_of(document: dict[str, Any], library: str, served: tuple[str, ...]) -> str:
-    """The table's one collective (ialltoall for an overlap record's); BadInput if `library`'s export does not
-    serve it."""
+def collective_of(document: dict[str, Any], fmt: str) -> str:
+    """The table's one collective (ialltoall for an overlap record's); BadInput if the tuning file of format `fmt`
+    does not select it."""
     _check_context(document)
     first = document["tables"][0]
     collective = first.get("collective", KEY_DEFAULTS["collective"])
     if first.get("timing") == "overlap":
         collective = f"i{collective}"
-    if collective not in served:
-        why = next((f" ({reason})" for name, reason in NO_SELECTION.items()
-                    if library.startswith(name) and collective.startswith("i")), "")
-        raise BadInput(f"the table decides {collective}; this {library} export covers {' and '.join(served)}{why}")
+    profile, file = tuning_file(fmt)
+    if collective not in file.collectives:
+        why = f"; {profile.no_ialltoall}" if collective.startswith("i") and profile.no_ialltoall else ""
+        raise BadInput(f"the table decides {collective}; this {profile.name} export covers "
+                       f"{' and '.join(file.collectives)} (--format {fmt}{why})")
     return collective
 
 

@@ -10,6 +10,7 @@ from a2a.analysis.export import intel, mpich, ompi, ompi_json
 from a2a.analysis.export.common import Exported, library_only
 from a2a.errors import BadInput
 from a2a.mpi import bench_words
+from a2a.mpilib import PROFILES, profile_of
 from a2a.record.decision import read_decision
 from a2a.record.results import write_atomic
 
@@ -22,16 +23,12 @@ def formats() -> dict[str, Callable[..., Exported]]:
             "intel": intel.export}
 
 
-# The format of each library's tuning file, by what MPI_Get_library_version says (Intel MPI's also names MPICH)
-LIBRARY_FORMATS = {"Intel": ("intel", "env"), "Open MPI": ("ompi", "rules"), "MPICH": ("mpich", "json")}
-
-
 def export_lines(table: Path, library: str) -> list[str]:
-    """The `bench export` lines for the library a record was measured with (one per format when it is unknown), each
-    writing its file beside the table."""
-    known = [f for name, f in LIBRARY_FORMATS.items() if name in library][:1] or list(LIBRARY_FORMATS.values())
-    return [shlex.join([*bench_words(), "export", str(table), "--format", fmt, "-o",
-                        str(table.parent / f"tuned.{suffix}")]) for fmt, suffix in known]
+    """The `bench export` lines for the library a record was measured with (its default format; each library's when
+    it is unknown), each writing its file beside the table."""
+    files = profile_of(library).files[:1] or [profile.files[0] for profile in PROFILES]
+    return [shlex.join([*bench_words(), "export", str(table), "--format", file.format, "-o",
+                        str(table.parent / f"tuned.{file.suffix}")]) for file in files]
 
 
 def export(decision: Path | str, fmt: str, output: Path | None = None, **options: Any) -> Exported:

@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from a2a.analysis.export.common import Exported, collective_of, counterpart, translate
+from a2a.mpilib import INTEL_MPI
 
-LIBRARY = "Intel MPI"
+LIBRARY = INTEL_MPI.name
 # I_MPI_ADJUST_ALLTOALL's ids by the names our algorithms' twins use (0: Intel's own choice)
 ALGORITHM_IDS = {"native": 0, "bruck": 1, "isend_irecv": 2, "pairwise": 3, "plum": 4}
 NO_LIMIT = 2147483647
@@ -18,7 +19,7 @@ NO_LIMIT = 2147483647
 
 def export(document: dict[str, Any]) -> Exported:
     """A shell line setting I_MPI_ADJUST_ALLTOALL for every process count of the table."""
-    collective_of(document, "Intel MPI", ("alltoall",))
+    collective_of(document, "intel")
     tables, warnings = translate(document, counterpart(LIBRARY), LIBRARY)
     conditions = []
     for i, (nprocs, segments) in enumerate(tables):

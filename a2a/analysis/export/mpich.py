@@ -31,19 +31,20 @@ from typing import Any
 
 from a2a.analysis.export.common import Exported, Segment, collective_of, counterpart, translate, translate_by_comm_size
 from a2a.errors import BadInput
+from a2a.mpilib import MPICH
 from a2a.record.results import NATIVE
 
 TREE_START = re.compile(rb'\{"collective=')
 INT_MAX = 2147483647
 PREFIX = "algorithm=MPIR_{}_intra_"
-LIBRARY = "MPICH"
-IALLTOALL = "MPICH Ialltoall"  # the twins an algorithm names for MPICH's non-blocking selection
+LIBRARY = MPICH.name
+IALLTOALL = MPICH.ialltoall_twins  # the twins an algorithm names for MPICH's non-blocking selection
 THROTTLED = ("scattered", "sched_permuted_sendrecv")  # MPICH's algorithms that read MPIR_CVAR_ALLTOALL_THROTTLE
 
 
 def export(document: dict[str, Any], libmpi: str | Path | None = None) -> Exported:
     """MPICH's built-in tree with the table's alltoall (or alltoallv) subtree spliced in."""
-    collective = collective_of(document, LIBRARY, ("alltoall", "alltoallv", "ialltoall"))
+    collective = collective_of(document, "mpich")
     tree, source = builtin_tree(libmpi)
     if collective == "alltoallv":
         chosen, warnings = translate_by_comm_size(document, counterpart(LIBRARY, "alltoallv"), LIBRARY)

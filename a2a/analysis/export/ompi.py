@@ -14,9 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from a2a.analysis.export.common import Exported, collective_of, counterpart, translate, translate_by_comm_size
+from a2a.mpilib import OPEN_MPI
 
 ALLTOALL_ID, ALLTOALLV_ID = 3, 4
-LIBRARY = "Open MPI"
+LIBRARY = OPEN_MPI.name
 # coll_tuned's alltoall algorithms by the names our algorithms' twins use (0: its fixed decision)
 ALGORITHM_IDS = {"ignore": 0, "linear": 1, "pairwise": 2, "modified_bruck": 3, "linear_sync": 4}
 ALLTOALLV_IDS = {"ignore": 0, "linear": 1, "pairwise": 2}
@@ -24,7 +25,7 @@ ALLTOALLV_IDS = {"ignore": 0, "linear": 1, "pairwise": 2}
 
 def export(document: dict[str, Any]) -> Exported:
     """The rules file for every process count of the table."""
-    if collective_of(document, "Open MPI", ("alltoall", "alltoallv")) == "alltoallv":
+    if collective_of(document, "ompi") == "alltoallv":
         return export_v(document)
     tables, warnings = translate(document, counterpart(LIBRARY), LIBRARY)
     needs_requests = any(s.target[1] for _, segments in tables for s in segments)

@@ -14,7 +14,7 @@ from a2a.analysis.export.ompi import LIBRARY, NOTE, environment
 
 def export(document: dict[str, Any]) -> Exported:
     """The JSON rules for every process count of the table."""
-    collective_of(document, "Open MPI JSON", ("alltoall",))
+    collective_of(document, "ompi-json")
     tables, warnings = translate(document, counterpart(LIBRARY), LIBRARY)
     entries = []
     for i, (nprocs, segments) in enumerate(tables):
