@@ -189,7 +189,7 @@ def test_a_table_of_native_only_leaves_the_library_alone():
 def test_only_libraries_it_can_verify_are_tuned():
     assert library_format("MPICH Version:      5.0.2\n")[:2] == ("MPICH", "mpich")
     assert library_format("Open MPI v5.0.11, package: ...")[:2] == ("Open MPI", "ompi")
-    with pytest.raises(BadConfig, match="verifies tables on MPICH and Open MPI; this job runs Intel"):
+    with pytest.raises(BadConfig, match="verifies tables on Open MPI and MPICH; this job runs Intel"):
         library_format("Intel(R) MPI Library 2021.10 for Linux")
 
 

@@ -34,6 +34,7 @@ from a2a.analysis.export.formats import export
 from a2a.analysis.revert import revert_slower
 from a2a.errors import BadConfig, HarnessError
 from a2a.mpi import launcher_size
+from a2a.mpilib import PROFILES, profile_of
 from a2a.record.decision import write_decision
 from a2a.record.meta import now
 from a2a.record.results import NATIVE, read_meta
@@ -41,8 +42,6 @@ from a2a.sweep.naming import named
 from a2a.units import counted, human_bytes
 from a2a.workflows.tune_deploy import DeployTune
 from a2a.workflows.tuning import TuneConfig, Tuning, check_grid, config_of, recorded_config
-
-FORMATS = {"MPICH": ("mpich", "json"), "Open MPI": ("ompi", "rules")}  # library -> (export format, file suffix)
 
 
 def tune(values: dict[str, Any], say: Any = print) -> int:
@@ -68,13 +67,16 @@ def tune_of(directory: Path, config: TuneConfig, say: Any) -> Tuning:
 
 
 def library_format(library: str) -> tuple[str, str, str]:
-    """(library, export format, file suffix) of an MPI_Get_library_version text; BadConfig for another library."""
-    for name, (fmt, suffix) in FORMATS.items():
-        if name in library:
-            return name, fmt, suffix
+    """(library, export format, file suffix) of an MPI_Get_library_version text; BadConfig for a library bench tune
+    does not verify tables on."""
+    profile = profile_of(library)
+    if profile.tune_verifies:
+        return profile.name, profile.files[0].format, profile.files[0].suffix
     first = library.strip().splitlines()[0] if library.strip() else "an MPI library that did not say which"
-    raise BadConfig(f"bench tune verifies tables on MPICH and Open MPI; this job runs {first}. For Intel MPI use "
-                    "bench decide, then bench export --format intel (text only)")
+    verified = " and ".join(p.name for p in PROFILES if p.tune_verifies)
+    export_line = f"bench export --format {profile.files[0].format}" if profile.files else "bench export"
+    raise BadConfig(f"bench tune verifies tables on {verified}; this job runs {first}. For it use bench decide, then "
+                    f"{export_line}")
 
 
 class Tune(Tuning):
