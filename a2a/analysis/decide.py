@@ -384,8 +384,8 @@ def render(document: dict[str, Any]) -> str:
               "same for every algorithm at a point (compute_phase_us), with `tests` progress calls in it, and "
               "wait."] if overlap else []
     context = [f"Every table's {', '.join(same)}."] if same else []
-    return "\n".join([*ranked, *context, *_stated(document, floored),
-                      tabulate(body, headers=headers, disable_numparse=True)])
+    return "\n".join([*ranked, *context, tabulate(body, headers=headers, disable_numparse=True),
+                      *_stated(document, floored)])
 
 
 def _stated(document: dict[str, Any], floored: bool) -> list[str]:
