@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from a2a.analysis import model
-from a2a.errors import BadResults, MissingMatplotlib
+from a2a.errors import A2AError, BadResults, MissingMatplotlib
 from a2a.record.meta import backend_of
 from a2a.record.results import NATIVE, Defaults, Row, Run, label, point_key, short_label
 from a2a.record.stats import bandwidths, stall_mask
@@ -582,6 +582,65 @@ def samples_figure(data: Data, panel: Panel, directory: Path) -> Figure:
                   "the seed's 0.2 s TCP retransmission delays.")
 
 
+def ratio_to_native(data: Data, directory: Path) -> list[Figure]:
+    """Each algorithm's time over native's with the interval of its verdict (bench decide's), a panel per table;
+    filled where the verdict is faster or slower, hollow where it is a tie; the band is what no verdict may call a
+    difference (the margin, or the cell's noise floor where larger)."""
+    from a2a.analysis.decide import decide
+    from a2a.record.decision import where
+
+    try:
+        document = decide([data.run.directory])
+    except A2AError:  # nothing a decision can read (a simulated record, say)
+        return []
+    tables = [t for t in document["tables"] if any(c.get("vs_native") for r in t["ranges"] for c in r["cells"])]
+    if data.simulated or not tables:
+        return []
+    fig, axes = panels(len(tables))
+    drawn: set[str] = set()
+    for ax, table in zip(axes, tables):
+        cells = [c for r in table["ranges"] for c in r["cells"]]
+        _bands(ax, cells, document.get("margin", 0.05))
+        for name in data.labels:
+            found = [(c["bytes_per_peer"], e["vs_native"]) for c in cells for e in c["candidates"]
+                     if label(e["algorithm"], e["options"]) == name and e.get("vs_native")]
+            if found:
+                drawn.add(name)
+                _intervals(ax, found, data.styles[name])
+        bytes_axis(ax)
+        ax.set_yscale("log", base=2)
+        ax.set_xlabel("bytes per peer")
+        ax.set_ylabel("time / native's")
+        ax.set_title(where(table))
+    series_legend(data, fig, sorted(drawn))
+    save(fig, directory, "ratio_to_native")
+    return [Figure("ratio_to_native", "Ratio to native, with the verdicts' intervals",
+                   f"Each algorithm's time over the library's own ({document.get('statistic', 'bench decide')}). "
+                   "Filled: faster or slower by the verdict; hollow: a tie. The grey band is the margin; the light "
+                   "band the cell's noise floor, where a control measured one.")]
+
+
+def _bands(ax: Any, cells: list[dict[str, Any]], margin: float) -> None:
+    """The margin as a band around 1, and each cell's noise floor as a wider light one."""
+    ax.axhspan(1 / (1 + margin), 1 + margin, color="0.85", zorder=0)
+    for cell in cells:
+        floor = cell.get("noise_floor")
+        if floor:
+            wide, size = max(floor, 1 / floor), cell["bytes_per_peer"]
+            ax.fill_between([size / 1.4, size * 1.4], 1 / wide, wide, color="0.93", zorder=0)
+    ax.axhline(1.0, color="0.5", linewidth=0.8)
+
+
+def _intervals(ax: Any, found: list[tuple[int, dict[str, Any]]], style: Style) -> None:
+    """One series' ratios with their intervals: filled markers where a verdict was reached."""
+    for size, said in found:
+        ratio, low, high = said["ratio"], said.get("low"), said.get("high")
+        decided = said.get("verdict") in ("faster", "slower")
+        ax.errorbar([size], [ratio], yerr=[[ratio - (low or ratio)], [(high or ratio) - ratio]], color=style.color,
+                    marker=style.marker, markersize=4.5, markerfacecolor=style.color if decided else "white",
+                    capsize=2, linewidth=1, zorder=3)
+
+
 def overlap_vs_size(data: Data, directory: Path) -> list[Figure]:
     """The overlap protocol's: how much of each exchange hid behind the compute phase, OSU's figure (solid) and
     IMB-NBC's (dotted), against bytes per peer, a panel per process count, test count and progress mode."""
@@ -610,7 +669,7 @@ def overlap_vs_size(data: Data, directory: Path) -> list[Figure]:
 
 # The figures of a record, by the timing mode of its rows: a mode not listed gets MEASURED. A protocol
 # with figures of its own (columns only its rows have) lists MEASURED and its own makers here.
-MEASURED: list[Maker] = [time_vs_size, busbw_vs_size, speedup_heatmaps, decision_map, model_overlay,
+MEASURED: list[Maker] = [time_vs_size, busbw_vs_size, speedup_heatmaps, ratio_to_native, decision_map, model_overlay,
                          samples_over_iterations]
 MAKERS: dict[str, list[Maker]] = {"overlap": [overlap_vs_size, *MEASURED]}
 ONE_SAMPLE: list[Maker] = [samples_over_iterations]  # what a simulated record, one sample a point, goes without
