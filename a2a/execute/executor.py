@@ -7,7 +7,8 @@ PROGRESS says for the library it is built for: inside MPI where the library offe
 MPIX_Async), else by the executor's thread or by test() and wait(). The library is compiled with the
 MPI library's own mpicc once per source and MPI library, and kept in this user's private cache (the
 rule the testbed keeps for what it runs). Where it cannot be built, or the schedule is not exact
-data, the plan runs the algorithm's Python and its note says why (every rank alike).
+data, the plan runs the algorithm's Python and its note says why (every rank alike); any other
+failure on any rank (a source missing, a full disk) is one PlanFailed on every rank.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import numpy as np
 
 from a2a.algos.buffers import VBuffer
 from a2a.algos.nodes import grouped
-from a2a.errors import A2AError, BadConfig, HarnessError
+from a2a.errors import A2AError, BadConfig, HarnessError, PlanFailed
 from a2a.kept import compiled, compiled_path
 from a2a.schedules.program import dumps
 from a2a.schedules.tracer import NotExact, traced
@@ -117,7 +118,10 @@ def _per_node(comm: Any) -> tuple[ctypes.CDLL, list[list[int]]]:
     found, problem, nodes = facts
     if found is None:
         raise ExecutorUnavailable(problem)
-    return loaded(found, MPI._sizeof(MPI.Comm)), nodes
+    try:
+        return loaded(found, MPI._sizeof(MPI.Comm)), nodes
+    except OSError as error:  # this rank's alone: executed() tells the others
+        raise ExecutorUnavailable(f"{found} cannot be loaded: {error}") from None
 
 
 def _world_ranks(comm: Any) -> tuple[int, ...] | None:
@@ -137,21 +141,29 @@ def _world_ranks(comm: Any) -> tuple[int, ...] | None:
 
 def _node_facts(comm: Any) -> tuple[str | None, str, list[list[int]]]:
     """(the executor library's path or None, why not, the ranks of each node), one pass over the node's
-    communicator (collective on `comm`)."""
+    communicator (collective on `comm`); PlanFailed on every rank where a build failed otherwise than as
+    ExecutorUnavailable says (a source missing, a full disk)."""
     from mpi4py import MPI
 
     local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
     try:
         said = None
         if local.rank == 0:  # the node's lowest rank of `comm`, which names the node
+            found, problem, failed = None, "", None
             try:
-                said = (str(built()), "", comm.rank)
+                found = str(built())
             except A2AError as error:
-                said = (None, str(error), comm.rank)
-        found, problem, leader = local.bcast(said, root=0)
+                problem = str(error)
+            except Exception as error:  # its peers wait for word of it: they raise it too, below
+                failed = f"building the C executor: {type(error).__name__}: {error}"
+            said = (found, problem, comm.rank, failed)
+        found, problem, leader, failed = local.bcast(said, root=0)
     finally:
         local.Free()
-    return found, problem, grouped(comm.allgather(leader))
+    leaders = comm.allgather((leader, failed if comm.rank == leader else None))
+    if any(failed for _, failed in leaders):
+        raise PlanFailed.of([failed for _, failed in leaders])
+    return found, problem, grouped([leader for leader, _ in leaders])
 
 
 def parsed(lib: ctypes.CDLL, text: str) -> ctypes.c_void_p:
@@ -236,12 +248,13 @@ class Executed:
             self.plan = self.schedule = None
 
 
-def executed(comm: Any, algorithm: Any, collective: str, options: dict[str, Any], send: Any, recv: Any,
-             bound: bool = False) -> Executed:
-    """The algorithm's schedule traced for this job and prepared in the C executor on `comm` (collective; `bound`:
-    run on `comm` itself, see Executed); raises ExecutorUnavailable (alike on every rank) where it cannot be,
-    BadConfig (alike) for an A2A_EXECUTOR_PROGRESS that means nothing."""
-    problem, refused, schedule, lib = "", "", None, None
+def executed(comm: Any, algorithm: Any, collective: str, options: dict[str, Any], send: Any, recv: Any) -> Executed:
+    """The algorithm's schedule traced for this job and bound in the C executor to `comm` itself, which the caller
+    keeps private to one exchange at a time (collective; see Executed). Alike on every rank, it raises
+    ExecutorUnavailable where the executor cannot run it, BadConfig for an A2A_EXECUTOR_PROGRESS that means nothing,
+    and PlanFailed where any rank failed otherwise (a file missing, a full disk)."""
+    problem = refused = failed = ""
+    made, failure = None, None
     try:
         progress_asked()
         lib, nodes = _per_node(comm)
@@ -249,20 +262,27 @@ def executed(comm: Any, algorithm: Any, collective: str, options: dict[str, Any]
         if collective == "alltoallv" and not data.direct:
             raise NotExact(f"{algorithm.name}'s alltoallv forwards blocks through a temporary buffer, whose rows "
                            "cannot hold uneven blocks")
-        schedule = parsed(lib, dumps(data))
+        made = Executed(lib, comm, parsed(lib, dumps(data)), send, recv, data.note, bound=True)  # no message
+    except PlanFailed:
+        raise  # alike on every rank already
     except BadConfig as error:
         refused = str(error)
     except (ExecutorUnavailable, NotExact) as error:
         problem = str(error)
-    said = comm.allgather((problem, refused))
-    problems, refusals = [p for p, _ in said if p], [r for _, r in said if r]
-    if (problems or refusals) and schedule is not None:
-        lib.a2ax_schedule_free(schedule)
+    except Exception as error:  # the peers are told below, and raise it too
+        failed, failure = f"{type(error).__name__}: {error}", error
+    said = comm.allgather((problem, refused, failed))
+    if made is not None and any(any(told) for told in said):
+        made.free()
+    if any(f for *_, f in said):
+        raise PlanFailed.of([f or None for *_, f in said]) from failure
+    refusals = [r for _, r, _ in said if r]
     if refusals:
         raise BadConfig(refusals[0])
+    problems = [p for p, *_ in said if p]
     if problems:  # one rank that cannot: every rank runs Python
         raise ExecutorUnavailable(problems[0])
-    return Executed(lib, comm, schedule, send, recv, data.note, bound)
+    return made
 
 
 def executor_facts(comm: Any) -> dict[str, Any]:

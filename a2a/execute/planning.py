@@ -1,6 +1,7 @@
 """How a plan is made: one rank's call checked alone, the ranks' agreement, then the factory run on a private
 duplicate of the communicator, for the C executor (executor=c) or as Python whose non-blocking form the progression
-engine advances. a2a.algos.registry names this module for Algorithm.plan, .plan_v, .init and .init_v.
+engine advances; a rank that fails to prepare its part is one error on every rank (alike), never a peer left waiting.
+a2a.algos.registry names this module for Algorithm.plan, .plan_v, .init and .init_v.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from a2a.algos.buffers import VBuffer, is_inter
 from a2a.algos.options import EXECUTOR, schedule_options
 from a2a.algos.plan import Plan, Prepared
 from a2a.algos.prebuilt import copier
-from a2a.errors import A2AError, BadInput
+from a2a.errors import A2AError, BadInput, PlanFailed
 from a2a.execute.agreement import agree, matched_counts
 from a2a.execute.engine import EngineComm, Progression, Unprogressable, engine_module, unprogressable_names
 from a2a.execute.executor import ExecutorUnavailable, executed
@@ -91,12 +92,35 @@ def prepared_on(private: Any, algorithm: Any, kind: Any, resolved: dict[str, Any
             private.Free()
             raise
     try:
-        plan = _in_python(private, algorithm, kind, resolved, options, send, recv, nonblocking, note, [])
+        plan = alike(private, partial(_in_python, private, algorithm, kind, resolved, options, send, recv,
+                                      nonblocking, note, []), Plan.free)
     except BaseException:
         private.Free()
         raise
+    if plan.progression is None:  # made at the first start, by every rank together
+        plan._progressive = partial(alike, private, plan._progressive, lambda made: made.free and made.free())
     plan._comm = private
     return plan
+
+
+def alike(comm: Any, make: Callable[[], Any], release: Callable[[Any], Any]) -> Any:
+    """What `make()` returns on every rank of `comm`, or one error on every rank where it raised on any (collective):
+    its own where every rank raised alike, else PlanFailed naming each failing rank and its cause (what the others
+    made is released, so no rank waits on a peer that will never come)."""
+    made = failure = None
+    try:
+        made = make()
+    except Exception as error:
+        failure = error
+    cause = None if failure is None else f"{type(failure).__name__}: {failure}"
+    causes = comm.allgather(cause)
+    if not any(causes):
+        return made
+    if failure is not None and causes.count(cause) == len(causes):
+        raise failure
+    if failure is None:
+        release(made)
+    raise PlanFailed.of(causes) from failure
 
 
 def _in_python(comm: Any, algorithm: Any, kind: Any, resolved: dict[str, Any], options: dict[str, Any], send: Any,
@@ -134,7 +158,7 @@ def _in_c(private: Any, algorithm: Any, kind: Any, resolved: dict[str, Any], opt
     if send is None:
         send, staging = _staged(recv)
     collective = next(c for c, k in algorithm.kinds.items() if k is kind)
-    made = executed(private, algorithm, collective, options, send, recv, bound=True)
+    made = executed(private, algorithm, collective, options, send, recv)
     return _run_in_c(made, private, algorithm, resolved, staging, nonblocking, private)
 
 

@@ -1,0 +1,149 @@
+"""One rank failing to plan (a source missing where the executor is built, a full disk while tracing, a library that
+will not load, a factory's error, at plan time or at the first start) is one error on every rank within seconds,
+through the library API, the one-shot calls and the driver: never a rank left waiting for its peers. Each case is a
+2-rank job of its own, killed (and the test failed) if it outlives TIMEOUT; about 17 s in all here."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import pytest
+from support import ROOT, cleaned, launch_command
+
+from a2a.record.results import read_rows
+
+pytestmark = pytest.mark.launches
+
+TIMEOUT = 45  # seconds a 2-rank job may take before it counts as hung (each takes 1 to 3 s here)
+FACTORY_FAILS = "RuntimeError: fails_on_one: rank 1 cannot prepare, on purpose"
+# each case of PROGRAM: the rank that fails, and its cause as every rank tells it
+CASES = {"source": (0, "building the C executor: FileNotFoundError: [Errno 2] No such file or directory"),
+         "disk": (1, "OSError: [Errno 28] No space left on device"),
+         **{case: (1, FACTORY_FAILS) for case in ("factory", "start", "alltoall", "ialltoall")}}
+
+PLUGIN = '''
+import a2a
+
+FAILING = {"now": True}  # a program may hold the failure back (until the first start prepares the plan again)
+
+
+@a2a.register("fails_on_one")
+def fails_on_one(comm, sendbuf, recvbuf):
+    """Alltoall; preparing it fails on rank 1 while FAILING["now"]."""
+    if comm.rank == 1 and FAILING["now"]:
+        raise RuntimeError("fails_on_one: rank 1 cannot prepare, on purpose")
+    return lambda: comm.Alltoall(sendbuf, recvbuf)
+'''
+
+PROGRAM = '''
+import errno
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+import a2a
+from a2a.execute import executor
+
+sys.path.insert(0, sys.argv[2])
+from fails_on_one import FAILING
+
+case, comm = sys.argv[1], MPI.COMM_WORLD
+rank, size = comm.rank, comm.size
+send = np.arange(2 * size, dtype=np.int32) + 100 * rank
+recv = np.zeros_like(send)
+want = np.concatenate([np.arange(2) + 2 * rank + 100 * q for q in range(size)]).astype(np.int32)
+
+
+def refused(*args, **kwargs):
+    raise {"disk": OSError(errno.ENOSPC, "No space left on device"),
+           "load": OSError("liba2ax.so: cannot open shared object file")}[case]
+
+
+if case == "source" and rank == 0:  # the rank that builds the node's executor
+    executor.SOURCES = [executor.C / "gone.c", executor.C / "executor.h"]
+elif case == "disk" and rank == 1:
+    executor.traced = refused
+elif case == "load" and rank == 1:
+    executor.loaded = refused
+FAILING["now"] = case != "start"
+try:
+    if case in ("source", "disk", "load"):
+        with a2a.get("pairwise").plan(comm, send, recv) as plan:
+            plan()
+            outcome = f"ran executor={plan.executor} right={np.array_equal(recv, want)}"
+    elif case in ("factory", "start"):
+        with a2a.get("fails_on_one").plan(comm, send, recv) as plan:
+            FAILING["now"] = True
+            plan.start()
+            plan.wait()
+            outcome = "ran"
+    elif case == "alltoall":
+        a2a.alltoall(comm, send, recv, algorithm="fails_on_one")
+        outcome = "ran"
+    else:
+        a2a.ialltoall(comm, send, recv, "fails_on_one").wait()
+        outcome = "ran"
+except Exception as error:
+    outcome = f"{type(error).__name__}: {error}"
+print(f"rank {rank} says: {outcome}", flush=True)
+'''
+
+
+def launched(n: int, *args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
+    """`mpiexec -n N python ARGS` in the checkout (whose a2a it imports), in a session of its own whose every process
+    is killed if it outlives `timeout` (then the test fails: some rank hung)."""
+    job = subprocess.Popen(launch_command(n, sys.executable, *args), cwd=ROOT, env=cleaned(None, asleep=True),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = job.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        out, err = job.communicate()
+        pytest.fail(f"the job hung: killed after {timeout} s\nstdout:\n{out}\nstderr:\n{err[-3000:]}")
+    return subprocess.CompletedProcess(job.args, job.returncode, out, err)
+
+
+@pytest.fixture
+def plugin(tmp_path):
+    (tmp_path / "fails_on_one.py").write_text(PLUGIN)
+    return tmp_path
+
+
+def said(done: subprocess.CompletedProcess) -> list[str]:
+    """Each rank's outcome, by rank."""
+    found = dict(re.findall(r"rank (\d) says: (.*?)(?=rank \d says: |$)", done.stdout, re.MULTILINE))  # lines may meet
+    assert sorted(found) == ["0", "1"], f"{done.stdout}\n{done.stderr[-3000:]}"
+    return [found["0"], found["1"]]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_one_rank_failing_to_plan_is_one_error_on_every_rank(plugin, case):
+    failing, cause = CASES[case]
+    done = launched(2, "-c", PROGRAM, case, str(plugin))
+    assert done.returncode == 0, done.stderr
+    outcomes = said(done)
+    assert outcomes[0] == outcomes[1], outcomes  # the same exception on every rank
+    assert outcomes[0].startswith(f"PlanFailed: planning failed on rank {failing} of 2: {cause}"), outcomes[0]
+
+
+def test_a_library_that_one_rank_cannot_load_runs_python_on_every_rank(plugin):
+    done = launched(2, "-c", PROGRAM, "load", str(plugin))
+    assert done.returncode == 0, done.stderr
+    assert said(done) == ["ran executor=python right=True"] * 2
+
+
+def test_the_driver_fails_the_point_one_rank_cannot_plan_on_every_rank_and_goes_on(plugin):
+    """Without the agreement, rank 0 would wait in the exchange, and the job would end after the driver's 10 s."""
+    out = plugin / "run"
+    done = launched(2, "-m", "bench", "run", "--plugin", str(plugin / "fails_on_one.py"), "--algorithms",
+                    "fails_on_one,pairwise", "--sizes", "8", "--nprocs", "2", "--iterations", "3", "--quiet",
+                    "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    rows = {row.algorithm: row for row in read_rows(out)}
+    assert rows["pairwise"].valid
+    assert not rows["fails_on_one"].valid
+    assert f"planning failed on rank 1 of 2: {FACTORY_FAILS}" in rows["fails_on_one"].note
