@@ -12,7 +12,21 @@ from typing import Iterable
 import numpy as np
 from tabulate import tabulate
 
-from a2a.record.results import CALL, COLUMNS, FAILED, Defaults, Row, load, short_label
+from a2a.record import verdict
+from a2a.record.decision import parse_options
+from a2a.record.results import (
+    CALL,
+    COLUMNS,
+    CONTROL,
+    FAILED,
+    NATIVE,
+    Defaults,
+    Row,
+    load,
+    point_key,
+    read_rounds,
+    short_label,
+)
 from a2a.record.stalls import explain
 from a2a.units import counted, human_bytes
 
@@ -144,16 +158,38 @@ def as_json(rows: Iterable[Row]) -> str:
     return json.dumps(clean, indent=1)
 
 
+def noise_floor(rows: list[Row], rounds: dict[tuple, list[verdict.Sample]], metric: str = "mean") -> str:
+    """What `control` (native under a second name) differed from native by, per size, in words ('' where no cell
+    has both): the floor below which no difference is called a win."""
+    found = []
+    for size in sorted({r.bytes_per_peer for r in rows}):
+        here = [r for r in rows if r.bytes_per_peer == size and r.measured]
+        native = next((r for r in here if r.algorithm == NATIVE), None)
+        control = next((r for r in here if r.algorithm == CONTROL
+                        and parse_options(r.options).get("of", NATIVE) == NATIVE), None)
+        if native is None or control is None:
+            continue
+        floor = verdict.noise_floor(verdict.per_round(rounds.get(point_key(control), []), metric),
+                                    verdict.per_round(rounds.get(point_key(native), []), metric))
+        if floor:
+            found.append(f"{human_bytes(size)} {max(floor, 1 / floor):.2f}x")
+    if not found:
+        return ""
+    return (f"noise floor (control, the library's own under a second name, against native; median of per-round "
+            f"{metric} ratios): {', '.join(found)}; no smaller difference is called a win")
+
+
 def show(directory: Path, fmt: str = "table") -> str:
     """`bench show`: an earlier record's tables per process count, or its rows as CSV or JSON."""
     run = load(directory)
     if fmt != "table":
         return as_csv(run.rows).rstrip("\n") if fmt == "csv" else as_json(run.rows)
     library = (run.meta.get("mpi_library") or "unknown MPI library").splitlines()[0]
-    lines = [f"{directory}: {run.meta.get('status', 'unknown status')}; {library}"]
+    lines, rounds = [f"{directory}: {run.meta.get('status', 'unknown status')}; {library}"], read_rounds(directory)
     for nprocs in sorted({r.nprocs for r in run.rows}):
         rows = [r for r in run.rows if r.nprocs == nprocs]
         errors = directory / run.meta["errors_log"] if run.meta.get("errors_log") else None
+        floor = noise_floor(rows, rounds)
         lines += [f"\n{nprocs} ranks (times in microseconds; ! = stalled)",
-                  explained_table(rows, run.meta.get("option_defaults"), errors)]
+                  explained_table(rows, run.meta.get("option_defaults"), errors), *([floor] if floor else [])]
     return "\n".join(lines)

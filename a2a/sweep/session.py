@@ -24,7 +24,16 @@ from a2a.errors import BadConfig
 from a2a.mpi import launch_command
 from a2a.record import report
 from a2a.record.meta import BACKENDS, RUNNING, backend_of, launch_meta, now
-from a2a.record.results import Recorder, Row, drop_orphan_samples, read_meta, read_rows, read_samples, write_meta
+from a2a.record.results import (
+    Recorder,
+    Row,
+    drop_orphan_samples,
+    read_meta,
+    read_rounds,
+    read_rows,
+    read_samples,
+    write_meta,
+)
 from a2a.sweep.config import SweepConfig
 from a2a.sweep.grid import Point, points
 from a2a.sweep.workload import parse_workload
@@ -273,8 +282,9 @@ class Session(Observer):
             if self.output.fmt == "tpu":
                 _say(f"{title}\n" + report.tpu_table(rows, defaults), err=False)
             else:
-                _say(f"{title} ({self.backend.details})\n" + report.explained_table(rows, defaults, self.errors_log),
-                     err=False)
+                floor = report.noise_floor(rows, read_rounds(self.directory)) if self.backend.name == "mpi" else ""
+                _say(f"{title} ({self.backend.details})\n" + report.explained_table(rows, defaults, self.errors_log)
+                     + (f"\n{floor}" if floor else ""), err=False)
         self.crowded = {}
 
     def add(self, key: str, amount: float) -> None:
