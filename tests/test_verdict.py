@@ -193,3 +193,14 @@ def test_the_statistic_is_one_line_that_names_what_a_verdict_rests_on():
     said = verdict.statistic("p90", alpha=0.01, margin=0.03, launches=1)
     assert said.startswith("median of per-round p90 ratios, 99 % interval (two-stage bootstrap, Holm), margin 3 %")
     assert "this launch only" in said and "this launch" not in verdict.statistic("mean", launches=3)
+
+
+def test_times_at_or_below_zero_still_compare():
+    """An overlap point's exposed time (overall less compute) can be 0 or below: it counts as the least time a timer
+    resolves, and the comparison stays finite."""
+    values = verdict.per_round([("l", r, t) for r in range(5) for t in (-1e-6, 0.0)], "mean")
+    assert set(values.values()) == {verdict.RESOLUTION}
+    other = {u: 1e-6 for u in values}
+    judged = verdict.family({"x": (values, other)}, bound=verdict.bound_of(verdict.MARGIN, None))["x"]
+    assert judged.verdict == verdict.FASTER and math.isfinite(judged.ratio) and judged.as_dict()["ratio"] == 0.001
+    assert verdict.unpaired(other, values)[0].as_dict()["ratio"] == 0.001

@@ -86,7 +86,7 @@ class Candidate:
 
     def per_round(self, metric: str) -> verdict.Values:
         """The metric per (launch, round) in seconds; a point without samples is one block of its row's value."""
-        return verdict.per_round(self.samples, metric) or {("", -1): self.value_us(metric) * 1e-6}
+        return verdict.per_round(self.samples or [("", -1, self.value_us(metric) * 1e-6)], metric)
 
 
 def mann_whitney_p(x: Iterable[float], y: Iterable[float]) -> float:

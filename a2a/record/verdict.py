@@ -34,6 +34,7 @@ ALPHA = 0.05  # the family-wise error rate of a cell's verdicts
 RESAMPLES = 2000  # bootstrap resamples of each comparison
 SEED = 65  # of the resampling: the same record always gets the same verdicts
 MIN_ROUNDS = 3  # paired rounds below which a comparison is untested
+RESOLUTION = 1e-9  # seconds: the least per-round value, a time no timer resolves
 FASTER, SLOWER, TIE, UNTESTED = "faster", "slower", "tie", "untested"
 
 Sample = tuple[str, int, float]  # (launch, round, seconds); round -1: a record written before rounds
@@ -51,11 +52,12 @@ def metric_of(seconds: np.ndarray, metric: str) -> float:
 
 
 def per_round(samples: Iterable[Sample], metric: str) -> Values:
-    """The metric over each (launch, round)'s samples."""
+    """The metric over each (launch, round)'s samples, at least RESOLUTION (an overlap point's exposed time, overall
+    less compute, can be 0 or below, and a ratio needs a positive time)."""
     grouped: dict[Unit, list[float]] = {}
     for launch, round_, seconds in samples:
         grouped.setdefault((launch, round_), []).append(seconds)
-    return {unit: metric_of(np.asarray(found), metric) for unit, found in grouped.items()}
+    return {unit: max(metric_of(np.asarray(found), metric), RESOLUTION) for unit, found in grouped.items()}
 
 
 def level(values: Values) -> float:
