@@ -5,6 +5,7 @@ import json
 import re
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from decide_fixtures import LIBRARY_TABLE, minimal_table, record, row_for, samples_around
 from support import needs_mpich, python
@@ -553,3 +554,41 @@ def test_cli_margin_and_force_mix(tmp_path):
     done = bench("decide", str(run), str(other), "--force-mix", "--margin", "2.5")
     assert done.returncode == 0, done.stderr
     assert "margin 2.5 %" in done.stdout and "Verdicts: median of per-round mean ratios" in done.stdout
+
+
+def test_an_aa_record_of_twins_decides_native_and_calls_almost_no_twin_different(tmp_path):
+    """Four names measured as one schedule (the same times) in 20 cells, under a drift and bursts that move whole
+    rounds: interleaved in rounds, decide calls at most 5 % of the comparisons with native different and keeps native
+    where it is called nothing; the same machine measured as contiguous blocks fools a rank test on the iterations
+    in most cells, and decide leaves such a record untested."""
+    names = [("native", ""), ("linear", ""), ("pairwise", "schedule=shift"), ("bruck", "radix=2")]
+    rng = np.random.default_rng(65)
+    rounds, per, sizes = 10, 3, [8 << k for k in range(20)]
+    interleaved, blocks = Recorder(tmp_path / "rounds"), Recorder(tmp_path / "blocks")
+    fooled = 0
+    for size in sizes:
+        slots = rounds * len(names)
+        load = np.exp(np.linspace(0, rng.normal(0, 0.4), slots)) * np.repeat(
+            np.where(rng.random(rounds) < 0.2, rng.uniform(1.3, 2.0, rounds), 1.0), len(names))
+        order = [rng.permutation(len(names)) for _ in range(rounds)]
+        timed = []
+        for j, (algorithm, options) in enumerate(names):
+            slot = [r * len(names) + list(order[r]).index(j) for r in range(rounds)]
+            seconds = np.concatenate([1e-4 * load[s] * np.exp(rng.normal(0, 0.05, per)) for s in slot])
+            block = np.concatenate([1e-4 * load[j * rounds + r] * np.exp(rng.normal(0, 0.05, per))
+                                    for r in range(rounds)])
+            interleaved.add(row_for(2, size, algorithm, options, "float32", 4, seconds), seconds,
+                            [i // per for i in range(rounds * per)])
+            blocks.add(row_for(2, size, algorithm, options, "float32", 4, block), block)
+            timed.append(block)
+        fooled += any(decide.mann_whitney_p(timed[0], other) < 0.05 for other in timed[1:])
+    for recorder in (interleaved, blocks):
+        recorder.close()
+    cells = [c for r in decide.decide([tmp_path / "rounds"])["tables"][0]["ranges"] for c in r["cells"]]
+    called = [e["vs_native"]["verdict"] for c in cells for e in c["candidates"] if e["vs_native"]]
+    assert len(called) == 60 and sum(v in ("faster", "slower") for v in called) <= 3, called
+    assert all(c["algorithm"] == "native" for c in cells if all(e["vs_native"] is None or e["vs_native"]["verdict"]
+                                                                != "faster" for e in c["candidates"]))
+    assert fooled >= 10, fooled
+    old = [c for r in decide.decide([tmp_path / "blocks"])["tables"][0]["ranges"] for c in r["cells"]]
+    assert {c["algorithm"] for c in old} == {"native"} and all(c["rounds"] == 0 for c in old)
