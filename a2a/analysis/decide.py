@@ -635,7 +635,7 @@ def decided(directories: list[Path], metric: str = "mean", alpha: float = 0.05, 
                                f"(alpha {alpha}, margin {margin * 100:g} %)."]
     blind = [c for c in cells if untested_why([c])]
     if blind:
-        lines.append(f"{counted(len(blind), 'cell')} untested: {untested_why(blind) or untested_why(blind[:1])}.")
+        lines.append(f"{counted(len(blind), 'cell')} untested: {untested_why(blind)}.")
     lines += program_totals(document)
     if output is not None:
         write_decision(document, Path(output))

@@ -110,12 +110,17 @@ class Evidence:
 def evidence(a: Values, b: Values, draws: Callable[[tuple[Unit, ...]], np.ndarray] | None = None) -> Evidence | None:
     """a against b, paired within the (launch, round)s both have, resampled by `draws` (of those units; default:
     RESAMPLES two-stage draws); None below MIN_ROUNDS paired rounds."""
-    units = tuple(sorted(u for u in a.keys() & b.keys() if u[1] >= 0))
+    units, logs = paired_logs(a, b)
     if len(units) < MIN_ROUNDS:
         return None
-    logs = np.log([a[u] / b[u] for u in units])
     resampled = resampled_medians(logs, (draws or two_stage_draws)(units))
     return Evidence(float(np.median(logs)), resampled, len(units), len({u[0] for u in units}))
+
+
+def paired_logs(a: Values, b: Values) -> tuple[tuple[Unit, ...], np.ndarray]:
+    """The (launch, round)s both have (rounds only, not blocks), and the log of a's value over b's in each."""
+    units = tuple(sorted(u for u in a.keys() & b.keys() if u[1] >= 0))
+    return units, np.log([a[u] / b[u] for u in units])
 
 
 def two_stage_draws(units: tuple[Unit, ...], resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
@@ -202,9 +207,8 @@ def family(pairs: dict[tuple, tuple[Values, Values]], bound: float, alpha: float
 
 def noise_floor(control: Values | None, native: Values | None) -> float | None:
     """control's time over native's, the median of their paired per-round ratios (None below MIN_ROUNDS)."""
-    found = evidence(control, native, lambda units: two_stage_draws(units, resamples=1)) if control and native \
-        else None
-    return math.exp(found.estimate) if found else None
+    units, logs = paired_logs(control or {}, native or {})
+    return math.exp(float(np.median(logs))) if len(units) >= MIN_ROUNDS else None
 
 
 @dataclass(frozen=True)
