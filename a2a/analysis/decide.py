@@ -276,15 +276,21 @@ def decide_cell(points: list[Candidate], metric: str, alpha: float, margin: floa
     cell = decision_cell(choice.bytes_per_peer, [(p.algorithm, p.options, p.value_us(metric)) for p in ranked],
                          ranked.index(choice), len(choice.samples), [shown(*name) for name in judged.tied_with],
                          timing, against.p if against else None)
-    for entry, point in zip(cell["candidates"], ranked):
-        entry.update(vs_best=_said(judged.vs_best.get(_name(point))),
-                     vs_native=_said(judged.vs_native.get(_name(point))))
+    _add_verdicts(cell, judged, [_name(p) for p in ranked])
+    made = {r.workload: r.recorded_calls for p in points for r in p.rows if r.recorded_calls}  # by recorded call
+    return {**cell, "recorded_calls": sum(made.values())} if made else cell
+
+
+def _add_verdicts(cell: dict[str, Any], judged: verdict.CellVerdict, names: list[tuple[str, str]]) -> None:
+    """Put the verdicts on a cell (its candidates named in order): each candidate's against the best and native,
+    the choice's against native (its speed-up the verdict's ratio where tested), the noise floor, rounds, launches."""
+    for entry, name in zip(cell["candidates"], names):
+        entry.update(vs_best=_said(judged.vs_best.get(name)), vs_native=_said(judged.vs_native.get(name)))
+    against = judged.vs_native.get(judged.choice)
     cell.update(vs_native=_said(against), noise_floor=None if judged.floor is None else rounded(judged.floor),
                 rounds=judged.rounds, launches=judged.launches)
     if against and against.verdict != verdict.UNTESTED:  # the verdict's ratio, not the pooled metric's
         cell["speedup_vs_native"] = rounded(1 / against.ratio)
-    made = {r.workload: r.recorded_calls for p in points for r in p.rows if r.recorded_calls}  # by recorded call
-    return {**cell, "recorded_calls": sum(made.values())} if made else cell
 
 
 def _name(point: Candidate) -> tuple[str, str]:
