@@ -346,9 +346,9 @@ def test_formats_listed():
 
 def test_cells_the_library_ran_slower_go_back_to_native(library_run, tmp_path):
     document = decide.decide([library_run])
-    rows = [{"nprocs": 4, "bytes_per_peer": 16384, "ratio": 2.0, "p": 0.001},  # throttled: slower
-            {"nprocs": 4, "bytes_per_peer": 1024, "ratio": 1.5, "p": 0.4},     # pairwise: noise
-            {"nprocs": 4, "bytes_per_peer": 8, "ratio": 0.5, "p": 0.001}]      # bruck: faster
+    rows = [{"nprocs": 4, "bytes_per_peer": 16384, "ratio": 2.0, "p": 0.001, "verdict": "slower"},  # throttled
+            {"nprocs": 4, "bytes_per_peer": 1024, "ratio": 1.5, "p": 0.4, "verdict": "tie"},        # pairwise: noise
+            {"nprocs": 4, "bytes_per_peer": 8, "ratio": 0.5, "p": 0.001, "verdict": "faster"}]      # bruck
     reverted = revert_slower(document, rows, 0.05)
     assert reverted == ["nprocs=4, 16384 B/peer: throttled:window=2 ran 2.00x slower in the library; back to native"]
     assert spans(table_of(document, 4)) == [
@@ -413,7 +413,8 @@ def test_the_speed_up_over_native_is_read_from_its_rows_whatever_options_they_sp
 
 def test_a_cell_given_back_to_native_merges_with_its_neighbours_into_one_range(tmp_path):
     document = decide.decide([record(tmp_path / "run", TODAYS_NATIVE)])
-    revert_slower(document, [{"nprocs": 2, "bytes_per_peer": 1024, "ratio": 2.0, "p": 0.001}], 0.05)
+    revert_slower(document, [{"nprocs": 2, "bytes_per_peer": 1024, "ratio": 2.0, "p": 0.001, "verdict": "slower"}],
+                  0.05)
     assert spans(document["tables"][0]) == [(0, None, "native", "form=blocking")]
     assert decide.summary(document)[0] == "nprocs=2: 0..inf native"
     assert document["tables"][0]["ranges"][0]["cells"][1]["vs_native"] is None
