@@ -33,7 +33,7 @@ def _margin(context: click.Context, parameter: click.Parameter, text: str) -> fl
               help="What 'best' means; mean counts the stalls applications pay for.")
 @click.option("--alpha", type=float, default=0.05, show_default=True,
               help="Family-wise error rate of a cell's verdicts (Holm): a difference not shown at it is a tie.")
-@click.option("--margin", type=str, default=f"{MARGIN * 100:g}", show_default=True, callback=_margin,
+@click.option("--margin", type=str, default=f"{MARGIN * 100:g}", show_default=True, callback=_margin, metavar="PERCENT",
               help="The smallest difference worth a verdict, in percent (the cell's noise floor where larger).")
 @click.option("--force-mix", is_flag=True, help="Pool records of different MPI libraries or dtypes.")
 @click.option("--dtype", help="Use the points of this dtype (when the runs mix several).")
@@ -71,7 +71,7 @@ def export(table: str, fmt: str, output: str | None, libmpi: str | None, env_onl
 @click.option("--metric", type=click.Choice(decision.METRICS), default="median", show_default=True)
 @click.option("--alpha", type=float, default=0.05, show_default=True,
               help="A difference counts when its (1 - alpha) interval lies wholly beyond the margin.")
-@click.option("--margin", type=str, default=f"{MARGIN * 100:g}", show_default=True, callback=_margin,
+@click.option("--margin", type=str, default=f"{MARGIN * 100:g}", show_default=True, callback=_margin, metavar="PERCENT",
               help="The smallest difference worth a verdict, in percent.")
 @click.option("--revert-slower", "table", type=click.Path(dir_okay=False),
               help="A decision.json whose cells measured significantly slower go back to native...")
