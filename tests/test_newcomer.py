@@ -179,7 +179,7 @@ def test_usage_documents_every_option_of_bench_run_with_its_default():
     run = main.get_command(None, "run")
     assert set(documented) == {o for p in run.params for o in p.opts + p.secondary_opts if o.startswith("--")}
     for key, default in DEFAULTS.items():
-        if default not in ("", (), True):  # no value to state: nothing, an empty list, the flag on
+        if default not in ("", (), True, False):  # no value to state: nothing, an empty list, a flag on or off
             said = f"{default:g}" if isinstance(default, float) else str(default)
             row = documented[f"--{key.replace('_', '-')}"].replace("`", "")
             assert re.search(rf"[ (]{re.escape(said)}[):,;]", row), (key, said, row)  # e.g. '(25)', '(0: ...'

@@ -84,7 +84,9 @@ def finished(tmp_path: Path, ratios: list[tuple[float, float]]) -> tuple[str, Pa
     out.mkdir()
     exported = Exported("{}", lambda path: {"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": path})
     rows = [{"nprocs": 2, "bytes_per_peer": 8 << k, "baseline_us": 10.0, "tuned_us": 10.0 * ratio, "ratio": ratio,
-             "p": p} for k, (ratio, p) in enumerate(ratios)]
+             "low": ratio * 0.9, "high": ratio * 1.1, "p": p, "unit": "launches",
+             "verdict": "tie" if p >= 0.05 else "faster" if ratio < 1 else "slower"}
+            for k, (ratio, p) in enumerate(ratios)]
     tune._finish(Made(str(out / "tuned.json"), exported), rows)
     return "\n".join(said), out
 
@@ -92,13 +94,13 @@ def finished(tmp_path: Path, ratios: list[tuple[float, float]]) -> tuple[str, Pa
 @pytest.mark.parametrize("ratios, applied", [
     ([(0.7, 0.01), (1.0, 0.6)], True),     # faster at one cell, the same elsewhere
     ([(0.7, 0.01), (1.3, 0.01)], False),   # faster at one, slower at another
-    ([(0.7, 0.2), (0.9, 0.3)], False),     # nothing significant
+    ([(0.7, 0.2), (0.9, 0.3)], False),     # nothing beyond the margin
 ])
 def test_the_apply_lines_come_only_with_a_file_faster_somewhere_and_slower_nowhere(tmp_path, ratios, applied):
     said, out = finished(tmp_path, ratios)
     assert ("apply it with:\n  export MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE=" in said) == applied, said
     assert (out / "a2a-tuned.lua").exists() == applied and (out / "mpirun-tuned").exists() == applied
-    assert ("not applied: the file made no cell significantly faster without making one slower" in said) != applied
+    assert ("not applied: the file made no cell faster beyond the margin without making one slower" in said) != applied
     assert meta(out)["verified"] is applied
 
 
@@ -200,7 +202,8 @@ def test_bench_run_ends_with_the_decision_and_the_next_commands(small_sweep):
     run = python("-m", "bench", "run", "--sizes", "8", "--algorithms", "native,linear", "--iterations", "3",
                  "--nprocs", "1", "--output", str(small_sweep.parent / "again"))
     assert run.returncode == 0, run.stderr
-    tail = run.stdout.splitlines()[-5:]
-    assert tail[0].startswith("Decision (by the mean") and tail[1].startswith("  nprocs=1: 0..inf")
-    assert tail[2] == "next (bench tune does not repeat a sweep of one rank):"  # one rank: nothing to tune
-    assert tail[3].startswith("  python -m bench decide ") and tail[4].startswith("  python -m bench export ")
+    tail = run.stdout.splitlines()[-6:]
+    assert tail[0].startswith("Decision (`python -m bench decide") and tail[1].startswith("  nprocs=1: 0..inf")
+    assert tail[2].startswith("  verdicts: median of per-round mean ratios")  # the statistic, said once
+    assert tail[3] == "next (bench tune does not repeat a sweep of one rank):"  # one rank: nothing to tune
+    assert tail[4].startswith("  python -m bench decide ") and tail[5].startswith("  python -m bench export ")

@@ -7,19 +7,19 @@ from typing import Any
 from a2a.algos.facts import library_own, library_own_options, shown
 from a2a.record.decision import context_of, ranges, rounded, where
 from a2a.record.results import NATIVE
+from a2a.record.verdict import SLOWER
 
 Cell = tuple[tuple, int]  # (a table's context, bytes per peer)
 
 
 def revert_slower(document: dict[str, Any], rows: list[dict[str, Any]], alpha: float) -> list[str]:
-    """Give back to `native` every cell where the tuned library measured significantly slower.
+    """Give back to `native` every cell the verdicts found the tuned library slower at (compare's rows).
 
     The testbed's own implementation of an algorithm can outrun the library's (MPICH's
     scattered against our throttled, say), so a table is verified on the library itself.
     Changes `document` in place; returns what was reverted.
     """
-    slower = {(context_of(row), row["bytes_per_peer"]): row["ratio"] for row in rows
-              if row["p"] is not None and row["p"] < alpha and row["ratio"] > 1}
+    slower = {(context_of(row), row["bytes_per_peer"]): row["ratio"] for row in rows if row["verdict"] == SLOWER}
     return back_to_native(document, {cell: (f"ran {ratio:.2f}x slower in the library",
                                             {"library_ratio": rounded(ratio)}) for cell, ratio in slower.items()})
 

@@ -1,4 +1,4 @@
 """The record of a run: results (rows, samples, meta.json: docs/record.md), meta, stats, stalls (stalls in words),
-report and mail_table (text tables), overlap (the published overlap figures), and decision (the decision-table
-document). Imports: the ground only.
+report and mail_table (text tables), overlap (the published overlap figures), decision (the decision-table
+document), and verdict (the one statistics every "faster" rests on). Imports: the ground only.
 """

@@ -7,7 +7,7 @@ This process drives MPI jobs of its own (`bench run`, each launched with the lau
    winner changed between launches has an interval that spans both, and stays with the library's own choice;
 3. the tuning file for the library in use (MPICH's selection JSON, Open MPI's rules file);
 4. verification: `rounds` alternating launches of the library's MPI_Alltoall without and
-   with the file; per size the ratio of their medians and a Mann-Whitney test over launches;
+   with the file; per size the ratio and its interval by a2a.record.verdict's unpaired form (launches the unit);
 5. with `revert_slower`, the cells the library ran slower go back to it, and the table is
    verified again.
 
@@ -26,9 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tabulate import tabulate
-
-from a2a.analysis.compare import compare
+from a2a.analysis.compare import compare, render_comparison
 from a2a.analysis.export.common import Exported, library_only
 from a2a.analysis.export.formats import export
 from a2a.analysis.revert import revert_slower
@@ -38,8 +36,9 @@ from a2a.mpilib import PROFILES, profile_of
 from a2a.record.decision import write_decision
 from a2a.record.meta import now
 from a2a.record.results import NATIVE, read_meta
+from a2a.record.verdict import FASTER, SLOWER
 from a2a.sweep.naming import named
-from a2a.units import counted, human_bytes
+from a2a.units import counted
 from a2a.workflows.tune_deploy import DeployTune
 from a2a.workflows.tuning import TuneConfig, Tuning, check_grid, config_of, recorded_config
 
@@ -121,8 +120,10 @@ class Tune(Tuning):
         sides: dict[str, list[Path]] = {"default": [], "with": []}
         for round_ in range(1, self.config.rounds + 1):
             call = self.config.library_call
-            sides["default"].append(self._job(f"{name}-default-{round_}", call, self.config.verify_iterations))
-            sides["with"].append(self._job(f"{name}-with-{round_}", call, self.config.verify_iterations, env))
+            sides["default"].append(self._job(f"{name}-default-{round_}", call, self.config.verify_iterations,
+                                              control=False))
+            sides["with"].append(self._job(f"{name}-with-{round_}", call, self.config.verify_iterations, env,
+                                           control=False))
         rows = compare(sides["default"], sides["with"], NATIVE, "median")
         (self.directory / f"{name}-comparison.json").write_text(json.dumps(rows, indent=1, default=str) + "\n")
         return rows
@@ -131,20 +132,20 @@ class Tune(Tuning):
 
     def _finish(self, made: Made, rows: list[dict[str, Any]]) -> None:
         variables = made.environment
-        won = faster_and_none_slower(rows, self.config.alpha)
+        won = faster_and_none_slower(rows)
         self.meta.update(status="complete", end=now(), file=made.path, environment=variables, verified=won,
                          gains=[{k: row[k] for k in ("nprocs", "bytes_per_peer", "baseline_us", "tuned_us", "ratio",
                                                      "p")} for row in rows])
         self._write()
         what = f"{self.config.call} (start, compute, wait)" if self.config.nonblocking else self.config.call
-        self.say(f"\n{what} of {self.meta['library']} with the file against without it: the median of each "
-                 f"launch, {self.config.rounds} alternating launches a side, Mann-Whitney over the launches")
+        self.say(f"\n{what} of {self.meta['library']} with the file against without it, {self.config.rounds} "
+                 "alternating launches a side:")
         self.say(gains_table(rows, self.config.alpha))
-        self.say(verdict(rows, self.config.alpha, self.config.revert_slower))
+        self.say(verdict(rows, self.config.revert_slower))
         for line in made.exported.warnings:
             self.say(f"warning: {line}")
         if not won:
-            self.say(f"\nnot applied: the file made no cell significantly faster without making one slower "
+            self.say(f"\nnot applied: the file made no cell faster beyond the margin without making one slower "
                      f"(alpha {self.config.alpha}); it stays for inspection in {made.path}, and {self.config.call} of "
                      "this library stays as it is")
             return
@@ -187,38 +188,28 @@ class Made:
 
 
 def gains_table(rows: list[dict[str, Any]], alpha: float) -> str:
-    """Per process count and size: without, with, their ratio, p and what it says."""
-    body = [[row["nprocs"], human_bytes(row["bytes_per_peer"]), f"{row['baseline_us']:,.1f}",
-             f"{row['tuned_us']:,.1f}", f"{row['ratio']:.2f}", "-" if row["p"] is None else f"{row['p']:.3f}",
-             _verdict(row, alpha)] for row in rows]
-    return tabulate(body, headers=["nprocs", "bytes/peer", "default us", "tuned us", "tuned/default", "p", "verdict"],
-                    disable_numparse=True)
+    """Per process count and size: without, with, their ratio with its interval, p and the verdict, under the
+    statistic it rests on."""
+    return render_comparison(rows, "median", alpha)
 
 
-def significant(rows: list[dict[str, Any]], alpha: float) -> tuple[list[dict], list[dict]]:
-    """The cells the file made significantly faster, and those it made significantly slower."""
-    real = [r for r in rows if r["p"] is not None and r["p"] < alpha]
-    return [r for r in real if r["ratio"] < 1], [r for r in real if r["ratio"] > 1]
+def significant(rows: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
+    """The cells the file made faster by the verdicts, and those it made slower."""
+    return [r for r in rows if r["verdict"] == FASTER], [r for r in rows if r["verdict"] == SLOWER]
 
 
-def faster_and_none_slower(rows: list[dict[str, Any]], alpha: float) -> bool:
-    """Whether a file may be offered to apply: some cell significantly faster with it, none slower."""
-    faster, slower = significant(rows, alpha)
+def faster_and_none_slower(rows: list[dict[str, Any]]) -> bool:
+    """Whether a file may be offered to apply: some cell faster with it, none slower."""
+    faster, slower = significant(rows)
     return bool(faster) and not slower
 
 
-def verdict(rows: list[dict[str, Any]], alpha: float, reverted: bool) -> str:
+def verdict(rows: list[dict[str, Any]], reverted: bool) -> str:
     """In one line: where the file made the library faster, and slower."""
-    faster, slower = significant(rows, alpha)
+    faster, slower = significant(rows)
     text = (f"faster at {len(faster)} of {counted(len(rows), 'point')} (down to "
             f"{min(r['ratio'] for r in faster):.2f} of the time)" if faster else
-            f"no point significantly faster (alpha {alpha})")
+            "no point faster beyond the margin")
     if slower:
         text += f"; SLOWER at {len(slower)}" + ("" if reverted else ": --revert-slower leaves them to the library")
     return text
-
-
-def _verdict(row: dict[str, Any], alpha: float) -> str:
-    if row["p"] is None or row["p"] >= alpha:
-        return "same (not significant)"
-    return "faster" if row["ratio"] < 1 else "SLOWER"

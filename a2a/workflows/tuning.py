@@ -1,7 +1,7 @@
 """What every `bench tune` shares: its configuration (checked before any launch), the directory that holds its
 steps, the `bench run` jobs it launches (each stopped cleanly and resumed where it stopped), and the decision from
-their records, the launches its verdicts' top level (a2a.record.verdict). The tunes themselves: a2a.workflows.tune (the library's
-own tables) and a2a.workflows.tune_deploy (a deploy file for liba2a, verified).
+their records, the launches its verdicts' top level (a2a.record.verdict). The tunes themselves: a2a.workflows.tune
+(the library's own tables) and a2a.workflows.tune_deploy (a deploy file for liba2a, verified).
 """
 from __future__ import annotations
 
@@ -62,9 +62,11 @@ class TuneConfig:
     verify_pattern: str = ""  # deploy: the number the program prints, by a regular expression (else its wall time)
     keep_ties: bool = False  # deploy: keep the sizes the verification finds no faster, only not slower
 
-    def run_command(self, output: Path, algorithms: str, iterations: int, sizes: str = "") -> list[str]:
+    def run_command(self, output: Path, algorithms: str, iterations: int, sizes: str = "",
+                    control: bool = True) -> list[str]:
         """One `bench run` job on the largest process count, into `output` (resumed when it holds a record); `sizes`
-        instead of the tune's own."""
+        instead of the tune's own; without the noise floor's control where `control` is False (a verification
+        launch times the library's own call alone)."""
         job = [*self.launcher, "-n", str(max(self.nprocs)), sys.executable, "-m", "bench", "run"]
         if (output / "meta.json").exists():
             return [*job, "--resume", str(output), "--quiet"]
@@ -72,7 +74,7 @@ class TuneConfig:
         deploy = ["--dtype", DEPLOY_DTYPE] if self.deploy else []
         return [*job, "--nprocs", ",".join(map(str, self.nprocs)), "--sizes", sizes or self.sizes, "--algorithms",
                 algorithms, "--iterations", str(iterations), *self.options, *(overlap if self.nonblocking else []),
-                *deploy, "--output", str(output), "--quiet"]
+                *deploy, *([] if control else ["--no-control"]), "--output", str(output), "--quiet"]
 
     @property
     def nonblocking(self) -> bool:
@@ -213,7 +215,7 @@ class Tuning:
         return sweeps
 
     def _job(self, name: str, algorithms: str, iterations: int, env: dict[str, str] | None = None,
-             sizes: str = "") -> Path:
+             sizes: str = "", control: bool = True) -> Path:
         """One `bench run` job into DIR/NAME (at `sizes`, else the tune's), unless its record is complete; stopped
         cleanly on a stop signal."""
         output = self.directory / name
@@ -221,7 +223,7 @@ class Tuning:
             return output
         if self.stopped:
             raise Stopped()
-        command = self.config.run_command(output, algorithms, iterations, sizes)
+        command = self.config.run_command(output, algorithms, iterations, sizes, control)
         self.say(f"{name}: {shlex.join(command)}")
         self.child = subprocess.Popen(command, env={**job_environment(), **(env or {})}, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True)
