@@ -19,13 +19,14 @@ from a2a.units import human_bytes
 
 
 def compare(baseline: list[Path], tuned: list[Path], algorithm: str = NATIVE, metric: str = "median",
-            margin: float = MARGIN, alpha: float = ALPHA) -> list[dict[str, Any]]:
+            margin: float = MARGIN, alpha: float = ALPHA, paired: bool = False) -> list[dict[str, Any]]:
     """Per process count and size, one algorithm's metric in two sets of runs (the median of the runs'), the ratio
     tuned over baseline with its interval, p and verdict, and the unit compared.
 
     Launches are the unit where each side has several (timings swing from one mpirun to the next far more than
     within one): a launch's value is the median of its per-round values. Otherwise the rounds are, and the interval
-    holds for these launches only; a side without them (a record made before rounds) is untested.
+    holds for these launches only; a side without them (a record made before rounds) is untested. `paired`: the runs
+    alternated, so the k-th tuned run is paired with the k-th baseline run before it (bench tune's verification).
     """
     sides = [[_points_of(directory, algorithm) for directory in side] for side in (baseline, tuned)]
     common = sorted(set.intersection(*(set(run) for side in sides for run in side)))
@@ -34,12 +35,22 @@ def compare(baseline: list[Path], tuned: list[Path], algorithm: str = NATIVE, me
     rows = []
     for key in common:
         old, new = ([run[key] for run in side] for side in sides)
-        judged, unit = verdict.unpaired(*(_values(points, metric) for points in (old, new)), margin, alpha)
+        judged, unit = _alternated(old, new, metric, margin, alpha) if paired else \
+            verdict.unpaired(*(_values(points, metric) for points in (old, new)), margin, alpha)
         rows.append({**context_dict(key[0]), "bytes_per_peer": key[1],
                      "baseline_us": float(np.median([p.value_us(metric) for p in old])),
                      "tuned_us": float(np.median([p.value_us(metric) for p in new])), "runs": (len(old), len(new)),
                      **judged.as_dict(), "unit": unit})
     return rows
+
+
+def _alternated(old: list[Candidate], new: list[Candidate], metric: str, margin: float,
+                alpha: float) -> tuple[verdict.Comparison, str]:
+    """Runs that alternated judged in pairs: each launch's value the median of its per-round values."""
+    def launches(points: list[Candidate]) -> verdict.Values:
+        return {("", k): float(np.median(list(p.per_round(metric).values()))) for k, p in enumerate(points)}
+    judged = verdict.family({"runs": (launches(new), launches(old))}, verdict.bound_of(margin, None), alpha)["runs"]
+    return judged, verdict.LAUNCH_PAIRS
 
 
 def _points_of(directory: Path, algorithm: str) -> dict[tuple, Candidate]:
@@ -69,7 +80,8 @@ def render_comparison(rows: list[dict[str, Any]], metric: str, alpha: float, mar
 
 def _verdict(row: dict[str, Any]) -> str:
     return {verdict.FASTER: "faster", verdict.SLOWER: "SLOWER", verdict.TIE: "same (within the margin)",
-            verdict.UNTESTED: f"untested (fewer than {verdict.MIN_ROUNDS} {row['unit']} a side)"}[row["verdict"]]
+            verdict.UNTESTED: f"untested (fewer than {verdict.MIN_ROUNDS} {row['unit']}"
+                              f"{'' if row['unit'] == verdict.LAUNCH_PAIRS else ' a side'})"}[row["verdict"]]
 
 
 def compared(baseline: list[Path], tuned: list[Path], algorithm: str, metric: str, alpha: float,

@@ -36,6 +36,7 @@ SEED = 65  # of the resampling: the same record always gets the same verdicts
 MIN_ROUNDS = 3  # paired rounds below which a comparison is untested
 RESOLUTION = 1e-9  # seconds: the least per-round value, a time no timer resolves
 FASTER, SLOWER, TIE, UNTESTED = "faster", "slower", "tie", "untested"
+LAUNCH_PAIRS = "launch pairs"  # the unit of runs that alternated: each with its run before it
 
 Sample = tuple[str, int, float]  # (launch, round, seconds); round -1: a record written before rounds
 Unit = tuple[str, int]  # (launch, round)
@@ -303,6 +304,9 @@ def units_of(before: Values, after: Values) -> tuple[str, list[np.ndarray]]:
 def statistic(metric: str, alpha: float = ALPHA, margin: float = MARGIN, launches: int = 2, unit: str = "") -> str:
     """What every verdict printed rests on, in one line: paired (decide), or unpaired on `unit` (compare)."""
     confidence, least = f"{100 * (1 - alpha):g} %", f"margin {100 * margin:g} %"
+    if unit == LAUNCH_PAIRS:
+        return (f"median of the ratios of alternating launches (each launch's median of its per-round {metric}s), "
+                f"{confidence} interval (bootstrap over the pairs), {least}")
     if unit == "launches":
         return f"ratio of the medians of per-launch {metric}s, {confidence} interval (bootstrap over launches), {least}"
     if unit:

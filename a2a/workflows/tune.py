@@ -124,7 +124,7 @@ class Tune(Tuning):
                                               control=False))
             sides["with"].append(self._job(f"{name}-with-{round_}", call, self.config.verify_iterations, env,
                                            control=False))
-        rows = compare(sides["default"], sides["with"], NATIVE, "median")
+        rows = compare(sides["default"], sides["with"], NATIVE, "median", paired=True)
         (self.directory / f"{name}-comparison.json").write_text(json.dumps(rows, indent=1, default=str) + "\n")
         return rows
 
