@@ -10,6 +10,7 @@ from support import python
 
 from a2a.algos.builtin.bruck import schedule_size
 from a2a.analysis import model
+from a2a.record import decision
 from a2a.record.decision import lookup, parse_options, read_decision
 from a2a.record.results import Recorder, Row, read_rows
 
@@ -215,7 +216,7 @@ def test_predicted_decision_table_covers_every_size():
     fits = model.fit(synthetic("pairwise", "", [(2, 1), (4, 1), (8, 1)], noise=0)
                      + synthetic("bruck", "radix=2", [(2, 1), (4, 1), (8, 1)], noise=0))
     document = predicted_document(fits, [256, 1024])
-    assert document["schema"] == "a2a-decision/1" and document["predicted"] is True
+    assert document["schema"] == decision.SCHEMA and document["predicted"] is True
     assert [t["nprocs"] for t in document["tables"]] == [256, 1024]
     assert all(t["cache"] == "warm" and t["collective"] == "alltoall" for t in document["tables"])  # every column
     for table in document["tables"]:

@@ -305,7 +305,7 @@ def predicted_cell(fits: list[Fit], nprocs: int, size: int) -> dict[str, Any]:
 
 def predicted_decision(fits: list[Fit], nprocs: list[int], sizes: list[int],
                        sources: list[dict[str, Any]], dtype: str) -> dict[str, Any]:
-    """A decision document (schema a2a-decision/1) from the model, marked as predicted."""
+    """A decision document (a2a.record.decision's schema) from the model, marked as predicted."""
     libraries = sorted({s["mpi_library"] for s in sources if s.get("mpi_library")})
     tables = []
     for context, group in sorted(predictable(fits).items()):

@@ -7,10 +7,10 @@
    winners are within noise;
 3. the deploy file (a2a.deploy.file), for the process counts measured only;
 4. verification (a2a.deploy.verify): alternating launches with and without liba2a of an IMB-style loop over each
-   collective the file serves, at every measured size and the midpoints between; the sizes it makes significantly
+   collective the file serves, at every measured size and the midpoints between; the sizes it makes
    slower, and unless `keep_ties` those it does not make faster, go back to the library, and the file is verified
    again;
-5. with `verify_with`, the user's program as the last judge: the file is kept only if it is not significantly
+5. with `verify_with`, the user's program as the last judge: the file is kept only if it is not
    slower with it.
 
 The file carries its verification (`bench deploy --show FILE`); the tune ends with the lines that use it, or with
@@ -44,6 +44,7 @@ from a2a.deploy.verify import (
 )
 from a2a.errors import HarnessError
 from a2a.mpi import bench_words
+from a2a.record import verdict
 from a2a.record.meta import now
 from a2a.record.results import read_meta
 from a2a.units import human_bytes
@@ -215,8 +216,8 @@ class DeployTune(Tuning):
         library = (read_meta(self.directory / "sweep-1").get("mpi_library") or "").splitlines()[:1]
         return (f"on {socket.gethostname()} ({os.cpu_count()} cores), {library[0].strip() if library else '?'}, "
                 f"{now()}: {self.config.rounds} alternating launches a side of an IMB-style loop "
-                f"(the median of {LOOP_ROUNDS} rounds a size, each launch), Mann-Whitney over the launches, alpha "
-                f"{self.config.alpha}, ties "
+                f"(the median of {LOOP_ROUNDS} rounds a size, each launch), each launch with the file paired with the "
+                f"one before it, alpha {self.config.alpha}, margin {100 * verdict.MARGIN:g} %, ties "
                 f"{'kept' if self.config.keep_ties else 'given back'}")
 
 
