@@ -49,8 +49,9 @@ def test_a_cells_visits_interleave_in_rounds_and_samples_keep_round_and_launch(t
                  "--iterations", "12", "--rounds", "6", "--warmup", "1", "--no-control", "--output", str(out))
     assert done.returncode == 0, done.stderr
     calls = log.read_text()
-    visits = [calls[i:i + 3] for i in range(0, len(calls) - 1, 3)]  # a warm-up call and two timed calls each
-    assert len(visits) == 12 and all(len(set(v)) == 1 for v in visits), calls  # the last call checks the result
+    # a warm-up call and two timed calls a visit; in the last round a visit also checks its result with one more
+    visits = [calls[i:i + 3] for i in range(0, 30, 3)] + [calls[30:34], calls[34:]]
+    assert len(calls) == 38 and all(len(set(v)) == 1 for v in visits), calls
     rounds = [{visits[2 * r][0], visits[2 * r + 1][0]} for r in range(6)]
     assert all(r == {"a", "b"} for r in rounds), calls  # every round visits each once
     assert len({visits[2 * r][0] for r in range(6)}) == 2, calls  # and not always in the same order
