@@ -293,16 +293,7 @@ def read_rows(directory: Path) -> list[Row]:
 
 def read_samples(directory: Path, quantity: str = "") -> dict[tuple, list[float]]:
     """Read samples.csv into {point key: [seconds in iteration order]}: the calls' times, or another `quantity`."""
-    path = Path(directory) / SAMPLES_CSV
-    samples: dict[tuple, list[float]] = {}
-    if not path.is_file():
-        return samples
-    check_header(path, SAMPLE_COLUMNS)
-    with open(path, newline="") as handle:
-        for record in csv.DictReader(handle):
-            if (record.get("quantity") or "") == quantity:
-                samples.setdefault(point_key(record), []).append(float(record["seconds"]))
-    return samples
+    return {key: [seconds for _, _, seconds in found] for key, found in read_rounds(directory, quantity).items()}
 
 
 def read_rounds(directory: Path, quantity: str = "") -> dict[tuple, list[tuple[str, int, float]]]:
