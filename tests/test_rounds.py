@@ -79,3 +79,16 @@ def test_launches_refuse_resume_and_refine_in_one_line(tmp_path):
                                     "--launches goes without --refine", tmp_path / "run")
     assert_refused_before_measuring(["--launches", "0", "--sizes", "8"], "--launches 0; accepted: 1 or more",
                                     tmp_path / "run")
+
+
+@pytest.mark.launches
+def test_a_cell_whose_buffers_pass_max_memory_together_plans_each_visit_and_still_measures_every_point(tmp_path):
+    out = tmp_path / "run"
+    # 64 KiB per peer on 2 ranks: 256 KiB of buffers a point, three points a cell; 300 KiB holds one at a time
+    done = bench(2, "run", "--algorithms", "native,pairwise", "--sizes", "64K", "--nprocs", "2", "--iterations", "4",
+                 "--max-memory", "300K", "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    rows = read_rows(out)
+    assert {r.algorithm for r in rows} == {"native", "pairwise", CONTROL}
+    assert all(r.valid and r.iterations == 4 for r in rows), [r.note for r in rows]
+    assert all([r for _, r, _ in read_rounds(out)[row.key]] == [0, 1, 2, 3] for row in rows)

@@ -255,20 +255,13 @@ def measure_cell(comm: Any, judge: Any, points: list[Point], config: SweepConfig
                                        note=describe_oversubscription(context.crowded), topology=emulated_topology(),
                                        imbalance=1.0 if p.bytes_per_peer else nan)) for p in points]
     try:
-        for contestant in contestants:
-            _attempt(judge, contestant, lambda c=contestant: _prepare(comm, group, c, config, context))
-        keep = sum(c.traffic.most_bytes for c in contestants if c.ended is None) <= config.max_memory
-        for c in contestants:
-            if c.ended is None and keep:
-                _attempt(judge, c, lambda c=c: setattr(c, "kept", _made(group, c, config, config.iterations)))
+        _prepare_all(comm, judge, group, contestants, config, context, observer)
         for round_ in range(config.rounds):
             for c in round_order([c for c in contestants if c.ended is None], points[0].cell, config.seed, round_):
                 if comm.rank == 0:
                     observer.visit(c.point)
-                stopped = _attempt(judge, c, partial(_visit, comm, group, c, config, context, round_,
-                                                     stop_requested))
-                if stopped:
-                    return None
+                if _attempt(judge, c, partial(_visit, comm, group, c, config, context, round_, stop_requested)):
+                    return None  # a stop request
         return [c.ended + (None,) if c.ended else _finished(c, config) for c in contestants]
     finally:
         for c in contestants:  # after every agreement: freeing may be collective (RMA windows)
@@ -276,6 +269,23 @@ def measure_cell(comm: Any, judge: Any, points: list[Point], config: SweepConfig
                 plan.free()
         if group is not comm:
             group.Free()
+
+
+def _prepare_all(comm: Any, judge: Any, group: Any, contestants: list[Contestant], config: SweepConfig,
+                 context: Context, observer: Observer) -> None:
+    """Every contestant's traffic, then, where the cell's buffers fit --max-memory together (and caches are warm:
+    cold ones fill it with one point's buffer sets), its buffers and plans, kept for every round."""
+    for c in contestants:
+        if comm.rank == 0:
+            observer.visit(c.point)  # the watchdog's: a plan that never comes ends the job too
+        _attempt(judge, c, partial(_prepare, comm, group, c, config, context))
+    live = [c for c in contestants if c.ended is None]
+    if contestants[0].point.cache != "warm" or sum(c.traffic.most_bytes for c in live) > config.max_memory:
+        return
+    for c in live:
+        if comm.rank == 0:
+            observer.visit(c.point)
+        _attempt(judge, c, lambda c=c: setattr(c, "kept", _made(group, c, config, config.iterations)))
 
 
 def _attempt(judge: Any, contestant: Contestant, step: Callable[[], Any]) -> Any:
