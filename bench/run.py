@@ -82,7 +82,8 @@ from .options import defaults
 @click.option("--refine", is_flag=True, help="Where neighbouring sizes' winners differ, measure their geometric "
               "midpoint too, until each crossover is bracketed within a factor of 2 or the two are within noise.")
 @click.option("--allow-oversubscribed", is_flag=True, help="No warning when ranks outnumber cores (still recorded).")
-@click.option("--quiet", is_flag=True, help="No progress bar or tables (errors and warnings still show).")
+@click.option("--quiet", is_flag=True, help="No progress bar or tables (errors, warnings and the record's directory "
+                                            "still show).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
               help="stdout: tables per process count (seed mail's or TPU benchmark's columns), or rows at the end.")
 @click.pass_context

@@ -271,7 +271,9 @@ def test_derived_datatypes_and_read_only_receive_buffers_are_refused():
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--iterations", "0"], "--iterations 0; accepted: 1 or more"),
+    (["--iterations", "0"], "--iterations '0'; accepted: a whole number, 1 or more"),
+    (["--iterations", "-5"], "--iterations '-5'; accepted: a whole number, 1 or more"),  # the same words as for 0
+    (["--rounds", "0"], "--rounds '0'; accepted: a whole number, 1 or more"),
     (["--collective", "alltoallv", "--workload", "moe:experts=0"], "experts=0; accepted: an integer >= 1"),
 ])
 def test_cli_inputs_that_measure_nothing_are_refused(capsys, tmp_path, args, message):

@@ -92,3 +92,4 @@ def test_a_cell_whose_buffers_pass_max_memory_together_plans_each_visit_and_stil
     assert {r.algorithm for r in rows} == {"native", "pairwise", CONTROL}
     assert all(r.valid and r.iterations == 4 for r in rows), [r.note for r in rows]
     assert all([r for _, r, _ in read_rounds(out)[row.key]] == [0, 1, 2, 3] for row in rows)
+

@@ -103,11 +103,11 @@ def load_config(path: Path, accepted: tuple[str, ...]) -> dict[str, Any]:
 
 
 def at_least_one(value: Any, what: str) -> int:
-    """A whole number of at least 1."""
-    count = parse_count(value, what)
-    if count < 1:
-        raise BadConfig(f"{what} {count}; accepted: 1 or more")
-    return count
+    """A whole number of at least 1 (anything else, 0 and -5 alike, is refused with the same words)."""
+    text = str(value).strip()
+    if not text.isdigit() or int(text) < 1:
+        raise BadConfig(f"{what} {value!r}; accepted: a whole number, 1 or more")
+    return int(text)
 
 
 def choice(value: Any, accepted: tuple[str, ...], what: str) -> str:

@@ -314,7 +314,7 @@ class Session(Observer):
             _say(f"error: {nothing_succeeded(self.rows, self.backend.name)}; the record is in {self.directory}"
                  + (f", the full text in {self.errors_log}" if self.errors_log else ""))
             return EXIT_NOTHING
-        self.say(f"results: {self.directory}")
+        _say(f"results: {self.directory}")  # even quiet: where the record is, the one line a script needs
         return 0
 
     @property
