@@ -8,6 +8,7 @@ closing output and the hint to resume. `bench run` drives it through the MPI dri
 """
 from __future__ import annotations
 
+import re
 import signal
 import sys
 import threading
@@ -365,8 +366,10 @@ class Session(Observer):
 
 def nothing_succeeded(rows: list[Row], backend: str) -> str:
     """Why no point of a launch succeeded, once: its most common note, and how many points it covers."""
-    notes = Counter(row.note.split("; ")[0] or "no valid sample" for row in rows)
-    note, count = notes.most_common(1)[0]
+    first = [row.note.split("; ")[0] or "no valid sample" for row in rows]
+    notes = Counter(re.sub(r"\d+", "N", note) for note in first)  # one reason at every size is one reason
+    kind, count = notes.most_common(1)[0]
+    note = next(n for n in first if re.sub(r"\d+", "N", n) == kind)
     what = "measured" if backend == "mpi" else "simulated"
     others = f"{count} of {counted(len(rows), 'point')}, the others for {counted(len(notes) - 1, 'other reason')}" \
         if len(notes) > 1 else "the only point" if len(rows) == 1 else f"all {len(rows)} points"
