@@ -75,7 +75,7 @@ def test_cold_sets_fill_a_ring_beyond_the_cache_on_pages_of_their_own(comm):
 def test_cold_sweep_records_its_mode_and_the_cache(tmp_path, small_sweep):
     out = tmp_path / "cold"
     done = mpiexec(2, "-m", "bench", "run", "--cache", "cold", "--sizes", "8,64K", "--algorithms", "native,pairwise",
-                   "--iterations", "10", "--output", str(out))
+                   "--no-control", "--iterations", "10", "--output", str(out))
     assert done.returncode == 0, done.stderr
     assert "(sync timing, cold caches;" in done.stdout
     rows = read_rows(out)

@@ -186,9 +186,9 @@ def test_bytes_cross_the_emulated_links(netns, tmp_path: Path):
     ok(bench("cluster", "up", "--nodes", "2", "--slots", "2", "--hostfiles", str(tmp_path / "h")))
     shape = cluster.read_state().shape
     before = {h: cluster.link_counters(h, "eth0") for h in shape.hosts}
-    size, calls = 64 * 1024, 1 + 5  # warm-up + timed (the check's call is extra)
+    size, calls = 64 * 1024, 5 * (1 + 1)  # 5 rounds (at most --iterations) of warm-up + timed; the check's is extra
     ok(bench("cluster", "run", "--", "run", "--sizes", "64K", "--algorithms", "native", "--nprocs", "4",
-             "--warmup", "1", "--iterations", "5", "--quiet", "--output", str(tmp_path / "r")))
+             "--warmup", "1", "--iterations", "5", "--no-control", "--quiet", "--output", str(tmp_path / "r")))
     after = {h: cluster.link_counters(h, "eth0") for h in shape.hosts}
     # each of the 4 ranks sends a block to each of the 2 ranks on the other node, per call
     inter_node = 4 * 2 * size * calls
@@ -200,7 +200,7 @@ def test_bytes_cross_the_emulated_links(netns, tmp_path: Path):
     assert row.tcp_timeouts is not None
 
 
-POINTS = ("--sizes", "256K,512K", "--algorithms", "native,linear", "--nprocs", "4",
+POINTS = ("--sizes", "256K,512K", "--algorithms", "native,linear", "--no-control", "--nprocs", "4",
           "--warmup", "1", "--iterations", "15", "--quiet")
 
 
@@ -301,8 +301,8 @@ def test_torus_routes_in_dimension_order_and_carries_a_sweep(netns, tmp_path: Pa
         assert 64 - arriving_ttl(a, b) == torus.hops(a, b) + 1, f"{a} -> {b}"
 
     before = link_bytes(shape)
-    size, calls = 64 * 1024, 1 + 2 + 1  # warm-up + timed + the check's call
-    ok(bench("cluster", "run", "--", "run", "--sizes", "1K,64K", "--algorithms", "pairwise,native",
+    size, calls = 64 * 1024, 2 * (1 + 1) + 1  # 2 rounds (at most --iterations) of warm-up + timed, the check's call
+    ok(bench("cluster", "run", "--", "run", "--sizes", "1K,64K", "--algorithms", "pairwise,native", "--no-control",
              "--nprocs", "8", "--warmup", "1", "--iterations", "2", "--quiet", "--output", str(tmp_path / "r"),
              timeout=300))
     after = link_bytes(shape)

@@ -24,7 +24,8 @@ def test_node_aware_and_hierarchical_exchange_right_across_uneven_nodes(netns, t
     assert {(r.algorithm, r.options, r.bytes_per_peer) for r in rows} == {
         (a, o, s) for a, o in [("native", "form=blocking"), ("node_aware", "executor=c;placement=block;ppn=0"),
                                ("node_aware", "executor=c;placement=cyclic;ppn=0"),
-                               ("hierarchical", "executor=c;placement=block;ppn=0")]
+                               ("hierarchical", "executor=c;placement=block;ppn=0"),
+                               ("control", "form=blocking;of=native;twin=1")]  # beside native, by default
         for s in (8, 4096)}
     assert all(r.valid and (r.nnodes, r.ppn) == (2, 3) for r in rows), [(r.algorithm, r.note) for r in rows]
     assert json.loads((out / "meta.json").read_text())["by_nprocs"]["5"]["nnodes"] == 2

@@ -113,7 +113,7 @@ def test_stalls_and_outliers_are_flagged(tmp_path):
 @pytest.mark.launches
 def test_points_above_the_memory_cap_are_skipped(tmp_path):
     out = tmp_path / "run"
-    done = bench(2, "run", "--sizes", "8,4K", "--algorithms", "native", "--nprocs", "2",
+    done = bench(2, "run", "--sizes", "8,4K", "--algorithms", "native", "--nprocs", "2", "--no-control",
                  "--max-memory", "4K", "--iterations", "3", "--output", str(out))
     assert done.returncode == 0, done.stderr
     rows = {r.bytes_per_peer: r for r in read_rows(out)}
@@ -148,7 +148,7 @@ SLOW = "sleepy:stall_calls=1/2/3/4/5:seconds=0.15"
 def interrupted_sweep(out: Path, signum: int, algorithms: str, rows_first: int) -> subprocess.CompletedProcess:
     """Start a slow 2-rank sweep, send `signum` to mpiexec once `rows_first` rows are on disk."""
     args = ["-m", "bench", "run", "--plugin", SLEEPY, "--algorithms", algorithms, "--sizes", "8,16,32,64",
-            "--nprocs", "2", "--iterations", "5", "--output", str(out), "--quiet"]
+            "--nprocs", "2", "--iterations", "5", "--no-control", "--output", str(out), "--quiet"]
     job = subprocess.Popen(launch_command(2, sys.executable, *args), cwd=ROOT,
                            env=clean_launcher_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60

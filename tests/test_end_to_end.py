@@ -48,10 +48,11 @@ def test_max_time_per_point_stops_a_slow_point_after_five_samples(tmp_path):
     out = tmp_path / "run"
     slow = "sleepy:stall_calls=" + "/".join(map(str, range(1, 11))) + ":seconds=0.5"  # call 0 is the warm-up
     done = bench_run(2, out, "--plugin", SLEEPY, "--algorithms", f"{slow},native", "--sizes", "8",
-                     "--nprocs", "2", "--iterations", "10", "--max-time-per-point", "2", "--quiet")
+                     "--nprocs", "2", "--iterations", "10", "--rounds", "5", "--max-time-per-point", "2", "--quiet")
     assert done.returncode == 0, done.stderr
     rows = {r.algorithm: r for r in read_rows(out)}
-    # 2 s have passed after 4 samples, but a point keeps at least 5
+    # 5 rounds of 2 timed calls, 0.4 s a visit: round k warms up on call 2k and times call 2k+1, which stalls
+    # 0.5 s and spends the visit's time, so its second call is never made; but a visit times at least one call
     assert rows["sleepy"].iterations == 5 and len(read_samples(out)[rows["sleepy"].key]) == 5
     assert "stopped after 5 iterations (--max-time-per-point 2 s)" in rows["sleepy"].note
     assert rows["native"].iterations == 10 and "stopped" not in rows["native"].note
@@ -59,7 +60,7 @@ def test_max_time_per_point_stops_a_slow_point_after_five_samples(tmp_path):
 
 def test_format_json_prints_the_recorded_rows(tmp_path):
     out = tmp_path / "run"
-    done = bench_run(2, out, "--algorithms", "native,bruck", "--sizes", "8,1K", "--nprocs", "2",
+    done = bench_run(2, out, "--algorithms", "native,bruck", "--sizes", "8,1K", "--nprocs", "2", "--no-control",
                      "--iterations", "3", "--quiet", "--format", "json")
     assert done.returncode == 0, done.stderr
     printed = json.loads(done.stdout)
@@ -79,7 +80,7 @@ def test_format_json_prints_the_recorded_rows(tmp_path):
 def test_rare_dtypes_run_and_check_through_native(tmp_path, dtype, itemsize):
     out = tmp_path / "run"
     done = bench_run(2, out, "--dtype", dtype, "--algorithms", "native,pairwise", "--sizes", "16,64K",
-                     "--nprocs", "2", "--iterations", "2", "--quiet")
+                     "--nprocs", "2", "--no-control", "--iterations", "2", "--quiet")
     assert done.returncode == 0, done.stderr
     rows = read_rows(out)
     name = np.dtype(dtype).name  # longdouble is recorded as float128 (x86-64) or float96

@@ -21,7 +21,8 @@ from a2a.mpi import clean_launcher_env, mpi_tool
 from a2a.schedules.program import ScheduleFileError, checksum, dumps, loads, read, write
 from a2a.schedules.tracer import NotExact, traced
 
-NOT_EXACT = ("native", "auto", "onesided")  # the library's own, a choice among others, RMA (no messages to trace)
+# the library's own, a choice among others, RMA (no messages to trace), and `control`, which plans as its `of` does
+NOT_EXACT = ("native", "auto", "onesided", "control")
 EXACT = [name for name in a2a.algorithms("alltoall") if "executor" in get(name).options]
 DIRECT_V = ("linear", "pairwise", "throttled")  # alltoallv schedules that send each block straight to its place
 DTYPES = ("int8", "int16", "int32", "int64", "float32", "float64", "complex64", "complex128")
@@ -29,7 +30,7 @@ PLUGIN = ROOT / "tests" / "plugins" / "mirrored.py"
 
 
 def test_every_alltoall_but_the_library_s_own_takes_the_executor():
-    """Every built-in alltoall declares its schedule as data, but native, auto and onesided."""
+    """Every built-in alltoall declares its schedule as data, but native, auto, onesided and control."""
     assert sorted(set(a2a.algorithms("alltoall")) - set(EXACT)) == sorted(NOT_EXACT)
     assert all(get(name).options["executor"].default == "c" for name in EXACT)
 

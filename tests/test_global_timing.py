@@ -175,7 +175,7 @@ def test_a_stop_request_ends_global_timing(comm, clock):
 def test_global_sweep_records_its_mode_and_the_clock(tmp_path):
     out = tmp_path / "run"
     done = mpiexec(2, "-m", "bench", "run", "--timing", "global", "--sizes", "8,64K", "--algorithms",
-                   "native,pairwise", "--iterations", "20", "--output", str(out))
+                   "native,pairwise", "--no-control", "--iterations", "20", "--output", str(out))
     assert done.returncode == 0, done.stderr
     assert "(global timing;" in done.stdout
     rows = read_rows(out)
@@ -196,7 +196,8 @@ def test_ranks_sharing_one_core_get_invalid_rows_that_say_why(tmp_path):
     launch with no valid point exits 1 with the cause once."""
     out = tmp_path / "run"
     done = mpiexec(2, "-m", "bench", "run", "--timing", "global", "--sizes", "8", "--algorithms", "native",
-                   "--iterations", "10", "--max-time-per-point", "0.5", "--output", str(out), cores="0")
+                   "--no-control", "--iterations", "10", "--max-time-per-point", "0.5", "--output", str(out),
+                   cores="0")
     assert done.returncode == 1, done.stderr
     (row,) = read_rows(out)
     assert not row.valid and "iterations valid within the time budget: too few to summarise" in row.note

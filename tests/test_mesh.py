@@ -114,7 +114,7 @@ def test_groups_on_eight_stand_in_ranks(name):
 def test_one_sweep_over_1d_and_2d_groups_of_the_same_eight_ranks(tmp_path):
     out = tmp_path / "run"
     done = mpiexec(8, "-m", "bench", "run", "--mesh", "2x4", "--groups", "y", "--groups", "x,y",
-                   "--algorithms", "native,pairwise", "--sizes", "8,1K", "--iterations", "3",
+                   "--algorithms", "native,pairwise", "--no-control", "--sizes", "8,1K", "--iterations", "3",
                    "--output", str(out), "--format", "tpu", "--allow-oversubscribed", timeout=300)
     assert done.returncode == 0, done.stderr
     rows = read_rows(out)

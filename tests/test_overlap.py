@@ -75,7 +75,7 @@ def test_an_overlap_run_records_both_figures_its_three_times_and_every_iteration
     out = tmp_path / "run"
     done = bench(2, "run", "--timing", "overlap", "--sizes", "1K,64K", "--algorithms",
                  "native:form=nonblocking,native:form=persistent,pairwise", "--tests", "0,3", "--iterations", "6",
-                 "--output", str(out))
+                 "--no-control", "--output", str(out))
     assert done.returncode == 0, done.stderr
     assert "OSU %" in done.stdout and "IMB %" in done.stdout and "tests" in done.stdout
     rows = read_rows(out)

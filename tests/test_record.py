@@ -30,7 +30,7 @@ def test_a_kill_between_samples_and_row_loses_nothing_and_the_record_keeps_both_
     out = tmp_path / "run"
     # points in order: 1 rank x (native, linear), then 2 ranks x (native, linear); killed after the
     # third point's samples reached the disk, before its row
-    killed = bench(2, "run", "--sizes", "8", "--algorithms", "native,linear", "--nprocs", "1,2",
+    killed = bench(2, "run", "--sizes", "8", "--algorithms", "native,linear", "--nprocs", "1,2", "--no-control",
                    "--iterations", "3", "--output", str(out), "--quiet", env={KILL_BEFORE_ROW: "3"})
     assert killed.returncode != 0
     rows = read_rows(out)
@@ -60,10 +60,10 @@ def test_a_kill_between_samples_and_row_loses_nothing_and_the_record_keeps_both_
 
 @pytest.fixture(scope="module")
 def one_rank_run(tmp_path_factory):
-    """A 1-rank record of native at 8 B, launched once for this file: tests take copies of it."""
+    """A 1-rank record of native at 8 B (no control beside it), launched once for this file: tests take copies."""
     out = tmp_path_factory.mktemp("one-rank") / "run"
-    done = bench(1, "run", "--sizes", "8", "--algorithms", "native", "--iterations", "2", "--output", str(out),
-                 "--quiet")
+    done = bench(1, "run", "--sizes", "8", "--algorithms", "native", "--no-control", "--iterations", "2",
+                 "--output", str(out), "--quiet")
     assert done.returncode == 0, done.stderr
     return out
 

@@ -183,7 +183,8 @@ def test_a_one_rank_record_replays_through_bench_run(tmp_path: Path, capsys):
 
 @pytest.mark.launches
 def test_a_recorded_alltoallv_replays_at_three_ranks(tmp_path: Path):
-    """Launched: each recorded matrix is measured and checked by every algorithm; the rows carry its imbalance."""
+    """Launched: each recorded matrix is measured and checked by every algorithm, and by the control beside native;
+    the rows carry its imbalance."""
     matrices = [random_matrix(3, 1), [[0, 900, 1], [2, 0, 0], [40, 0, 7]]]
     write_record(tmp_path / "rec", [alltoallv(m, 10 * i + 1, "MPI_INT", 4) for i, m in enumerate(matrices)])
     out = tmp_path / "run"
@@ -191,13 +192,14 @@ def test_a_recorded_alltoallv_replays_at_three_ranks(tmp_path: Path):
                  "--iterations", "2", "--output", str(out), "--allow-oversubscribed")
     assert done.returncode == 0, done.stderr
     rows = read_rows(out)
-    assert len(rows) == 6 and all(r.valid and r.collective == "alltoallv" for r in rows), [r.note for r in rows]
+    assert len(rows) == 2 * (3 + 1), [(r.algorithm, r.workload) for r in rows]  # 2 calls x (3 algorithms + control)
+    assert all(r.valid and r.collective == "alltoallv" for r in rows), [r.note for r in rows]
     for row in rows:
         call = int(row.workload.rsplit("=", 1)[1])
         matrix = np.array(matrices[call])
         assert row.recorded_calls == 10 * call + 1
         assert row.imbalance == pytest.approx(matrix.max() / matrix.mean(), rel=1e-5)
-    assert {r.algorithm for r in rows} == {"pairwise", "linear", "native"}
+    assert {r.algorithm for r in rows} == {"pairwise", "linear", "native", "control"}
 
 
 def test_the_simulator_replays_the_recorded_calls_of_the_collective_chosen(tmp_path: Path):

@@ -12,7 +12,7 @@ from a2a.measure.driver import Context
 from a2a.measure.environment import by_machine, cores_of_this_rank, oversubscription
 from a2a.measure.timing import time_imb, time_pipelined
 from a2a.mpi import LOCAL_SIZE_VARIABLES, ranks_on_this_node
-from a2a.record.results import read_rows, read_samples
+from a2a.record.results import read_rounds, read_rows, read_samples
 
 CORES = len(cores_of_this_rank())
 
@@ -107,18 +107,19 @@ def test_a_per_rank_mean_timing_stops_on_every_rank_when_one_asks(comm, timer):
 def test_a_per_rank_mean_run_records_its_means_and_its_mode(tmp_path, timing):
     out = tmp_path / "run"
     done = mpiexec(2, "-m", "bench", "run", "--timing", timing, "--sizes", "8,64K", "--algorithms",
-                   "native,pairwise", "--iterations", "50", "--output", str(out), "--quiet")
+                   "native,pairwise", "--no-control", "--iterations", "50", "--output", str(out), "--quiet")
     assert done.returncode == 0, done.stderr
     rows = read_rows(out)
     assert len(rows) == 4 and {r.timing for r in rows} == {timing}
     assert all(r.valid and r.iterations == 50 and r.t_min_us <= r.t_mean_us <= r.t_max_us for r in rows)
-    samples = read_samples(out)
-    assert all(len(samples[r.key]) == 2 for r in rows)  # one mean per rank
+    samples, rounds = read_samples(out), read_rounds(out)
+    assert all(len(samples[r.key]) == 2 * 10 for r in rows)  # one mean per rank per round (10 by default)
+    assert all(sorted(round_ for _, round_, _ in rounds[r.key]) == sorted(list(range(10)) * 2) for r in rows)
     assert "timing" in (out / "results.csv").read_text().splitlines()[0].split(",")
     # the mode is part of a point's identity: sync points of the same grid are new points
     done = mpiexec(2, "-m", "bench", "run", "--sizes", "8", "--algorithms", "native", "--nprocs", "2",
-                   "--iterations", "5", "--output", str(tmp_path / "sync"), "--quiet")
-    sync_row = read_rows(tmp_path / "sync")[0]
+                   "--no-control", "--iterations", "5", "--output", str(tmp_path / "sync"), "--quiet")
+    [sync_row] = read_rows(tmp_path / "sync")
     assert sync_row.timing == "sync" and sync_row.key != next(r.key for r in rows if r.algorithm == "native"
                                                                and r.bytes_per_peer == 8)
 
