@@ -12,6 +12,10 @@ case $flavour in
 esac
 : "${SLURM_JOB_NODELIST:?not in a Slurm job (no SLURM_JOB_NODELIST)}"
 : "${SLURM_TASKS_PER_NODE:?not in a Slurm job with tasks (no SLURM_TASKS_PER_NODE)}"
+command -v scontrol > /dev/null || { echo "$0: scontrol is not on PATH; it expands SLURM_JOB_NODELIST" \
+  "(run this inside the job, where Slurm's commands are)" >&2; exit 2; }
+hosts=$(scontrol show hostnames "$SLURM_JOB_NODELIST")
+[ -n "$hosts" ] || { echo "$0: scontrol named no host in SLURM_JOB_NODELIST='$SLURM_JOB_NODELIST'" >&2; exit 2; }
 
 slots=()
 IFS=, read -ra groups <<< "$SLURM_TASKS_PER_NODE"
@@ -27,4 +31,4 @@ i=0
 while read -r host; do
   printf "$line" "$host" "${slots[i]:-${slots[-1]}}"
   i=$((i + 1))
-done < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
+done <<< "$hosts"

@@ -1,8 +1,10 @@
 """What commands say beside their numbers: one line where one line is due, the same words for the same mistake."""
 from __future__ import annotations
 
+import subprocess
+
 import pytest
-from support import bench
+from support import ROOT, bench
 
 
 @pytest.mark.launches
@@ -21,3 +23,12 @@ def test_points_all_skipped_for_memory_are_one_reason(tmp_path):
     assert done.returncode == 1, done.stderr
     [line] = [line for line in done.stderr.splitlines() if line.startswith("error: no point was measured")]
     assert "above --max-memory 1 (all 6 points)" in line and "other reason" not in line, line
+
+
+def test_the_slurm_hostfile_says_so_when_scontrol_is_missing(tmp_path):
+    """Outside Slurm's reach (no scontrol on PATH) the hostfile script fails in one line, not with nothing."""
+    env = {"PATH": str(tmp_path), "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_TASKS_PER_NODE": "2(x2)"}
+    done = subprocess.run(["/bin/bash", str(ROOT / "hostfiles" / "from-slurm.sh"), "mpich"], env=env,
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and done.stdout == "", done
+    assert done.stderr.count("\n") == 1 and "scontrol is not on PATH" in done.stderr, done.stderr
