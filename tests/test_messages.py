@@ -32,3 +32,19 @@ def test_the_slurm_hostfile_says_so_when_scontrol_is_missing(tmp_path):
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 2 and done.stdout == "", done
     assert done.stderr.count("\n") == 1 and "scontrol is not on PATH" in done.stderr, done.stderr
+
+
+@pytest.mark.launches
+def test_the_suggested_tune_races_only_what_a_decision_can_choose(tmp_path):
+    """auto (a table's replay) and control (the noise floor) are measured but never chosen: the next command the
+    sweep suggests leaves them out."""
+    table = tmp_path / "table.json"
+    done = bench(2, "run", "--algorithms", "native,linear", "--sizes", "8", "--nprocs", "2", "--iterations", "3",
+                 "--output", str(tmp_path / "first"))
+    assert done.returncode == 0, done.stderr
+    assert bench(1, "decide", str(tmp_path / "first"), "-o", str(table)).returncode == 0
+    done = bench(2, "run", "--algorithms", "auto,native,linear", "--table", str(table), "--sizes", "8", "--nprocs",
+                 "2", "--iterations", "3", "--output", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr
+    [tune] = [line for line in done.stdout.splitlines() if " tune " in line]
+    assert "--algorithms native,linear" in tune and "auto" not in tune and "control" not in tune, tune

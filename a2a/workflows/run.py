@@ -17,7 +17,7 @@ from a2a.measure.driver import measure_sweep, resume_measured, set_thread_level
 from a2a.measure.environment import ask_for_progress_thread, node_memory_share, progress_thread_running
 from a2a.mpi import bench_words, tune_launcher, world
 from a2a.record.decision import varying
-from a2a.record.results import CONTROL, read_meta
+from a2a.record.results import read_meta
 from a2a.sweep.config import DEFAULTS, OVERLAP, SWEEP_OPTIONS, SweepConfig, check_sizes
 from a2a.sweep.launch import fresh_sweep, launch_progress_mode, refuse_with_resume
 from a2a.sweep.naming import named
@@ -140,7 +140,7 @@ def next_steps(directory: Path, state: SweepState, document: dict[str, Any]) -> 
     why_not = tune_refuses(config)
     if why_not:
         return [f"next (bench tune does not repeat {why_not}):", *(f"  {line}" for line in by_hand)]
-    names = [shown(v.name, v.options_text) for v in config.variants if v.name != CONTROL]
+    names = [shown(v.name, v.options_text) for v in config.variants if v.name in candidates(config.collective)]
     tune = [*bench_words(), "tune", "--nprocs", ",".join(map(str, config.nprocs)),
             "--sizes", ",".join(map(human_bytes, config.sizes)),
             *(["--algorithms", ",".join(names)] if sorted(names) != sorted(candidates(config.collective)) else []),
