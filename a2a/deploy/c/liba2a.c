@@ -119,9 +119,12 @@ typedef struct comm_state {
 
 typedef struct { MPI_Datatype type; MPI_Count size; } named_type;
 
+#define FORTRAN_MARKS 6 /* names of Fortran's MPI_IN_PLACE (and MPI_BOTTOM) among the libraries */
+
 /* the library's one state per process: what MPI_Init found, the counts, every communicator met */
 static struct {
-    int ready, began, refused, fortran, keyval, report, recording, ncomms;
+    int ready, began, refused, fortran, keyval, report, recording, ncomms, marks_looked, marks_known;
+    void *in_place[FORTRAN_MARKS], *bottom[FORTRAN_MARKS]; /* Fortran's, looked up at its first all-to-all */
     deploy_t *deploy;
     char path[1024], record[1024], job[64];
     long long seen[COLLECTIVES], passed[COLLECTIVES][REASONS], *served; /* served: per collective, per schedule */
@@ -1269,47 +1272,48 @@ SERVE_ALLTOALL_INIT(MPI_Alltoall_init_c, MPI_Count)
 
 typedef void fortran_entry(void);
 
-/* the library's own Fortran entry point of this name (the next after liba2a) */
-static fortran_entry *next_entry(const char *name) {
-    fortran_entry *next;
-    *(void **)&next = dlsym(RTLD_NEXT, name);
-    return next;
+/* the library's own Fortran entry point of this name (the next after liba2a), looked up once into *next */
+static fortran_entry *next_entry(const char *name, fortran_entry **next) {
+    if (!*next) *(void **)next = dlsym(RTLD_NEXT, name);
+    return *next;
 }
 
-/* whether `buffer` is the address that one of these symbols names (directly, or as a pointer MPICH sets at init) */
-static int marks(const void *buffer, const char *const *names, int pointers) {
-    for (; *names; names++) {
-        void *found = dlsym(RTLD_DEFAULT, *names);
-        if (found && (pointers ? *(void **)found : found) == buffer) return 1;
-    }
+/* Fortran's MPI_IN_PLACE and MPI_BOTTOM, as the library's Fortran marks them: the addresses of Open MPI's symbols
+   under each name and of MPICH's mpi_f08 ones, and (the last) MPICH's variable that its Fortran init sets to one */
+static const char *const in_place_names[FORTRAN_MARKS] = {
+    "mpi_fortran_in_place_", "mpi_fortran_in_place", "mpi_fortran_in_place__", "MPI_FORTRAN_IN_PLACE",
+    "MPIR_F08_MPI_IN_PLACE", "MPIR_F_MPI_IN_PLACE"};
+static const char *const bottom_names[FORTRAN_MARKS] = {
+    "mpi_fortran_bottom_", "mpi_fortran_bottom", "mpi_fortran_bottom__", "MPI_FORTRAN_BOTTOM", "MPIR_F08_MPI_BOTTOM",
+    "MPIR_F_MPI_BOTTOM"};
+
+static int marked(const void *buffer, void *const *marks) {
+    for (int i = 0; i < FORTRAN_MARKS; i++)
+        if (marks[i] && (i == FORTRAN_MARKS - 1 ? *(void *const *)marks[i] : marks[i]) == buffer) return 1;
     return 0;
 }
 
-static const char *const ompi_in_place[] = {"mpi_fortran_in_place_", "mpi_fortran_in_place", "mpi_fortran_in_place__",
-                                            "MPI_FORTRAN_IN_PLACE", NULL},
-                         *const ompi_bottom[] = {"mpi_fortran_bottom_", "mpi_fortran_bottom", "mpi_fortran_bottom__",
-                                                 "MPI_FORTRAN_BOTTOM", NULL},
-                         *const mpich_in_place[] = {"MPIR_F_MPI_IN_PLACE", NULL},
-                         *const mpich_bottom[] = {"MPIR_F_MPI_BOTTOM", NULL},
-                         *const mpich_f08_in_place[] = {"MPIR_F08_MPI_IN_PLACE", NULL},
-                         *const mpich_f08_bottom[] = {"MPIR_F08_MPI_BOTTOM", NULL};
-
 /* a Fortran buffer argument as C sees it (MPI_IN_PLACE, MPI_BOTTOM, or itself); 0 where this library's Fortran
-   MPI_IN_PLACE is not one liba2a can tell, or liba2a does not run here */
+   MPI_IN_PLACE is not one liba2a can tell, or liba2a does not run here (the marks are looked up once, after init) */
 static int fortran_buffer(void *buffer, void **c) {
     if (!the.began || the.refused || sizeof(MPI_Fint) != sizeof(int)) return 0;
-    if (!dlsym(RTLD_DEFAULT, ompi_in_place[0]) && !dlsym(RTLD_DEFAULT, mpich_in_place[0])) return 0;
-    *c = marks(buffer, ompi_in_place, 0) || marks(buffer, mpich_in_place, 1) || marks(buffer, mpich_f08_in_place, 0)
-             ? MPI_IN_PLACE
-         : marks(buffer, ompi_bottom, 0) || marks(buffer, mpich_bottom, 1) || marks(buffer, mpich_f08_bottom, 0)
-             ? MPI_BOTTOM
-             : buffer;
+    if (!the.marks_looked) {
+        for (int i = 0; i < FORTRAN_MARKS; i++) {
+            the.in_place[i] = dlsym(RTLD_DEFAULT, in_place_names[i]);
+            the.bottom[i] = dlsym(RTLD_DEFAULT, bottom_names[i]);
+            the.marks_known |= the.in_place[i] != NULL && (i < 4 || i == FORTRAN_MARKS - 1);
+        }
+        the.marks_looked = 1;
+    }
+    if (!the.marks_known) return 0;
+    *c = marked(buffer, the.in_place) ? MPI_IN_PLACE : marked(buffer, the.bottom) ? MPI_BOTTOM : buffer;
     return 1;
 }
 
-static void fortran_init(const char *name, MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr) {
+static void fortran_init(const char *name, fortran_entry **entry, MPI_Fint *required, MPI_Fint *provided,
+                         MPI_Fint *ierr) {
     MPI_Fint result = MPI_ERR_OTHER;
-    fortran_entry *next = next_entry(name);
+    fortran_entry *next = next_entry(name, entry);
     the.fortran = !the.began;
     if (next && required) ((void (*)(MPI_Fint *, MPI_Fint *, MPI_Fint *))next)(required, provided, &result);
     else if (next) ((void (*)(MPI_Fint *))next)(&result);
@@ -1317,47 +1321,52 @@ static void fortran_init(const char *name, MPI_Fint *required, MPI_Fint *provide
     if (ierr) *ierr = result;
 }
 
-static void fortran_finalize(const char *name, MPI_Fint *ierr) {
+static void fortran_finalize(const char *name, fortran_entry **entry, MPI_Fint *ierr) {
     MPI_Fint result = MPI_ERR_OTHER;
-    fortran_entry *next = next_entry(name);
+    fortran_entry *next = next_entry(name, entry);
     finishing();
     if (next) ((void (*)(MPI_Fint *))next)(&result);
     if (ierr) *ierr = result;
 }
 
-static void fortran_alltoall(const char *name, void *sb, MPI_Fint *sc, MPI_Fint *st, void *rb, MPI_Fint *rc,
+static void fortran_alltoall(const char *name, fortran_entry **entry, void *sb, MPI_Fint *sc, MPI_Fint *st, void *rb, MPI_Fint *rc,
                              MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *ierr) {
     void *send, *recv;
     MPI_Fint result = MPI_ERR_OTHER;
     if (fortran_buffer(sb, &send) && fortran_buffer(rb, &recv))
         result = MPI_Alltoall(send, *sc, MPI_Type_f2c(*st), recv, *rc, MPI_Type_f2c(*rt), MPI_Comm_f2c(*comm));
-    else if (next_entry(name))
-        ((void (*)(void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *))next_entry(
-            name))(sb, sc, st, rb, rc, rt, comm, &result);
+    else if (next_entry(name, entry))
+        ((void (*)(void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *))*entry)(
+            sb, sc, st, rb, rc, rt, comm, &result);
     if (ierr) *ierr = result;
 }
 
-static void fortran_alltoallv(const char *name, void *sb, MPI_Fint *sc, MPI_Fint *sd, MPI_Fint *st, void *rb,
+static void fortran_alltoallv(const char *name, fortran_entry **entry, void *sb, MPI_Fint *sc, MPI_Fint *sd, MPI_Fint *st, void *rb,
                               MPI_Fint *rc, MPI_Fint *rd, MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *ierr) {
     void *send, *recv;
     MPI_Fint result = MPI_ERR_OTHER;
     if (fortran_buffer(sb, &send) && fortran_buffer(rb, &recv))
         result = MPI_Alltoallv(send, (const int *)sc, (const int *)sd, MPI_Type_f2c(*st), recv, (const int *)rc,
                                (const int *)rd, MPI_Type_f2c(*rt), MPI_Comm_f2c(*comm));
-    else if (next_entry(name))
+    else if (next_entry(name, entry))
         ((void (*)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
-                   MPI_Fint *))next_entry(name))(sb, sc, sd, st, rb, rc, rd, rt, comm, &result);
+                   MPI_Fint *))*entry)(sb, sc, sd, st, rb, rc, rd, rt, comm, &result);
     if (ierr) *ierr = result;
 }
 
 /* each entry point under the names Fortran compilers give it: lower case with one, two or no underscores, upper case
    (mpif.h and `use mpi`), and mpi_f08's (MPI_Fint * stands for its TYPE(MPI_Comm) and kin: one integer, by reference) */
+#define FORTRAN_NAME(NAME, PARAMETERS, CALL, ARGUMENTS)                                                             \
+    EXPORT void NAME PARAMETERS {                                                                                   \
+        static fortran_entry *next; /* the library's own, looked up at the first call */                            \
+        CALL(#NAME, &next, ARGUMENTS);                                                                              \
+    }
 #define FORTRAN(lower, upper, PARAMETERS, CALL, ARGUMENTS)                                                           \
-    EXPORT void lower##_ PARAMETERS { CALL(#lower "_", ARGUMENTS); }                                                \
-    EXPORT void lower##__ PARAMETERS { CALL(#lower "__", ARGUMENTS); }                                              \
-    EXPORT void lower PARAMETERS { CALL(#lower, ARGUMENTS); }                                                       \
-    EXPORT void upper PARAMETERS { CALL(#upper, ARGUMENTS); }                                                       \
-    EXPORT void lower##_f08_ PARAMETERS { CALL(#lower "_f08_", ARGUMENTS); }
+    FORTRAN_NAME(lower##_, PARAMETERS, CALL, LIST(ARGUMENTS))                                                       \
+    FORTRAN_NAME(lower##__, PARAMETERS, CALL, LIST(ARGUMENTS))                                                      \
+    FORTRAN_NAME(lower, PARAMETERS, CALL, LIST(ARGUMENTS))                                                          \
+    FORTRAN_NAME(upper, PARAMETERS, CALL, LIST(ARGUMENTS))                                                          \
+    FORTRAN_NAME(lower##_f08_, PARAMETERS, CALL, LIST(ARGUMENTS))
 #define LIST(...) __VA_ARGS__
 
 FORTRAN(mpi_init, MPI_INIT, (MPI_Fint *ierr), fortran_init, LIST(NULL, NULL, ierr))
