@@ -13,9 +13,9 @@ from test_deploy import decision, written
 from a2a.deploy.library import preload_library
 from a2a.mpi import clean_launcher_env
 
-REFUSED = re.compile(r"^a2a: liba2a refused: it was built for (MPICH|Open MPI) (\S+); this program runs \1 (\S+); "
-                     r"every call goes to the MPI library \(build liba2a for it: python -m bench deploy --library "
-                     r"--mpicc PATH\)$", re.MULTILINE)
+REFUSED = re.compile(r"^a2a: A2A_DEPLOY=\S+ refused: liba2a was built for (MPICH|Open MPI) (\S+); this program "
+                     r"runs \1 (\S+); every call goes to the MPI library \(build liba2a for it: python -m bench deploy "
+                     r"--library --mpicc PATH\)$", re.MULTILINE)
 
 
 def debian_of_this_family() -> str:

@@ -692,11 +692,11 @@ static const char *unlike_built(const char *version, char *why, size_t room) {
     int length = (int)strcspn(at, " \t\n,");
     if (strcmp(family(version), BUILT_FAMILY) != 0 ||
         (BUILT_VERSION[0] && (length != (int)strlen(BUILT_VERSION) || strncmp(at, BUILT_VERSION, (size_t)length))))
-        snprintf(why, room, "it was built for %s %s; this program runs %s %.*s", BUILT_FAMILY, BUILT_VERSION,
+        snprintf(why, room, "liba2a was built for %s %s; this program runs %s %.*s", BUILT_FAMILY, BUILT_VERSION,
                  family(version), length > 32 ? 32 : length, at);
 #ifdef A2AX_MPI_PROGRESS
     else if (!dlsym(RTLD_DEFAULT, "MPIX_Async_start"))
-        snprintf(why, room, "this %s has no MPIX_Async_start, which it was built to call", family(version));
+        snprintf(why, room, "this %s has no MPIX_Async_start, which liba2a was built to call", family(version));
 #endif
     else
         return NULL;
@@ -712,9 +712,11 @@ static void started(void) {
     PMPI_Get_library_version(version, &length);
     if (unlike_built(version, why, sizeof why)) { /* nothing else is asked of a library it was not built for */
         the.refused = 1;
+        /* said as a refused deploy file is, where there is one (a verification launch looks for that line) */
         if (((deploy && *deploy) || (record && *record) || (report && *report)) && launcher_rank() == 0)
-            fprintf(stderr, "a2a: liba2a refused: %s; every call goes to the MPI library (build liba2a for it: "
-                    "python -m bench deploy --library --mpicc PATH)\n", why);
+            fprintf(stderr, "a2a: %s%s refused: %s; every call goes to the MPI library (build liba2a for it: python "
+                    "-m bench deploy --library --mpicc PATH)\n", deploy && *deploy ? "A2A_DEPLOY=" : "liba2a",
+                    deploy && *deploy ? deploy : "", why);
         return;
     }
     if (PMPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS || PMPI_Comm_size(MPI_COMM_WORLD, &size) != MPI_SUCCESS)
