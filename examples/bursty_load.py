@@ -1,6 +1,6 @@
 """A bursty background load, as a shared node has: each worker alternates busy and idle phases of random length.
 
-    python examples/bursty_load.py --workers 2 --seconds 120 &     # beside a sweep, then: kill %1
+    python examples/bursty_load.py --workers 2 --seconds 120 &     # beside a sweep, then: kill %1 (its workers too)
 
 Each of `--workers` processes spins for a random 20-300 ms, sleeps for a random 20-300 ms, and so on, until
 `--seconds` have passed (seeded, so two runs load alike). The A/A test of docs/decide.md runs beside it.
@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import random
+import signal
+import sys
 import time
 
 
@@ -31,8 +33,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     given = parser.parse_args()
     shortest, longest = (float(t) / 1e3 for t in given.phase_ms.split(":"))
-    workers = [multiprocessing.Process(target=worker, args=(given.seed + k, given.seconds, shortest, longest))
-               for k in range(given.workers)]
+    workers = [multiprocessing.Process(target=worker, args=(given.seed + k, given.seconds, shortest, longest),
+                                       daemon=True) for k in range(given.workers)]
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))  # daemon workers end with this process
     for process in workers:
         process.start()
     for process in workers:

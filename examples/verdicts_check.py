@@ -14,7 +14,9 @@ Run it without mpirun: it launches its own jobs (`--launcher` to change how).
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -76,12 +78,13 @@ def main() -> None:
         if (record / "results.csv").exists():
             continue
         load = subprocess.Popen([sys.executable, str(HERE / "bursty_load.py"), "--workers", "2", "--seconds",
-                                 "3600"]) if given.load else None
+                                 "3600"], start_new_session=True) if given.load else None
         try:
             sweep(shlex.split(given.launcher), given.nprocs, given.sizes, given.iterations, record)
         finally:
             if load:
-                load.kill()
+                os.killpg(load.pid, signal.SIGKILL)  # the load's workers with it
+                load.wait()
     for k, record in enumerate(records, 1):
         slower, faster, cells = power([record])
         print(f"launch {k}: {aa_check([record]).line()}; power: slowed called slower in {slower} of {cells} cells, "
