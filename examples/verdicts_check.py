@@ -30,11 +30,11 @@ HERE = Path(__file__).resolve().parent
 SWEPT = "native,pairwise,control:of=pairwise:twin=1,control:of=pairwise:twin=2,slowed:of=pairwise:extra=0.3"
 
 
-def sweep(launcher: list[str], nprocs: int, sizes: str, iterations: int, output: Path) -> None:
-    """One launch of the sweep into `output`."""
+def sweep(launcher: list[str], nprocs: int, sizes: str, iterations: int, rounds: str, output: Path) -> None:
+    """One launch of the sweep into `output` (`rounds`: the sweep's default where '')."""
     command = [*launcher, "-n", str(nprocs), sys.executable, "-m", "bench", "run", "--plugin", str(HERE / "twins.py"),
                "--algorithms", SWEPT, "--nprocs", str(nprocs), "--sizes", sizes, "--iterations", str(iterations),
-               "--output", str(output), "--quiet"]
+               *(["--rounds", rounds] if rounds else []), "--output", str(output), "--quiet"]
     print("$", shlex.join(command), flush=True)
     subprocess.run(command, check=True)
 
@@ -69,6 +69,7 @@ def main() -> None:
     parser.add_argument("--nprocs", type=int, default=2)
     parser.add_argument("--sizes", default="8:64K:x4")
     parser.add_argument("--iterations", type=int, default=25)
+    parser.add_argument("--rounds", default="", help="bench run's --rounds [its default]")
     parser.add_argument("--launcher", default="mpirun")
     parser.add_argument("--load", action="store_true", help="a bursty background load beside every launch")
     parser.add_argument("--output", type=Path, required=True)
@@ -80,7 +81,7 @@ def main() -> None:
         load = subprocess.Popen([sys.executable, str(HERE / "bursty_load.py"), "--workers", "2", "--seconds",
                                  "3600"], start_new_session=True) if given.load else None
         try:
-            sweep(shlex.split(given.launcher), given.nprocs, given.sizes, given.iterations, record)
+            sweep(shlex.split(given.launcher), given.nprocs, given.sizes, given.iterations, given.rounds, record)
         finally:
             if load:
                 os.killpg(load.pid, signal.SIGKILL)  # the load's workers with it

@@ -38,7 +38,7 @@ def test_a_sweep_adds_the_control_beside_native_and_the_aa_check_adds_twins():
     assert sorted(v.label for v in checked.variants) == [
         "control:form=blocking:of=native:twin=1", "control:form=blocking:of=pairwise:twin=1",
         "control:form=blocking:of=pairwise:twin=2", "native:form=blocking", "pairwise:executor=c:schedule=shift"]
-    assert checked.rounds == 10 and from_options({"iterations": "4", "sizes": "8"}, world=2).rounds == 4
+    assert checked.rounds == 25 and from_options({"iterations": "4", "sizes": "8"}, world=2).rounds == 4
 
 
 @pytest.mark.launches

@@ -41,7 +41,7 @@ SIMULATED_PROGRESS_MODE = "network"  # a simulated exchange's: SMPI moves posted
 # (powers of two up to the world size; a share of the node's memory).
 DEFAULTS: dict[str, Any] = {
     "sizes": "4:128K:x2", "dtype": "float32", "algorithms": "all", "collective": KEY_DEFAULTS["collective"],
-    "workload": KEY_DEFAULTS["workload"], "warmup": 1, "iterations": 25, "rounds": 10, "control": True, "aa": False,
+    "workload": KEY_DEFAULTS["workload"], "warmup": 1, "iterations": 25, "rounds": 25, "control": True, "aa": False,
     "max_time_per_point": 10.0,
     "stall_threshold": 0.1, "check": True, "timeout": 300.0, "ppn": 0, "seed": 0, "timing": KEY_DEFAULTS["timing"],
     "cache": KEY_DEFAULTS["cache"], "mesh": "", "groups": (), "option": (), "plugin": (),
