@@ -467,10 +467,10 @@ static MPI_Count plain_size(MPI_Datatype type) {
         if (the.named[i].size && the.named[i].type == type) return the.named[i].size;
     int integers, addresses, types, combiner;
     MPI_Count size, lb, extent;
-    PMPI_Type_get_envelope(type, &integers, &addresses, &types, &combiner);
-    if (combiner != MPI_COMBINER_NAMED) return 0;
-    PMPI_Type_size_x(type, &size);
-    PMPI_Type_get_extent_x(type, &lb, &extent);
+    if (PMPI_Type_get_envelope(type, &integers, &addresses, &types, &combiner) != MPI_SUCCESS ||
+        combiner != MPI_COMBINER_NAMED || PMPI_Type_size_x(type, &size) != MPI_SUCCESS ||
+        PMPI_Type_get_extent_x(type, &lb, &extent) != MPI_SUCCESS)
+        return 0; /* not known to be plain: the call passes through */
     size = lb == 0 && extent == size ? size : 0;
     the.named[the.next_named++ % NAMED] = (named_type){type, size};
     return size;
@@ -486,8 +486,8 @@ static int served(int collective, const void *send, void *recv, MPI_Count send_b
                   MPI_Datatype sendtype, MPI_Datatype recvtype, const MPI_Aint *blocks, MPI_Comm comm, int *result) {
     int inter, why;
     if (!the.deploy) return passed(collective, NO_FILE);
-    PMPI_Comm_test_inter(comm, &inter);
-    if (inter) return passed(collective, INTERCOMM);
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) /* not a communicator it can use: the library's */
+        return passed(collective, INTERCOMM);
     comm_state *c = state_of(comm);
     if (!c) return passed(collective, PREPARE);
     if (send == MPI_IN_PLACE) return passed(collective, IN_PLACE);
@@ -865,9 +865,10 @@ EXPORT int MPI_Finalize(void) {
     static MPI_Aint *NAME##_blocks(MPI_Comm comm, const COUNT *sc, const DISPL *sd, MPI_Datatype st,               \
                                    const COUNT *rc, const DISPL *rd, MPI_Datatype rt, long long **row) {           \
         int n, inter;                                                                                               \
-        PMPI_Comm_test_inter(comm, &inter);                                                                         \
-        if (inter) PMPI_Comm_remote_size(comm, &n);                                                                 \
-        else PMPI_Comm_size(comm, &n);                                                                              \
+        *row = NULL;                                                                                                \
+        if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS ||                                                    \
+            (inter ? PMPI_Comm_remote_size(comm, &n) : PMPI_Comm_size(comm, &n)) != MPI_SUCCESS)                    \
+            return NULL; /* the library will say what is wrong with it */                                           \
         MPI_Count ss = plain_size(st), rs = plain_size(rt);                                                         \
         MPI_Aint *b = malloc(sizeof(MPI_Aint) * 4 * (size_t)n);                                                     \
         *row = malloc(sizeof(long long) * (size_t)n);                                                               \
@@ -1051,7 +1052,7 @@ static a2ax_plan *planned_nonblocking(int collective, const void *send, void *re
     if (!the.deploy) return NULL;
     *why = collective == ALLTOALL && own_plan ? PERSISTENT : NONBLOCKING;
     if (a2ax_progress_mode() != A2AX_BY_MPI) return NULL; /* A2A_EXECUTOR_PROGRESS chose another way: not MPI's */
-    PMPI_Comm_test_inter(comm, &inter);
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS) inter = 1; /* not one it can use: the library's */
     *why = inter ? INTERCOMM : send == MPI_IN_PLACE ? IN_PLACE : collective == ALLTOALLV && !blocks ? PREPARE
          : !plain_size(st) || !plain_size(rt) ? DATATYPE : collective == ALLTOALL && send_bytes != recv_bytes ? SIGNATURE
          : -1;
