@@ -34,15 +34,20 @@ def deploy(decisions: tuple[str, ...], nprocs: str, extrapolate: bool, ranks_per
     alltoallv. Run a program with it: mpiexec -n 4 env LD_PRELOAD=$(python -m bench deploy --library)
     A2A_DEPLOY=deploy.a2a ./program. `bench tune --deploy` makes one and verifies it on this machine.
     """
-    if mpicc and not library:
-        raise click.UsageError("--mpicc goes with --library: it says which MPI library liba2a is built for")
+    refuse_usage(decisions, library, mpicc, show)
     if library or show:
         click.echo(preload_library(mpicc) if library else "\n".join(shown_file(Path(show))))
         return
-    if not decisions:
-        raise click.UsageError("give a decision.json or a results directory (or --library, or --show FILE)")
     counts = [parse_count(n) for n in nprocs.split(",") if n.strip()]
     click.echo("\n".join(deployed([Path(d) for d in decisions], counts, ranks_per_node, Path(output), extrapolate)))
+
+
+def refuse_usage(decisions: tuple[str, ...], library: bool, mpicc: str | None, show: str | None) -> None:
+    """The options that do not go together, or nothing to deploy, refused in one line."""
+    if mpicc and not library:
+        raise click.UsageError("--mpicc goes with --library: it says which MPI library liba2a is built for")
+    if not (decisions or library or show):
+        raise click.UsageError("give a decision.json or a results directory (or --library, or --show FILE)")
 
 
 def parse_count(text: str) -> int:
