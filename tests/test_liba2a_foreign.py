@@ -1,5 +1,6 @@
-"""liba2a under an MPI library it was not built for: one line of refusal and every call the program's own library's,
-never a crash or a wrong answer; and `bench deploy --library --mpicc`, which builds it for another library."""
+"""liba2a under an MPI library it was not built for, or out of memory: one line of refusal and every call the
+program's own library's, never a crash, a hang or a wrong answer; and `bench deploy --library --mpicc`, which builds
+it for another library."""
 from __future__ import annotations
 
 import re
@@ -7,11 +8,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import ROOT, bench_here, debian_launch, debian_libraries, debian_tool, is_mpich
+from support import ROOT, bench_here, debian_launch, debian_libraries, debian_tool, is_mpich, launch_command
 from test_deploy import decision, written
 
 from a2a.deploy.library import preload_library
-from a2a.mpi import clean_launcher_env
+from a2a.mpi import clean_launcher_env, mpi_tool
 
 REFUSED = re.compile(r"^a2a: A2A_DEPLOY=\S+ refused: liba2a was built for (MPICH|Open MPI) (\S+); this program "
                      r"runs \1 (\S+); every call goes to the MPI library \(build liba2a for it: python -m bench deploy "
@@ -82,3 +83,52 @@ def test_an_mpicc_that_is_not_one_is_refused(capsys, tmp_path: Path):
     assert code == 2 and "--mpicc /bin/true: `/bin/true -show` did not say what it compiles with" in err, err
     code, _, err = bench_here(capsys, "deploy", "--mpicc", "/bin/true")
     assert code == 2 and "--mpicc goes with --library" in err, err
+
+
+# Preloaded after liba2a: the allocations made from liba2a.so fail after its first A2A_TEST_ALLOCATIONS (glibc's own
+# allocator serves every other)
+FAILING_ALLOCATOR = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+static long made;
+static int fails(void *caller) {
+    Dl_info info;
+    const char *limit = getenv("A2A_TEST_ALLOCATIONS");
+    if (!limit || !dladdr(caller, &info) || !info.dli_fname || !strstr(info.dli_fname, "liba2a")) return 0;
+    return made++ >= atol(limit);
+}
+void *malloc(size_t n) { return fails(__builtin_return_address(0)) ? NULL : __libc_malloc(n); }
+void *calloc(size_t n, size_t m) { return fails(__builtin_return_address(0)) ? NULL : __libc_calloc(n, m); }
+void *realloc(void *p, size_t n) { return fails(__builtin_return_address(0)) ? NULL : __libc_realloc(p, n); }
+"""
+
+
+@pytest.mark.launches
+def test_a_recording_out_of_memory_never_breaks_the_program(tmp_path: Path):
+    """A2A_RECORD with liba2a's allocations failing from its first, then from each later one: every run's results
+    right, exit 0, no hang, and what is recorded a part of the whole (a rank that lacks memory for a new alltoallv
+    matrix, or for its row, makes every rank skip it: before, the others waited in an allreduce for it forever)."""
+    allocator = tmp_path / "failing.so"
+    (tmp_path / "failing.c").write_text(FAILING_ALLOCATOR)
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(allocator), str(tmp_path / "failing.c")], check=True)
+    program = tmp_path / "alltoall_check"
+    source = ROOT / "tests" / "programs" / "alltoall_check.c"
+    subprocess.run([mpi_tool("mpicc"), "-O2", "-o", str(program), str(source)], check=True, capture_output=True)
+
+    def recorded(*failing: str) -> int:
+        record = tmp_path / f"record{failing[0][-2:] if failing else ''}"
+        settings = [f"LD_PRELOAD={preload_library()} {allocator}", f"A2A_RECORD={record}", *failing]
+        done = subprocess.run(launch_command(3, "env", *settings, str(program), "2", "1000"),
+                              env=clean_launcher_env(None), capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and done.stdout.strip() == "ok", f"{failing}: {done.stdout}{done.stderr}"
+        return sum(len(path.read_text().splitlines()) for path in record.glob("record.*.jsonl"))
+
+    whole = recorded()
+    assert whole == 3  # two alltoall sizes, one alltoallv matrix
+    parts = [recorded(f"A2A_TEST_ALLOCATIONS={n}") for n in range(0, 48, 2)]
+    assert parts[0] == 0 and parts[-1] == whole and all(part <= whole for part in parts), parts

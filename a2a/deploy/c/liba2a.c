@@ -545,22 +545,30 @@ static void recorded(MPI_Comm comm, int collective, MPI_Datatype st, MPI_Datatyp
     int inter;
     comm_state *c;
     if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter || !(c = state_of(comm))) return;
-    uint64_t mine = 0, id = 0;
-    if (collective == ALLTOALLV) { /* one id for the whole matrix, the same on every rank */
-        mine = a2ax_fnv(row, sizeof(long long) * (size_t)c->size,
-                        a2ax_fnv(&c->rank, sizeof c->rank, A2AX_FNV_BASIS));
-        if (PMPI_Allreduce(&mine, &id, 1, MPI_UINT64_T, MPI_SUM, c->own) != MPI_SUCCESS) return; /* every rank */
+    uint64_t mine[2] = {0, 0}, sum[2] = {0, 0};
+    if (collective == ALLTOALLV) { /* one id for the whole matrix, the same on every rank; and whether a rank lacks
+                                      its row (no memory for it): then no rank records the call */
+        mine[0] = row ? a2ax_fnv(row, sizeof(long long) * (size_t)c->size,
+                                 a2ax_fnv(&c->rank, sizeof c->rank, A2AX_FNV_BASIS))
+                      : 0;
+        mine[1] = !row;
+        if (PMPI_Allreduce(mine, sum, 2, MPI_UINT64_T, MPI_SUM, c->own) != MPI_SUCCESS || sum[1]) return;
     }
-    signature *s = signature_for(c, collective, st, rt, count, id);
+    signature *s = signature_for(c, collective, st, rt, count, sum[0]);
     if (collective == ALLTOALLV && (!s || (!s->beyond && s->calls == 0))) { /* a new matrix, gathered once */
         long long *matrix = c->rank == 0 ? malloc(sizeof(long long) * (size_t)c->size * (size_t)c->size) : NULL;
         int ok = s && (c->rank != 0 || matrix), all = 0; /* every rank gathers, or none */
         if (PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->own) != MPI_SUCCESS || !all ||
             PMPI_Gather(row, c->size, MPI_LONG_LONG, matrix, c->size, MPI_LONG_LONG, 0, c->own) != MPI_SUCCESS) {
             free(matrix);
-            matrix = NULL;
+            if (s) { /* every rank forgets the new signature alike, so their next calls still agree */
+                c->signatures = s->next;
+                c->kept[collective]--;
+                free(s);
+            }
+            return;
         }
-        if (s) s->matrix = matrix;
+        s->matrix = matrix;
     }
     if (!s) return;
     s->calls++;
@@ -897,7 +905,8 @@ EXPORT int MPI_Finalize(void) {
         double start = the.recording ? PMPI_Wtime() : 0.0;                                                          \
         if (!served(ALLTOALLV, sendbuf, recvbuf, 0, 0, sendtype, recvtype, blocks, comm, &result))                 \
             result = P##NAME(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm); \
-        if (the.recording && row) recorded(comm, ALLTOALLV, sendtype, recvtype, 0, row, PMPI_Wtime() - start);     \
+        if (the.recording && sendbuf != MPI_IN_PLACE) /* a row lacking on one rank is agreed on inside */             \
+            recorded(comm, ALLTOALLV, sendtype, recvtype, 0, row, PMPI_Wtime() - start);                            \
         free(blocks);                                                                                               \
         free(row);                                                                                                  \
         return result;                                                                                              \
