@@ -11,7 +11,7 @@ DEBIAN_DEPLOY_TESTS ?= tests/test_fortran.py tests/test_liba2a_foreign.py tests/
 DEBIAN_DEPLOY_SELECT ?= not documented_loop and not loop_by_hand and not nonblocking and not in_flight \
   and not out_of_memory $(foreach p,5 6 7 8,and not serves_a_c_program[$(p)])
 # onesided (RMA windows) hangs in the collective tests under Debian's Open MPI 4.1.4 (4 ranks on 2 cores): left out
-# there (docs/findings/2026-12-07-debian-mpi.md)
+# there (docs/findings/debian-mpi.md)
 DEBIAN_COLLECTIVE_SELECT_openmpi ?= not onesided
 DEBIAN_COLLECTIVE_SELECT_mpich ?=
 
