@@ -67,7 +67,7 @@ class PlanFailed(A2AError):
         """The error every rank raises, from each rank's cause (None where its part of the plan was made)."""
         by_cause: dict[str, list[int]] = {}
         for rank, cause in enumerate(causes):
-            if cause is not None:
+            if isinstance(cause, str):  # (anything else came from a rank inside another collective of the factory's)
                 by_cause.setdefault(cause, []).append(rank)
         told = "; ".join(f"{'rank' if len(ranks) == 1 else 'ranks'} {','.join(map(str, ranks))} of {len(causes)}: "
                          f"{cause}" for cause, ranks in by_cause.items())

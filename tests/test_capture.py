@@ -280,7 +280,8 @@ def test_an_error_of_the_forked_capture_is_raised_here(plugin, monkeypatch):
                                            + [comm.Isend(sendbuf[b], j, 0) for j, b in enumerate(blocks)])
 
     plugin("capture_test_fails_at_two", fails_at_two)
-    with pytest.raises(CaptureError, match="rank 1 of 3 during capture: ValueError: two elements"):
+    with pytest.raises(CaptureError, match="failed during capture: planning failed on rank 1 of 3: ValueError: two "
+                                           "elements"):
         capture_scaled("capture_test_fails_at_two", {}, 3, 1)
 
 

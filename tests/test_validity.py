@@ -113,8 +113,8 @@ def test_a_per_rank_mean_run_records_its_means_and_its_mode(tmp_path, timing):
     assert len(rows) == 4 and {r.timing for r in rows} == {timing}
     assert all(r.valid and r.iterations == 50 and r.t_min_us <= r.t_mean_us <= r.t_max_us for r in rows)
     samples, rounds = read_samples(out), read_rounds(out)
-    assert all(len(samples[r.key]) == 2 * 10 for r in rows)  # one mean per rank per round (10 by default)
-    assert all(sorted(round_ for _, round_, _ in rounds[r.key]) == sorted(list(range(10)) * 2) for r in rows)
+    assert all(len(samples[r.key]) == 2 * 25 for r in rows)  # one mean per rank per round (25 by default)
+    assert all(sorted(round_ for _, round_, _ in rounds[r.key]) == sorted(list(range(25)) * 2) for r in rows)
     assert "timing" in (out / "results.csv").read_text().splitlines()[0].split(",")
     # the mode is part of a point's identity: sync points of the same grid are new points
     done = mpiexec(2, "-m", "bench", "run", "--sizes", "8", "--algorithms", "native", "--nprocs", "2",

@@ -27,7 +27,7 @@ from a2a.algos.options import EXECUTOR
 from a2a.algos.prebuilt import WATCHER
 from a2a.algos.registry import get
 from a2a.algos.schedule import Among, Batches, Copied, Exchanges, Phases, Posted, Rounds
-from a2a.errors import A2AError, CaptureError, CaptureOutgrew
+from a2a.errors import A2AError, CaptureError, CaptureOutgrew, PlanFailed
 from a2a.schedules.events import Burst, Collective, Copy, Event, Irecv, Isend, Posts, RankLog, Schedule, Sendrecvs, Wait
 from a2a.schedules.mpi_module import replaced_mpi
 from a2a.schedules.standin import StandInComm, standin_module
@@ -115,6 +115,8 @@ def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: 
         raise CaptureOutgrew(f"{name}: {world.overflow}")
     if failures:
         rank, problem = failures[0]
+        if isinstance(problem, PlanFailed):  # raised alike on every rank, naming the ranks that failed and why
+            raise CaptureError(f"{name} failed during capture: {problem}") from problem
         if isinstance(problem, CaptureError):
             raise CaptureError(f"{name} on rank {rank} of {nprocs}: {problem}") from problem
         if isinstance(problem, A2AError):

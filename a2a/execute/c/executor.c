@@ -422,7 +422,7 @@ static int prepare(const a2ax_schedule *s, MPI_Comm comm, int dup, const void *s
         p->contiguous[k] = contiguous;
         w += r->waits;
     }
-    for (long i = 0; i < nmessages; i++) p->requests[i] = MPI_REQUEST_NULL;
+    for (long i = 0; p->requests && i < nmessages; i++) p->requests[i] = MPI_REQUEST_NULL;  /* none: out of memory */
     p->comm = comm;
     p->owns_comm = dup;
     if (!bad && dup) bad = MPI_Comm_dup(comm, &p->comm) != MPI_SUCCESS && fail(error, room, "MPI_Comm_dup failed");
