@@ -47,6 +47,9 @@ from .options import defaults
               "is kept only if the program is not significantly slower with it.")
 @click.option("--verify-pattern", help="--verify-with: a regular expression whose first group is the number to "
               "compare (lower is better) in what the program prints. [default: its wall time]")
+@click.option("--mpicc", help="--deploy: the compiler wrapper of the MPI library your program is built with, where it "
+              "is not this Python's (e.g. /usr/bin/mpicc.mpich): liba2a and the verification loop are built with it "
+              "and launched by the mpiexec beside it (mpiexec.mpich); the sweeps still time this Python's library.")
 @click.option("--keep-ties", is_flag=True, help="--deploy: keep the sizes the verification finds not slower but no "
               "faster (by default they go back to the library).")
 @click.option("--revert-slower", is_flag=True, help="Give the cells the library ran slower back to it; verify again.")

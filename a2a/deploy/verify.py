@@ -69,9 +69,10 @@ Launch = Callable[[list[str], dict[str, str]], str]  # (command after the launch
 
 
 def loop_samples(launch: Launch, collective: str, sizes: list[int], rounds: int,
-                 variables: dict[str, str]) -> dict[int, list[float]]:
-    """One launch of the loop: per size, each round's microseconds per call."""
-    out = launch([str(loop_program()), collective, str(rounds), *map(str, sizes)], variables)
+                 variables: dict[str, str], mpicc: str | None = None) -> dict[int, list[float]]:
+    """One launch of the loop (built by `mpicc`, default this Python's): per size, each round's microseconds per
+    call."""
+    out = launch([str(loop_program(mpicc)), collective, str(rounds), *map(str, sizes)], variables)
     found = {}
     for line in out.splitlines():
         words = line.split()
@@ -85,15 +86,15 @@ def loop_samples(launch: Launch, collective: str, sizes: list[int], rounds: int,
 
 
 def verify_sizes(launch: Launch, collective: str, nprocs: int, sizes: list[int], launches: int, rounds: int,
-                 variables: dict[str, str], alpha: float) -> list[Verdict]:
-    """Alternating launches of the loop without and with `variables` (liba2a and the file); a verdict per size, from
-    each launch's median over its rounds (a launch is one sample of the machine: rounds within it are not
-    independent, and pooling them finds differences between two launches of the same program)."""
+                 variables: dict[str, str], alpha: float, mpicc: str | None = None) -> list[Verdict]:
+    """Alternating launches of the loop (built by `mpicc`) without and with `variables` (liba2a and the file); a
+    verdict per size, from each launch's median over its rounds (a launch is one sample of the machine: rounds within
+    it are not independent, and pooling them finds differences between two launches of the same program)."""
     sides: dict[bool, dict[int, list[float]]] = {False: {s: [] for s in sizes}, True: {s: [] for s in sizes}}
     for _ in range(launches):
         for with_file in (False, True):
             for size, samples in loop_samples(launch, collective, sizes, rounds,
-                                              variables if with_file else {}).items():
+                                              variables if with_file else {}, mpicc).items():
                 sides[with_file][size].append(statistics.median(samples))
     return [judged(collective, nprocs, s, sides[True][s], sides[False][s], alpha) for s in sizes]
 

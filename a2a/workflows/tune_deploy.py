@@ -13,11 +13,16 @@
 5. with `verify_with`, the user's program as the last judge: the file is kept only if it is not
    slower with it.
 
+With `mpicc` (a program built with another MPI library than this Python's), liba2a and the loop are built with it, the
+verification launches run under the launcher beside it, and the file is made for the library they report; the sweeps
+still time this Python's library.
+
 The file carries its verification (`bench deploy --show FILE`); the tune ends with the lines that use it, or with
 "not applied" and why.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -30,7 +35,7 @@ from tabulate import tabulate
 
 from a2a.analysis.decide import midpoints
 from a2a.deploy.file import Deployment, deployment, family, origin_of, served_by, span_text
-from a2a.deploy.library import preload_library
+from a2a.deploy.library import preload_library, wrapped
 from a2a.deploy.verify import (
     FASTER,
     SLOWER,
@@ -43,26 +48,43 @@ from a2a.deploy.verify import (
     verify_sizes,
 )
 from a2a.errors import HarnessError
+from a2a.kept import compiled
 from a2a.mpi import bench_words
 from a2a.record import verdict
 from a2a.record.meta import now
 from a2a.record.results import read_meta
 from a2a.units import human_bytes
-from a2a.workflows.tuning import Stopped, Tuning, job_environment
+from a2a.workflows.tuning import Stopped, Tuning, job_environment, mpicc_launcher
 
 REFINEMENTS = 6  # rounds of midpoints at most: a gap of 2^64 is bracketed within a factor of 2 in six
 VERIFICATIONS = 3  # verify, give back, verify again: at most this many times
 LOOP_ROUNDS = 10  # rounds of the verification loop per size and launch (each a sample)
+LIBRARY_SOURCE = """#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int length = 0;
+    MPI_Init(&argc, &argv);
+    MPI_Get_library_version(version, &length);
+    printf("%s\\n", version);
+    MPI_Finalize();
+    return 0;
+}
+"""  # --mpicc: what the verification launches run, said by a program built with that compiler
 
 
 class DeployTune(Tuning):
     """The deploy path tuned and verified in the tune's directory."""
 
     def _steps(self) -> int:
+        if self.config.mpicc:
+            self.say(f"--mpicc {self.config.mpicc}: liba2a, the verification loop and its launches "
+                     f"({self.verify_prefix[0]}) run {first_line(self._verifying_library())}; the sweeps time this "
+                     "Python's MPI library, not that one")
         table = self._refined(self._sweeps())
         document = json.loads(table.read_text())
-        library = read_meta(self.directory / "sweep-1").get("mpi_library") or ""
-        made = deployment(document, self.config.nprocs, 0, family(library), origin_of(document, str(table)),
+        made = deployment(document, self.config.nprocs, 0, family(self._verifying_library()),
+                          origin_of(document, str(table)),
                           extrapolate=False)
         if not made.serves():
             return self._nothing_to_apply("the file would keep the library's choice at every size: " + "; ".join(
@@ -113,7 +135,7 @@ class DeployTune(Tuning):
             return [Verdict(**v) for v in self.meta["steps"][step]["verdicts"]]
         path = self.directory / f"{step}.a2a"
         path.write_text(made.text())
-        variables = {"LD_PRELOAD": str(preload_library()), "A2A_DEPLOY": str(path.resolve())}
+        variables = {"LD_PRELOAD": str(self._preload()), "A2A_DEPLOY": str(path.resolve())}
         verdicts = []
         for p in self.config.nprocs:
             for collective in sorted({c for c, n, *_ in made.entries if n == p}):
@@ -122,7 +144,7 @@ class DeployTune(Tuning):
                          "side")
                 verdicts += [replace(v, runs=served_by(made, collective, p, v.bytes_per_peer)) for v in
                              verify_sizes(self._launch(p), collective, p, sizes, self.config.rounds, LOOP_ROUNDS,
-                                          variables, self.config.alpha)]
+                                          variables, self.config.alpha, self.config.mpicc or None)]
         self._done(step, {"file": str(path), "verdicts": [vars(v) for v in verdicts]})
         return verdicts
 
@@ -155,15 +177,50 @@ class DeployTune(Tuning):
         path.write_text(made.text())
         p = max(n for _, n, _, _, _, k in made.entries if k >= 0)  # the most ranks it still runs a schedule at
         self.say(f"{step}: {self.config.verify_with} on {p} ranks, {self.config.rounds} launches a side")
-        variables = {"LD_PRELOAD": str(preload_library()), "A2A_DEPLOY": str(path.resolve())}
+        variables = {"LD_PRELOAD": str(self._preload()), "A2A_DEPLOY": str(path.resolve())}
         verdict = verify_program(self._launch(p), self.config.verify_with, self.config.verify_pattern, p,
                                  self.config.rounds, variables, self.config.alpha)
         self._done(step, {"verdict": vars(verdict)})
         return verdict
 
+    def _preload(self) -> Path:
+        """liba2a for the library the verification launches run."""
+        return preload_library(self.config.mpicc or None)
+
+    @functools.cached_property
+    def verify_prefix(self) -> list[str]:
+        """The verification launches' launcher: the sweeps', or with --mpicc the one beside it (with Open MPI's
+        flags where its mpi.h is Open MPI's)."""
+        if not self.config.mpicc:
+            return self.config.launcher
+        launcher = mpicc_launcher(self.config.mpicc)
+        _, includes = wrapped(self.config.mpicc)
+        header = next((Path(d) / "mpi.h" for d in includes if (Path(d) / "mpi.h").exists()), None)
+        if header is None or "#define OPEN_MPI " not in header.read_text(errors="replace"):
+            return [launcher]
+        return [launcher, "--oversubscribe", *(["--allow-run-as-root"] if os.geteuid() == 0 else [])]
+
+    def _verifying_library(self) -> str:
+        """The MPI library the verification launches run (MPI_Get_library_version): the sweeps' own, or with --mpicc
+        what a program built with it says under its launcher (kept in the tune's meta.json)."""
+        if not self.config.mpicc:
+            return read_meta(self.directory / "sweep-1").get("mpi_library") or ""
+        step = "verify-library"
+        if step not in self.meta["steps"]:
+            source = self.directory / "mpi_library.c"
+            source.write_text(LIBRARY_SOURCE)
+            program = compiled([source], "mpi_library", ["-O0"], mpicc=self.config.mpicc)
+            said = self._launch(1)([str(program)], {}).strip()
+            if not said:
+                raise HarnessError(f"{program}, built with {self.config.mpicc}, said no MPI library under "
+                                   f"{self.verify_prefix[0]}")
+            self._done(step, {"library": said, "mpicc": self.config.mpicc, "launcher": self.verify_prefix})
+        return self.meta["steps"][step]["library"]
+
     def _launch(self, p: int) -> Launch:
-        """Launches of p ranks as the sweeps' were, each after checking for a stop."""
-        run = run_launch([*self.config.launcher, "-n", str(p)], job_environment(), self.config.job_timeout)
+        """Launches of p ranks as the sweeps' were (with --mpicc, by that library's launcher), each after checking
+        for a stop."""
+        run = run_launch([*self.verify_prefix, "-n", str(p)], job_environment(), self.config.job_timeout)
 
         def launch(command: list[str], variables: dict[str, str]) -> str:
             if self.stopped:
@@ -184,10 +241,11 @@ class DeployTune(Tuning):
         self.meta.update(status="complete", end=now(), file=str(path), given_back=back)
         self._write()
         self.say(verdicts_table(made, verdicts, program))
-        library, show = preload_library(), shlex.join([*bench_words(), "deploy", "--show", str(path)])
+        library, show = self._preload(), shlex.join([*bench_words(), "deploy", "--show", str(path)])
         program = self.config.verify_with or "./program"
+        mpiexec = self.verify_prefix[0] if self.config.mpicc else "mpiexec"
         self.say(f"\nthe verified file: {path}\nuse it with:\n"
-                 f"  mpiexec -n {max(self.config.nprocs)} env LD_PRELOAD={library} A2A_DEPLOY={path} {program}\n"
+                 f"  {mpiexec} -n {max(self.config.nprocs)} env LD_PRELOAD={library} A2A_DEPLOY={path} {program}\n"
                  f"  under Slurm: srun --export=ALL,LD_PRELOAD={library},A2A_DEPLOY={path} {program}\n"
                  f"what it serves and how it was verified: {show}")
         return 0
@@ -213,12 +271,20 @@ class DeployTune(Tuning):
 
     def _how(self) -> str:
         """The verification's machine, library and method, in a line."""
-        library = (read_meta(self.directory / "sweep-1").get("mpi_library") or "").splitlines()[:1]
-        return (f"on {socket.gethostname()} ({os.cpu_count()} cores), {library[0].strip() if library else '?'}, "
+        library = first_line(self._verifying_library()) or "?"
+        if self.config.mpicc:
+            swept = first_line(read_meta(self.directory / "sweep-1").get("mpi_library") or "") or "?"
+            library += f" (liba2a and the loop built with {self.config.mpicc}; the sweeps timed {swept})"
+        return (f"on {socket.gethostname()} ({os.cpu_count()} cores), {library}, "
                 f"{now()}: {self.config.rounds} alternating launches a side of an IMB-style loop "
                 f"(the median of {LOOP_ROUNDS} rounds a size, each launch), each launch with the file paired with the "
                 f"one before it, alpha {self.config.alpha}, margin {100 * verdict.MARGIN:g} %, ties "
                 f"{'kept' if self.config.keep_ties else 'given back'}")
+
+
+def first_line(library: str) -> str:
+    """An MPI_Get_library_version text's first line, its spaces and tabs one space."""
+    return next((" ".join(line.split()) for line in library.splitlines() if line.strip()), "")
 
 
 def measured_sizes(document: dict[str, Any], collective: str, nprocs: int) -> list[int]:

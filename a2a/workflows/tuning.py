@@ -61,6 +61,7 @@ class TuneConfig:
     verify_with: str = ""  # deploy: the user's program as the verifier too
     verify_pattern: str = ""  # deploy: the number the program prints, by a regular expression (else its wall time)
     keep_ties: bool = False  # deploy: keep the sizes the verification finds no faster, only not slower
+    mpicc: str = ""  # deploy: the program's MPI library's compiler wrapper (liba2a, the loop and their launcher)
 
     def run_command(self, output: Path, algorithms: str, iterations: int, sizes: str = "",
                     control: bool = True) -> list[str]:
@@ -107,7 +108,7 @@ def config_of(given: dict[str, Any]) -> TuneConfig:
                       **{k: given[k] for k in ("iterations", "verify_iterations", "launches", "rounds", "metric",
                                                "alpha", "revert_slower", "job_timeout", "collective",
                                                "tests", "compute_ratio", "deploy", "verify_with", "verify_pattern",
-                                               "keep_ties") if k in given})
+                                               "keep_ties", "mpicc") if k in given})
 
 
 def recorded_config(directory: Path) -> TuneConfig:
@@ -150,6 +151,11 @@ def check_grid(config: TuneConfig, plugins: tuple[str, ...], options: tuple[str,
                         f"without it before it, and needs {MIN_ROUNDS} such pairs; accepted: --rounds {MIN_ROUNDS} "
                         "or more")
     check_program(config)
+    if config.mpicc and not config.deploy:
+        raise BadConfig(f"--mpicc {config.mpicc} builds liba2a for the program a deploy file is verified with: add "
+                        "--deploy")
+    if config.mpicc:
+        mpicc_launcher(config.mpicc)
     if shutil.which(config.launcher[0]) is None:
         raise BadConfig(f"--launcher {shlex.join(config.launcher)}: {config.launcher[0]} is not found; accepted: a "
                         "command on PATH that launches MPI jobs with -n N (mpiexec, srun)")
@@ -173,6 +179,25 @@ def check_grid(config: TuneConfig, plugins: tuple[str, ...], options: tuple[str,
     if 0 in swept.sizes and not config.deploy:
         raise BadConfig("--sizes 0: a tuning file chooses by bytes per peer, and 0 bytes moves nothing; accepted: "
                         "sizes of 1 byte or more")
+
+
+def mpicc_launcher(mpicc: str) -> str:
+    """The launcher of the MPI library whose compiler wrapper is `mpicc`: the mpiexec (or mpirun) beside it with its
+    suffix (/usr/bin/mpicc.mpich: /usr/bin/mpiexec.mpich), looked for beside the wrapper and beside what it links to;
+    BadConfig in one line where `mpicc` is not an executable or no launcher is beside it."""
+    accepted = ("accepted: an MPI compiler wrapper with its library's launcher beside it (mpicc and mpiexec, "
+                "mpicc.mpich and mpiexec.mpich, mpicc.openmpi and mpiexec.openmpi)")
+    found = shutil.which(mpicc)
+    if found is None:
+        raise BadConfig(f"--mpicc {mpicc}: not an executable program; {accepted}")
+    given = Path(found).absolute()
+    tools = [path.parent / f"{tool}{path.name[len('mpicc'):]}" for path in dict.fromkeys([given.resolve(), given])
+             if path.name.startswith("mpicc") for tool in ("mpiexec", "mpirun")]
+    launcher = next((str(t) for t in tools if t.is_file() and os.access(t, os.X_OK)), None)
+    if launcher is None:
+        looked = f"none of {', '.join(map(str, tools))} is an executable" if tools else "its name is not mpicc[SUFFIX]"
+        raise BadConfig(f"--mpicc {mpicc}: no launcher beside it ({looked}); {accepted}")
+    return launcher
 
 
 class Tuning:
