@@ -46,7 +46,9 @@ def test_a_program_built_with_another_version_gets_one_line_and_its_own_library(
     p = 3
     path, _ = written(tmp_path, decision([(0, "pairwise")], "pairwise", [p]), [p])
     preload = preload_library()
-    for source, args in (("alltoall_check.c", ["2", "300"]), ("ialltoall_recv.c", ["3", "3"])):
+    # Debian's Open MPI 4.1.4 predates MPI-4: no MPI_Alltoall_init for ialltoall_recv.c to call
+    programs = [("alltoall_check.c", ["2", "300"])] + ([("ialltoall_recv.c", ["3", "3"])] if library == "MPICH" else [])
+    for source, args in programs:
         program = tmp_path / Path(source).stem
         subprocess.run([debian_tool(library, "mpicc"), "-O2", "-o", str(program), str(ROOT / "tests" / "programs" /
                                                                                         source)],
