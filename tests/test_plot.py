@@ -14,7 +14,7 @@ import a2a
 from a2a.algos.registry import with_defaults
 from a2a.record.results import Recorder, Row, load, write_meta
 
-FIGURES = ["time_vs_size", "busbw_vs_size", "speedup_heatmap", "decision_map", "model_overlay",
+FIGURES = ["time_vs_size", "busbw_vs_size", "speedup_heatmap", "ratio_to_native", "decision_map", "model_overlay",
            "samples_p2"]
 
 
