@@ -593,7 +593,8 @@ def ratio_to_native(data: Data, directory: Path) -> list[Figure]:
         document = decide([data.run.directory])
     except A2AError:  # nothing a decision can read (a simulated record, say)
         return []
-    tables = [t for t in document["tables"] if any(c.get("vs_native") for r in t["ranges"] for c in r["cells"])]
+    tables = [t for t in document["tables"]
+              if any(e.get("vs_native") for r in t["ranges"] for c in r["cells"] for e in c["candidates"])]
     if data.simulated or not tables:
         return []
     fig, axes = panels(len(tables))
