@@ -236,7 +236,6 @@ class Contestant:
     units: int = 0  # the overlap protocol's compute phase
     notes: list[str] = field(default_factory=list)  # what making its buffers and plans noted
     wrong: list[int] = field(default_factory=list)  # ranks whose result was wrong
-    stalls: list[int] | None = None  # TCP timeouts and loss probes summed over its visits (None: a host cannot tell)
 
 
 def measure_cell(comm: Any, judge: Any, points: list[Point], config: SweepConfig, context: Context,
@@ -256,13 +255,15 @@ def measure_cell(comm: Any, judge: Any, points: list[Point], config: SweepConfig
                                        imbalance=1.0 if p.bytes_per_peer else nan)) for p in points]
     try:
         _prepare_all(comm, judge, group, contestants, config, context, observer)
+        before = _sum_over_hosts(comm, context)
         for round_ in range(config.rounds):
             for c in round_order([c for c in contestants if c.ended is None], points[0].cell, config.seed, round_):
                 if comm.rank == 0:
                     observer.visit(c.point)
                 if _attempt(judge, c, partial(_visit, comm, group, c, config, context, round_, stop_requested)):
                     return None  # a stop request
-        return [c.ended + (None,) if c.ended else _finished(c, config) for c in contestants]
+        stalls = _stalls_between(before, _sum_over_hosts(comm, context))
+        return [c.ended + (None,) if c.ended else _finished(c, config, stalls) for c in contestants]
     finally:
         for c in contestants:  # after every agreement: freeing may be collective (RMA windows)
             for plan in (c.kept or ((), ()))[1]:
@@ -356,16 +357,12 @@ def _visit(comm: Any, group: Any, c: Contestant, config: SweepConfig, context: C
     try:
         if c.point.cache == "cold":
             evict()
-        before = _sum_over_hosts(comm, context)
         timing = protocol(c.point.timing)
         sampled = timing.time(Visit(comm, cycling([plan.run for plan in plans]), plans[0], config.warmup, calls,
                                     config.max_time_per_point / config.rounds, stop_requested, context.clock,
                                     context.work, c.units, int(c.point.tests or 0), c.starts))
         if sampled.stopped:
             return True
-        after = _sum_over_hosts(comm, context)
-        c.stalls = None if before is None or after is None or (c.rounds and c.stalls is None) else \
-            [a - b + t for a, b, t in zip(after, before, c.stalls or (0, 0))]
         by_quantity = sampled.samples if isinstance(sampled.samples, dict) else {"": sampled.samples}
         for quantity, series in by_quantity.items():
             c.samples.setdefault(quantity, []).extend(float(v) for v in series)
@@ -379,8 +376,10 @@ def _visit(comm: Any, group: Any, c: Contestant, config: SweepConfig, context: C
     return False
 
 
-def _finished(c: Contestant, config: SweepConfig) -> Timed:
-    """The contestant's row from all its rounds' samples, with the samples and their rounds."""
+def _finished(c: Contestant, config: SweepConfig, stalls: list[int] | None) -> Timed:
+    """The contestant's row from all its rounds' samples, with the samples and their rounds; `stalls`: the TCP
+    timeouts and loss probes counted while its cell ran (its visits interleave with the others', so a count
+    cannot be told apart by algorithm)."""
     row, timing = c.row, protocol(c.point.timing)
     calls = np.asarray(c.samples.get("", []), dtype=float)
     stats = Stats.of(calls, config.stall_threshold)
@@ -400,8 +399,8 @@ def _finished(c: Contestant, config: SweepConfig) -> Timed:
         _noted(row, note)
     if c.wrong:
         _noted(row, f"WRONG RESULT on ranks {_ranges(c.wrong)}")
-    if c.stalls is not None:
-        row.tcp_timeouts, row.tcp_loss_probes = c.stalls
+    if stalls is not None:
+        row.tcp_timeouts, row.tcp_loss_probes = stalls
     samples = {q: np.asarray(v) for q, v in c.samples.items()} if c.point.timing == OVERLAP else calls
     return row, samples, "", c.rounds
 
@@ -508,6 +507,11 @@ def _fill(row: Row, stats: Stats, config: SweepConfig, per_rank_means: bool) -> 
     row.stalls, row.outliers = stats.stalls, stats.outliers
     if row.timing == "sync" and stats.n < config.iterations:  # global timing's note says it with its reasons
         _noted(row, f"stopped after {stats.n} iterations (--max-time-per-point {config.max_time_per_point:g} s)")
+
+
+def _stalls_between(before: list[int] | None, after: list[int] | None) -> list[int] | None:
+    """TCP timeouts and loss probes counted between two readings (None where a host could not tell)."""
+    return None if before is None or after is None else [a - b for a, b in zip(after, before)]
 
 
 def _sum_over_hosts(comm: Any, context: Context) -> list[int] | None:
