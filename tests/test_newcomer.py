@@ -2,6 +2,7 @@
 and docs in step with the code."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -19,6 +20,7 @@ from support import ROOT, bench_here, is_mpich, python
 
 from a2a.algos.facts import library_own, shown
 from a2a.analysis import decide
+from a2a.analysis.export.common import library_only
 from a2a.analysis.export.formats import export_report
 from a2a.errors import BadResults
 from a2a.record import report
@@ -95,7 +97,10 @@ def test_the_hints_after_a_sweep_run_as_printed(small_sweep, tmp_path, capsys, m
     for line in (decide, export):
         code, out, err = bench_here(capsys, *shlex.split(line)[3:])
         assert code == 0, err
-    assert "nothing to apply" in err and (record / "decision.json").is_file()  # native won: the library's choice
+    # where native stays everywhere (a loaded machine) the export says there is nothing to apply; where a verdict found
+    # an algorithm faster (a quiet machine), it does not
+    native_everywhere = library_only(json.loads((record / "decision.json").read_text()))
+    assert ("nothing to apply" in err) == native_everywhere, err
     assert f"--format mpich -o {record / 'tuned.json'}" in export or "--format ompi" in export
     monkeypatch.setenv("SLURM_STEP_ID", "0")
     assert shlex.split(hints(record)[0])[-2:] == ["--launcher", "srun"]  # launched as the sweep was
