@@ -7,7 +7,7 @@ from pathlib import Path
 
 from a2a.analysis.decide import Candidate, gather
 from a2a.record import verdict
-from a2a.record.decision import parse_options
+from a2a.record.decision import controls_native, parse_options
 from a2a.record.results import CONTROL, NATIVE, label
 
 
@@ -62,7 +62,7 @@ def aa_check(directories: list[Path], metric: str = "mean", margin: float = verd
 
 def _floor(groups: dict[tuple[str, str], list[Candidate]], metric: str) -> float | None:
     """The cell's noise floor: its control of native against native (None without both)."""
-    natives = next((group for runs, group in groups.items() if runs[0] == NATIVE and len(group) > 1), [])
-    mine = [p for p in natives if p.algorithm == NATIVE]
-    theirs = [p for p in natives if p.algorithm == CONTROL]
-    return verdict.noise_floor(theirs[0].per_round(metric), mine[0].per_round(metric)) if mine and theirs else None
+    points = [p for group in groups.values() for p in group]
+    native = next((p for p in points if p.algorithm == NATIVE), None)
+    control = native and next((p for p in points if controls_native(p.algorithm, p.options, native.options)), None)
+    return verdict.noise_floor(control.per_round(metric), native.per_round(metric)) if control else None

@@ -27,7 +27,7 @@ from a2a.record.decision import (
     SCHEMA,
     context_dict,
     context_of,
-    parse_options,
+    controls_native,
     ranges,
     rounded,
     varying,
@@ -37,7 +37,6 @@ from a2a.record.decision import (
 from a2a.record.results import (
     CONTROL,
     KEY_COLUMNS,
-    NATIVE,
     OVERLAP,
     Row,
     Run,
@@ -305,9 +304,7 @@ def _control_of(points: list[Candidate], native: Candidate | None) -> Candidate 
     """The cell's control of native in native's own form: its ratio to native is the cell's noise floor."""
     if native is None:
         return None
-    form = parse_options(native.options).get("form", "blocking")
-    return next((p for p in points if p.algorithm == CONTROL and parse_options(p.options).get("of", NATIVE) == NATIVE
-                 and parse_options(p.options).get("form", "blocking") == form), None)
+    return next((p for p in points if controls_native(p.algorithm, p.options, native.options)), None)
 
 
 def ranked_and_tied(points: list[Candidate], metric: str, alpha: float) -> tuple[list[Candidate], list[Candidate]]:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from a2a.errors import BadInput
-from a2a.record.results import KEY_COLUMNS, KEY_DEFAULTS, write_atomic
+from a2a.record.results import CONTROL, KEY_COLUMNS, KEY_DEFAULTS, NATIVE, write_atomic
 
 SCHEMA = "a2a-decision/2"
 READABLE = ("a2a-decision/1", SCHEMA)  # /1: before a2a.record.verdict (no statistic, margin, vs_native, noise_floor)
@@ -26,6 +26,14 @@ CONTEXT_COLUMNS = tuple(c for c in KEY_COLUMNS if c not in ("algorithm", "option
 def parse_options(text: str) -> dict[str, str]:
     """'radix=2;window=8' -> {'radix': '2', 'window': '8'}."""
     return dict(pair.split("=", 1) for pair in text.split(";") if pair)
+
+
+def controls_native(algorithm: str, options: str, native_options: str) -> bool:
+    """Whether a point is the control of the library's own call in `native_options`' form (its ratio to that call
+    is a cell's noise floor)."""
+    mine, native = parse_options(options), parse_options(native_options)
+    return algorithm == CONTROL and mine.get("of", NATIVE) == NATIVE and \
+        mine.get("form", "blocking") == native.get("form", "blocking")
 
 
 def rounded(value: float) -> float:

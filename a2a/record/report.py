@@ -13,11 +13,10 @@ import numpy as np
 from tabulate import tabulate
 
 from a2a.record import verdict
-from a2a.record.decision import parse_options
+from a2a.record.decision import controls_native
 from a2a.record.results import (
     CALL,
     COLUMNS,
-    CONTROL,
     FAILED,
     NATIVE,
     Defaults,
@@ -165,8 +164,7 @@ def noise_floor(rows: list[Row], rounds: dict[tuple, list[verdict.Sample]], metr
     for size in sorted({r.bytes_per_peer for r in rows}):
         here = [r for r in rows if r.bytes_per_peer == size and r.measured]
         native = next((r for r in here if r.algorithm == NATIVE), None)
-        control = next((r for r in here if r.algorithm == CONTROL
-                        and parse_options(r.options).get("of", NATIVE) == NATIVE), None)
+        control = native and next((r for r in here if controls_native(r.algorithm, r.options, native.options)), None)
         if native is None or control is None:
             continue
         floor = verdict.noise_floor(verdict.per_round(rounds.get(point_key(control), []), metric),
