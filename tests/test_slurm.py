@@ -60,10 +60,12 @@ def job_output(directory: Path, job: str) -> str:
 
 def assert_complete(directory: Path, sizes: list[int], algorithms: list[str], job: str,
                     nprocs: int = 4) -> None:
-    """Every point measured once and valid, its samples on disk, meta.json naming the job."""
+    """Every point measured once and valid (native's control beside native), its samples on disk,
+    meta.json naming the job."""
     run = load(directory)
     keys = [(row.algorithm, row.bytes_per_peer) for row in run.rows]
-    assert sorted(keys) == sorted((a, s) for a in algorithms for s in sizes)
+    measured = algorithms + ["control"] * ("native" in algorithms)
+    assert sorted(keys) == sorted((a, s) for a in measured for s in sizes)
     assert all(row.valid and row.nprocs == nprocs for row in run.rows), [row.note for row in run.rows]
     assert all(len(run.samples[row.key]) == row.iterations > 0 for row in run.rows)
     assert run.meta["slurm_job_id"] == job
@@ -104,7 +106,7 @@ def test_time_limit_warning_stops_cleanly_and_resume_finishes(slurm, tmp_path):
     assert "Slurm's warning before the time limit" in output and "stopped cleanly" in output
     run = load(directory)
     assert run.meta["status"].startswith("terminated") and run.meta["slurm_job_id"] == job
-    assert 1 <= len(run.rows) < len(sizes) * len(algorithms)
+    assert 1 <= len(run.rows) < len(sizes) * (len(algorithms) + 1)  # + native's control
     assert all(row.valid for row in run.rows)
     assert set(read_samples(directory)) == {row.key for row in run.rows}  # flushed, nothing half-written
 
