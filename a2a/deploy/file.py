@@ -21,6 +21,7 @@ count and layout, the one most of the measured sizes chose. CHECKSUM is FNV-1a o
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,8 @@ from a2a.algos.registry import get
 from a2a.analysis.decide import decide
 from a2a.errors import A2AError, BadInput
 from a2a.mpilib import profile_of
-from a2a.record.decision import parse_options, read_decision
-from a2a.record.results import KEY_DEFAULTS, NATIVE, OVERLAP, write_atomic
+from a2a.record.decision import Decision, Table, as_decision, parse_options, read_decision
+from a2a.record.results import NATIVE, OVERLAP, write_atomic
 from a2a.schedules.program import checksum, dumps
 from a2a.schedules.tracer import NotExact, traced
 from a2a.units import counted
@@ -164,44 +165,50 @@ def schedule_of(algorithm: str, options: str, nprocs: int, nodes: list[list[int]
     return shown(algorithm, options).replace(" ", ""), text, dumps(alone) != text
 
 
-def deployment(document: dict[str, Any], nprocs: list[int], ranks_per_node: int, library: str,
+def deployment(document: Decision | Mapping[str, Any], nprocs: list[int], ranks_per_node: int, library: str,
                origin: list[str], extrapolate: bool = True) -> Deployment:
     """The deploy file for `document`'s blocking all-to-all choices on jobs of these process counts; a count the
     decision did not measure takes the table of the nearest count below, marked unverified, or (not `extrapolate`)
     is refused."""
-    tables = [t for t in document["tables"] if t.get("timing", KEY_DEFAULTS.get("timing")) != OVERLAP]
+    return _served(as_decision(document).tables, nprocs, ranks_per_node, library, origin, extrapolate)
+
+
+def _served(every: Sequence[Table], nprocs: list[int], ranks_per_node: int, library: str, origin: list[str],
+            extrapolate: bool) -> Deployment:
+    """deployment() of tables gathered from one or more decisions."""
+    tables = [t for t in every if t.column("timing") != OVERLAP]
     if not tables:
         raise BadInput("the decision ranks non-blocking exchanges (an overlap record); liba2a serves MPI_Alltoall "
                        "and MPI_Alltoallv: decide a record of blocking timing")
     made = Deployment(library, origin)
-    for collective in sorted({t.get("collective", "alltoall") for t in tables}):
+    for collective in sorted({t.column("collective") for t in tables}):
         for p in nprocs:
-            fitting = [t for t in tables if t.get("collective", "alltoall") == collective and t["nprocs"] <= p]
+            fitting = [t for t in tables if t.column("collective") == collective and t.nprocs <= p]
             if not fitting:
                 made.kept.append(f"{collective} on {p} ranks: the decision has no table at or below {p} ranks")
                 continue
-            table = max(fitting, key=lambda t: t["nprocs"])
-            if table["nprocs"] != p:
+            table = max(fitting, key=lambda t: t.nprocs)
+            if table.nprocs != p:
                 if not extrapolate:
-                    measured = ", ".join(map(str, sorted({t["nprocs"] for t in tables})))
+                    measured = ", ".join(map(str, sorted({t.nprocs for t in tables})))
                     raise BadInput(f"--nprocs {p}: the decision measured {collective} on {measured} ranks, not {p}; "
                                    "measure it there, or give --extrapolate to serve it with the table of the nearest "
                                    "count below (marked unverified in the file and in liba2a's report)")
-                if (p, table["nprocs"]) not in made.unverified:
-                    made.unverified.append((p, table["nprocs"]))
+                if (p, table.nprocs) not in made.unverified:
+                    made.unverified.append((p, table.nprocs))
             nodes = virtual_nodes(p, ranks_per_node or p, "block")
             for low, high, algorithm, options in _ranges(table, collective):
                 _add(made, collective, p, nodes, low, high, algorithm, options)
     return made
 
 
-def _ranges(table: dict[str, Any], collective: str) -> list[tuple[int, int, str, str]]:
-    """(low, high, algorithm, options) per range; alltoallv: one range, the choice of most measured sizes."""
-    rows = table["ranges"]
+def _ranges(table: Table, collective: str) -> list[tuple[int, int, str, str]]:
+    """(low, high, algorithm, options) per range; alltoallv: one range, the choice of most measured sizes (of the
+    ranges', where they keep no cells)."""
+    rows = table.ranges
     if collective == "alltoall":
-        return [(r["bytes_min"], -1 if r["bytes_max"] is None else r["bytes_max"], r["algorithm"], r["options"])
-                for r in rows]
-    votes = Counter((c["algorithm"], c["options"]) for r in rows for c in r.get("cells") or [r])
+        return [(r.bytes_min, -1 if r.bytes_max is None else r.bytes_max, r.algorithm, r.options) for r in rows]
+    votes = Counter((c.algorithm, c.options) for r in rows for c in r.cells or [r])
     (algorithm, options), _ = votes.most_common(1)[0]
     return [(0, -1, algorithm, options)]
 
@@ -225,10 +232,10 @@ def span_text(low: int, high: int) -> str:
     return "every size" if (low, high) == (0, -1) else f"{low}..{'' if high < 0 else high} B per peer"
 
 
-def origin_of(document: dict[str, Any], path: str) -> list[str]:
+def origin_of(document: Decision, path: str) -> list[str]:
     """The 'from' lines: the decision and each record it read (commit, library)."""
-    lines = [f"decision {path} (metric {document.get('metric')}, created {document.get('created')})"]
-    for source in document.get("sources", []):
+    lines = [f"decision {path} (metric {document.metric}, created {document.created})"]
+    for source in document.sources:
         library = (source.get("mpi_library") or "").splitlines()[:1]
         lines.append(f"record {source.get('directory')} (commit {source.get('git_commit')}, "
                      f"{library[0].strip() if library else 'library unknown'})")
@@ -266,17 +273,16 @@ def deploy(decisions: list[Path], nprocs: list[int], ranks_per_node: int, output
     tables, origin = [], []
     for path in map(Path, decisions):
         document = decide([path]) if path.is_dir() else read_decision(path)
-        tables += document["tables"]
+        tables += document.tables
         origin += origin_of(document, str(path))
     _check_once(tables)
-    counts = nprocs or sorted({t["nprocs"] for t in tables})
-    return written(deployment({"tables": tables}, counts, ranks_per_node, this_library(), origin, extrapolate), output)
+    counts = nprocs or sorted({t.nprocs for t in tables})
+    return written(_served(tables, counts, ranks_per_node, this_library(), origin, extrapolate), output)
 
 
-def _check_once(tables: list[dict[str, Any]]) -> None:
+def _check_once(tables: list[Table]) -> None:
     """BadInput if two tables decide the same blocking collective at the same process count."""
-    keys = Counter((t.get("collective", "alltoall"), t["nprocs"]) for t in tables
-                   if t.get("timing", KEY_DEFAULTS.get("timing")) != OVERLAP)
+    keys = Counter((t.column("collective"), t.nprocs) for t in tables if t.column("timing") != OVERLAP)
     twice = [f"{c} on {p} ranks" for (c, p), n in sorted(keys.items()) if n > 1]
     if twice:
         raise BadInput(f"more than one table decides {', '.join(twice)} (another workload, mesh or source): give "
