@@ -46,6 +46,7 @@ from a2a.sweep.session import (
     Session,
     StopRequest,
     SweepState,
+    longer_timeout,
     resume_command,
     resume_state,
 )
@@ -104,9 +105,12 @@ def measure_sweep(comm: Any, directory: Path, state: SweepState, output: Output,
     """
     with abort_on_error(comm):
         facts = {**describe_run(comm), "progress": state.progress_mode or None}
+        if longer_timeout(state.meta, timeout):
+            state.ended = {}  # it ran past a shorter --timeout: measured again
+        state.config = replace(state.config, timeout=timeout)  # the record's, for the next resume
         if comm.rank == 0:
             backend = Backend("mpi", facts, table_details(state.config, facts["executor"]), timeout=timeout,
-                              abort=partial(abort_job, comm, prefix_rank=False))
+                              abort=partial(_end_job, comm))
             observer: Observer = Session(directory, state, backend, output)
         else:
             observer = Observer()
@@ -115,6 +119,14 @@ def measure_sweep(comm: Any, directory: Path, state: SweepState, output: Output,
             code = observer.finish("complete", state.later) if finished else observer.finish(f"terminated by "
                                                                                               f"{stop.name}")
         return comm.bcast(code if comm.rank == 0 else None, root=0)
+
+
+def _end_job(comm: Any, message: str, code: int) -> None:
+    """abort_job from the watchdog's thread, at one rank too (there its sys.exit would end only that thread)."""
+    try:
+        abort_job(comm, message, code, prefix_rank=False)
+    finally:
+        os._exit(code)
 
 
 def table_details(config: SweepConfig, executor: dict[str, Any]) -> str:

@@ -35,7 +35,7 @@ from a2a.record.results import (
     read_samples,
     write_meta,
 )
-from a2a.sweep.config import SweepConfig
+from a2a.sweep.config import DEFAULTS, SweepConfig
 from a2a.sweep.grid import Point, points
 from a2a.sweep.workload import parse_workload
 from a2a.units import counted, human_bytes
@@ -209,6 +209,8 @@ class Session(Observer):
         self.total, self.rows, self.began = len(state.todo), [], time.monotonic()
         self.last_status, self.watchdog, self.crowded = 0.0, None, {}
         self.visiting: tuple[Point, float] | None = None  # the visit in progress and when it began (the watchdog's)
+        self.cell: list[Point] = []  # the cell in progress
+        self.closed = threading.Lock()  # held by the watchdog from its verdict on: nothing more reaches the record
         self.write()
         what = "sweep" if backend.name == "mpi" else "simulation"
         self.say(f"a2a {what}: {counted(self.total, 'point')} -> {directory}")
@@ -241,6 +243,7 @@ class Session(Observer):
         self.visit(point)
 
     def start_cell(self, points: list[Point]) -> None:
+        self.cell = points
         self.meta["point_in_progress"] = {"key": list(points[0].key), "point": str(points[0]),
                                           "cell": [list(p.key) for p in points]}
         self.write()
@@ -261,6 +264,10 @@ class Session(Observer):
                 return
 
     def end_point(self, row: Row, samples: Any, detail: str = "", rounds: list[int] | None = None) -> None:
+        with self.closed:
+            self._record(row, samples, detail, rounds)
+
+    def _record(self, row: Row, samples: Any, detail: str, rounds: list[int] | None) -> None:
         self.visiting = None
         if detail:
             self._log_error(row, detail)
@@ -295,6 +302,10 @@ class Session(Observer):
     def finish(self, status: str, later: list[str] | None = None) -> int:
         """Close the record, stamp meta.json, print what the format asks; the exit code. `later`: the overlap
         protocol's progress modes whose points need a launch of their own."""
+        with self.closed:
+            return self._finish(status, later)
+
+    def _finish(self, status: str, later: list[str] | None) -> int:
         if status == "complete" and later:
             status = f"complete for progress {self.progress_mode}"
             _say(f"the points with progress {', '.join(later)} need a launch each (the library's progress thread is "
@@ -355,13 +366,33 @@ class Session(Observer):
         self.launch.update(status=status, end=end)
 
     def _timed_out(self, point: Point) -> None:
-        self.meta["point_in_progress"] = {"key": list(point.key), "point": str(point)}
-        message = (f"error: {point} did not finish within --timeout {self.backend.timeout:g} s; "
-                   f"the {counted(len(self.rows), 'point')} measured are in {self.directory}; resume with "
-                   f"{self.resume_command}")
+        """Close the record as it stands (the cell in progress is left out: its rounds did not end), then end the
+        job with one line: which visit, what the record keeps, and a resume line that does not time out alike."""
+        self.closed.acquire()  # never released: the job ends under it, and the main thread records nothing more
+        timeout = float(self.backend.timeout or 0)
+        self.meta["point_in_progress"] = {"key": list(point.key), "point": str(point), "timeout": timeout}
         self._stamp(f"timeout at {point}")
         self.write()
-        self.backend.abort(message, EXIT_TIMEOUT)
+        others = len(self.cell) - 1
+        cell = f" (its cell's {counted(others, 'other point')} left unrecorded too)" if others > 0 else ""
+        self.backend.abort(f"error: a visit of {point} did not finish within --timeout {timeout:g} s{cell}; "
+                           f"{self.directory} keeps the {counted(len(self.rows), 'point')} finished before it; "
+                           f"{retry_hint(self.resume_command, timeout)}", EXIT_TIMEOUT)
+
+
+def retry_hint(command: str, timeout: float) -> str:
+    """How to resume after a visit ran past `timeout`: a timeout below the default was too short for this machine, so
+    the line raises it (and measures that point again); a longer one caught a hang, which the resume skips."""
+    if timeout < DEFAULTS["timeout"]:
+        return (f"one visit takes longer than that here; resume with a longer one, which measures it again: "
+                f"{command} --timeout {DEFAULTS['timeout']:g}")
+    return f"resume with {command} (it records that point as skipped; a longer --timeout measures it again)"
+
+
+def longer_timeout(meta: dict[str, Any], timeout: float) -> bool:
+    """Whether `timeout` is longer than the --timeout a visit of the record's last launch ran past (so that point is
+    measured again, not skipped)."""
+    return timeout > float((meta.get("point_in_progress") or {}).get("timeout") or "inf")
 
 
 def nothing_succeeded(rows: list[Row], backend: str) -> str:
