@@ -43,7 +43,8 @@ from a2a.units import parse_size
 ALLTOALLV = "alltoallv"
 REPLAY_TIMEOUT = 3600.0  # seconds of wall time one replay may take, unless told
 # `bench simulate` options that go with --resume (the rest come from the record)
-RESUMABLE = ("resume", "quiet", "fmt", "keep_traces", "replay_timeout", "jobs", "memory", "schedule_cache")
+RESUMABLE = ("resume", "force_resume", "quiet", "fmt", "keep_traces", "replay_timeout", "jobs", "memory",
+             "schedule_cache")
 
 
 def simulate(values: dict[str, Any], output: Output) -> int:
@@ -55,7 +56,7 @@ def simulate(values: dict[str, Any], output: Output) -> int:
     if values.get("resume"):
         directory = Path(values["resume"])
         refuse_with_resume(directory, values, set(values) - set(RESUMABLE))
-        state, machine = resume_simulation(directory)
+        state, machine = resume_simulation(directory, bool(values.get("force_resume")))
     else:
         directory, state = fresh_sweep(values, "simgrid", choose=simulated_variants, suffix="-sim")
         machine = Machine.from_options(values, state.config)
@@ -71,9 +72,15 @@ def simulate(values: dict[str, Any], output: Output) -> int:
                           values.get("jobs") or len(os.sched_getaffinity(0)), schedules, memory)
 
 
-def resume_simulation(directory: Path) -> tuple[SweepState, Machine]:
-    """The simulation recorded in DIR and the machine it runs on."""
+def resume_simulation(directory: Path, force: bool = False) -> tuple[SweepState, Machine]:
+    """The simulation recorded in DIR and the machine it runs on, refused under another SimGrid unless forced."""
     state = resume_state(directory, "simgrid")
+    recorded, running = state.meta.get("simgrid"), simgrid.version()
+    if recorded and recorded != running and not force:
+        raise BadConfig(f"{directory} was simulated on SimGrid {recorded} ({state.meta.get('smpirun')}), but this "
+                        f"smpirun ({simgrid.smpirun()}) is SimGrid {running}; resume under the same SimGrid "
+                        f"({simgrid.SMPIRUN_VARIABLE}={state.meta.get('smpirun')}), or give --force-resume to add "
+                        f"SimGrid {running}'s points to the record (meta.json lists each launch's SimGrid)")
     return state, Machine.of(state.meta)
 
 
