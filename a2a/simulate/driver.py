@@ -27,7 +27,7 @@ from a2a.record.stats import bandwidths
 from a2a.schedules.events import Schedule
 from a2a.schedules.program import ScheduleData
 from a2a.schedules.world import available_bytes
-from a2a.simulate import platforms, replay, simgrid, traces, varied
+from a2a.simulate import effort, platforms, replay, simgrid, traces, varied
 from a2a.simulate.calibrate import calibrated
 from a2a.simulate.capture import capture_unit
 from a2a.simulate.machine import Machine, simulated_variants
@@ -96,7 +96,8 @@ def simulate_sweep(directory: Path, state: SweepState, machine: Machine, output:
     charged += machine.memory.said()
     facts = machine.facts()
     backend = Backend("simgrid", facts, f"{machine.link.text}{charged}; times in microseconds",
-                      where=lambda rows: f", simulated on {rows[0].platform}")
+                      where=lambda rows: f", simulated on {rows[0].platform}",
+                      weight=lambda point: effort.expected(point, len(machine.node_ranks(point.nprocs))))
     session = Session(directory, state, backend, output)
     if simgrid.slow_version(session.meta["simgrid"]):
         session.say(f"note: SimGrid {session.meta['simgrid']} replays many small messages in flight slowly "
@@ -167,9 +168,11 @@ class Replays:
         # each point's row, its replay (None: none runs), and the full text behind a failure's one-line note
         self.running: deque[tuple[Row, replay.ReplayJob | Replayed | None, str]] = deque()
         self.nprocs: int | None = None
+        self.todo: list[Point] = []
 
     def run(self, todo: list[Point]) -> None:
         """Replay each point; a variant's sizes come together (one capture serves them), process counts in order."""
+        self.todo = todo
         for point in todo:
             row, job, detail = self._ready(point)
             if point.nprocs != self.nprocs:
@@ -237,6 +240,7 @@ class Replays:
             self.schedules.clear()  # the points of a variant come together: the last one's capture is done with
             self.traces.clear()  # (replays still running hold theirs)
             self.schedules[key] = self._capture(point, ppn)
+            self._reweigh(key, self.schedules[key])
         schedule = self.schedules[key]
         if isinstance(schedule, A2AError):
             return row, None, noted(row, "refused: ", schedule)
@@ -260,6 +264,12 @@ class Replays:
                                          memory=self.machine.memory), ""
         except CaptureError as failed:
             return row, None, noted(row, "not simulated: ", failed)
+
+    def _reweigh(self, key: tuple, schedule: Any) -> None:
+        """The points of a variant just captured weighed by its schedule's messages, for the ETA."""
+        if isinstance(schedule, Schedule):
+            self.session.reweigh({p.key: effort.captured(p, schedule) for p in self.todo
+                                  if (p.nprocs, p.variant.label, p.layout) == key})
 
     def _filled(self, point: Point, row: Row, data: ScheduleData | None) -> Schedule:
         """An alltoallv point's schedule: the program (None: SMPI's own MPI_Alltoallv) at the point's matrix."""

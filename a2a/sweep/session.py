@@ -162,7 +162,8 @@ class Backend:
     `name`: `mpi` or `simgrid` (a2a.record.meta.BACKENDS); `facts`: its part of meta.json;
     `where`: what a table's title says after "N ranks" (", simulated on torus:4x4x4");
     `details`: what the title's parentheses say (timing, units); `abort(message, code)` ends
-    the job when a point overruns `timeout` seconds (None: no watchdog).
+    the job when a point overruns `timeout` seconds (None: no watchdog); `weight(point)`: what
+    the point is expected to cost beside the others, which the status line's ETA weighs by.
     """
 
     name: str
@@ -171,6 +172,7 @@ class Backend:
     where: Callable[[list[Row]], str] = lambda rows: ""
     timeout: float | None = None
     abort: Callable[[str, int], None] | None = None
+    weight: Callable[[Point], float] = lambda point: 1.0
 
 
 class Observer:
@@ -207,6 +209,8 @@ class Session(Observer):
                                              drop_orphan_samples(self.directory))
         self.recorder = Recorder(self.directory, self.launch["start"])
         self.total, self.rows, self.began = len(state.todo), [], time.monotonic()
+        self.weights = {p.key: backend.weight(p) for p in state.todo}  # the ETA's: each point's expected cost
+        self.weighed = 0.0  # the weight of the points recorded
         self.last_status, self.watchdog, self.crowded = 0.0, None, {}
         self.visiting: tuple[Point, float] | None = None  # the visit in progress and when it began (the watchdog's)
         self.cell: list[Point] = []  # the cell in progress
@@ -274,11 +278,16 @@ class Session(Observer):
         self.recorder.add(row, samples, rounds)
         self.meta.pop("point_in_progress", None)
         self.rows.append(row)
+        self.weighed += self.weights.get(row.key, 0.0)
         self.launch["points"] = len(self.rows)
         if not row.valid and "WRONG RESULT" in row.note:
             _say(f"WARNING: {row.algorithm} gave a WRONG RESULT at {row.bytes_per_peer} B per peer "
                  f"on {row.nprocs} ranks ({row.note}); the point is marked invalid")
         self._status_line(row)
+
+    def reweigh(self, weights: dict[tuple, float]) -> None:
+        """Points' expected costs better known (a simulated variant's, once captured)."""
+        self.weights.update(weights)
 
     def end_nprocs(self, nprocs: int, rows: list[Row]) -> None:
         tables = self.output.fmt in ("table", "tpu") and not self.output.quiet and rows
@@ -347,7 +356,8 @@ class Session(Observer):
             return
         self.last_status = now_
         point = f"{row.nprocs} ranks {human_bytes(row.bytes_per_peer)} {shown(row.algorithm, row.options)}"
-        text = status_line(len(self.rows), self.total, now_ - self.began, point)
+        share = self.weighed / (sum(self.weights.values()) or 1.0)
+        text = status_line(len(self.rows), self.total, now_ - self.began, point, share)
         _say(("\r" + text.ljust(100)) if tty else text, nl=not tty or len(self.rows) == self.total)
 
     def _log_error(self, row: Row, detail: str) -> None:
@@ -413,9 +423,11 @@ def _say(text: str, err: bool = True, nl: bool = True) -> None:
     stream.flush()
 
 
-def status_line(done: int, total: int, elapsed: float, what: str, width: int = 30) -> str:
-    """'[####......] 12/40 ETA 1m05s  WHAT': the status line of a sweep or a simulation (how far it is)."""
-    eta = elapsed / done * (total - done) if done else 0.0
+def status_line(done: int, total: int, elapsed: float, what: str, share: float | None = None, width: int = 30) -> str:
+    """'[####......] 12/40 ETA 1m05s  WHAT': the status line of a sweep or a simulation (how far it is); the ETA
+    from the time so far and `share`, the part of the expected cost done (default: the part of the points)."""
+    share = done / max(total, 1) if share is None else min(share, 1.0)
+    eta = elapsed * (1 - share) / share if share > 0 else 0.0
     filled = int(width * done / max(total, 1))
     return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} ETA {_duration(eta)}  {what}"
 
