@@ -173,10 +173,10 @@ def blocks(buf: np.ndarray, nblocks: int) -> np.ndarray:
     return buf.reshape(-1).view(np.uint8).reshape(nblocks, buf.nbytes // nblocks)
 
 
-def packed(counts: Sequence[int]) -> np.ndarray:
+def packed(counts: Sequence[int] | np.ndarray) -> np.ndarray:
     """Displacements of blocks laid end to end: the exclusive prefix sum of the counts."""
-    counts = np.asarray(counts, dtype=np.int64)
-    return np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64) if len(counts) else counts
+    array = np.asarray(counts, dtype=np.int64)
+    return np.concatenate(([0], np.cumsum(array)[:-1])).astype(np.int64) if len(array) else array
 
 
 def alltoallv_call(comm: Any, sendbuf: Any, sendcounts: Any, recvbuf: Any, recvcounts: Any, sdispls: Any = None,
@@ -235,10 +235,10 @@ def _integers(name: str, values: Any, p: int) -> np.ndarray:
     return array.astype(np.int64)
 
 
-def overlap(counts: Sequence[int], displs: Sequence[int]) -> tuple[int, int] | None:
+def overlap(counts: Sequence[int] | np.ndarray, displs: Sequence[int] | np.ndarray) -> tuple[int, int] | None:
     """Two peers whose non-empty blocks share an element, or None."""
     spans = sorted((int(d), int(d) + int(n), j) for j, (n, d) in enumerate(zip(counts, displs)) if n)
     for (_, end, j), (start, _, k) in zip(spans, spans[1:]):
         if start < end:
-            return tuple(sorted((j, k)))
+            return min(j, k), max(j, k)
     return None

@@ -67,10 +67,12 @@ class MatrixCost:
 def option(options: dict, name: str) -> int:
     """An integer option, e.g. radix=4."""
     value = options.get(name)
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise BadResults(f"option {name}={value!r} is not an integer") from None
+    if value is not None:
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            pass
+    raise BadResults(f"option {name}={value!r} is not an integer")
 
 
 def node_placement(placement: Placement, options: dict) -> Placement:

@@ -23,7 +23,7 @@ def _kind(name: str, collective: str = "alltoall") -> Kind | None:
 def formula(name: str) -> Formula:
     """The alltoall cost formula of `name`: its own, else the generic one (native, plug-ins without one)."""
     kind = _kind(name)
-    return kind.cost if kind and kind.cost else GENERIC
+    return kind.cost if kind and isinstance(kind.cost, Formula) else GENERIC  # register: alltoall's is a Formula
 
 
 def traffic(name: str) -> Traffic:
@@ -50,6 +50,8 @@ def _stepped_traffic(name: str, p: int, m: float, options: dict) -> list[Round]:
     """Round k: every rank sends the blocks of its k-th step, m bytes each, to that step's peers (everything at
     once where the factory runs no steps); one rank per node."""
     steps, ranks = steps_for(name, options, one_per_node(p)), []
+    if steps is None:  # `traffic` reads steps only where there are some
+        return everything(p, m)
     for rank in range(p):
         mine = steps(p, rank)
         if mine is None:
@@ -64,7 +66,7 @@ def _stepped_traffic(name: str, p: int, m: float, options: dict) -> list[Round]:
 def matrix_cost(name: str) -> MatrixCost | None:
     """The alltoallv cost of `name` on a count matrix, if it registered one."""
     kind = _kind(name, "alltoallv")
-    return kind.cost if kind else None
+    return kind.cost if kind and isinstance(kind.cost, MatrixCost) else None  # register: alltoallv's is one
 
 
 def twin(name: str, collective: str, library: str, options: dict[str, str], nprocs: int) -> Hashable | None:

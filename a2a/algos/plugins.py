@@ -39,6 +39,8 @@ def _import_file(path: Path, source: str) -> None:
     if name in sys.modules:
         return
     spec = importlib.util.spec_from_file_location(name, path, loader=FromSource(name, str(path)))
+    if spec is None or spec.loader is None:  # never, with a loader given
+        raise PluginError(f"cannot load plug-in {source}: no module spec for it")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:

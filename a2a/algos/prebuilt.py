@@ -42,8 +42,8 @@ def copier(into: np.ndarray, source: np.ndarray) -> Callable[[], Any]:
         return partial(_watched_copy, watcher, into, source)
     if (into.flags.c_contiguous and source.flags.c_contiguous and into.dtype == source.dtype
             and into.shape == source.shape):
-        target = memoryview(into.reshape(-1).view(np.uint8))
-        return partial(target.__setitem__, slice(None), memoryview(source.reshape(-1).view(np.uint8)))
+        target = into.reshape(-1).view(np.uint8).data  # memoryviews of the bytes
+        return partial(target.__setitem__, slice(None), source.reshape(-1).view(np.uint8).data)
     return partial(np.copyto, into, source)
 
 

@@ -19,12 +19,14 @@ persistent requests.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, TypeVar, overload
 
 import numpy as np
 
 from a2a.algos.buffers import blocks
 from a2a.algos.prebuilt import copier, sendrecv_steps
+
+T = TypeVar("T")
 
 
 class Step(NamedTuple):
@@ -88,6 +90,8 @@ class Rounds:
     named: Callable[[], list[Step]] | None = None  # for a plan that moves the named blocks (ring's zero copy)
 
     def __iter__(self) -> Iterator[Step]:
+        if self.named is None:
+            raise TypeError("these Rounds name no blocks (only a simulation reads them)")
         return iter(self.named())
 
     def rounds(self) -> list[list[tuple[int, int]]]:
@@ -170,7 +174,11 @@ class Phases:
         return [found for phase in self.phases for found in phase.rounds()]
 
 
-def cut(values: Sequence, ends: np.ndarray) -> Iterator[Sequence]:
+@overload
+def cut(values: np.ndarray, ends: np.ndarray) -> Iterator[np.ndarray]: ...
+@overload
+def cut(values: list[T], ends: np.ndarray) -> Iterator[list[T]]: ...
+def cut(values: np.ndarray | list[T], ends: np.ndarray) -> Iterator[np.ndarray | list[T]]:
     """values[:ends[0]], values[ends[0]:ends[1]], ...: the runs that end at `ends`."""
     begun = 0
     for end in ends.tolist():

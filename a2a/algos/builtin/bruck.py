@@ -12,8 +12,8 @@ import numpy as np
 from a2a.algos.buffers import blocks
 from a2a.algos.cost import Formula, Placement, Round, option
 from a2a.algos.prebuilt import copier, spec
-from a2a.algos.registry import register
-from a2a.algos.schedule import Copied, Phases, Rounds
+from a2a.algos.registry import Twin, register
+from a2a.algos.schedule import Copied, Phase, Phases, Rounds
 
 RADIX = {"radix": (lambda k: k >= 2, "an integer >= 2")}  # the limit of every Bruck variant's radix
 
@@ -56,11 +56,11 @@ def _round_sizes(p: int, radix: int) -> tuple[tuple[int, int, tuple[int, ...]], 
 def phases(p: int, r: int, radix: int) -> Phases:
     """What the factory runs on rank r, as data: the rotation's copies, each round's Sendrecv and the copies that
     put its blocks in place, the unrotation's copies."""
-    found = _copies(p - r, r)
+    found: list[Phase] = list(_copies(p - r, r))
     for offset, sent, unpacked in _round_sizes(p, radix):
         found += [Rounds(np.array([(r + offset) % p]), np.array([(r - offset) % p]), np.array([sent]),
                          np.array([sent])), *_copies(*unpacked)]
-    return Phases(tuple(found + _copies(r + 1, p - r - 1)))
+    return Phases((*found, *_copies(r + 1, p - r - 1)))
 
 
 def _copies(*blocks: int) -> list[Copied]:
@@ -80,10 +80,11 @@ def traffic(p: int, m: float, options: dict) -> list[Round]:
 
 
 # the same messages as ours, with or without our copies (bruck_zero_copy has these twins too)
-TWINS = {"Open MPI": lambda o, p: ("modified_bruck", 0) if option(o, "radix") == 2 else None,  # radix 2 only
-         "MPICH": lambda o, p: ("brucks",) if option(o, "radix") == 2 else ("k_brucks", option(o, "radix")),
-         "Intel MPI": lambda o, p: "bruck" if option(o, "radix") == 2 else None,
-         "MPICH Ialltoall": lambda o, p: ("sched_brucks",) if option(o, "radix") == 2 else None}
+TWINS: dict[str, Twin] = {
+    "Open MPI": lambda o, p: ("modified_bruck", 0) if option(o, "radix") == 2 else None,  # radix 2 only
+    "MPICH": lambda o, p: ("brucks",) if option(o, "radix") == 2 else ("k_brucks", option(o, "radix")),
+    "Intel MPI": lambda o, p: "bruck" if option(o, "radix") == 2 else None,
+    "MPICH Ialltoall": lambda o, p: ("sched_brucks",) if option(o, "radix") == 2 else None}
 COST = Formula("R alpha + B m beta + (2p + 2B) m gamma  (R rounds, B blocks sent)", ("alpha", "beta", "gamma"), terms)
 
 
@@ -103,7 +104,7 @@ def bruck(comm, sendbuf, recvbuf, *, radix: int = 2):
     rounds = []
     for distance, digit, moved in bruck_rounds(p, radix):
         # MPI gathers the outgoing blocks through a datatype, as MPICH's brucks does
-        layout = block.Create_indexed_block(1, moved).Commit()
+        layout = block.Create_indexed_block(1, moved.tolist()).Commit()
         incoming = np.empty((len(moved), send.shape[1]), np.uint8)
         rounds.append(((MPI.buffer(work), 1, layout), (r + digit * distance) % p, spec(incoming),
                        (r - digit * distance) % p,

@@ -5,6 +5,10 @@ copied), exchanges q*q*m bytes with each of the N-1 other leaders (Alltoallv), u
 and scatters p m to each of the q-1 others. The leader is the critical path:
   T = 2 alpha_intra + 2 (q-1) p m beta_intra + (N-1) (alpha_inter + q^2 m beta_inter) + 2 q p m gamma
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from a2a.algos.buffers import blocks, packed
@@ -13,6 +17,9 @@ from a2a.algos.nodes import NODE_LIMITS, my_node, node_groups, node_members, nod
 from a2a.algos.prebuilt import copier, take_function
 from a2a.algos.registry import register
 from a2a.algos.schedule import Among, Copied, Phases
+
+if TYPE_CHECKING:  # factories import MPI when they run: a capture puts its stand-in in its place
+    from mpi4py import MPI
 
 
 def terms(s: Placement, m: float, options: dict) -> dict[str, float]:
@@ -72,10 +79,10 @@ def through_leaders(comm, sendbuf, recvbuf, nodes: list[list[int]]):
     send, recv = blocks(sendbuf, p), blocks(recvbuf, p)
     n, local, leaders = node_and_leader_comms(comm, nodes)
     if leaders is None:
-        def run():
+        def run_member():
             local.Gather(send, None, root=0)
             local.Scatter(None, recv, root=0)
-        return run, local.Free
+        return run_member, local.Free
 
     here = len(nodes[n])
     gathered, outgoing, incoming, scattered = (np.empty((here * p, width), np.uint8) for _ in range(4))
@@ -92,10 +99,14 @@ def through_leaders(comm, sendbuf, recvbuf, nodes: list[list[int]]):
         take(incoming, unpack, scattered)
         local.Scatter(scattered, recv, root=0)
 
-    return run, lambda: (local.Free(), leaders.Free())
+    def free():
+        local.Free()
+        leaders.Free()
+
+    return run, free
 
 
-def node_and_leader_comms(comm, nodes: list[list[int]]) -> tuple[int, object, object | None]:
+def node_and_leader_comms(comm, nodes: list[list[int]]) -> tuple[int, MPI.Intracomm, MPI.Intracomm | None]:
     """(my node's index, a communicator of my node, one of the node leaders or None off the leaders).
 
     A node's leader is its first rank; both splits are collective over `comm`.
@@ -143,10 +154,10 @@ def hierarchical_v(comm, send, recv, *, ppn: int = 0, placement: str = "block"):
     sent, received = (np.array(local.gather(side.nbytes.tolist(), root=0) or [], np.int64) for side in (send, recv))
     types = list(mine)
     if leaders is None:
-        def run():
+        def run_member():
             local.Gatherv(outgoing_mine, None, root=0)
             local.Scatterv(None, incoming_mine, root=0)
-        return run, lambda: _free(types, local)
+        return run_member, lambda: _free(types, local)
 
     # gathered: local source s's blocks in destination order; scattered: local dest m's in source order
     gathered, scattered = np.empty(int(sent.sum()), np.uint8), np.empty(int(received.sum()), np.uint8)

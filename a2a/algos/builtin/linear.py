@@ -7,11 +7,12 @@ import numpy as np
 from a2a.algos.buffers import blocks
 from a2a.algos.builtin.throttled import batch_terms
 from a2a.algos.cost import DIRECT, Formula
-from a2a.algos.registry import register
+from a2a.algos.registry import Twin, register
 from a2a.algos.schedule import Batches, batch_plan
 
-TWINS = {"Open MPI": lambda o, p: ("linear", 0), "MPICH": lambda o, p: ("scattered", 0),
-         "Intel MPI": lambda o, p: "isend_irecv", "MPICH Ialltoall": lambda o, p: ("sched_permuted_sendrecv", 0)}
+TWINS: dict[str, Twin] = {
+    "Open MPI": lambda o, p: ("linear", 0), "MPICH": lambda o, p: ("scattered", 0),
+    "Intel MPI": lambda o, p: "isend_irecv", "MPICH Ialltoall": lambda o, p: ("sched_permuted_sendrecv", 0)}
 COST = Formula("alpha + (p-1) (alpha_msg + m beta)", ("alpha_msg", "beta", "alpha"),
                lambda s, m, options: batch_terms(s, m, max(s.nprocs - 1, 1)))
 

@@ -12,7 +12,7 @@ import numpy as np
 from a2a.algos.buffers import blocks
 from a2a.algos.cost import Formula, Placement, option
 from a2a.algos.prebuilt import copier
-from a2a.algos.registry import register
+from a2a.algos.registry import Twin, register
 from a2a.algos.schedule import Batches, batch_plan
 
 
@@ -38,10 +38,11 @@ def steps(p: int, r: int, window: int) -> Batches | None:
     return Batches.even((r + shifts) % p, (r - shifts) % p, p - 1)
 
 
-TWINS = {"Open MPI": lambda o, p: ("linear_sync", option(o, "window")),
-         "MPICH": lambda o, p: ("scattered", 0) if all_at_once(o, p) else None,
-         "Intel MPI": lambda o, p: "isend_irecv" if all_at_once(o, p) else None,
-         "MPICH Ialltoall": lambda o, p: ("sched_permuted_sendrecv", 0) if all_at_once(o, p) else None}
+TWINS: dict[str, Twin] = {
+    "Open MPI": lambda o, p: ("linear_sync", option(o, "window")),
+    "MPICH": lambda o, p: ("scattered", 0) if all_at_once(o, p) else None,
+    "Intel MPI": lambda o, p: "isend_irecv" if all_at_once(o, p) else None,
+    "MPICH Ialltoall": lambda o, p: ("sched_permuted_sendrecv", 0) if all_at_once(o, p) else None}
 
 
 @register("linear_sync", mirrors="Open MPI linear_sync (coll_tuned alltoall algorithm 4, max requests = window); "

@@ -15,12 +15,13 @@ from typing import Any, Callable
 from a2a.algos.buffers import mpi_type, peers
 from a2a.algos.cost import DIRECT, GENERIC
 from a2a.algos.plan import Prepared
-from a2a.algos.registry import register
+from a2a.algos.registry import Twin, register
 from a2a.algos.schedule import Among, Phases
 from a2a.errors import BadOption
 
-TWINS = {"Open MPI": lambda options, p: ("ignore", 0), "MPICH": lambda options, p: ("native",),
-         "Intel MPI": lambda options, p: "native", "MPICH Ialltoall": lambda options, p: ("native",)}
+TWINS: dict[str, Twin] = {
+    "Open MPI": lambda options, p: ("ignore", 0), "MPICH": lambda options, p: ("native",),
+    "Intel MPI": lambda options, p: "native", "MPICH Ialltoall": lambda options, p: ("native",)}
 FORMS = ("blocking", "nonblocking", "persistent")
 LIMITS = {"form": (lambda form: form in FORMS, ", ".join(FORMS))}
 

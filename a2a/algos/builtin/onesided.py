@@ -82,7 +82,7 @@ def onesided(comm, sendbuf, recvbuf, *, sync: str = "fence", op: str = "put"):
     everyone.Free()
     post, begin, complete, finish = window.Post, window.Start, window.Complete, window.Wait
 
-    def run():
+    def run_pscw():
         own()
         post(others)  # exposure: peers may access my window
         begin(others)  # access: I may access theirs
@@ -90,8 +90,8 @@ def onesided(comm, sendbuf, recvbuf, *, sync: str = "fence", op: str = "put"):
         complete()
         finish()  # every peer's access to my window is done
 
-    def free():
+    def free_pscw():
         others.Free()
         window.Free()
 
-    return run, free
+    return run_pscw, free_pscw

@@ -2,6 +2,8 @@
 
 Cost: p-1 Sendrecv rounds, one message of m bytes each: T = (p-1) (alpha + m beta).
 """
+from typing import Literal, overload
+
 import numpy as np
 
 from a2a.algos.buffers import blocks
@@ -27,6 +29,10 @@ def matrix_terms(counts: np.ndarray, itemsize: int, options: dict) -> dict[str, 
                                                        for s in range(1, p)))}
 
 
+@overload
+def steps(p: int, r: int, schedule: Literal["shift"]) -> Exchanges: ...
+@overload
+def steps(p: int, r: int, schedule: str) -> Exchanges | None: ...
 def steps(p: int, r: int, schedule: str) -> Exchanges | None:
     """What exchange_pairs runs after copying its own block: step s sends to (r+s) mod p and receives from
     (r-s) mod p, or exchanges with r xor s; one block each way (None where xor refuses p)."""

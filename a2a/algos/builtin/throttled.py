@@ -18,7 +18,7 @@ import numpy as np
 
 from a2a.algos.buffers import blocks
 from a2a.algos.cost import DIRECT, Formula, Placement, option
-from a2a.algos.registry import register
+from a2a.algos.registry import Twin, register
 from a2a.algos.schedule import Batches, batch_plan
 
 LIMITS = {"window": (lambda w: w >= 1, "an integer >= 1 (peers per batch)")}
@@ -47,7 +47,7 @@ def scattered(options: dict, p: int) -> tuple:
     return ("scattered", 0 if one_batch(options, p) else option(options, "window"))
 
 
-TWINS = {"Open MPI": lambda o, p: ("linear", 0) if one_batch(o, p) else None, "MPICH": scattered}
+TWINS: dict[str, Twin] = {"Open MPI": lambda o, p: ("linear", 0) if one_batch(o, p) else None, "MPICH": scattered}
 COST = Formula("ceil((p-1)/w) alpha + (p-1) (alpha_msg + m beta)", ("alpha_msg", "beta", "alpha"),
                lambda s, m, options: batch_terms(s, m, option(options, "window")))
 
