@@ -177,7 +177,7 @@ def byte_map(spec: Any) -> tuple[Any, Any]:
                        f"{short(spec)}; pass an array, [array, datatype] or [array, count, datatype]")
 
 
-def first(buf: np.ndarray, n: int) -> int:
+def first(buf: np.ndarray | Memory, n: int) -> int:
     if n > buf.nbytes:
         raise CaptureError(f"a buffer spec of {n} bytes over an array of {buf.nbytes} bytes")
     return n

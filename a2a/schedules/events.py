@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import itertools
 from dataclasses import dataclass, replace
-from typing import ClassVar, Iterator
+from typing import ClassVar, Iterator, TypeVar
 
 import numpy as np
 
@@ -109,6 +109,9 @@ def _times(counts: tuple[int, ...], factor: int) -> tuple[int, ...]:
     return tuple(int(c) * factor for c in counts)
 
 
+M = TypeVar("M", bound="Messages")  # a Burst or Sendrecvs scales to its own kind (typing.Self: Python 3.11)
+
+
 @dataclass(slots=True, eq=False)
 class Messages:
     """Many messages of `nbytes` as one event: receives from `sources`, sends to `dests`, requests numbered from
@@ -120,7 +123,7 @@ class Messages:
     nbytes: int
     first: int
 
-    def scaled(self, factor: int) -> "Messages":
+    def scaled(self: M, factor: int) -> M:
         return replace(self, nbytes=self.nbytes * factor)
 
 

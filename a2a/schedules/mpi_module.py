@@ -14,19 +14,18 @@ def replaced_mpi(module: types.ModuleType) -> Iterator[None]:
     """Make `from mpi4py import MPI` return `module` inside the block."""
     import mpi4py
 
-    missing = object()
-    saved_attr = getattr(mpi4py, "MPI", missing)
-    saved_module = sys.modules.get("mpi4py.MPI", missing)
+    saved_attr: types.ModuleType | None = getattr(mpi4py, "MPI", None)  # None: mpi4py.MPI was not there
+    saved_module = sys.modules.get("mpi4py.MPI")
     mpi4py.MPI = module
     sys.modules["mpi4py.MPI"] = module
     try:
         yield
     finally:
-        if saved_attr is missing:
+        if saved_attr is None:
             del mpi4py.MPI
         else:
             mpi4py.MPI = saved_attr
-        if saved_module is missing:
+        if saved_module is None:
             sys.modules.pop("mpi4py.MPI", None)
         else:
             sys.modules["mpi4py.MPI"] = saved_module

@@ -40,13 +40,16 @@ from a2a.schedules.bytemaps import (
 from a2a.schedules.events import Collective, Irecv, Isend, RankLog, Recv, Send, Wait
 from a2a.schedules.world import World
 
+# A receive's (world, box key, buffer, offsets, the text that names it for a deadlock), while it waits for its data
+Receipt = tuple[World, tuple, Any, Any, Callable[[], str]]
+
 
 class Request:
     """A stand-in request: the logged message it stands for, and for a receive where it lands."""
 
     __slots__ = ("log", "ident", "receive", "active")  # a capture holds one per message of every rank
 
-    def __init__(self, log: RankLog, ident: int | None, receive: tuple | None = None):
+    def __init__(self, log: RankLog, ident: int | None, receive: Receipt | None = None):
         self.log, self.ident, self.receive, self.active = log, ident, receive, True
 
     def _complete(self) -> None:
@@ -54,6 +57,7 @@ class Request:
             world, key, buf, offsets, what = self.receive
             data = world.collect(key, what)
             write(buf, offsets, data)
+            assert self.ident is not None  # a receive is a logged message
             self.log.carried(self.ident, data)
             self.receive = None
         self.active = False
@@ -78,8 +82,9 @@ class Request:
             if ready is not None:
                 requests[ready].Wait()
                 return ready
-            world = requests[live[0]].receive[0]
-            world.wait_any([requests[i].receive[1] for i in live], "any of several messages (Waitany)")
+            # none ready: every live one is a receive (a send always is)
+            receipts = [receipt for receipt in (requests[i].receive for i in live) if receipt is not None]
+            receipts[0][0].wait_any([receipt[1] for receipt in receipts], "any of several messages (Waitany)")
 
     def Wait(self, status: Any = None) -> None:
         self._complete()
@@ -163,6 +168,9 @@ class Op:
     def __repr__(self) -> str:
         return f"MPI.{self.name}"
 
+Blocking = type[Send] | type[Recv]  # the event a blocking call logs (StandInComm's own Send and Recv hide them)
+
+
 class StandInComm:
     """A rank's view of a communicator of the captured job: group (world ranks), own index."""
 
@@ -240,7 +248,7 @@ class StandInComm:
         return cart
 
     def Get_coords(self, rank: int) -> list[int]:
-        return list(np.unravel_index(rank, self.dims)) if self.dims else []
+        return [int(c) for c in np.unravel_index(rank, self.dims)] if self.dims else []
 
     def Sub(self, remain_dims: Any) -> "StandInComm":
         coords = self.Get_coords(self.rank)
@@ -315,13 +323,15 @@ class StandInComm:
     def Recv(self, buf: Any, source: int, tag: int = 0, status: Any = None) -> None:
         self._blocking(self._post(Irecv, source, buf, tag), Recv)
 
-    def _blocking(self, request: Request, kind: type[Send] | type[Recv]) -> None:
+    def _blocking(self, request: Request, kind: Blocking) -> None:
         """A blocking call logs as itself, not as a request and a wait."""
         request._complete()
         log = request.log
+        assert request.ident is not None  # _post logged it
         log.blocked(request.ident)
         if log.recording:
             event = log.events.pop()
+            assert isinstance(event, (Isend, Irecv))  # the one _post logged
             log.events.append(kind(event.peer, event.nbytes))
 
     def Send_init(self, buf: Any, dest: int, tag: int = 0) -> Prequest:
@@ -399,7 +409,8 @@ class StandInComm:
         recvs = tuple(nbytes_of(recvbuf) if i == root else 0 for i in range(n))
         everyone = self._collective(name, root, sends, recvs, pieces, lambda v: v[root])
         unpack(recvbuf, everyone[self.rank])
-        self.log.collected(self.members, pieces or [None] * n,
+        nothing: list[np.ndarray | None] = [None] * n
+        self.log.collected(self.members, pieces or nothing,
                            [everyone[self.rank] if i == root else None for i in range(n)])
 
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
@@ -443,17 +454,16 @@ def standin_module() -> types.ModuleType:
         setattr(module, name, Datatype.basic(size, name))
     for name in _OPS:
         setattr(module, name, Op(name))
-    module.Datatype, module.Request, module.Prequest, module.Comm, module.Intracomm = (
-        Datatype, Request, Prequest, StandInComm, StandInComm)
-    module.COMM_NULL, module.REQUEST_NULL = COMM_NULL, Null("REQUEST_NULL")
-    module.UNDEFINED, module.COMM_TYPE_SHARED, module.PROC_NULL, module.ANY_TAG = UNDEFINED, COMM_TYPE_SHARED, -1, -1
-    module.IN_PLACE, module.BOTTOM, module.Get_address = "MPI.IN_PLACE", BOTTOM, address
-    module.buffer = lambda obj: obj
+    vars(module).update(  # a module filled in here: its names are not known to the type checker
+        Datatype=Datatype, Request=Request, Prequest=Prequest, Comm=StandInComm, Intracomm=StandInComm,
+        COMM_NULL=COMM_NULL, REQUEST_NULL=Null("REQUEST_NULL"),
+        UNDEFINED=UNDEFINED, COMM_TYPE_SHARED=COMM_TYPE_SHARED, PROC_NULL=-1, ANY_TAG=-1,
+        IN_PLACE="MPI.IN_PLACE", BOTTOM=BOTTOM, Get_address=address, buffer=lambda obj: obj)
 
     def unknown(name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
         raise CaptureError(f"the capture's stand-in MPI does not answer MPI.{name}")
 
-    module.__getattr__ = unknown
+    vars(module)["__getattr__"] = unknown  # PEP 562: names the stand-in does not answer
     return module

@@ -246,17 +246,20 @@ class _Follower:
     def _laid_out(self) -> Program:
         """Rows for the temporary slots (a row is free again after the round that waits for its block's last
         send), the own block's copy, and the regions of each message."""
-        last = {}  # slot -> the round after which it is free
-        for message in self.messages:
-            for buffer, slot in message["where"]:
+        last: dict[int, int] = {}  # slot -> the round after which it is free
+        for posted in self.messages:
+            for buffer, slot in posted["where"]:
                 if buffer == TEMP:
-                    last[slot] = max(last.get(slot, -1), message["waited"])
-        rows, taken, free, used = {}, {}, [], 0
-        for message in self.messages:  # in posting order: rounds ascending
-            for row in [row for row, until in taken.items() if until < message["round"]]:
+                    last[slot] = max(last.get(slot, -1), posted["waited"])
+        rows: dict[int, int] = {}  # slot -> its row
+        taken: dict[int, int] = {}  # row -> the round after which it is free
+        free: list[int] = []
+        used = 0
+        for posted in self.messages:  # in posting order: rounds ascending
+            for row in [row for row, until in taken.items() if until < posted["round"]]:
                 free.append(row)
                 del taken[row]
-            for buffer, slot in message["where"]:
+            for buffer, slot in posted["where"]:
                 if buffer == TEMP and slot not in rows:
                     free.sort()
                     row = free.pop(0) if free else used

@@ -13,7 +13,6 @@ from contextvars import Context
 from typing import Any, Callable
 
 import greenlet
-import numpy as np
 
 from a2a.errors import CaptureError
 
@@ -50,7 +49,7 @@ class World:
         self.meetings: dict[tuple, Meeting] = {}
         # (communicator, source, destination, tag) -> payloads, oldest first; a list, not a deque: at a million
         # boxes holding one message each, a deque's 760 bytes were most of the capture's memory
-        self.boxes: dict[tuple, list] = {}
+        self.boxes: dict[tuple, list[bytes]] = {}
         self.receivers: dict[tuple, int] = {}  # box -> the rank waiting for a message in it
         self.listening: dict[int, list[tuple]] = {}  # rank -> the boxes it waits on
         self.ready: deque[int] = deque()
@@ -83,12 +82,12 @@ class World:
     def _check_memory(self) -> None:
         """Stop every rank once the process holds more than its limit (all ranks' plans live in this process)."""
         held = resident_bytes()
-        if held > self.memory_limit:
+        if self.memory_limit is not None and held > self.memory_limit:
             self.failed = True
             self.overflow = (f"the capture of {self.nprocs} ranks holds {held / 2**30:.1f} GiB, above its limit of "
                              f"{self.memory_limit / 2**30:.1f} GiB: every rank's plan lives in this one process")
 
-    def deposit(self, key: tuple, payload: np.ndarray) -> None:
+    def deposit(self, key: tuple, payload: bytes) -> None:
         """A sent message waits in its box until received (sends never block: infinite buffering)."""
         box = self.boxes.get(key)
         if box is None:
@@ -98,7 +97,7 @@ class World:
         if receiver is not None:
             self._wake(receiver)
 
-    def collect(self, key: tuple, what: Any) -> np.ndarray:
+    def collect(self, key: tuple, what: Any) -> bytes:
         """The oldest message in a box, waiting for it (MPI's non-overtaking order); `what` names it (text or a
         function that makes the text), for a deadlock."""
         box = self.boxes.get(key)
