@@ -35,11 +35,11 @@ def library_table(library_run, tmp_path):
 
 
 def table_of(document, nprocs):
-    return next(t for t in document["tables"] if t["nprocs"] == nprocs)
+    return next(t for t in document.tables if t.nprocs == nprocs)
 
 
 def spans(table):
-    return [(r["bytes_min"], r["bytes_max"], r["algorithm"], r["options"]) for r in table["ranges"]]
+    return [(r.bytes_min, r.bytes_max, r.algorithm, r.options) for r in table.ranges]
 
 
 def test_mann_whitney_matches_scipy_reference_values():
@@ -59,19 +59,19 @@ def test_boundaries_are_geometric_means_and_cover_from_zero():
 
 def test_decide_picks_merges_and_covers_zero_to_infinity(library_run):
     document = decide.decide([library_run])
-    assert document["schema"] == decision.SCHEMA and document["metric"] == "mean"
-    assert document["mpi_library"] == "MPICH Version: test" and document["dtype"] == "float32"
+    assert document.schema == decision.SCHEMA and document.metric == "mean"
+    assert document.mpi_library == "MPICH Version: test" and document.dtype == "float32"
     assert spans(table_of(document, 2)) == [(0, None, "pairwise", "schedule=shift")]
     assert spans(table_of(document, 4)) == [
         (0, 255, "bruck", "radix=2"), (256, 4095, "pairwise", "schedule=shift"),
         (4096, 65535, "throttled", "window=2"), (65536, None, "native", "")]
-    cell = table_of(document, 4)["ranges"][0]["cells"][0]
-    assert (cell["bytes_per_peer"], cell["runner_up"], cell["tie"]) == (8, "native", False)
-    assert cell["speedup_vs_native"] == pytest.approx(50 / 20, rel=0.05)
-    assert cell["margin"] == pytest.approx(50 / 20 - 1, rel=0.1)
-    assert cell["candidates"][0]["algorithm"] == "bruck" and len(cell["candidates"]) == 5
-    assert decision.lookup(document, 4, 300)[1]["algorithm"] == "pairwise"
-    assert decision.lookup(document, 3, 300)[0]["nprocs"] == 2  # nearest measured count below
+    cell = table_of(document, 4).ranges[0].cells[0]
+    assert (cell.bytes_per_peer, cell.runner_up, cell.tie) == (8, "native", False)
+    assert cell.speedup_vs_native == pytest.approx(50 / 20, rel=0.05)
+    assert cell.margin == pytest.approx(50 / 20 - 1, rel=0.1)
+    assert cell.candidates[0].algorithm == "bruck" and len(cell.candidates) == 5
+    assert decision.lookup(document, 4, 300)[1].algorithm == "pairwise"
+    assert decision.lookup(document, 3, 300)[0].nprocs == 2  # nearest measured count below
     assert decision.lookup(document, 1, 300) is None
     assert "tie" not in decide.render(document).split("\n")[2]
 
@@ -81,14 +81,14 @@ def test_a_difference_within_the_margin_is_a_tie_that_keeps_the_library_own(tmp_
     with no margin and a lax alpha the same data still never call linear slower."""
     run = record(tmp_path / "run", {(4, 512): {("native", ""): 100, ("linear", ""): 99.5,
                                                ("bruck", "radix=2"): 300}})
-    cell = decide.decide([run])["tables"][0]["ranges"][0]["cells"][0]
-    assert (cell["algorithm"], cell["tied_with"], cell["vs_native"]) == ("native", ["linear"], None)
-    assert cell["tie"] == (cell["candidates"][0]["algorithm"] != "native")
-    linear = next(c for c in cell["candidates"] if c["algorithm"] == "linear")
-    bruck = next(c for c in cell["candidates"] if c["algorithm"] == "bruck")
-    assert linear["vs_native"]["verdict"] == "tie" and linear["vs_native"]["low"] < 1 < linear["vs_native"]["high"]
-    assert bruck["vs_native"]["verdict"] == "slower" and bruck["vs_native"]["ratio"] == pytest.approx(3, rel=0.1)
-    assert (cell["rounds"], cell["launches"], cell["noise_floor"]) == (10, 1, None)
+    cell = decide.decide([run]).tables[0].ranges[0].cells[0]
+    assert (cell.algorithm, cell.tied_with, cell.vs_native) == ("native", ("linear",), None)
+    assert cell.tie == (cell.candidates[0].algorithm != "native")
+    linear = next(c for c in cell.candidates if c.algorithm == "linear")
+    bruck = next(c for c in cell.candidates if c.algorithm == "bruck")
+    assert linear.vs_native.verdict == "tie" and linear.vs_native.low < 1 < linear.vs_native.high
+    assert bruck.vs_native.verdict == "slower" and bruck.vs_native.ratio == pytest.approx(3, rel=0.1)
+    assert (cell.rounds, cell.launches, cell.noise_floor) == (10, 1, None)
 
 
 def test_a_stall_in_one_visit_moves_the_verdict_little_but_stalls_in_every_round_count(tmp_path):
@@ -96,14 +96,14 @@ def test_a_stall_in_one_visit_moves_the_verdict_little_but_stalls_in_every_round
     bine (and it is the simpler); a stall in every round makes it slower than native by the mean."""
     points = {(4, 512): {("native", ""): 80, ("bine", ""): 50, ("throttled", "window=2"): 50}}
     once = record(tmp_path / "once", points, stall_at={(4, 512, "throttled"): 1})
-    cell = decide.decide([once])["tables"][0]["ranges"][0]["cells"][0]
-    assert (cell["algorithm"], cell["tie"], cell["tied_with"]) == ("throttled", True, ["bine"])
-    assert cell["vs_native"]["verdict"] == "faster" and cell["speedup_vs_native"] == pytest.approx(1.6, rel=0.1)
+    cell = decide.decide([once]).tables[0].ranges[0].cells[0]
+    assert (cell.algorithm, cell.tie, cell.tied_with) == ("throttled", True, ("bine",))
+    assert cell.vs_native.verdict == "faster" and cell.speedup_vs_native == pytest.approx(1.6, rel=0.1)
     every = record(tmp_path / "every", points, stall_at={(4, 512, "throttled"): 20})
-    cell = decide.decide([every])["tables"][0]["ranges"][0]["cells"][0]
-    assert (cell["algorithm"], cell["tie"], cell["tied_with"]) == ("bine", False, [])
-    throttled = next(c for c in cell["candidates"] if c["algorithm"] == "throttled")
-    assert throttled["vs_native"]["verdict"] == throttled["vs_best"]["verdict"] == "slower"
+    cell = decide.decide([every]).tables[0].ranges[0].cells[0]
+    assert (cell.algorithm, cell.tie, cell.tied_with) == ("bine", False, ())
+    throttled = next(c for c in cell.candidates if c.algorithm == "throttled")
+    assert throttled.vs_native.verdict == throttled.vs_best.verdict == "slower"
 
 
 def test_metric_decides_whether_stalls_count(tmp_path):
@@ -117,7 +117,7 @@ def test_metric_decides_whether_stalls_count(tmp_path):
             seconds[::4] += 0.2
         recorder.add(row_for(4, 4096, algorithm, options, "float32", 4, seconds), seconds, [i // 4 for i in range(20)])
     recorder.close()
-    by = {m: decide.decide([tmp_path], metric=m)["tables"][0]["ranges"][0]["algorithm"] for m in decide.METRICS}
+    by = {m: decide.decide([tmp_path], metric=m).tables[0].ranges[0].algorithm for m in decide.METRICS}
     assert by == {"mean": "throttled", "median": "pairwise", "p90": "throttled", "p99": "throttled",
                   "max": "throttled"}
 
@@ -126,9 +126,9 @@ def test_runs_of_the_same_points_merge(tmp_path):
     first = record(tmp_path / "a", {(4, 64): LIBRARY_TABLE[4, 64]})
     second = record(tmp_path / "b", {(4, 64): LIBRARY_TABLE[4, 64], (4, 1024): LIBRARY_TABLE[4, 1024]})
     document = decide.decide([first, second])
-    cells = [c for r in document["tables"][0]["ranges"] for c in r["cells"]]
-    assert [c["bytes_per_peer"] for c in cells] == [64, 1024]
-    assert [c["samples"] for c in cells] == [40, 20] and len(document["sources"]) == 2
+    cells = [c for r in document.tables[0].ranges for c in r.cells]
+    assert [c.bytes_per_peer for c in cells] == [64, 1024]
+    assert [c.samples for c in cells] == [40, 20] and len(document.sources) == 2
 
 
 def test_invalid_points_and_auto_are_ignored(tmp_path):
@@ -138,8 +138,8 @@ def test_invalid_points_and_auto_are_ignored(tmp_path):
     [linear] = [line for line in text.splitlines() if ",linear," in line]
     assert ",true," in linear
     (run / "results.csv").write_text(text.replace(linear, linear.replace(",true,", ",false,")))
-    [cell] = decide.decide([run])["tables"][0]["ranges"][0]["cells"]
-    assert cell["algorithm"] == "native" and [c["algorithm"] for c in cell["candidates"]] == ["native"]
+    [cell] = decide.decide([run]).tables[0].ranges[0].cells
+    assert cell.algorithm == "native" and [c.algorithm for c in cell.candidates] == ["native"]
 
 
 def test_export_ompi_classic_rules(library_table):
@@ -163,7 +163,7 @@ def test_export_ompi_classic_rules(library_table):
 
 def test_export_ompi_without_throttled_is_version_1(tmp_path):
     path = tmp_path / "t.json"
-    decision.write_decision(minimal_table(8, [(0, "bruck", "radix=2"), (100, "linear", "")]), path)
+    decision.write_decision(decision.from_json(minimal_table(8, [(0, "bruck", "radix=2"), (100, "linear", "")])), path)
     text = export(path, "ompi").text
     assert "rule-file-version" not in text and text.splitlines()[-2:] == ["0 3 0 0", "800 1 0 0"]
 
@@ -284,7 +284,7 @@ def test_mixed_dtypes_need_a_choice(tmp_path):
     record(tmp_path / "run", {(4, 1024): LIBRARY_TABLE[4, 1024]}, dtype="float64")
     with pytest.raises(BadResults, match="mix points of dtypes float32, float64"):
         decide.decide([tmp_path / "run"])
-    assert decide.decide([tmp_path / "run"], dtype="float64")["dtype"] == "float64"
+    assert decide.decide([tmp_path / "run"], dtype="float64").dtype == "float64"
 
 
 # --- the command line: one clear message, exit 2 ---------------------------------------
@@ -349,13 +349,13 @@ def test_cells_the_library_ran_slower_go_back_to_native(library_run, tmp_path):
     rows = [{"nprocs": 4, "bytes_per_peer": 16384, "ratio": 2.0, "p": 0.001, "verdict": "slower"},  # throttled
             {"nprocs": 4, "bytes_per_peer": 1024, "ratio": 1.5, "p": 0.4, "verdict": "tie"},        # pairwise: noise
             {"nprocs": 4, "bytes_per_peer": 8, "ratio": 0.5, "p": 0.001, "verdict": "faster"}]      # bruck
-    reverted = revert_slower(document, rows, 0.05)
+    document, reverted = revert_slower(document, rows, 0.05)
     assert reverted == ["nprocs=4, 16384 B/peer: throttled:window=2 ran 2.00x slower in the library; back to native"]
     assert spans(table_of(document, 4)) == [
         (0, 255, "bruck", "radix=2"), (256, 4095, "pairwise", "schedule=shift"), (4096, None, "native", "")]
     path = tmp_path / "verified.json"
     decision.write_decision(document, path)
-    assert decision.read_decision(path)["tables"][1]["ranges"][2]["cells"][0]["reverted_from"] == "throttled:window=2"
+    assert decision.read_decision(path).tables[1].ranges[2].cells[0].reverted_from == "throttled:window=2"
 
 
 @pytest.mark.parametrize("column,other,message", [
@@ -399,25 +399,25 @@ def table_lines(rendered: str) -> list[str]:
 def test_the_speed_up_over_native_is_read_from_its_rows_whatever_options_they_spell_out(tmp_path):
     run = record(tmp_path / "run", TODAYS_NATIVE)
     document = decide.decide([run])
-    cells = [c for r in document["tables"][0]["ranges"] for c in r["cells"]]
-    assert [c["speedup_vs_native"] for c in cells] == [1.0, pytest.approx(3.0, rel=0.1), 1.0]
+    cells = [c for r in document.tables[0].ranges for c in r.cells]
+    assert [c.speedup_vs_native for c in cells] == [1.0, pytest.approx(3.0, rel=0.1), 1.0]
     rendered = decide.render(document)
     assert all(re.search(r" \d+\.\d\dx\b", line) for line in table_lines(rendered))  # none is '-'
     line, stated = decide.summary(document)
     assert re.fullmatch(r"nprocs=2: 0\.\.90 native \(rests on one point, 8\); 91\.\.4095 pairwise \(2\.9\dx as fast as "
                         r"native \(2\.\d\d-3\.\d\d\); rests on one point, 1K\); 4K\.\.inf native \(rests on one point, "
                         r"16K\)", line), line
-    assert stated == f"verdicts: {document['statistic']}" and "one launch" in stated
-    assert "form=" not in rendered and rendered.count(document["statistic"]) == 1
+    assert stated == f"verdicts: {document.statistic}" and "one launch" in stated
+    assert "form=" not in rendered and rendered.count(document.statistic) == 1
 
 
 def test_a_cell_given_back_to_native_merges_with_its_neighbours_into_one_range(tmp_path):
     document = decide.decide([record(tmp_path / "run", TODAYS_NATIVE)])
-    revert_slower(document, [{"nprocs": 2, "bytes_per_peer": 1024, "ratio": 2.0, "p": 0.001, "verdict": "slower"}],
-                  0.05)
-    assert spans(document["tables"][0]) == [(0, None, "native", "form=blocking")]
+    document, _ = revert_slower(document, [{"nprocs": 2, "bytes_per_peer": 1024, "ratio": 2.0, "p": 0.001,
+                                            "verdict": "slower"}], 0.05)
+    assert spans(document.tables[0]) == [(0, None, "native", "form=blocking")]
     assert decide.summary(document)[0] == "nprocs=2: 0..inf native"
-    assert document["tables"][0]["ranges"][0]["cells"][1]["vs_native"] is None
+    assert document.tables[0].ranges[0].cells[1].vs_native is None
 
 
 def test_an_overlap_decision_ranks_by_exposed_time_so_full_overlap_beats_a_faster_exchange_that_hides_nothing(
@@ -437,10 +437,10 @@ def test_an_overlap_decision_ranks_by_exposed_time_so_full_overlap_beats_a_faste
     recorder.close()
     write_meta(tmp_path, {"status": "complete", "mpi_library": "MPICH Version: test"})
     document = decide.decide([tmp_path], metric="median")
-    cell = document["tables"][0]["ranges"][0]["cells"][0]
-    assert (cell["algorithm"], cell["runner_up"]) == ("pairwise", "native:form=nonblocking")
-    assert cell["value_us"] == pytest.approx(2.0, rel=0.2) and cell["runner_up_us"] == pytest.approx(40.0, rel=0.2)
-    assert cell["vs_native"]["verdict"] == "faster" and cell["rounds"] == 10
+    cell = document.tables[0].ranges[0].cells[0]
+    assert (cell.algorithm, cell.runner_up) == ("pairwise", "native:form=nonblocking")
+    assert cell.value_us == pytest.approx(2.0, rel=0.2) and cell.runner_up_us == pytest.approx(40.0, rel=0.2)
+    assert cell.vs_native.verdict == "faster" and cell.rounds == 10
     shown = decide.render(document)
     assert "median exposed us" in shown and "rank by the exposed time" in shown
 
@@ -485,10 +485,10 @@ def test_old_records_without_rounds_are_untested_keep_native_and_say_why(tmp_pat
     when they ran as much as what ran; nothing is called, native stays, and every output says why."""
     run = record(tmp_path / "old", {(4, 1024): {("native", ""): 100, ("pairwise", "schedule=shift"): 40}}, rounds=None)
     document = decide.decide([run])
-    cell = document["tables"][0]["ranges"][0]["cells"][0]
-    pairwise = next(c for c in cell["candidates"] if c["algorithm"] == "pairwise")
-    assert (cell["algorithm"], cell["rounds"], cell["launches"]) == ("native", 0, 1)
-    assert pairwise["vs_native"]["verdict"] == "untested" and pairwise["vs_native"]["low"] is None
+    cell = document.tables[0].ranges[0].cells[0]
+    pairwise = next(c for c in cell.candidates if c.algorithm == "pairwise")
+    assert (cell.algorithm, cell.rounds, cell.launches) == ("native", 0, 1)
+    assert pairwise.vs_native.verdict == "untested" and pairwise.vs_native.low is None
     assert "untested: no interleaved rounds (a record made before them)" in decide.summary(document)[0]
     assert "1 cell untested: no interleaved rounds" in decide.decided([run])
 
@@ -507,10 +507,10 @@ def test_a_control_sets_the_noise_floor_below_which_nothing_is_called(tmp_path):
                      seconds * factor, [i // 2 for i in range(20)])
     recorder.close()
     document = decide.decide([run])
-    noisy, calm = (c for r in document["tables"][0]["ranges"] for c in r["cells"])
-    assert noisy["noise_floor"] == pytest.approx(1.3, rel=0.05) and noisy["algorithm"] == "native"
-    assert calm["noise_floor"] == pytest.approx(1.0, abs=0.05) and calm["algorithm"] == "pairwise"
-    assert all(c["algorithm"] != "control" for cell in (noisy, calm) for c in cell["candidates"])
+    noisy, calm = (c for r in document.tables[0].ranges for c in r.cells)
+    assert noisy.noise_floor == pytest.approx(1.3, rel=0.05) and noisy.algorithm == "native"
+    assert calm.noise_floor == pytest.approx(1.0, abs=0.05) and calm.algorithm == "pairwise"
+    assert all(c.algorithm != "control" for cell in (noisy, calm) for c in cell.candidates)
     assert "[noise floor up to 1.3" in decide.summary(document)[0] and "noise floor" in decide.render(document)
 
 
@@ -519,10 +519,10 @@ def test_launches_are_the_top_level_of_the_bootstrap(tmp_path):
     first = record(tmp_path / "a", {(2, 8): LIBRARY_TABLE[2, 8]}, launch="2026-01-01T00:00:00")
     second = record(tmp_path / "b", {(2, 8): LIBRARY_TABLE[2, 8]}, launch="2026-01-02T00:00:00")
     document = decide.decide([first, second])
-    cell = document["tables"][0]["ranges"][0]["cells"][0]
-    assert (cell["launches"], cell["rounds"], cell["algorithm"]) == (2, 20, "pairwise")
-    assert "one launch" not in document["statistic"] and document["schema"] == "a2a-decision/2"
-    assert document["margin"] == 0.05 and cell["vs_native"]["verdict"] == "faster"
+    cell = document.tables[0].ranges[0].cells[0]
+    assert (cell.launches, cell.rounds, cell.algorithm) == (2, 20, "pairwise")
+    assert "one launch" not in document.statistic and document.schema == "a2a-decision/2"
+    assert document.margin == 0.05 and cell.vs_native.verdict == "faster"
 
 
 def test_records_of_different_mpi_libraries_are_refused_unless_forced(tmp_path):
@@ -533,7 +533,7 @@ def test_records_of_different_mpi_libraries_are_refused_unless_forced(tmp_path):
     said = str(refused.value)
     assert "\n" not in said and "MPICH Version: 5.0.2" in said and "Open MPI v5.0.11" in said and "--force-mix" in said
     pooled = decide.decide([mpich, ompi], force=True)
-    assert pooled["tables"][0]["ranges"][0]["cells"][0]["samples"] == 40
+    assert pooled.tables[0].ranges[0].cells[0].samples == 40
     assert decide.decide([mpich, record(tmp_path / "same", {(2, 8): LIBRARY_TABLE[2, 8]},
                                         mpi_library="MPICH Version: 5.0.2\nother build")])  # first lines agree
 
@@ -542,7 +542,7 @@ def test_force_mix_pools_dtypes_under_the_widest(tmp_path):
     record(tmp_path / "run", {(4, 64): LIBRARY_TABLE[4, 64]})
     record(tmp_path / "run", {(4, 64): LIBRARY_TABLE[4, 64]}, dtype="float64")
     document = decide.decide([tmp_path / "run"], force=True)
-    assert document["dtype"] == "float64" and document["tables"][0]["ranges"][0]["cells"][0]["samples"] == 40
+    assert document.dtype == "float64" and document.tables[0].ranges[0].cells[0].samples == 40
 
 
 @pytest.mark.launches
@@ -585,11 +585,11 @@ def test_an_aa_record_of_twins_decides_native_and_calls_almost_no_twin_different
         fooled += any(decide.mann_whitney_p(timed[0], other) < 0.05 for other in timed[1:])
     for recorder in (interleaved, blocks):
         recorder.close()
-    cells = [c for r in decide.decide([tmp_path / "rounds"])["tables"][0]["ranges"] for c in r["cells"]]
-    called = [e["vs_native"]["verdict"] for c in cells for e in c["candidates"] if e["vs_native"]]
+    cells = [c for r in decide.decide([tmp_path / "rounds"]).tables[0].ranges for c in r.cells]
+    called = [e.vs_native.verdict for c in cells for e in c.candidates if e.vs_native]
     assert len(called) == 60 and sum(v in ("faster", "slower") for v in called) <= 3, called
-    assert all(c["algorithm"] == "native" for c in cells if all(e["vs_native"] is None or e["vs_native"]["verdict"]
-                                                                != "faster" for e in c["candidates"]))
+    assert all(c.algorithm == "native" for c in cells if all(e.vs_native is None or e.vs_native.verdict
+                                                                != "faster" for e in c.candidates))
     assert fooled >= 10, fooled
-    old = [c for r in decide.decide([tmp_path / "blocks"])["tables"][0]["ranges"] for c in r["cells"]]
-    assert {c["algorithm"] for c in old} == {"native"} and all(c["rounds"] == 0 for c in old)
+    old = [c for r in decide.decide([tmp_path / "blocks"]).tables[0].ranges for c in r.cells]
+    assert {c.algorithm for c in old} == {"native"} and all(c.rounds == 0 for c in old)

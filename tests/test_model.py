@@ -216,23 +216,24 @@ def test_predicted_decision_table_covers_every_size():
     fits = model.fit(synthetic("pairwise", "", [(2, 1), (4, 1), (8, 1)], noise=0)
                      + synthetic("bruck", "radix=2", [(2, 1), (4, 1), (8, 1)], noise=0))
     document = predicted_document(fits, [256, 1024])
-    assert document["schema"] == decision.SCHEMA and document["predicted"] is True
-    assert [t["nprocs"] for t in document["tables"]] == [256, 1024]
-    assert all(t["cache"] == "warm" and t["collective"] == "alltoall" for t in document["tables"])  # every column
-    for table in document["tables"]:
-        ranges = table["ranges"]
-        assert ranges[0]["bytes_min"] == 0 and ranges[-1]["bytes_max"] is None
+    assert document.schema == decision.SCHEMA and document.predicted is True
+    assert [t.nprocs for t in document.tables] == [256, 1024]
+    assert all(t.columns["cache"] == "warm" and t.columns["collective"] == "alltoall"
+               for t in document.tables)  # every column written
+    for table in document.tables:
+        ranges = table.ranges
+        assert ranges[0].bytes_min == 0 and ranges[-1].bytes_max is None
         for this, following in zip(ranges, ranges[1:]):
-            assert this["bytes_max"] == following["bytes_min"] - 1
-            assert (this["algorithm"], this["options"]) != (following["algorithm"], following["options"])
-        cells = [c for r in ranges for c in r["cells"]]
-        assert [c["bytes_per_peer"] for c in cells] == SIZES
+            assert this.bytes_max == following.bytes_min - 1
+            assert (this.algorithm, this.options) != (following.algorithm, following.options)
+        cells = [c for r in ranges for c in r.cells]
+        assert [c.bytes_per_peer for c in cells] == SIZES
         for cell in cells:
-            fastest = min(f.predict(table["nprocs"], cell["bytes_per_peer"]) for f in fits)
-            assert cell["value_us"] == pytest.approx(fastest * 1e6, rel=1e-5)
+            fastest = min(f.predict(table.nprocs, cell.bytes_per_peer) for f in fits)
+            assert cell.value_us == pytest.approx(fastest * 1e6, rel=1e-5)
     # small messages go to bruck (fewer rounds), large ones away from it (it sends more bytes)
-    first, last = document["tables"][0]["ranges"][0], document["tables"][0]["ranges"][-1]
-    assert first["algorithm"] == "bruck" and last["algorithm"] != "bruck"
+    first, last = document.tables[0].ranges[0], document.tables[0].ranges[-1]
+    assert first.algorithm == "bruck" and last.algorithm != "bruck"
 
 
 def test_groups_and_timing_modes_are_separate_series():
@@ -256,7 +257,7 @@ def test_groups_and_timing_modes_are_separate_series():
     assert fits["pairwise [mesh 2x4 groups y]"].nprocs == [2]
     assert fits["pairwise [mesh 2x4 groups z]"].nprocs == [4]
     document = predicted_document(list(fits.values()), [16])  # mesh groups are not predicted
-    assert [(t["nprocs"], t["timing"], t["mesh"]) for t in document["tables"]] == [
+    assert [(t.nprocs, t.column("timing"), t.column("mesh")) for t in document.tables] == [
         (16, "pipelined", ""), (16, "sync", "")]
 
 
@@ -279,9 +280,9 @@ def test_model_command_prints_fits_predictions_and_writes_the_table(tmp_path):
     assert "Predicted median time at 1024 processes" in done.stdout
     assert "Predicted decision table" in done.stdout
     document = read_decision(output)  # what `bench export` and the `auto` algorithm read
-    assert document["predicted"] is True and [t["nprocs"] for t in document["tables"]] == [256, 1024]
-    assert document["mpi_library"] == "TEST MPI 1.0"
-    assert lookup(document, 300, 100)[0]["nprocs"] == 256
+    assert document.predicted is True and [t.nprocs for t in document.tables] == [256, 1024]
+    assert document.mpi_library == "TEST MPI 1.0"
+    assert lookup(document, 300, 100)[0].nprocs == 256
 
 
 @pytest.mark.launches

@@ -15,6 +15,7 @@ from support import ROOT, is_mpich, needs_mpich, python
 from a2a.analysis.export.common import Exported
 from a2a.errors import BadConfig
 from a2a.mpi import clean_launcher_env
+from a2a.record.decision import SCHEMA, Cell, Decision, Table, ranges
 from a2a.workflows.tune import Made, Tune, TuneConfig, library_format, library_only
 
 SMALL = ["--nprocs", "2", "--sizes", "8,64K", "--iterations", "5", "--verify-iterations", "5"]
@@ -183,10 +184,16 @@ def test_the_whole_grid_is_checked_before_the_first_launch(tmp_path, args, messa
 
 
 def test_a_table_of_native_only_leaves_the_library_alone():
-    ranges = [{"algorithm": "native", "options": ""}, {"algorithm": "native", "options": "form=blocking"}]
-    assert library_only({"tables": [{"ranges": ranges}, {"ranges": ranges[:1]}]})
-    assert not library_only({"tables": [{"ranges": ranges}, {"ranges": [{"algorithm": "pairwise", "options": ""}]}]})
-    assert not library_only({"tables": [{"ranges": [{"algorithm": "native", "options": "form=persistent"}]}]})
+    def table(*choices: tuple[str, str]) -> Table:
+        return Table({"nprocs": 2}, ranges([Cell(size, a, o, 1.0) for size, (a, o) in zip((8, 1024), choices)]))
+
+    def document(*tables: Table) -> Decision:
+        return Decision(SCHEMA, "mean", 0.05, tables)
+
+    own = table(("native", ""), ("native", "form=blocking"))
+    assert library_only(document(own, table(("native", ""))))
+    assert not library_only(document(own, table(("pairwise", ""))))
+    assert not library_only(document(table(("native", "form=persistent"))))
 
 
 def test_only_libraries_it_can_verify_are_tuned():

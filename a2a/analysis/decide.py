@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from itertools import takewhile
 from pathlib import Path
@@ -25,8 +25,13 @@ from a2a.record import verdict
 from a2a.record.decision import (
     CONTEXT_COLUMNS,
     SCHEMA,
+    Cell,
+    Contender,
+    Decision,
+    Range,
+    Table,
+    comparison_kept,
     context_dict,
-    context_of,
     controls_native,
     ranges,
     rounded,
@@ -240,27 +245,24 @@ def source(run: Any) -> dict[str, Any]:
 # --- deciding --------------------------------------------------------------------------
 
 def decision_cell(bytes_per_peer: int, ranked: list[tuple[str, str, float]], chosen: int = 0, samples: int = 0,
-                  tied_with: list[str] | None = None, timing: str = "", native_p: float | None = None
-                  ) -> dict[str, Any]:
+                  tied_with: list[str] | None = None, timing: str = "", native_p: float | None = None) -> Cell:
     """A table cell: ranked[chosen] of (algorithm, options, us) fastest first, its runner-up and its speed-up over the
     library's own under `timing` (when measured), with the Holm-adjusted p of its verdict against it (`native_p`)."""
     algorithm, options, value = ranked[chosen]
     others = [c for i, c in enumerate(ranked) if i != chosen]
     runner = others[0] if others else None
     native = next((us for a, o, us in ranked if library_own(a, o, timing)), None)
-    return {
-        "bytes_per_peer": bytes_per_peer, "algorithm": algorithm, "options": options, "value_us": rounded(value),
-        "samples": samples, "tie": chosen != 0, "tied_with": tied_with or [],
-        "runner_up": shown(runner[0], runner[1]) if runner else None,
-        "runner_up_us": rounded(runner[2]) if runner else None,
-        "margin": rounded(runner[2] / value - 1.0) if runner and value > 0 else None,
-        "speedup_vs_native": rounded(native / value) if native is not None and value > 0 else None,
-        "native_p": None if native_p is None else rounded(native_p),
-        "candidates": [{"algorithm": a, "options": o, "value_us": rounded(us)} for a, o, us in ranked],
-    }
+    return Cell(
+        bytes_per_peer, algorithm, options, rounded(value), samples, tie=chosen != 0, tied_with=tuple(tied_with or ()),
+        runner_up=shown(runner[0], runner[1]) if runner else None,
+        runner_up_us=rounded(runner[2]) if runner else None,
+        margin=rounded(runner[2] / value - 1.0) if runner and value > 0 else None,
+        speedup_vs_native=rounded(native / value) if native is not None and value > 0 else None,
+        native_p=None if native_p is None else rounded(native_p),
+        candidates=tuple(Contender(a, o, rounded(us)) for a, o, us in ranked))
 
 
-def decide_cell(points: list[Candidate], metric: str, alpha: float, margin: float = MARGIN) -> dict[str, Any]:
+def decide_cell(points: list[Candidate], metric: str, alpha: float, margin: float = MARGIN) -> Cell:
     """Choose among a cell's points as a2a.record.verdict judges them: native unless a candidate is faster beyond
     the margin and the noise floor; then the simplest of those faster than native and not slower than the best."""
     timing = points[0].rows[0].timing
@@ -275,29 +277,31 @@ def decide_cell(points: list[Candidate], metric: str, alpha: float, margin: floa
     cell = decision_cell(choice.bytes_per_peer, [(p.algorithm, p.options, p.value_us(metric)) for p in ranked],
                          ranked.index(choice), len(choice.samples), [shown(*name) for name in judged.tied_with],
                          timing, against.p if against else None)
-    _add_verdicts(cell, judged, [_name(p) for p in ranked])
+    cell = with_verdicts(cell, judged, [_name(p) for p in ranked])
     made = {r.workload: r.recorded_calls for p in points for r in p.rows if r.recorded_calls}  # by recorded call
-    return {**cell, "recorded_calls": sum(made.values())} if made else cell
+    return replace(cell, recorded_calls=sum(made.values())) if made else cell
 
 
-def _add_verdicts(cell: dict[str, Any], judged: verdict.CellVerdict, names: list[tuple[str, str]]) -> None:
-    """Put the verdicts on a cell (its candidates named in order): each candidate's against the best and native,
+def with_verdicts(cell: Cell, judged: verdict.CellVerdict, names: list[tuple[str, str]]) -> Cell:
+    """The cell with its verdicts (its candidates named in order): each candidate's against the best and native,
     the choice's against native (its speed-up the verdict's ratio where tested), the noise floor, rounds, launches."""
-    for entry, name in zip(cell["candidates"], names):
-        entry.update(vs_best=_said(judged.vs_best.get(name)), vs_native=_said(judged.vs_native.get(name)))
+    candidates = tuple(replace(e, vs_best=_said(judged.vs_best.get(name)), vs_native=_said(judged.vs_native.get(name)))
+                       for e, name in zip(cell.candidates, names))
     against = judged.vs_native.get(judged.choice)
-    cell.update(vs_native=_said(against), noise_floor=None if judged.floor is None else rounded(judged.floor),
-                rounds=judged.rounds, launches=judged.launches)
+    cell = replace(cell, candidates=candidates, vs_native=_said(against),
+                   noise_floor=None if judged.floor is None else rounded(judged.floor), rounds=judged.rounds,
+                   launches=judged.launches)
     if against and against.verdict != verdict.UNTESTED:  # the verdict's ratio, not the pooled metric's
-        cell["speedup_vs_native"] = rounded(1 / against.ratio)
+        cell = replace(cell, speedup_vs_native=rounded(1 / against.ratio))
+    return cell
 
 
 def _name(point: Candidate) -> tuple[str, str]:
     return point.algorithm, point.options
 
 
-def _said(comparison: verdict.Comparison | None) -> dict[str, Any] | None:
-    return comparison.as_dict() if comparison else None
+def _said(comparison: verdict.Comparison | None) -> verdict.Comparison | None:
+    return comparison_kept(comparison) if comparison else None
 
 
 def _control_of(points: list[Candidate], native: Candidate | None) -> Candidate | None:
@@ -323,7 +327,7 @@ def _tied(best: Candidate, other: Candidate, alpha: float) -> bool:
 
 
 def decide(directories: list[Path], metric: str = "mean", alpha: float = 0.05, dtype: str | None = None,
-           where: dict[str, str] | None = None, margin: float = MARGIN, force: bool = False) -> dict[str, Any]:
+           where: dict[str, str] | None = None, margin: float = MARGIN, force: bool = False) -> Decision:
     """Build the decision document from one or more results directories (their points in context `where`); each
     directory is a launch, or holds the launches its samples name."""
     if metric not in METRICS:
@@ -341,44 +345,40 @@ def decide(directories: list[Path], metric: str = "mean", alpha: float = 0.05, d
     for context in sorted({c for c, _ in by_cell}):
         sizes = sorted(size for c, size in by_cell if c == context)
         cells = [decide_cell(by_cell[context, size], metric, alpha, margin) for size in sizes]
-        tables.append({**context_dict(context), "ranges": ranges(cells)})
+        tables.append(Table(context_dict(context), ranges(cells)))
     libraries = sorted({s["mpi_library"] for s in sources if s["mpi_library"]})
-    launches = max(c["launches"] for t in tables for r in t["ranges"] for c in r["cells"])
-    return {
-        "schema": SCHEMA, "metric": metric, "alpha": alpha, "margin": margin,
-        "statistic": verdict.statistic(metric, alpha, margin, launches), "dtype": chosen_dtype,
-        "context_columns": list(CONTEXT_COLUMNS),
-        "mpi_library": libraries[0] if len(libraries) == 1 else libraries or None,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "sources": sources, "tables": tables,
-    }
+    launches = max(c.launches or 0 for t in tables for c in t.cells)
+    return Decision(
+        SCHEMA, metric, alpha, tuple(tables), chosen_dtype, margin, verdict.statistic(metric, alpha, margin, launches),
+        CONTEXT_COLUMNS, libraries[0] if len(libraries) == 1 else libraries or None,
+        datetime.now(timezone.utc).isoformat(timespec="seconds"), tuple(sources))
 
 
 # --- printing --------------------------------------------------------------------------
 
-def render(document: dict[str, Any]) -> str:
+def render(document: Decision) -> str:
     """The table as text: one line per measured size, merged ranges marked; the verdicts' statistic once, the choice's
     speed over native with its interval, the cell's noise floor where it has a control, and why the choice where
     others were within noise of it."""
-    tables, metric = document["tables"], document["metric"]
-    columns, same = varying(tables)
-    cells = [c for t in tables for r in t["ranges"] for c in r["cells"]]
-    noisy, floored = any(c["tied_with"] for c in cells), any(c.get("noise_floor") for c in cells)
+    tables, metric = document.tables, document.metric
+    columns, same = varying([t.columns for t in tables])
+    cells = document.cells
+    noisy, floored = any(c.tied_with for c in cells), any(c.noise_floor for c in cells)
     body = []
     for table in tables:
-        for row in table["ranges"]:
-            high = "inf" if row["bytes_max"] is None else human_bytes(row["bytes_max"])
-            span = f"{human_bytes(row['bytes_min'])}..{high}"
-            for i, cell in enumerate(row["cells"]):
-                runner = cell["runner_up"] or "-"
-                body.append([*(table[c] if i == 0 else "" for c in columns), span if i == 0 else "",
-                             human_bytes(cell["bytes_per_peer"]), shown(cell["algorithm"], cell["options"]),
-                             f"{cell['value_us']:,.1f}",
-                             runner + (" (within noise)" if runner in cell["tied_with"] else ""),
-                             _percent(cell["margin"]), _versus(cell),
-                             *([_times(_spread(cell.get("noise_floor")))] if floored else []),
-                             *([_chosen_as(cell, table.get("timing", ""))] if noisy else [])])
-    overlap = any(t.get("timing") == OVERLAP for t in tables)
+        for row in table.ranges:
+            high = "inf" if row.bytes_max is None else human_bytes(row.bytes_max)
+            span = f"{human_bytes(row.bytes_min)}..{high}"
+            for i, cell in enumerate(row.cells):
+                runner = cell.runner_up or "-"
+                body.append([*(table.column(c) if i == 0 else "" for c in columns), span if i == 0 else "",
+                             human_bytes(cell.bytes_per_peer), shown(cell.algorithm, cell.options),
+                             f"{cell.value_us:,.1f}",
+                             runner + (" (within noise)" if runner in cell.tied_with else ""),
+                             _percent(cell.margin), _versus(cell),
+                             *([_times(_spread(cell.noise_floor))] if floored else []),
+                             *([_chosen_as(cell, table.column("timing"))] if noisy else [])])
+    overlap = any(t.column("timing") == OVERLAP for t in tables)
     headers = [*columns, "range (B/peer)", "measured", "algorithm",
                f"{metric} exposed us" if overlap else f"{metric} us", "runner-up", "by", "vs native",
                *(["noise floor"] if floored else []), *(["chosen as"] if noisy else [])]
@@ -391,41 +391,41 @@ def render(document: dict[str, Any]) -> str:
                       *_stated(document, floored)])
 
 
-def _stated(document: dict[str, Any], floored: bool) -> list[str]:
+def _stated(document: Decision, floored: bool) -> list[str]:
     """The verdicts' statistic, and where no cell had a control, that the margin alone applies."""
-    if "statistic" not in document:
+    if document.statistic is None:
         return []
     floor = [] if floored else ["No cell has a control (the library's own under a second name): the noise floor is "
                                 "not known, and the margin alone separates a verdict from a tie."]
-    return [f"Verdicts: {document['statistic']}.", *floor]
+    return [f"Verdicts: {document.statistic}.", *floor]
 
 
-def _versus(cell: dict[str, Any]) -> str:
+def _versus(cell: Cell) -> str:
     """The choice against native in the table: its speed and interval, untested where it has no verdict."""
-    said = cell.get("vs_native")
+    said = cell.vs_native
     if not said:
-        return _times(cell["speedup_vs_native"])
-    if said["verdict"] == verdict.UNTESTED:
-        return f"{_pace(said['ratio'])} untested"
-    return f"{_pace(said['ratio'])} ({_interval(said)})"
+        return _times(cell.speedup_vs_native)
+    if said.verdict == verdict.UNTESTED:
+        return f"{pace(said.ratio)} untested"
+    return f"{pace(said.ratio)} ({_interval(said)})"
 
 
-def _pace(ratio: float) -> str:
+def pace(ratio: float) -> str:
     """A time over native's as speed: '1.31x' where faster, '2.30x slower' where slower (never a gain below 1)."""
     return f"{1 / ratio:.2f}x" if ratio <= 1 else f"{ratio:.2f}x slower"
 
 
-def _interval(said: dict[str, Any]) -> str:
+def _interval(said: verdict.Comparison) -> str:
     """A comparison's interval as its words read it: speeds where faster or tied, times where slower."""
-    if said["verdict"] == verdict.SLOWER:
-        return f"{said['low']:.2f}-{said['high']:.2f}"
-    return f"{1 / said['high']:.2f}-{1 / said['low']:.2f}"
+    if said.verdict == verdict.SLOWER:
+        return f"{said.low:.2f}-{said.high:.2f}"
+    return f"{1 / said.high:.2f}-{1 / said.low:.2f}"
 
 
-def against_native(said: dict[str, Any], metric: str) -> str:
+def against_native(said: verdict.Comparison, metric: str) -> str:
     """A comparison with native in words: '1.31x as fast as native (1.22-1.41)', 'within noise of native
     (0.97-1.06)', '2.30x slower than native (2.10-2.52)', or by the metric alone, untested."""
-    ratio, found = said["ratio"], said["verdict"]
+    ratio, found = said.ratio, said.verdict
     pace = f"{1 / ratio:.2f}x as fast as native" if ratio <= 1 else f"{ratio:.2f}x slower than native"
     if found == verdict.UNTESTED:
         return f"{pace} by the {metric}, untested"
@@ -437,13 +437,13 @@ def _spread(floor: float | None) -> float | None:
     return None if not floor else max(floor, 1 / floor)
 
 
-def _chosen_as(cell: dict[str, Any], timing: str) -> str:
+def _chosen_as(cell: Cell, timing: str) -> str:
     """Why the cell's choice, where others were within noise of it: the library's own, the simplest of them, or the
     fastest."""
-    if not cell["tied_with"]:
+    if not cell.tied_with:
         return ""
-    return "the library's own" if library_own(cell["algorithm"], cell["options"], timing) else \
-        "the simplest" if cell["tie"] else "the fastest"
+    return "the library's own" if library_own(cell.algorithm, cell.options, timing) else \
+        "the simplest" if cell.tie else "the fastest"
 
 
 def _percent(margin: float | None) -> str:
@@ -462,11 +462,9 @@ def winners_by_launch(directories: list[Path], metric: str = "mean", alpha: floa
     one launch's ranking is one sample of the machine, not the machine)."""
     found: dict[tuple, list[str]] = {}
     for directory in directories:
-        for table in decide([directory], metric, alpha, dtype, margin=margin)["tables"]:
-            for row in table["ranges"]:
-                for cell in row["cells"]:
-                    found.setdefault((context_of(table), cell["bytes_per_peer"]), []).append(
-                        shown(cell["algorithm"], cell["options"]))
+        for table in decide([directory], metric, alpha, dtype, margin=margin).tables:
+            for cell in table.cells:
+                found.setdefault((table.context, cell.bytes_per_peer), []).append(shown(cell.algorithm, cell.options))
     return found
 
 
@@ -475,95 +473,95 @@ def unstable(winners: dict[tuple, list[str]]) -> dict[tuple, Counter]:
     return {cell: Counter(names) for cell, names in winners.items() if len(set(names)) > 1}
 
 
-def summary(document: dict[str, Any]) -> list[str]:
+def summary(document: Decision) -> list[str]:
     """One line per process count: each size range's choice, its speed over native with the interval, what is within
     noise of it and why it was chosen among them, the noise floor; an oversubscribed count says so. Then the program
     totals and the verdicts' statistic."""
     lines = []
-    for table in document["tables"]:
-        parts = [range_said(row, table.get("timing", ""), document["metric"]) for row in table["ranges"]]
-        floors = [_spread(c.get("noise_floor")) for r in table["ranges"] for c in r["cells"] if c.get("noise_floor")]
+    for table in document.tables:
+        parts = [range_said(row, table.column("timing"), document.metric) for row in table.ranges]
+        floors = [_spread(c.noise_floor) for c in table.cells if c.noise_floor]
         notes = [f"noise floor up to {max(floors):.2f}x"] if floors else []
-        notes += [crowded] if (crowded := crowding(document, table["nprocs"])) else []
+        notes += [crowded] if (crowded := crowding(document, table.nprocs)) else []
         lines.append(f"{where(table)}: " + "; ".join(parts) + "".join(f" [{note}]" for note in notes))
-    stated = [f"verdicts: {document['statistic']}"] if "statistic" in document else []
+    stated = [f"verdicts: {document.statistic}"] if document.statistic is not None else []
     return lines + program_totals(document) + stated
 
 
-def range_said(row: dict[str, Any], timing: str, metric: str) -> str:
+def range_said(row: Range, timing: str, metric: str) -> str:
     """A range's choice in words: `91..8191 pairwise (1.31x as fast as native (1.22-1.41); within noise: bine, ring;
     chosen as the fastest; rests on one point, 1K)`."""
-    label, cells = shown(row["algorithm"], row["options"]), row["cells"]
-    high = "inf" if row["bytes_max"] is None else human_bytes(row["bytes_max"])
-    tied = sorted({name for c in cells for name in c["tied_with"]})
-    lone = [f"rests on one point, {human_bytes(cells[0]['bytes_per_peer'])}"] if one_point(row) else []
-    if library_own(row["algorithm"], row["options"], timing):
+    label, cells = shown(row.algorithm, row.options), row.cells
+    high = "inf" if row.bytes_max is None else human_bytes(row.bytes_max)
+    tied = sorted({name for c in cells for name in c.tied_with})
+    lone = [f"rests on one point, {human_bytes(cells[0].bytes_per_peer)}"] if one_point(row) else []
+    if library_own(row.algorithm, row.options, timing):
         said = [why] if (why := kept(cells)) else []
     else:
-        said = [versus_native(cells, metric)] if any(c["speedup_vs_native"] for c in cells) else []
+        said = [versus_native(cells, metric)] if any(c.speedup_vs_native for c in cells) else []
         if tied:
-            why = "the simplest of them" if any(c["tie"] for c in cells) else "the fastest"
+            why = "the simplest of them" if any(c.tie for c in cells) else "the fastest"
             said.append(f"within noise: {', '.join(tied)}; chosen as {why}")
     said += lone
-    return f"{human_bytes(row['bytes_min'])}..{high} {label}" + (f" ({'; '.join(said)})" if said else "")
+    return f"{human_bytes(row.bytes_min)}..{high} {label}" + (f" ({'; '.join(said)})" if said else "")
 
 
-def kept(cells: list[dict[str, Any]]) -> str:
+def kept(cells: Sequence[Cell]) -> str:
     """Why the library's own stays, in words: untested (and why), or what is within noise of it ('' where every
     other candidate is slower)."""
     if untested_why(cells):
         return f"the library's own; untested: {untested_why(cells)}"
-    near: dict[str, list[dict[str, Any]]] = {}
+    near: dict[str, list[verdict.Comparison]] = {}
     for cell in cells:
-        for entry in cell["candidates"]:
-            if (entry.get("vs_native") or {}).get("verdict") == verdict.TIE:
-                near.setdefault(shown(entry["algorithm"], entry["options"]), []).append(entry["vs_native"])
+        for entry in cell.candidates:
+            if entry.vs_native and entry.vs_native.verdict == verdict.TIE:
+                near.setdefault(shown(entry.algorithm, entry.options), []).append(entry.vs_native)
     if not near:
         return ""
     named = [name + (f" ({_interval(said[0])})" if len(cells) == 1 else "") for name, said in sorted(near.items())]
     return f"the library's own; within noise of it: {', '.join(named)}"
 
 
-def untested_why(cells: list[dict[str, Any]]) -> str:
+def untested_why(cells: Sequence[Cell]) -> str:
     """Why none of these cells' comparisons has a verdict ('' where some has one)."""
-    said = [e["vs_native"] for c in cells for e in c.get("candidates", []) if e.get("vs_native")]
-    if not said or any(s["verdict"] != verdict.UNTESTED for s in said):
+    said = [e.vs_native for c in cells for e in c.candidates if e.vs_native]
+    if not said or any(s.verdict != verdict.UNTESTED for s in said):
         return ""
-    if all(c.get("rounds", 0) == 0 for c in cells):
+    if all(not c.rounds for c in cells):
         return "no interleaved rounds (a record made before them): nothing is called faster, native stays"
     return f"fewer than {verdict.MIN_ROUNDS} rounds shared: nothing is called faster, native stays"
 
 
-def one_point(row: dict[str, Any], factor: float = 2.0) -> bool:
+def one_point(row: Range, factor: float = 2.0) -> bool:
     """Whether a range rests on one measured size that it reaches more than `factor` beyond (below, down to its
     first byte above 0; above, up to its last byte below infinity): a guess `bench run --refine` can replace."""
-    if len(row["cells"]) != 1:
+    if len(row.cells) != 1:
         return False
-    point = row["cells"][0]["bytes_per_peer"]
-    below = 0 < row["bytes_min"] < point / factor
-    above = row["bytes_max"] is not None and row["bytes_max"] > point * factor
+    point = row.cells[0].bytes_per_peer
+    below = 0 < row.bytes_min < point / factor
+    above = row.bytes_max is not None and row.bytes_max > point * factor
     return below or above
 
 
-def crossover_gaps(document: dict[str, Any], factor: float = 2.0) -> list[tuple[int, int]]:
+def crossover_gaps(document: Decision, factor: float = 2.0) -> list[tuple[int, int]]:
     """Neighbouring measured sizes (smaller, larger) of a table whose choices differ and lie more than `factor` apart,
     where neither choice is within noise of the other at either size: where the crossover is not yet found. Gaps
     from 0 B are left out (0 B is a range of its own)."""
     gaps = set()
-    for table in document["tables"]:
-        cells = [c for row in table["ranges"] for c in row["cells"]]
+    for table in document.tables:
+        cells = table.cells
         for small, large in zip(cells, cells[1:]):
-            a, b = shown(small["algorithm"], small["options"]), shown(large["algorithm"], large["options"])
-            lo, hi = small["bytes_per_peer"], large["bytes_per_peer"]
-            if a != b and lo > 0 and hi > lo * factor and b not in small["tied_with"] and a not in large["tied_with"]:
+            a, b = shown(small.algorithm, small.options), shown(large.algorithm, large.options)
+            lo, hi = small.bytes_per_peer, large.bytes_per_peer
+            if a != b and lo > 0 and hi > lo * factor and b not in small.tied_with and a not in large.tied_with:
                 gaps.add((lo, hi))
     return sorted(gaps)
 
 
-def midpoints(document: dict[str, Any], factor: float = 2.0) -> list[int]:
+def midpoints(document: Decision, factor: float = 2.0) -> list[int]:
     """The sizes that bracket every crossover gap more closely: each gap's geometric midpoint, a whole number of
     the decision's elements, strictly inside the gap."""
-    item = np.dtype(document.get("dtype") or "uint8").itemsize
+    item = np.dtype(document.dtype or "uint8").itemsize
     found = set()
     for lo, hi in crossover_gaps(document, factor):
         middle = int(round(math.sqrt(lo * hi) / item)) * item
@@ -572,28 +570,28 @@ def midpoints(document: dict[str, Any], factor: float = 2.0) -> list[int]:
     return sorted(found)
 
 
-def versus_native(cells: list[dict[str, Any]], metric: str) -> str:
+def versus_native(cells: Sequence[Cell], metric: str) -> str:
     """The range's speed over native with its intervals: one cell's in words, several cells' speeds and intervals
     from the lowest to the highest; by the metric alone where the verdict is untested (or the table predates
     verdicts)."""
-    said = [c["vs_native"] for c in cells if c.get("vs_native")]
-    tested = [s for s in said if s["verdict"] != verdict.UNTESTED]
+    said = [c.vs_native for c in cells if c.vs_native]
+    tested = [s for s in said if s.verdict != verdict.UNTESTED]
     if len(said) == 1:
         return against_native(said[0], metric)
     if not tested:
-        gains = sorted(c["speedup_vs_native"] for c in cells if c["speedup_vs_native"])
+        gains = sorted(c.speedup_vs_native for c in cells if c.speedup_vs_native)
         ratio = f"{gains[0]:.2f}x" if gains[0] == gains[-1] else f"{gains[0]:.2f}-{gains[-1]:.2f}x"
         return f"{ratio} as fast as native by the {metric}" + (", untested" if said else "")
-    speeds = sorted(1 / s["ratio"] for s in tested)
-    lows, highs = (1 / s["high"] for s in tested), (1 / s["low"] for s in tested)
+    speeds = sorted(1 / s.ratio for s in tested)
+    lows, highs = (1 / s.high for s in tested), (1 / s.low for s in tested)
     untested_ = f", untested at {len(said) - len(tested)} of {len(said)} sizes" if len(tested) < len(said) else ""
     return (f"{speeds[0]:.2f}-{speeds[-1]:.2f}x as fast as native (intervals from {min(lows):.2f} to "
             f"{max(highs):.2f}){untested_}")
 
 
-def crowding(document: dict[str, Any], nprocs: int) -> str:
+def crowding(document: Decision, nprocs: int) -> str:
     """Where the runs of `nprocs` ranks had more ranks than cores, in words ('' where none had)."""
-    hosts = {host: got for s in document.get("sources", []) for host, got in
+    hosts = {host: got for s in document.sources for host, got in
              (s.get("oversubscribed") or {}).get(str(nprocs), {}).items()}
     if not hosts:
         return ""
@@ -601,26 +599,25 @@ def crowding(document: dict[str, Any], nprocs: int) -> str:
     return f"oversubscribed ({where_}): these times are the scheduler's as much as the algorithms'"
 
 
-def program_totals(document: dict[str, Any]) -> list[str]:
+def program_totals(document: Decision) -> list[str]:
     """For a recorded program (its tables' cells carry recorded_calls), each algorithm's time in all of its calls
     (the metric x the times the program made the calls of each size, summed) fastest first, after the choices';
     an algorithm not measured at every size is left out."""
-    programs: dict[str, list[dict[str, Any]]] = {}
-    for table in document["tables"]:
-        for row in table["ranges"]:
-            programs.setdefault(table["workload"], []).extend(c for c in row["cells"] if c.get("recorded_calls"))
+    programs: dict[str, list[Cell]] = {}
+    for table in document.tables:
+        programs.setdefault(table.column("workload"), []).extend(c for c in table.cells if c.recorded_calls)
     lines = []
     for name, cells in ((name, cells) for name, cells in programs.items() if cells):
         totals: dict[str, float] = {}
-        for label in {shown(c["algorithm"], c["options"]) for cell in cells for c in cell["candidates"]}:
-            times = [cell["recorded_calls"] * c["value_us"] for cell in cells for c in cell["candidates"]
-                     if shown(c["algorithm"], c["options"]) == label]
+        for label in {shown(c.algorithm, c.options) for cell in cells for c in cell.candidates}:
+            times = [(cell.recorded_calls or 0) * c.value_us for cell in cells for c in cell.candidates
+                     if shown(c.algorithm, c.options) == label]
             if len(times) == len(cells):
                 totals[label] = sum(times)
-        chosen = sum(cell["recorded_calls"] * cell["value_us"] for cell in cells)
+        chosen = sum((cell.recorded_calls or 0) * cell.value_us for cell in cells)
         ranked = ", ".join(f"{label} {us / 1e3:,.4g} ms" for label, us in sorted(totals.items(), key=lambda t: t[1]))
-        lines.append(f"{name} ({counted(len(cells), 'size')}, calls made {sum(c['recorded_calls'] for c in cells)} "
-                     f"times), {document['metric']} x times made: the choices {chosen / 1e3:,.4g} ms; {ranked}")
+        lines.append(f"{name} ({counted(len(cells), 'size')}, calls made {sum(c.recorded_calls or 0 for c in cells)} "
+                     f"times), {document.metric} x times made: the choices {chosen / 1e3:,.4g} ms; {ranked}")
     return lines
 
 
@@ -632,8 +629,8 @@ def decided(directories: list[Path], metric: str = "mean", alpha: float = 0.05, 
     if output is not None and not Path(output).resolve().parent.is_dir():
         raise BadInput(f"--output {output}: its directory does not exist")
     document = decide(directories, metric, alpha, dtype, where, margin, force)
-    cells = [c for t in document["tables"] for r in t["ranges"] for c in r["cells"]]
-    ties = sum(c["tie"] for c in cells)
+    cells = document.cells
+    ties = sum(c.tie for c in cells)
     lines = [render(document), f"\n{counted(ties, 'cell')} went to a simpler algorithm within noise of the fastest "
                                f"(alpha {alpha}, margin {margin * 100:g} %)."]
     blind = [c for c in cells if untested_why([c])]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from itertools import combinations
 from statistics import median
@@ -297,28 +297,26 @@ def predicted_times(fits: list[Fit], nprocs: int, sizes: list[int]) -> dict[str,
 
 # --- the predicted decision table (a2a.record.decision, marked as predicted) --------
 
-def predicted_cell(fits: list[Fit], nprocs: int, size: int) -> dict[str, Any]:
+def predicted_cell(fits: list[Fit], nprocs: int, size: int) -> decision.Cell:
     """The predicted winner at one size, with every series' predicted time as candidates."""
     ranked = sorted(((f.predict(nprocs, size) * 1e6, f) for f in fits), key=lambda c: c[0])
-    return {**decision_cell(size, [(f.algorithm, f.options, us) for us, f in ranked]), "predicted": True}
+    return replace(decision_cell(size, [(f.algorithm, f.options, us) for us, f in ranked]), predicted=True)
 
 
 def predicted_decision(fits: list[Fit], nprocs: list[int], sizes: list[int],
-                       sources: list[dict[str, Any]], dtype: str) -> dict[str, Any]:
+                       sources: list[dict[str, Any]], dtype: str) -> decision.Decision:
     """A decision document (a2a.record.decision's schema) from the model, marked as predicted."""
     libraries = sorted({s["mpi_library"] for s in sources if s.get("mpi_library")})
     tables = []
     for context, group in sorted(predictable(fits).items()):
         for p in nprocs:
-            tables.append({"nprocs": p, **dict(zip(CONTEXT, context)), "predicted": True,
-                           "ranges": decision.ranges([predicted_cell(group, p, m) for m in sizes])})
-    return {
-        "schema": decision.SCHEMA, "predicted": True, "metric": "median", "alpha": None,
-        "dtype": dtype, "context_columns": list(decision.CONTEXT_COLUMNS),
-        "mpi_library": libraries[0] if len(libraries) == 1 else libraries or None,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "sources": sources, "model": [fit_summary(f) for f in fits], "tables": tables,
-    }
+            tables.append(decision.Table({"nprocs": p, **dict(zip(CONTEXT, context))},
+                                         decision.ranges([predicted_cell(group, p, m) for m in sizes]), predicted=True))
+    return decision.Decision(
+        decision.SCHEMA, "median", None, tuple(tables), dtype, context_columns=decision.CONTEXT_COLUMNS,
+        mpi_library=libraries[0] if len(libraries) == 1 else libraries or None,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"), sources=tuple(sources), predicted=True,
+        model=tuple(fit_summary(f) for f in fits))
 
 
 def fit_summary(f: Fit) -> dict[str, Any]:

@@ -19,9 +19,11 @@ import numpy as np
 
 from a2a.analysis import model
 from a2a.errors import A2AError, BadResults, MissingMatplotlib
+from a2a.record.decision import Cell
 from a2a.record.meta import backend_of
 from a2a.record.results import NATIVE, Defaults, Row, Run, label, point_key, short_label
 from a2a.record.stats import bandwidths, stall_mask
+from a2a.record.verdict import FASTER, MARGIN, SLOWER, Comparison
 from a2a.units import human_bytes
 
 INSTALL_HINT = "pip install 'a2a-testbed[plot]'"
@@ -593,18 +595,17 @@ def ratio_to_native(data: Data, directory: Path) -> list[Figure]:
         document = decide([data.run.directory])
     except A2AError:  # nothing a decision can read (a simulated record, say)
         return []
-    tables = [t for t in document["tables"]
-              if any(e.get("vs_native") for r in t["ranges"] for c in r["cells"] for e in c["candidates"])]
+    tables = [t for t in document.tables if any(e.vs_native for c in t.cells for e in c.candidates)]
     if data.simulated or not tables:
         return []
     fig, axes = panels(len(tables))
     drawn: set[str] = set()
     for ax, table in zip(axes, tables):
-        cells = [c for r in table["ranges"] for c in r["cells"]]
-        _bands(ax, cells, document.get("margin", 0.05))
+        cells = table.cells
+        _bands(ax, cells, MARGIN if document.margin is None else document.margin)
         for name in data.labels:
-            found = [(c["bytes_per_peer"], e["vs_native"]) for c in cells for e in c["candidates"]
-                     if label(e["algorithm"], e["options"]) == name and e.get("vs_native")]
+            found = [(c.bytes_per_peer, e.vs_native) for c in cells for e in c.candidates
+                     if label(e.algorithm, e.options) == name and e.vs_native]
             if found:
                 drawn.add(name)
                 _intervals(ax, found, data.styles[name])
@@ -616,27 +617,27 @@ def ratio_to_native(data: Data, directory: Path) -> list[Figure]:
     series_legend(data, fig, sorted(drawn))
     save(fig, directory, "ratio_to_native")
     return [Figure("ratio_to_native", "Ratio to native, with the verdicts' intervals",
-                   f"Each algorithm's time over the library's own ({document.get('statistic', 'bench decide')}). "
+                   f"Each algorithm's time over the library's own ({document.statistic or 'bench decide'}). "
                    "Filled: faster or slower by the verdict; hollow: a tie. The grey band is the margin; the light "
                    "band the cell's noise floor, where a control measured one.")]
 
 
-def _bands(ax: Any, cells: list[dict[str, Any]], margin: float) -> None:
+def _bands(ax: Any, cells: list[Cell], margin: float) -> None:
     """The margin as a band around 1, and each cell's noise floor as a wider light one."""
     ax.axhspan(1 / (1 + margin), 1 + margin, color="0.85", zorder=0)
     for cell in cells:
-        floor = cell.get("noise_floor")
+        floor = cell.noise_floor
         if floor:
-            wide, size = max(floor, 1 / floor), cell["bytes_per_peer"]
+            wide, size = max(floor, 1 / floor), cell.bytes_per_peer
             ax.fill_between([size / 1.4, size * 1.4], 1 / wide, wide, color="0.93", zorder=0)
     ax.axhline(1.0, color="0.5", linewidth=0.8)
 
 
-def _intervals(ax: Any, found: list[tuple[int, dict[str, Any]]], style: Style) -> None:
+def _intervals(ax: Any, found: list[tuple[int, Comparison]], style: Style) -> None:
     """One series' ratios with their intervals: filled markers where a verdict was reached."""
     for size, said in found:
-        ratio, low, high = said["ratio"], said.get("low"), said.get("high")
-        decided = said.get("verdict") in ("faster", "slower")
+        ratio, low, high = said.ratio, said.low, said.high
+        decided = said.verdict in (FASTER, SLOWER)
         ax.errorbar([size], [ratio], yerr=[[ratio - (low or ratio)], [(high or ratio) - ratio]], color=style.color,
                     marker=style.marker, markersize=4.5, markerfacecolor=style.color if decided else "white",
                     capsize=2, linewidth=1, zorder=3)

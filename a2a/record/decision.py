@@ -234,6 +234,11 @@ def _document_dict(document: Decision) -> dict[str, Any]:
             "tables": [_table_dict(t) for t in document.tables]}
 
 
+def comparison_kept(said: Comparison) -> Comparison:
+    """A comparison as the document keeps it (six significant digits), so a fresh decision reads as its file does."""
+    return replace(said, **said.as_dict())
+
+
 def ranges(cells: list[Cell]) -> tuple[Range, ...]:
     """Merge size-ordered cells with the same choice into byte ranges covering 0..infinity."""
     lows = lower_bounds([c.bytes_per_peer for c in cells])

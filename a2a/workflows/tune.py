@@ -33,7 +33,7 @@ from a2a.analysis.revert import revert_slower
 from a2a.errors import BadConfig, HarnessError
 from a2a.mpi import launcher_size
 from a2a.mpilib import PROFILES, profile_of
-from a2a.record.decision import write_decision
+from a2a.record.decision import read_decision, write_decision
 from a2a.record.meta import now
 from a2a.record.results import NATIVE, read_meta
 from a2a.record.verdict import FASTER, SLOWER
@@ -85,13 +85,12 @@ class Tune(Tuning):
         """Sweep, decide, export, verify (and revert): 0."""
         sweeps = self._sweeps()
         table = self._decide(sweeps)
-        if library_only(json.loads(table.read_text())):
+        if library_only(read_decision(table)):
             return self._nothing_to_apply("the table leaves every cell to the library's own choice")
         made = self._export(table, "tuned")
         rows = self._verify(made, "tuned")
         if self.config.revert_slower:
-            document = json.loads(table.read_text())
-            reverted = revert_slower(document, rows, self.config.alpha)
+            document, reverted = revert_slower(read_decision(table), rows, self.config.alpha)
             self._note("reverted", reverted or ["nothing ran slower: the table stands"])
             if reverted and library_only(document):
                 return self._nothing_to_apply("every cell the table changed ran slower and went back to the "

@@ -23,13 +23,11 @@ The file carries its verification (`bench deploy --show FILE`); the tune ends wi
 from __future__ import annotations
 
 import functools
-import json
 import os
 import shlex
 import socket
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from tabulate import tabulate
 
@@ -51,6 +49,7 @@ from a2a.errors import HarnessError
 from a2a.kept import compiled
 from a2a.mpi import bench_words
 from a2a.record import verdict
+from a2a.record.decision import Decision, read_decision
 from a2a.record.meta import now
 from a2a.record.results import read_meta
 from a2a.units import human_bytes
@@ -82,7 +81,7 @@ class DeployTune(Tuning):
                      f"({self.verify_prefix[0]}) run {first_line(self._verifying_library())}; the sweeps time this "
                      "Python's MPI library, not that one")
         table = self._refined(self._sweeps())
-        document = json.loads(table.read_text())
+        document = read_decision(table)
         made = deployment(document, self.config.nprocs, 0, family(self._verifying_library()),
                           origin_of(document, str(table)),
                           extrapolate=False)
@@ -105,7 +104,7 @@ class DeployTune(Tuning):
         bracketed within a factor of 2, until none is left."""
         table, refines = self._decide(sweeps), []
         for k in range(1, REFINEMENTS + 1):
-            sizes = midpoints(json.loads(table.read_text()))
+            sizes = midpoints(read_decision(table))
             if not sizes:
                 break
             self.say(f"refine: the crossovers between {', '.join(map(human_bytes, sizes))}")
@@ -114,7 +113,7 @@ class DeployTune(Tuning):
             table = self._decide(sweeps, refines, f"decide-{k}")
         return table
 
-    def _verified(self, made: Deployment, document: dict[str, Any]
+    def _verified(self, made: Deployment, document: Decision
                   ) -> tuple[Deployment, list[Verdict], list[str]]:
         """Verify, give back what the file made slower (or no faster), verify again: the file, the last verdicts,
         and what went back and why."""
@@ -128,7 +127,7 @@ class DeployTune(Tuning):
                 break
         return made, verdicts, back
 
-    def _verification(self, made: Deployment, document: dict[str, Any], k: int) -> list[Verdict]:
+    def _verification(self, made: Deployment, document: Decision, k: int) -> list[Verdict]:
         """One verification of the file as it stands (kept in the tune's meta.json: a resume does not repeat it)."""
         step = f"verify-{k}"
         if step in self.meta["steps"]:
@@ -287,10 +286,10 @@ def first_line(library: str) -> str:
     return next((" ".join(line.split()) for line in library.splitlines() if line.strip()), "")
 
 
-def measured_sizes(document: dict[str, Any], collective: str, nprocs: int) -> list[int]:
+def measured_sizes(document: Decision, collective: str, nprocs: int) -> list[int]:
     """The sizes the decision measured for a collective on nprocs ranks."""
-    return sorted({c["bytes_per_peer"] for t in document["tables"] if t["nprocs"] == nprocs
-                   and t.get("collective", "alltoall") == collective for r in t["ranges"] for c in r["cells"]})
+    return sorted({c.bytes_per_peer for t in document.tables if t.nprocs == nprocs
+                   and t.column("collective") == collective for c in t.cells})
 
 
 def why_back(verdicts: list[Verdict], low: int, high: int) -> str:

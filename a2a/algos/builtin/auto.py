@@ -10,7 +10,7 @@ from typing import Any
 from a2a.algos.options import schedule_options
 from a2a.algos.registry import get, register
 from a2a.errors import A2AError, BadOption
-from a2a.record.decision import lookup, parse_options, read_decision
+from a2a.record.decision import Decision, lookup, parse_options, read_decision
 from a2a.record.results import NATIVE
 
 MIRRORS = "a tuned MPI library: the table that `bench export` writes for it"
@@ -42,13 +42,13 @@ def choose(comm: Any, table: str, bytes_per_peer: int, collective: str, workload
                         "from `bench decide` (--table FILE)")
     document = _read_on_rank0(comm, table)
     if collective == "alltoallv" and not workload:
-        found = sorted({t.get("workload") for t in document["tables"] if t.get("collective") == collective})
+        found = sorted({t.column("workload") for t in document.tables if t.column("collective") == collective})
         if len(found) != 1:
             raise BadOption(f"auto: table {table} has alltoallv decisions for workloads {found or 'none'}; "
                             "name one with workload=SPEC")
         workload = found[0]
     found = lookup(document, comm.size, bytes_per_peer, collective=collective, workload=workload)
-    name, options = (NATIVE, {}) if found is None else (found[1]["algorithm"], parse_options(found[1]["options"]))
+    name, options = (NATIVE, {}) if found is None else (found[1].algorithm, parse_options(found[1].options))
     if name == "auto":
         raise BadOption(f"auto: table {table} names auto itself; make the table from the other algorithms")
     algorithm = get(name)
@@ -60,7 +60,7 @@ def choose(comm: Any, table: str, bytes_per_peer: int, collective: str, workload
     return lambda *buffers: factory(*buffers, **resolved)
 
 
-def _read_on_rank0(comm: Any, path: str) -> dict[str, Any]:
+def _read_on_rank0(comm: Any, path: str) -> Decision:
     """Read the table once and share it, so every rank decides alike (or fails alike)."""
     outcome: Any = None
     if comm.rank == 0:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,8 +16,8 @@ from a2a.algos.facts import library_own, shown, twin
 from a2a.algos.registry import with_defaults
 from a2a.errors import BadInput
 from a2a.mpilib import tuning_file
-from a2a.record.decision import lower_bounds, parse_options
-from a2a.record.results import KEY_DEFAULTS, NATIVE
+from a2a.record.decision import Cell, Decision, Range, as_decision, lower_bounds, parse_options
+from a2a.record.results import NATIVE
 
 Counterpart = Callable[[str, dict[str, str], int], Hashable | None]  # (algorithm, options, nprocs) -> target
 
@@ -53,27 +53,28 @@ class Segment:
     target: Hashable
 
 
-def translate(document: dict[str, Any], counterpart: Counterpart, library: str
+def translate(document: Decision | Mapping[str, Any], counterpart: Counterpart, library: str
               ) -> tuple[list[tuple[int, list[Segment]]], list[str]]:
     """Per process count, the library's choice for every byte range; plus the warnings."""
+    document = as_decision(document)
     _check_context(document)
     warnings: list[str] = []
     tables = []
-    for table in sorted(document["tables"], key=lambda t: t["nprocs"]):
-        nprocs = table["nprocs"]
-        units = [unit for row in table["ranges"] for unit in _units(row)]
+    for table in sorted(document.tables, key=lambda t: t.nprocs):
+        nprocs = table.nprocs
+        units = [unit for row in table.ranges for unit in _units(row)]
         targets = [(low, _target(cell, nprocs, counterpart, library, warnings)) for low, cell in units]
         tables.append((nprocs, _segments(targets)))
     return tables, warnings
 
 
-def collective_of(document: dict[str, Any], fmt: str) -> str:
+def collective_of(document: Decision, fmt: str) -> str:
     """The table's one collective (ialltoall for an overlap record's); BadInput if the tuning file of format `fmt`
     does not select it."""
     _check_context(document)
-    first = document["tables"][0]
-    collective = first.get("collective", KEY_DEFAULTS["collective"])
-    if first.get("timing") == "overlap":
+    first = document.tables[0]
+    collective = first.column("collective")
+    if first.column("timing") == "overlap":
         collective = f"i{collective}"
     profile, file = tuning_file(fmt)
     if collective not in file.collectives:
@@ -83,7 +84,7 @@ def collective_of(document: dict[str, Any], fmt: str) -> str:
     return collective
 
 
-def translate_by_comm_size(document: dict[str, Any], counterpart: Counterpart, library: str
+def translate_by_comm_size(document: Decision, counterpart: Counterpart, library: str
                            ) -> tuple[list[tuple[int, Hashable]], list[str]]:
     """One choice per process count, for libraries that pick alltoallv by communicator size alone.
 
@@ -91,8 +92,8 @@ def translate_by_comm_size(document: dict[str, Any], counterpart: Counterpart, l
     """
     tables, warnings = translate(document, counterpart, library)
     chosen = []
-    for (nprocs, segments), table in zip(tables, sorted(document["tables"], key=lambda t: t["nprocs"])):
-        sizes = [low for row in table["ranges"] for low, _ in _units(row)]
+    for (nprocs, segments), table in zip(tables, sorted(document.tables, key=lambda t: t.nprocs)):
+        sizes = [low for row in table.ranges for low, _ in _units(row)]
         votes = Counter(next(s.target for s in reversed(segments) if s.low <= size) for size in sizes)
         target = max(votes, key=lambda t: votes[t])
         if len(votes) > 1:
@@ -103,40 +104,37 @@ def translate_by_comm_size(document: dict[str, Any], counterpart: Counterpart, l
     return chosen, warnings
 
 
-def _units(row: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+def _units(row: Range) -> list[tuple[int, Cell]]:
     """(first byte, cell) for each measured cell of a range; a range without cells is one unit."""
-    cells = row.get("cells") or [{"algorithm": row["algorithm"], "options": row["options"],
-                                  "bytes_per_peer": row["bytes_min"], "value_us": 0.0, "candidates": []}]
-    lows = [row["bytes_min"]] + lower_bounds([c["bytes_per_peer"] for c in cells])[1:]
+    cells = row.cells or (Cell(row.bytes_min, row.algorithm, row.options, 0.0),)
+    lows = [row.bytes_min] + lower_bounds([c.bytes_per_peer for c in cells])[1:]
     return list(zip(lows, cells))
 
 
-def _target(cell: dict[str, Any], nprocs: int, counterpart: Counterpart, library: str,
-            warnings: list[str]) -> Hashable:
-    found = counterpart(cell["algorithm"], with_defaults(cell["algorithm"], parse_options(cell["options"])), nprocs)
+def _target(cell: Cell, nprocs: int, counterpart: Counterpart, library: str, warnings: list[str]) -> Hashable:
+    found = counterpart(cell.algorithm, with_defaults(cell.algorithm, parse_options(cell.options)), nprocs)
     if found is not None:
         return found
-    where = f"{nprocs} ranks, {cell['bytes_per_peer']} B/peer"
-    chosen = shown(cell["algorithm"], cell["options"])
-    for candidate in cell["candidates"]:
-        options = with_defaults(candidate["algorithm"], parse_options(candidate["options"]))
-        found = counterpart(candidate["algorithm"], options, nprocs)
+    where = f"{nprocs} ranks, {cell.bytes_per_peer} B/peer"
+    chosen = shown(cell.algorithm, cell.options)
+    for candidate in cell.candidates:
+        options = with_defaults(candidate.algorithm, parse_options(candidate.options))
+        found = counterpart(candidate.algorithm, options, nprocs)
         if found is not None:
-            cost = candidate["value_us"] / cell["value_us"] - 1 if cell["value_us"] > 0 else 0.0
-            substitute = shown(candidate["algorithm"], candidate["options"])
+            cost = candidate.value_us / cell.value_us - 1 if cell.value_us > 0 else 0.0
+            substitute = shown(candidate.algorithm, candidate.options)
             warnings.append(f"{where}: {chosen} has no {library} counterpart; using {substitute} "
-                            f"instead, {cost * 100:+.1f}% ({candidate['value_us']:.1f} us vs "
-                            f"{cell['value_us']:.1f} us)")
+                            f"instead, {cost * 100:+.1f}% ({candidate.value_us:.1f} us vs {cell.value_us:.1f} us)")
             return found
     warnings.append(f"{where}: no measured algorithm has a {library} counterpart; "
                     f"leaving it to {library}'s default")
     return counterpart(NATIVE, {}, nprocs)
 
 
-def library_only(document: dict[str, Any]) -> bool:
+def library_only(document: Decision | Mapping[str, Any]) -> bool:
     """Whether a decision leaves every size range of every process count to the library's own all-to-all."""
-    return all(library_own(row["algorithm"], row["options"], table.get("timing", "")) for table in document["tables"]
-               for row in table["ranges"])
+    return all(library_own(row.algorithm, row.options, table.column("timing"))
+               for table in as_decision(document).tables for row in table.ranges)
 
 
 def _segments(targets: list[tuple[int, Hashable]]) -> list[Segment]:
@@ -150,11 +148,11 @@ def _segments(targets: list[tuple[int, Hashable]]) -> list[Segment]:
     return [Segment(*m) for m in merged]
 
 
-def _check_context(document: dict[str, Any]) -> None:
-    for column in document.get("context_columns", ["nprocs"]):
+def _check_context(document: Decision) -> None:
+    for column in document.context_columns:
         if column == "nprocs":
             continue
-        values = sorted({t.get(column, KEY_DEFAULTS.get(column, "")) for t in document["tables"]})
+        values = sorted({t.column(column) for t in document.tables})
         if len(values) > 1:
             raise BadInput(f"the table has several {column} values ({values}); MPI libraries choose by "
                            f"process count and size only: decide one {column} at a time "

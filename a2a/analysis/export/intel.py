@@ -6,10 +6,9 @@ keep Intel's own choice (`native`) are left out, so Intel's default logic applie
 """
 from __future__ import annotations
 
-from typing import Any
-
 from a2a.analysis.export.common import Exported, collective_of, counterpart, translate
 from a2a.mpilib import INTEL_MPI
+from a2a.record.decision import Decision
 
 LIBRARY = INTEL_MPI.name
 # I_MPI_ADJUST_ALLTOALL's ids by the names our algorithms' twins use (0: Intel's own choice)
@@ -17,7 +16,7 @@ ALGORITHM_IDS = {"native": 0, "bruck": 1, "isend_irecv": 2, "pairwise": 3, "plum
 NO_LIMIT = 2147483647
 
 
-def export(document: dict[str, Any]) -> Exported:
+def export(document: Decision) -> Exported:
     """A shell line setting I_MPI_ADJUST_ALLTOALL for every process count of the table."""
     collective_of(document, "intel")
     tables, warnings = translate(document, counterpart(LIBRARY), LIBRARY)

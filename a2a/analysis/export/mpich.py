@@ -32,6 +32,7 @@ from typing import Any
 from a2a.analysis.export.common import Exported, Segment, collective_of, counterpart, translate, translate_by_comm_size
 from a2a.errors import BadInput
 from a2a.mpilib import MPICH
+from a2a.record.decision import Decision
 from a2a.record.results import NATIVE
 
 TREE_START = re.compile(rb'\{"collective=')
@@ -42,7 +43,7 @@ IALLTOALL = MPICH.ialltoall_twins  # the twins an algorithm names for MPICH's no
 THROTTLED = ("scattered", "sched_permuted_sendrecv")  # MPICH's algorithms that read MPIR_CVAR_ALLTOALL_THROTTLE
 
 
-def export(document: dict[str, Any], libmpi: str | Path | None = None) -> Exported:
+def export(document: Decision, libmpi: str | Path | None = None) -> Exported:
     """MPICH's built-in tree with the table's alltoall (or alltoallv) subtree spliced in."""
     collective = collective_of(document, "mpich")
     tree, source = builtin_tree(libmpi)

@@ -11,10 +11,9 @@ total; ompi issue 7672), so only the communicator size selects, among linear (1)
 """
 from __future__ import annotations
 
-from typing import Any
-
 from a2a.analysis.export.common import Exported, collective_of, counterpart, translate, translate_by_comm_size
 from a2a.mpilib import OPEN_MPI
+from a2a.record.decision import Decision
 
 ALLTOALL_ID, ALLTOALLV_ID = 3, 4
 LIBRARY = OPEN_MPI.name
@@ -23,14 +22,14 @@ ALGORITHM_IDS = {"ignore": 0, "linear": 1, "pairwise": 2, "modified_bruck": 3, "
 ALLTOALLV_IDS = {"ignore": 0, "linear": 1, "pairwise": 2}
 
 
-def export(document: dict[str, Any]) -> Exported:
+def export(document: Decision) -> Exported:
     """The rules file for every process count of the table."""
     if collective_of(document, "ompi") == "alltoallv":
         return export_v(document)
     tables, warnings = translate(document, counterpart(LIBRARY), LIBRARY)
     needs_requests = any(s.target[1] for _, segments in tables for s in segments)
     lines = ["rule-file-version-2"] if needs_requests else []
-    comment = (f"# alltoall decision from a2a ({document['metric']}, alpha {document['alpha']}); "
+    comment = (f"# alltoall decision from a2a ({document.metric}, alpha {document.alpha}); "
                "message size = bytes per peer x comm size")
     lines += [comment, "1", str(ALLTOALL_ID), str(len(tables))]
     for nprocs, segments in tables:
@@ -42,10 +41,10 @@ def export(document: dict[str, Any]) -> Exported:
     return Exported("\n".join(lines) + "\n", environment, warnings, NOTE)
 
 
-def export_v(document: dict[str, Any]) -> Exported:
+def export_v(document: Decision) -> Exported:
     """Alltoallv rules: one rule per comm size, at message size 0, the only size Open MPI looks up."""
     chosen, warnings = translate_by_comm_size(document, counterpart(LIBRARY, "alltoallv"), LIBRARY)
-    lines = [f"# alltoallv decision from a2a ({document['metric']}, workload {document['tables'][0].get('workload')});"
+    lines = [f"# alltoallv decision from a2a ({document.metric}, workload {document.tables[0].column('workload')});"
              " Open MPI selects alltoallv by comm size only", "1", str(ALLTOALLV_ID), str(len(chosen))]
     for nprocs, (algorithm, _) in chosen:
         lines += [f"{nprocs}", "1", f"0 {ALLTOALLV_IDS[algorithm]} 0 0"]

@@ -10,9 +10,10 @@ from typing import Any
 
 from a2a.analysis.export.common import Exported, collective_of, counterpart, translate
 from a2a.analysis.export.ompi import LIBRARY, NOTE, environment
+from a2a.record.decision import Decision
 
 
-def export(document: dict[str, Any]) -> Exported:
+def export(document: Decision) -> Exported:
     """The JSON rules for every process count of the table."""
     collective_of(document, "ompi-json")
     tables, warnings = translate(document, counterpart(LIBRARY), LIBRARY)
