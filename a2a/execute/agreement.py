@@ -8,15 +8,20 @@ against the peers' (one alltoall of the counts).
 """
 from __future__ import annotations
 
-from typing import Any, Hashable
+from typing import Any
 
 import numpy as np
 
 from a2a.algos.buffers import VBuffer, is_inter
 from a2a.errors import A2AError, BadInput, BadOption
 
+# What every rank must give alike: (algorithm, its options as text in name order, dtype, count or "per-peer counts",
+# in place); None where there is nothing to compare (a problem, or the counts' check)
+Signature = tuple[str, tuple[tuple[str, str], ...], str, "int | str", bool]
+# A rank's told problem (whether a BadOption, its text), or None; and its signature
+Verdict = tuple["tuple[bool, str] | None", "Signature | None"]
 
-def agree(comm: Any, problem: BadInput | A2AError | None, signature: Hashable) -> None:
+def agree(comm: Any, problem: BadInput | A2AError | None, signature: Signature | None) -> None:
     """Raise, on every rank alike, the first rank's problem, or that the ranks' calls differ (naming how).
 
     One allgather, over both groups of an intercommunicator (merged for it, then freed). A bad option
@@ -39,7 +44,7 @@ def told(problem: A2AError | None) -> tuple[bool, str] | None:
     return (type(problem) is BadOption, str(problem)) if problem else None
 
 
-def judged(verdicts: list[tuple[tuple[bool, str] | None, Hashable]]) -> None:
+def judged(verdicts: list[Verdict]) -> None:
     """Raise what every rank's (told problem, signature) amounts to: the first rank's problem, or that the calls
     differ (naming how); nothing when they agree."""
     first = next(((rank, p) for rank, (p, _) in enumerate(verdicts) if p), None)
@@ -47,7 +52,7 @@ def judged(verdicts: list[tuple[tuple[bool, str] | None, Hashable]]) -> None:
         rank, (bad_option, text) = first
         raise (BadOption if bad_option else BadInput)(f"rank {rank}: {text}")
     if len({s for _, s in verdicts}) > 1:
-        by_call: dict[Hashable, list[int]] = {}
+        by_call: dict[Signature | None, list[int]] = {}
         for rank, (_, s) in enumerate(verdicts):
             by_call.setdefault(s, []).append(rank)
         calls = "; ".join(f"{_ranks(ranks)}: {describe(s)}" for s, ranks in by_call.items())
@@ -55,8 +60,10 @@ def judged(verdicts: list[tuple[tuple[bool, str] | None, Hashable]]) -> None:
                        "options, dtype and count (and MPI.IN_PLACE on all or none)")
 
 
-def describe(signature: Hashable) -> str:
+def describe(signature: Signature | None) -> str:
     """A call's signature as text: 'bruck radix=4, float32 x 8 per peer'."""
+    if signature is None:  # never among calls that differ: then every rank has one
+        return "no call"
     name, options, dtype, count, in_place = signature
     text = ",".join(f"{k}={v}" for k, v in options)
     return (f"{name}{' ' + text if text else ''}, {np.dtype(dtype).name} x {count}"

@@ -70,7 +70,9 @@ class Round(greenlet):
                 raise
             except BaseException as error:  # handed to the driver, which raises it
                 outcome = Raised(error)
-            greenlet.getcurrent().parent.switch(outcome)
+            driver = greenlet.getcurrent().parent
+            assert driver is not None  # a Round runs switched to from its driver
+            driver.switch(outcome)
 
 
 @dataclass(frozen=True)
@@ -125,7 +127,9 @@ def finished(mpi: Any, requests: list[Any], any_of: bool = False, status: Any = 
     `status` filled by the last one's completion."""
     awaited = Awaited(mpi, requests, any_of, status=status)
     if running():
-        return greenlet.getcurrent().parent.switch(awaited)  # the driver resumes the run once it has arrived
+        driver = greenlet.getcurrent().parent
+        assert driver is not None  # a Round runs switched to from its driver
+        return driver.switch(awaited)  # the driver resumes the run once it has arrived
     awaited.block()
     return awaited.result
 
@@ -237,14 +241,14 @@ def engine_module(mpi: types.ModuleType) -> types.ModuleType:
         Testall = staticmethod(lambda requests, statuses=None: mpi.Request.Testall(reals(requests)))
         Testany = staticmethod(lambda requests, status=None: mpi.Request.Testany(reals(requests)))
 
-    module.Request = module.Prequest = Requests
+    vars(module).update(Request=Requests, Prequest=Requests)  # a module filled in here, unknown to the type checker
 
     def attribute(name: str) -> Any:
         if name in UNPROGRESSABLE:
             raise Unprogressable(f"MPI.{name}")
         return getattr(mpi, name)
 
-    module.__getattr__ = attribute
+    vars(module)["__getattr__"] = attribute  # PEP 562: any other name is `mpi`'s
     return module
 
 
@@ -317,8 +321,10 @@ class Progression:
 
     def _resume(self, *value: Any) -> None:
         """Go on with the run (handing it what it waited for) until it parks again (a round posted) or ends."""
-        self._round.parent = greenlet.getcurrent()
-        found = self._round.switch(*value)
+        run = self._round
+        assert run is not None  # start() made it: an exchange is in flight
+        run.parent = greenlet.getcurrent()
+        found = run.switch(*value)
         if isinstance(found, Awaited):
             self._awaited, self.rounds = found, self.rounds + 1
             return

@@ -108,7 +108,7 @@ def _per_node(comm: Any) -> tuple[ctypes.CDLL, list[list[int]]]:
     from mpi4py import MPI
 
     known = MPI.COMM_SELF.Get_attr(_node_facts_key())
-    if known is None:
+    if not isinstance(known, dict):  # None: not set yet
         known = {}
         MPI.COMM_SELF.Set_attr(_node_facts_key(), known)
     group = _world_ranks(comm)
@@ -245,7 +245,7 @@ class Executed:
             self.lib.a2ax_free(self.plan)
             if not self.shared:
                 self.lib.a2ax_schedule_free(self.schedule)
-            self.plan = self.schedule = None
+            self.plan, self.schedule = ctypes.c_void_p(), ctypes.c_void_p()  # NULL: freed
 
 
 def executed(comm: Any, algorithm: Any, collective: str, options: dict[str, Any], send: Any, recv: Any) -> Executed:
@@ -282,6 +282,7 @@ def executed(comm: Any, algorithm: Any, collective: str, options: dict[str, Any]
     problems = [p for p, *_ in said if p]
     if problems:  # one rank that cannot: every rank runs Python
         raise ExecutorUnavailable(problems[0])
+    assert made is not None  # else this rank told its failure, and raised it above
     return made
 
 

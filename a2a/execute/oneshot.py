@@ -48,13 +48,15 @@ from a2a.algos.plan import Plan
 from a2a.algos.prebuilt import copier
 from a2a.algos.registry import get
 from a2a.errors import BadInput
-from a2a.execute.agreement import judged, matched_counts, told
+from a2a.execute.agreement import Verdict, judged, matched_counts, told
 from a2a.execute.planning import Checked, checked, planned, prepared_on
 
 CACHE_PLANS = 16  # plans kept per communicator; the least recently used is freed first
 TOLD_BYTES = 4096  # what a rank tells the others of its call when the ranks do not agree (cut to fit)
 SEEN_CALLS = 64  # alltoall calls (by dtypes and shapes) remembered per communicator: one made again skips its checks
 BOUND_ARRAYS = 8  # pairs of arrays with a plan of their own, per cached alltoall plan and per communicator (held)
+# (plan, copy in, copy out): what an alltoall's exchange runs on, the copies None on a plan of its arrays' own
+Route = tuple[Plan, Callable[[], Any] | None, Callable[[], Any] | None]
 MET_ARRAYS = 64  # addresses of pairs given once, per cached alltoall plan: given again, they get a plan of their own
 
 
@@ -76,7 +78,7 @@ class Cached:
     known: dict = field(default_factory=dict)  # the communicator's routes by the arrays' ids (Caller.known)
     queue: list = field(default_factory=list)  # the calls that took it, not complete: the first runs, in call order
 
-    def route(self, sendbuf: Any, recvbuf: Any, send: Any, recv: Any, busy: set) -> tuple:
+    def route(self, sendbuf: Any, recvbuf: Any, send: Any, recv: Any, busy: set) -> tuple[Any, Any, Route, bool]:
         """(sendbuf, recvbuf, route, lasting) for the call's arrays (`send`, `recv`: as checked): route is (plan,
         copy in, copy out), the copies None on a plan of the arrays' own; lasting: whether the next call with these
         objects takes the same route (then it is kept by their ids; the objects are held, so their ids stay theirs).
@@ -91,6 +93,7 @@ class Cached:
         plan = self.direct.get(where)
         if plan is None and self.rebinds and where in self.met:
             plan = self._rebound(where, flat_send, flat, busy)
+        entry: tuple[Any, Any, Route, bool]
         if plan is not None:
             self.direct.move_to_end(where)
             entry = (sendbuf, recvbuf, (plan, None, None), True)
@@ -99,7 +102,7 @@ class Cached:
             self.met.move_to_end(where)
             if len(self.met) > MET_ARRAYS:
                 self.met.popitem(last=False)
-            copy_in = copier(self.recv, flat) if send is None else copier(self.send, flat_send)
+            copy_in = copier(self.recv, flat) if flat_send is None else copier(self.send, flat_send)
             entry = (sendbuf, recvbuf, (self.plan, copy_in, copier(flat, self.recv)), not self.rebinds)
         if entry[3]:
             if len(self.bound) >= BOUND_ARRAYS:
@@ -216,6 +219,7 @@ class Caller:
     def _made(handle: "Handle", private: Any) -> Cached:
         """A plan made anew on `private`: an alltoall's on buffers of its own, an alltoallv's on the call's."""
         call = handle.call
+        assert call is not None  # a hit makes no plan
         if handle.collective == "alltoallv":
             matched_counts(private, call.send, call.recv)
             plan = prepared_on(private, call.algorithm, call.kind, call.resolved, call.send, call.recv,
@@ -235,7 +239,7 @@ class Caller:
 
     def busy(self) -> set[int]:
         """The ids of the plans the exchanges in flight here run on."""
-        return {id(handle.route[0]) for handle in self.running}
+        return {id(handle.route[0]) for handle in self.running if handle.route is not None}  # each has its route
 
     def forget(self) -> None:
         """Free every cached plan (alike on every rank): after an error, or free_cache()."""
@@ -267,6 +271,8 @@ class Handle:
                  "cached", "route", "running", "done", "error", "private", "duplicating", "making", "pushed")
 
     def __init__(self, caller: Caller, call: Checked, collective: str, blocking: bool):
+        self.call: Checked | None  # None on a hit (Handle.hit): it skips the checks and the agreement
+        self.digest: np.ndarray | None  # ... and posts no digest
         self.caller, self.call, self.collective, self.blocking = caller, call, collective, blocking
         self.number = caller.calls
         caller.calls += 1
@@ -275,7 +281,7 @@ class Handle:
         self.digest = np.zeros(4, np.int64)
         self.request: Any = None
         self.cached: Cached | None = None
-        self.route: tuple = ()  # (plan, copy in, copy out): what the exchange runs on (Cached.route)
+        self.route: Route | None = None  # (plan, copy in, copy out): what the exchange runs on (Cached.route)
         self.running = self.done = False
         self.error: BaseException | None = None
         self.private: Any = None  # the duplicate a plan made anew is prepared on, once MPI_Comm_idup is done
@@ -293,7 +299,7 @@ class Handle:
             self._step(poll=False)  # start it now where nothing is to wait for
 
     @classmethod
-    def hit(cls, caller: Caller, key: Hashable, cached: Cached, route: tuple, blocking: bool) -> "Handle":
+    def hit(cls, caller: Caller, key: str, cached: Cached, route: Route, blocking: bool) -> "Handle":
         """An alltoall made before with arrays alike whose plan is cached and idle: checks skipped, started now."""
         handle = cls.__new__(cls)
         handle.caller, handle.collective, handle.blocking, handle.key = caller, "alltoall", blocking, key
@@ -314,6 +320,7 @@ class Handle:
         from mpi4py import MPI
 
         caller, mine = self.caller, self.digest
+        assert self.call is not None and mine is not None  # a hit posts no digest
         if self.call.problem is None:
             mine[0] = digest_of((self.key, self.blocking))
             mine[1] = -mine[0]
@@ -337,6 +344,7 @@ class Handle:
                 if not completed(self.request, block):
                     return False
                 self.request = None
+                assert self.digest is not None  # posted
                 high, low, problem, missed = self.digest
                 if problem or high != -low:
                     told_all = self._told()
@@ -353,6 +361,7 @@ class Handle:
             self.cached = self.caller.plan_for(self, private)
             if self.collective == "alltoall":
                 call = self.call
+                assert call is not None  # a hit is settled already
                 self.route = self.cached.route(call.send, call.recv, call.send, call.recv, self.caller.busy())[2]
             else:
                 self.route = (self.cached.plan, None, None)
@@ -366,15 +375,16 @@ class Handle:
         self.private = None
         return True
 
-    def _told(self) -> list[tuple[Any, Hashable]]:
+    def _told(self) -> list[Verdict]:
         """Every rank's told problem and signature, sent point to point on the agreeing duplicate."""
         from mpi4py import MPI
 
+        assert self.call is not None  # a hit tells nothing
         comm, tag = self.caller.agreeing, self.number % 32767
-        text = pickle.dumps((told(self.call.problem), self.call.signature))
+        problem = told(self.call.problem)
+        text = pickle.dumps((problem, self.call.signature))
         if len(text) > TOLD_BYTES:
-            text = pickle.dumps((told(self.call.problem) and (told(self.call.problem)[0], "a problem too long to "
-                                                                                         "tell"), None))
+            text = pickle.dumps((problem and (problem[0], "a problem too long to tell"), None))
         mine = np.zeros(TOLD_BYTES, np.uint8)
         mine[:len(text)] = np.frombuffer(text, np.uint8)
         theirs = np.zeros((comm.size, TOLD_BYTES), np.uint8)
@@ -424,10 +434,12 @@ class Handle:
             return False
         if self.done:  # its agreement or its plan failed
             return True
+        cached = self.cached
+        assert cached is not None and self.route is not None  # settled (or a hit)
         plan, copy_in, copy_out = self.route
         try:
             if not self.running:
-                queue = self.cached.queue
+                queue = cached.queue
                 while queue[0] is not self:  # the calls made before it on this plan go first, in call order
                     if not queue[0]._step():
                         return False
@@ -441,7 +453,11 @@ class Handle:
                     return True
                 self.running = True
                 plan.start()
-            complete = plan.wait() is None if block else poll and plan.test()
+            if block:
+                plan.wait()
+                complete = True
+            else:
+                complete = poll and plan.test()
             if complete and copy_out is not None:
                 copy_out()
         except BaseException as error:
@@ -452,6 +468,7 @@ class Handle:
 
     def _ended(self) -> None:
         self.done, self.running = True, False
+        assert self.cached is not None  # _step ends a settled call
         for waiting in (self.cached.queue, self.caller.running):
             try:
                 waiting.remove(self)
@@ -472,12 +489,16 @@ def binding_of(call: Checked) -> Hashable:
     return tuple(_bound(side) for side in (call.send, call.recv))
 
 
-def _bound(side: Any) -> Hashable:
+def _bound(side: Any) -> tuple[Any, ...] | None:
     if side is None:
         return None
     if isinstance(side, VBuffer):
-        return (*_bound(side.array), side.counts.tobytes(), side.displs.tobytes())
-    return side.__array_interface__["data"][0], side.nbytes
+        return (*_where(side.array), side.counts.tobytes(), side.displs.tobytes())
+    return _where(side)
+
+
+def _where(array: np.ndarray) -> tuple[int, int]:
+    return array.__array_interface__["data"][0], array.nbytes
 
 
 @cache
@@ -500,7 +521,12 @@ def _finalize_keyval() -> int:
     exit hook, registered at its import, runs after this one)."""
     from mpi4py import MPI
 
-    atexit.register(lambda: [c.free() for c in callers()] if not MPI.Is_finalized() else None)
+    def free_all() -> None:
+        if not MPI.Is_finalized():
+            for c in callers():
+                c.free()
+
+    atexit.register(free_all)
     return MPI.Comm.Create_keyval()
 
 
@@ -508,7 +534,8 @@ def callers() -> list[Caller]:
     """Every communicator's Caller in this process."""
     from mpi4py import MPI
 
-    return MPI.COMM_SELF.Get_attr(_finalize_keyval()) or []
+    everyone = MPI.COMM_SELF.Get_attr(_finalize_keyval())
+    return everyone if isinstance(everyone, list) else []  # None before the first Caller
 
 
 def caller_of(comm: Any) -> Caller:
@@ -518,7 +545,7 @@ def caller_of(comm: Any) -> Caller:
     found = comm.Get_attr(_keyval())
     if found is None:
         everyone = MPI.COMM_SELF.Get_attr(_finalize_keyval())
-        if everyone is None:
+        if not isinstance(everyone, list):  # None: the first Caller
             everyone = []
             MPI.COMM_SELF.Set_attr(_finalize_keyval(), everyone)
         found = Caller(comm, everyone)
@@ -574,7 +601,7 @@ def alltoall_shot(comm: Any, sendbuf: Any, recvbuf: Any, algorithm: str, options
                 return _hit(caller, known, blocking)
     made = one_shot(comm, lambda: get(algorithm), "alltoall", options, lambda: alltoall_call(comm, sendbuf, recvbuf),
                     blocking)
-    if isinstance(made, Handle) and made.call.problem is None and seen is not None:
+    if isinstance(made, Handle) and made.call is not None and made.call.problem is None and seen is not None:
         if len(made.caller.seen) >= SEEN_CALLS:
             made.caller.seen.clear()
         made.caller.seen[seen] = made.key
@@ -583,7 +610,7 @@ def alltoall_shot(comm: Any, sendbuf: Any, recvbuf: Any, algorithm: str, options
 
 def _runner(plan: Plan, copy_in: Callable[[], Any] | None, copy_out: Callable[[], Any] | None) -> Callable[[], Any]:
     """One blocking exchange on a route: the plan's own run on a plan of the arrays' own, else through the copies."""
-    if copy_in is None:
+    if copy_in is None or copy_out is None:  # a route has both copies or neither
         return plan if plan.run is None else plan.run
 
     def through() -> None:

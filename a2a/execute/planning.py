@@ -17,7 +17,7 @@ from a2a.algos.options import EXECUTOR, schedule_options
 from a2a.algos.plan import Plan, Prepared
 from a2a.algos.prebuilt import copier
 from a2a.errors import A2AError, BadInput, PlanFailed
-from a2a.execute.agreement import agree, matched_counts
+from a2a.execute.agreement import Signature, agree, matched_counts
 from a2a.execute.engine import EngineComm, Progression, Unprogressable, engine_module, unprogressable_names
 from a2a.execute.executor import ExecutorUnavailable, executed
 from a2a.record.results import NATIVE
@@ -34,7 +34,7 @@ class Checked:
     """One rank's call, checked alone: what it asks for, or its problem (then the rest may be missing)."""
 
     problem: A2AError | None
-    signature: Any = None  # what every rank must give alike: a2a.execute.agreement.describe reads it
+    signature: Signature | None = None  # what every rank must give alike: a2a.execute.agreement.describe reads it
     algorithm: Any = None
     kind: Any = None
     resolved: dict[str, Any] = field(default_factory=dict)
@@ -131,11 +131,11 @@ def _in_python(comm: Any, algorithm: Any, kind: Any, resolved: dict[str, Any], o
     if send is None and not kind.in_place:  # in place: the schedule reads a copy of recvbuf
         send, staging = _staged(recv)
     progressive = partial(_progression, algorithm.name, kind.factory, comm, send, recv, options, staging)
-    made = None if nonblocking else _made(kind.factory(comm, send, recv, **options))
-    progression = progressive() if nonblocking else None
-    if made is None:
+    if nonblocking:
+        progression = progressive()
         plan = Plan(algorithm, resolved, None, None, None, _joined(note, progression.note), progression, progressive)
     else:
+        made = _made(kind.factory(comm, send, recv, **options))
         plan = Plan(algorithm, resolved, _after(staging, made.run), made.free, None, _joined(note, made.note), None,
                     progressive)
     plan._rebind = partial(_python_rebound, comm, algorithm, kind, resolved, options, note, alone)
@@ -238,7 +238,7 @@ def _alone_module(mpi: types.ModuleType) -> types.ModuleType:
             raise Communicates(f"MPI.{name}")
         return getattr(mpi, name)
 
-    module.__getattr__ = attribute
+    vars(module)["__getattr__"] = attribute  # PEP 562: every name is looked up in `mpi`
     return module
 
 
