@@ -404,7 +404,7 @@ def _versus(cell: Cell) -> str:
     """The choice against native in the table: its speed and interval, untested where it has no verdict."""
     said = cell.vs_native
     if not said:
-        return _times(cell.speedup_vs_native)
+        return "-" if not cell.speedup_vs_native else pace(1 / cell.speedup_vs_native)
     if said.verdict == verdict.UNTESTED:
         return f"{pace(said.ratio)} untested"
     return f"{pace(said.ratio)} ({_interval(said)})"
@@ -580,13 +580,26 @@ def versus_native(cells: Sequence[Cell], metric: str) -> str:
         return against_native(said[0], metric)
     if not tested:
         gains = sorted(c.speedup_vs_native for c in cells if c.speedup_vs_native)
-        ratio = f"{gains[0]:.2f}x" if gains[0] == gains[-1] else f"{gains[0]:.2f}-{gains[-1]:.2f}x"
-        return f"{ratio} as fast as native by the {metric}" + (", untested" if said else "")
+        return f"{_speeds(gains[0], gains[-1])} by the {metric}" + (", untested" if said else "")
     speeds = sorted(1 / s.ratio for s in tested)
     lows, highs = (1 / s.high for s in tested), (1 / s.low for s in tested)
     untested_ = f", untested at {len(said) - len(tested)} of {len(said)} sizes" if len(tested) < len(said) else ""
-    return (f"{speeds[0]:.2f}-{speeds[-1]:.2f}x as fast as native (intervals from {min(lows):.2f} to "
-            f"{max(highs):.2f}){untested_}")
+    return f"{_speeds(speeds[0], speeds[-1])} (intervals from {min(lows):.2f} to {max(highs):.2f}){untested_}"
+
+
+def _speeds(low: float, high: float) -> str:
+    """Speeds over native from `low` to `high` in words, a slower one as its time: '1.20-1.31x as fast as native',
+    '4.40x slower than native', 'from 2.00x slower than native to 1.20x as fast as native'."""
+    def said(speed: float) -> str:
+        return pace(1 / speed) + (" as fast as native" if speed >= 1 else " than native")
+
+    if low == high:
+        return said(low)
+    if low >= 1:
+        return f"{low:.2f}-{high:.2f}x as fast as native"
+    if high < 1:
+        return f"{1 / high:.2f}-{1 / low:.2f}x slower than native"
+    return f"from {said(low)} to {said(high)}"
 
 
 def crowding(document: Decision, nprocs: int) -> str:

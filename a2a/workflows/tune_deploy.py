@@ -31,7 +31,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from a2a.analysis.decide import midpoints
+from a2a.analysis.decide import midpoints, pace
 from a2a.deploy.file import Deployment, deployment, family, origin_of, served_by, span_text
 from a2a.deploy.library import preload_library, wrapped
 from a2a.deploy.verify import (
@@ -86,15 +86,17 @@ class DeployTune(Tuning):
                           origin_of(document, str(table)),
                           extrapolate=False)
         if not made.serves():
+            self._program_not_run("the decision leaves every size to the library")
             return self._nothing_to_apply("the file would keep the library's choice at every size: " + "; ".join(
                 made.kept) if made.kept else "the decision keeps the library's own choice at every size")
         made, verdicts, back = self._verified(made, document)
         if not made.serves():
+            self._program_not_run("every size the file served was given back to the library")
             return self._not_applied(made, verdicts, back, "every size it served was given back to the library")
         program = self._program(made) if self.config.verify_with else None
         if program is not None and program.verdict == SLOWER:
-            return self._not_applied(made, verdicts, back, f"the program ran slower with it ({program.ratio:.2f}x, "
-                                     f"p={program.p:.2g})", program)
+            return self._not_applied(made, verdicts, back, f"the program ran {pace(program.ratio)} with it "
+                                     f"(p={program.p:.2g})", program)
         return self._finish_deploy(made, verdicts, back, program)
 
     # -- the steps ----------------------------------------------------------------------------
@@ -181,6 +183,13 @@ class DeployTune(Tuning):
                                  self.config.rounds, variables, self.config.alpha)
         self._done(step, {"verdict": vars(verdict)})
         return verdict
+
+    def _program_not_run(self, why: str) -> None:
+        """Say that --verify-with's program was never launched, and why (kept in meta.json)."""
+        if self.config.verify_with:
+            said = f"--verify-with {self.config.verify_with}: not run, {why} (no file left to run it with)"
+            self.meta["program_not_run"] = said
+            self.say(said)
 
     def _preload(self) -> Path:
         """liba2a for the library the verification launches run."""
@@ -295,7 +304,7 @@ def measured_sizes(document: Decision, collective: str, nprocs: int) -> list[int
 def why_back(verdicts: list[Verdict], low: int, high: int) -> str:
     """Why a range went back: its verified sizes' verdicts and ratios."""
     inside = [v for v in verdicts if v.bytes_per_peer >= low and (high < 0 or v.bytes_per_peer <= high)] or verdicts
-    return "; ".join(f"{human_bytes(v.bytes_per_peer)} {v.verdict} with the file ({v.ratio:.2f}x, p={v.p:.2g})"
+    return "; ".join(f"{human_bytes(v.bytes_per_peer)} {v.verdict} with the file ({pace(v.ratio)}, p={v.p:.2g})"
                      for v in inside)
 
 
@@ -304,16 +313,23 @@ def verdicts_table(made: Deployment, verdicts: list[Verdict], program: Verdict |
     the library, the difference is liba2a's own cost of passing the call on)."""
     ran = [v.runs or served_by(made, v.collective, v.nprocs, v.bytes_per_peer) for v in verdicts]
     body = [[v.nprocs, v.collective, human_bytes(v.bytes_per_peer), runs, f"{v.without:,.2f}", f"{v.with_file:,.2f}",
-             f"{v.ratio:.2f}", f"{v.p:.3f}", v.verdict] for v, runs in zip(verdicts, ran)]
+             pace(v.ratio), f"{v.p:.3f}", v.verdict] for v, runs in zip(verdicts, ran)]
     table = tabulate(body, headers=["nprocs", "collective", "bytes/peer", "the file ran", "without us", "with us",
-                                    "with/without", "p", "verdict"], disable_numparse=True)
-    passed_on = [v for v, runs in zip(verdicts, ran) if v.verdict == SLOWER and runs == "the library"]
-    if passed_on:
-        worst = max(passed_on, key=lambda v: v.with_file - v.without)
-        table += (f"\nwhere the file ran the library, liba2a only passed the call on: what reads slower there (up "
-                  f"to +{worst.with_file - worst.without:.2f} us, at {human_bytes(worst.bytes_per_peer)}) is its own "
-                  "cost of a call, or the launches' noise")
-    if program is None:
-        return table
-    return table + (f"\nthe program: {program.without:.4g} without, {program.with_file:.4g} with "
-                    f"({program.ratio:.2f}x, p={program.p:.2g}): {program.verdict}")
+                                    "with the file", "p", "verdict"], disable_numparse=True)
+    return table + passed_on_note(verdicts, ran) + ("" if program is None else (
+        f"\nthe program: {program.without:.4g} without, {program.with_file:.4g} with ({pace(program.ratio)}, "
+        f"p={program.p:.2g}): {program.verdict}"))
+
+
+def passed_on_note(verdicts: list[Verdict], ran: list[str]) -> str:
+    """Where the file ran the library and the rows read slower: what they read, from the rows themselves."""
+    passed_on = [v for v, runs in zip(verdicts, ran) if runs == "the library" and v.with_file > v.without]
+    if not passed_on:
+        return ""
+    worst = max(passed_on, key=lambda v: v.with_file - v.without)
+    called = sum(v.verdict == SLOWER for v in passed_on)
+    return (f"\nwhere the file ran the library, liba2a only passed the call on: those sizes read up to "
+            f"+{worst.with_file - worst.without:,.2f} us slower (at {human_bytes(worst.bytes_per_peer)}, "
+            f"{pace(worst.ratio)}; {called} of {len(passed_on)} called slower), its own cost of a call or the "
+            "launches' noise")
+

@@ -1,0 +1,48 @@
+"""What `bench tune --deploy` prints agrees with itself: the footnote reads its own rows, a slower ratio reads as
+slower, and a --verify-with program that never ran says so."""
+from types import SimpleNamespace
+
+from a2a.analysis.decide import versus_native
+from a2a.deploy.verify import Verdict
+from a2a.record.decision import Cell
+from a2a.workflows.tune_deploy import DeployTune, verdicts_table, why_back
+
+LIBRARY = "the library"
+ROWS = [Verdict("alltoall", 2, 8, 25.35, 9.40, 0.3, "tie", LIBRARY),
+        Verdict("alltoall", 2, 1024, 10.02, 10.00, 0.01, "slower", LIBRARY),
+        Verdict("alltoall", 2, 262144, 174.80, 27.87, 0.2, "tie", LIBRARY),
+        Verdict("alltoall", 2, 4096, 5.0, 22.0, 0.01, "faster", "pairwise")]
+
+
+def test_the_footnote_states_what_its_own_rows_show():
+    text = verdicts_table(SimpleNamespace(), ROWS, None)
+    note = text.splitlines()[-1]
+    assert "+146.93 us slower (at 256K" in note and "+0.02 us" not in note
+    assert "1 of 3 called slower" in note
+
+
+def test_a_slower_ratio_reads_as_slower_in_every_line():
+    text = verdicts_table(SimpleNamespace(), ROWS, None)
+    assert "6.27x slower" in text and "4.40x" in text and "0.23" not in text
+    assert why_back(ROWS[:1], 0, -1) == "8 tie with the file (2.70x slower, p=0.3)"
+
+
+def test_a_range_slower_than_native_by_the_metric_reads_as_slower():
+    slow = [Cell(8, "pairwise", "", 44.0, speedup_vs_native=1 / 4.4), Cell(64, "pairwise", "", 50.0,
+                                                                         speedup_vs_native=0.5)]
+    assert versus_native(slow, "mean") == "2.00-4.40x slower than native by the mean"
+    assert versus_native(slow[:1], "mean") == "4.40x slower than native by the mean"
+    mixed = [slow[1], Cell(128, "pairwise", "", 10.0, speedup_vs_native=1.2)]
+    assert versus_native(mixed, "mean") == "from 2.00x slower than native to 1.20x as fast as native by the mean"
+
+
+def test_a_program_to_verify_with_that_never_ran_says_so():
+    said: list[str] = []
+    tune = SimpleNamespace(config=SimpleNamespace(verify_with="./app --steps 3"), meta={}, say=said.append)
+    DeployTune._program_not_run(tune, "every size the file served was given back to the library")
+    assert said == ["--verify-with ./app --steps 3: not run, every size the file served was given back to the "
+                    "library (no file left to run it with)"]
+    assert tune.meta["program_not_run"] == said[0]
+    quiet = SimpleNamespace(config=SimpleNamespace(verify_with=""), meta={}, say=said.append)
+    DeployTune._program_not_run(quiet, "anything")
+    assert len(said) == 1 and quiet.meta == {}
