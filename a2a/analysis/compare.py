@@ -35,8 +35,10 @@ def compare(baseline: list[Path], tuned: list[Path], algorithm: str = NATIVE, me
     rows = []
     for key in common:
         old, new = ([run[key] for run in side] for side in sides)
-        judged, unit = _alternated(old, new, metric, margin, alpha) if paired else \
-            verdict.unpaired(*(_values(points, metric) for points in (old, new)), margin, alpha)
+        if paired:
+            judged, unit = _alternated(old, new, metric, margin, alpha)
+        else:
+            judged, unit = verdict.unpaired(_values(old, metric), _values(new, metric), margin, alpha)
         rows.append({**context_dict(key[0]), "bytes_per_peer": key[1],
                      "baseline_us": float(np.median([p.value_us(metric) for p in old])),
                      "tuned_us": float(np.median([p.value_us(metric) for p in new])), "runs": (len(old), len(new)),
@@ -92,9 +94,9 @@ def compared(baseline: list[Path], tuned: list[Path], algorithm: str, metric: st
         raise BadInput("--revert-slower and --output go together")
     rows = compare(baseline, tuned, algorithm, metric, margin, alpha)
     lines = [render_comparison(rows, metric, alpha, margin)]
-    if table:
-        document = read_decision(table)
-        lines += revert_slower(document, rows, alpha) or ["nothing was slower: the table stands"]
-        write_decision(document, Path(output))
+    if table is not None and output is not None:  # both or neither (above)
+        document, reverted = revert_slower(read_decision(table), rows, alpha)
+        lines += reverted or ["nothing was slower: the table stands"]
+        write_decision(document, output)
         lines.append(f"wrote {output}")
     return "\n".join(lines)
