@@ -16,7 +16,7 @@ from a2a.execute.executor import progress_asked
 from a2a.measure.driver import measure_sweep, resume_measured, set_thread_level
 from a2a.measure.environment import ask_for_progress_thread, node_memory_share, progress_thread_running
 from a2a.mpi import bench_words, tune_launcher, world
-from a2a.record.decision import varying
+from a2a.record.decision import Decision, varying
 from a2a.record.results import read_meta
 from a2a.sweep.config import DEFAULTS, OVERLAP, SWEEP_OPTIONS, SweepConfig, check_sizes
 from a2a.sweep.launch import fresh_sweep, launch_progress_mode, refuse_with_resume
@@ -129,12 +129,13 @@ def decision_summary(directories: list[Path], state: SweepState) -> str:
                       *(f"  {line}" for line in summary(document)), *next_steps(directories[-1], state, document)])
 
 
-def next_steps(directory: Path, state: SweepState, document: dict[str, Any]) -> list[str]:
+def next_steps(directory: Path, state: SweepState, document: Decision) -> list[str]:
     """`bench tune` on this sweep's grid, launched as it was (where tune repeats such a sweep), or decide then export
     for this MPI library (a file serves one value of each context column: the last one's here)."""
     config = state.config
     table = Path(directory) / "decision.json"
-    one = [f"--where={c}={document['tables'][-1][c]}" for c in varying(document["tables"])[0] if c != "nprocs"]
+    last = document.tables[-1]
+    one = [f"--where={c}={last.column(c)}" for c in varying([t.columns for t in document.tables])[0] if c != "nprocs"]
     by_hand = [shlex.join([*bench_words(), "decide", str(directory), *one, "-o", str(table)]),
                *export_lines(table, read_meta(directory).get("mpi_library") or "")]
     why_not = tune_refuses(config)
