@@ -64,5 +64,7 @@ def _floor(groups: dict[tuple[str, str], list[Candidate]], metric: str) -> float
     """The cell's noise floor: its control of native against native (None without both)."""
     points = [p for group in groups.values() for p in group]
     native = next((p for p in points if p.algorithm == NATIVE), None)
-    control = native and next((p for p in points if controls_native(p.algorithm, p.options, native.options)), None)
+    if native is None:
+        return None
+    control = next((p for p in points if controls_native(p.algorithm, p.options, native.options)), None)
     return verdict.noise_floor(control.per_round(metric), native.per_round(metric)) if control else None

@@ -56,7 +56,9 @@ def validate(measured: Path, simulated: Path) -> list[dict[str, Any]]:
                          "(bench simulate --timing overlap) against an overlap measurement (bench run --timing "
                          "overlap --tests 0)")
     native, defaults = _native_options(truth.meta), truth.meta.get("option_defaults")
-    simulated_at = {(_series(r), r.algorithm, _placed(r, r.options), r.tests): r for r in model.rows if r.measured}
+    # by (series, algorithm, options: None where native's are not known, tests)
+    simulated_at: dict[tuple[tuple, str, str | None, str], Row] = {
+        (_series(r), r.algorithm, _placed(r, r.options), r.tests): r for r in model.rows if r.measured}
     rows = []
     for row in (r for r in truth.rows if r.measured):
         options = native if row.algorithm == NATIVE else _placed(row, row.options)

@@ -24,7 +24,7 @@ import math
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, replace
 from itertools import combinations
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -41,6 +41,7 @@ LAUNCH_PAIRS = "launch pairs"  # the unit of runs that alternated: each with its
 Sample = tuple[str, int, float]  # (launch, round, seconds); round -1: a record written before rounds
 Unit = tuple[str, int]  # (launch, round)
 Values = dict[Unit, float]  # a candidate's per-round values
+K = TypeVar("K", bound=Hashable)  # what names a comparison of a family
 
 
 def metric_of(seconds: np.ndarray, metric: str) -> float:
@@ -192,7 +193,7 @@ def bound_of(margin: float, floor: float | None) -> float:
     return max(math.log1p(margin), abs(math.log(floor)) if floor else 0.0)
 
 
-def family(pairs: dict[tuple, tuple[Values, Values]], bound: float, alpha: float = ALPHA) -> dict[tuple, Comparison]:
+def family(pairs: dict[K, tuple[Values, Values]], bound: float, alpha: float = ALPHA) -> dict[K, Comparison]:
     """Judge a family of comparisons (name -> (a, b)) with Holm's correction over those tested."""
     drawn: dict[tuple[Unit, ...], np.ndarray] = {}  # the same units draw the same resamples: drawn once
 
@@ -200,9 +201,9 @@ def family(pairs: dict[tuple, tuple[Values, Values]], bound: float, alpha: float
         return drawn[units] if units in drawn else drawn.setdefault(units, two_stage_draws(units))
 
     found = {name: evidence(a, b, draws) for name, (a, b) in pairs.items()}
-    tested = [name for name, e in found.items() if e is not None]
-    adjusted, levels = holm([p_beyond(found[name].resampled, bound) for name in tested], alpha)
-    judged_ = {name: judged(found[name], p, at, bound, alpha) for name, p, at in zip(tested, adjusted, levels)}
+    tested = {name: e for name, e in found.items() if e is not None}
+    adjusted, levels = holm([p_beyond(e.resampled, bound) for e in tested.values()], alpha)
+    judged_ = {name: judged(e, p, at, bound, alpha) for (name, e), p, at in zip(tested.items(), adjusted, levels)}
     return {name: judged_.get(name) or untested(*pairs[name]) for name in pairs}
 
 
