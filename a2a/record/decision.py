@@ -374,9 +374,9 @@ def as_decision(document: Decision | Mapping[str, Any]) -> Decision:
     return document if isinstance(document, Decision) else from_json(document)
 
 
-def write_decision(document: Decision, path: Path) -> None:
-    """Write decision.json atomically."""
-    write_atomic(Path(path), document.to_json())
+def write_decision(document: Decision | Mapping[str, Any], path: Path) -> None:
+    """Write decision.json atomically (a document given as JSON is checked first)."""
+    write_atomic(Path(path), as_decision(document).to_json())
 
 
 def read_decision(path: Path | str) -> Decision:
