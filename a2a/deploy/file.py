@@ -6,9 +6,14 @@ A text file, written here and read by a2a/deploy/c/liba2a.c:
     library MPICH                                    the MPI library it is made for (liba2a refuses another)
     from ...                                         where it came from (decision, records, commits), for people
     entry COLLECTIVE NPROCS LAYOUT LOW HIGH SCHEDULE
+    learn alltoall NPROCS LAYOUT LOW HIGH CANDIDATE,...   learn among these schedules and the library's own, over
+                                                     the program's calls (-1: the library's own under another
+                                                     name, a control; bench deploy --learn, docs/deploy.md)
     unverified NPROCS MEASURED                       entries for a process count the decision never measured, made
                                                      from its table of MEASURED ranks (bench deploy --extrapolate)
     verified ...                                     how the file was verified, and each verdict (bench tune --deploy)
+    learned ...                                      what a run learned for a size class, with its evidence
+                                                     (liba2a writes them to A2A_LEARN_OUT; a later run starts there)
     schedule INDEX NAME LENGTH                       then LENGTH bytes: an a2a-schedule file (a2a.schedules.program)
     end CHECKSUM
 
@@ -20,6 +25,8 @@ count and layout, the one most of the measured sizes chose. CHECKSUM is FNV-1a o
 """
 from __future__ import annotations
 
+import math
+import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,13 +65,18 @@ class Deployment:
     kept: list[str] = field(default_factory=list)  # the ranges left to the library, and why
     unverified: list[tuple[int, int]] = field(default_factory=list)  # (process count, the count whose table it took)
     verification: list[str] = field(default_factory=list)  # the `verified` lines, without the word
+    learning: list[tuple[str, int, str, int, int, tuple[int, ...]]] = field(default_factory=list)  # learn lines
+    learned: list[str] = field(default_factory=list)  # the `learned` lines, without the word, as liba2a wrote them
 
     def text(self) -> str:
         """The file's text."""
         lines = [f"{MAGIC} {VERSION}", f"library {self.library}", *(f"from {o}" for o in self.origin)]
         lines += [" ".join(map(str, e)) for e in (("entry", *e) for e in self.entries)]
+        lines += [f"learn {c} {p} {layout} {low} {high} {','.join(map(str, candidates))}"
+                  for c, p, layout, low, high, candidates in self.learning]
         lines += [f"unverified {p} {measured}" for p, measured in self.unverified]
         lines += [f"verified {line}" for line in self.verification]
+        lines += [f"learned {line}" for line in self.learned]
         body = "\n".join(lines) + "\n"
         body += "".join(f"schedule {i} {name} {len(data.encode())}\n{data}" for i, (name, data)
                         in enumerate(self.schedules))
@@ -95,6 +107,12 @@ class Deployment:
                 made.unverified.append(tuple(map(int, value.split())))
             elif word == "verified":
                 made.verification.append(value)
+            elif word == "learn":
+                c, p, layout, low, high, candidates = value.split()
+                made.learning.append((c, int(p), layout, int(low), int(high),
+                                      tuple(int(k) for k in candidates.split(","))))
+            elif word == "learned":
+                made.learned.append(value)
         rest = f"schedule {rest}" if rest else ""
         while rest:
             header, _, rest = rest.partition("\n")
@@ -252,6 +270,7 @@ def written(made: Deployment, output: Path) -> list[str]:
     lines += [f"unverified: {p} ranks, which the decision never measured: the table of {measured} ranks serves them"
               for p, measured in made.unverified]
     entries = f"{len(made.entries)} {'entry' if len(made.entries) == 1 else 'entries'}"
+    entries += f", {counted(len(made.learning), 'learn line')}" if made.learning else ""
     return lines + [f"wrote {output} ({counted(len(made.schedules), 'schedule')}, {entries}, for {made.library})"]
 
 
@@ -289,13 +308,66 @@ def _check_once(tables: list[Table]) -> None:
                        "one decision per collective and process count (bench decide --where COLUMN=VALUE)")
 
 
+@dataclass(frozen=True)
+class Learned:
+    """A learned line: what liba2a's learner of one size class found (learn.h), as a run left it."""
+
+    collective: str
+    nprocs: int
+    layout: str
+    low: int
+    high: int
+    state: str  # exploring, chosen, kept, undecided, given-back
+    choice: int  # the arm serving: 0 the library's own, k the learn line's k-th candidate
+    calls: int
+    explored: int  # calls that explored
+    revisited: int  # calls that revisited the library after a choice (drift)
+    cost: float  # seconds exploring cost beyond the library's time
+    library: tuple[float, ...]  # the library's time per round (the slowest rank's)
+    ratios: tuple[tuple[bool, tuple[float, ...]], ...]  # per candidate: still live, log(its time / library's)
+
+    @classmethod
+    def parse(cls, line: str) -> "Learned":
+        """A learned line without its word (BadInput where it is not one liba2a writes)."""
+        try:
+            c, p, layout, low, high, state, choice, _looks, calls, explored, revisited, cost, *series = line.split()
+            arms = [(word.split(":")[0] == "live", _values(word.split(":")[1])) for word in series]
+            return cls(c, int(p), layout, int(low), int(high), state, int(choice), int(calls), int(explored),
+                       int(revisited), float(cost), arms[0][1], tuple(arms[1:]))
+        except (ValueError, IndexError):
+            raise BadInput(f"learned line '{line[:60]}...' is not as liba2a writes it") from None
+
+    def described(self, candidates: list[str]) -> str:
+        """One line: the class, what serves it, what exploring cost, and the evidence for the choice."""
+        library = statistics.median(self.library) if self.library else 0.0
+        share = self.cost / (library * self.calls) if library and self.calls else 0.0
+        serving = "the library's own" if self.choice == 0 else candidates[self.choice - 1]
+        evidence = ", ".join(f"{name} {math.exp(statistics.median(values)):.2f}x over {len(values)} rounds"
+                             f"{'' if live else ' (dropped)'}" for name, (live, values)
+                             in zip(candidates, self.ratios) if values)
+        return (f"{self.collective} on {self.nprocs} ranks, {span_text(self.low, self.high)}: {self.state}, "
+                f"{serving} serves; {self.calls} calls, {self.explored} exploring, {self.revisited} revisiting, "
+                f"cost {share:.1%} of the library's time ({evidence or 'no rounds yet'})")
+
+
+def _values(text: str) -> tuple[float, ...]:
+    return () if text == "-" else tuple(float(v) for v in text.split(","))
+
+
 def shown_file(path: Path) -> list[str]:
-    """`bench deploy --show`: what a deploy file serves, where it came from, and how it was verified."""
+    """`bench deploy --show`: what a deploy file serves, learns and learned, where it came from, how verified."""
     made = Deployment.read(path)
     names = dict(enumerate(name for name, _ in made.schedules))
     lines = [f"{path}: for {made.library}", *(f"  from {o}" for o in made.origin)]
     lines += [f"  {c} on {p} ranks{'' if layout == '*' else f' (nodes {layout})'}, {span_text(low, high)}: "
               f"{names.get(k, 'the library')}" for c, p, layout, low, high, k in made.entries]
+    for c, p, layout, low, high, candidates in made.learning:
+        named = [names.get(k, "control") for k in candidates]
+        lines.append(f"  {c} on {p} ranks{'' if layout == '*' else f' (nodes {layout})'}, {span_text(low, high)}: "
+                     f"learns among the library's own, {', '.join(named)}")
+        lines += [f"    learned: {found.described(named)}" for found in map(Learned.parse, made.learned)
+                  if (found.collective, found.nprocs, found.layout) == (c, p, layout) and low <= found.low
+                  and (high < 0 or found.low <= high)]
     lines += [f"  unverified: {p} ranks (the table of {measured} ranks)" for p, measured in made.unverified]
     if not made.verification:
         return [*lines, "  not verified (bench tune --deploy verifies a file on this machine before use)"]

@@ -20,9 +20,10 @@ from a2a.kept import compiled
 from a2a.mpi import mpi_tool
 
 SOURCE = Path(__file__).parent / "c" / "liba2a.c"
+LEARN_SOURCES = [SOURCE.with_name("learn.c"), SOURCE.with_name("learn.h")]
 NAME = "liba2a.so"
 # the program it is preloaded into sees only the MPI functions it intercepts; dl: it looks up optional entry points
-PRELOAD_SOURCES, PRELOAD_FLAGS = [SOURCE, *SOURCES], [*FLAGS, "-fvisibility=hidden", "-ldl"]
+PRELOAD_SOURCES, PRELOAD_FLAGS = [SOURCE, *LEARN_SOURCES, *SOURCES], [*FLAGS, "-fvisibility=hidden", "-ldl", "-lm"]
 
 
 def preload_library(mpicc: str | None = None) -> Path:

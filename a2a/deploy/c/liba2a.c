@@ -29,6 +29,8 @@
 #define _GNU_SOURCE /* dladdr, RTLD_NEXT */
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,6 +41,7 @@
 #include <unistd.h>
 
 #include "../../execute/c/executor.h" /* the executor it runs schedules with (a2a/execute/c) */
+#include "learn.h"                      /* the learners of `learn` lines */
 
 #define EXPORT __attribute__((visibility("default")))
 #define TEXT(x) #x
@@ -67,7 +70,7 @@ enum collective { ALLTOALL, ALLTOALLV, COLLECTIVES };
 static const char *const collective_name[COLLECTIVES] = {"alltoall", "alltoallv"};
 
 enum reason { NO_FILE, EMPTY, INTERCOMM, IN_PLACE, DATATYPE, SIGNATURE, COLLECTIVE, NPROCS, LAYOUT, SIZE, LIBRARY,
-              PREPARE, NONBLOCKING, PERSISTENT, PRIVATE_COPY, REASONS };
+              PREPARE, NONBLOCKING, PERSISTENT, PRIVATE_COPY, LEARNING, LEARNING_BLOCKING, REASONS };
 static const char *const reason_text[REASONS] = {
     "no deploy file", "nothing to move (0 bytes)", "intercommunicator", "MPI_IN_PLACE",
     "derived or non-contiguous datatype",
@@ -75,17 +78,41 @@ static const char *const reason_text[REASONS] = {
     "node layout not in the file", "size not in the file", "the file keeps the library's choice",
     "the executor could not prepare it", "non-blocking form (the executor has no progress hook here)",
     "persistent form (the executor has no progress hook here)",
-    "first non-blocking call on the communicator (its private copy is being made)"};
+    "first non-blocking call on the communicator (its private copy is being made)",
+    "learning: the library's own (its turn, or held)", "learning serves the blocking form only"};
 
-typedef struct { int collective, nprocs, *layout; long long low, high; int schedule; } entry;
+/* an entry line (one schedule, or -1: the library's) or a learn line (candidates: schedules, -1: the library's under
+   another name, an A/A control) */
+typedef struct {
+    int collective, nprocs, *layout;
+    long long low, high;
+    int schedule, learn, ncandidates, candidates[LEARN_ARMS - 1];
+} entry;
+
+/* a learned line: a size class's learner as a run left it */
+typedef struct { int collective, nprocs, *layout; long long low, high; learner l; } learned_t;
 
 typedef struct {
-    int nentries, nschedules, nunverified;
+    int nentries, nschedules, nunverified, nlearned;
     int unverified[32][2]; /* process counts the decision never measured, and the count whose table they took */
     entry *entries;
+    learned_t *learned;
     a2ax_schedule **schedules;
     char (*names)[128];
+    char *text; /* the file as read: a learned file is written from it */
+    long length;
 } deploy_t;
+
+/* a size class of a learn entry on a communicator: its learner, and the arm a library visit stands for */
+typedef struct learning {
+    const entry *e;
+    long long low, high;
+    int arm;
+    learner l;
+    long long before[3]; /* calls, exploring and revisiting calls of earlier runs (a learned line's) */
+    struct comm_state *c;
+    struct learning *next;
+} learning;
 
 typedef struct {
     a2ax_plan *plan;
@@ -114,6 +141,7 @@ typedef struct comm_state {
     slot_t slots[SLOTS];
     unsigned long clock;
     signature *signatures;
+    learning *learnings; /* kept after the communicator is freed, until MPI_Finalize reports and writes them */
     struct comm_state *next;
 } comm_state;
 
@@ -126,7 +154,8 @@ static struct {
     int ready, began, refused, fortran, keyval, report, recording, ncomms, marks_looked, marks_known;
     void *in_place[FORTRAN_MARKS], *bottom[FORTRAN_MARKS]; /* Fortran's, looked up at its first all-to-all */
     deploy_t *deploy;
-    char path[1024], record[1024], job[64];
+    learn_settings learn;
+    char path[1024], record[1024], job[64], learn_out[1024];
     long long seen[COLLECTIVES], passed[COLLECTIVES][REASONS], *served; /* served: per collective, per schedule */
     comm_state *states;
     named_type named[NAMED];
@@ -154,8 +183,11 @@ static const char *family(const char *version) {
 static void free_deploy(deploy_t *d) {
     if (!d) return;
     for (int i = 0; i < d->nentries; i++) free(d->entries[i].layout);
+    for (int i = 0; i < d->nlearned; i++) free(d->learned[i].layout), learn_free(&d->learned[i].l);
     for (int i = 0; i < d->nschedules; i++) a2ax_schedule_free(d->schedules[i]);
     free(d->entries);
+    free(d->learned);
+    free(d->text);
     free(d->schedules);
     free(d->names);
     free(d);
@@ -179,6 +211,61 @@ static int parse_layout(const char *text, int nprocs, int **layout) {
     return node == NULL;
 }
 
+static int collective_named(const char *word) {
+    return strcmp(word, "alltoall") == 0 ? ALLTOALL : strcmp(word, "alltoallv") == 0 ? ALLTOALLV : -1;
+}
+
+/* 'learn COLLECTIVE NPROCS LAYOUT LOW HIGH CANDIDATE,...' (after the word): 0, else 1 */
+static int parse_learn(const char *line, entry *e) {
+    char word[32], layout[4096], list[256];
+    *e = (entry){.learn = 1, .schedule = -1};
+    if (sscanf(line, "%31s %d %4095s %lld %lld %255s", word, &e->nprocs, layout, &e->low, &e->high, list) != 6 ||
+        collective_named(word) != ALLTOALL || e->nprocs < 1 || e->low < 0)
+        return 1;
+    for (char *at = list, *stop; *at && e->ncandidates < LEARN_ARMS - 1; at = *stop ? stop + 1 : stop) {
+        e->candidates[e->ncandidates++] = (int)strtol(at, &stop, 10);
+        if (stop == at || (*stop && *stop != ',') || e->candidates[e->ncandidates - 1] < -1) return 1;
+    }
+    return e->ncandidates < 1 || parse_layout(layout, e->nprocs, &e->layout);
+}
+
+/* a learned line's series: 'live:' or 'dropped:', then values joined by commas or '-' (none); 0, else 1 */
+static int parse_series(char *word, int *live, learn_series *s) {
+    char *values = strchr(word, ':');
+    if (!values) return 1;
+    *values++ = 0;
+    *live = strcmp(word, "live") == 0;
+    if (!*live && strcmp(word, "dropped") != 0) return 1;
+    if (strcmp(values, "-") == 0) return 0;
+    for (char *at = values, *stop; *at; at = *stop ? stop + 1 : stop) {
+        double value = strtod(at, &stop);
+        if (stop == at || (*stop && *stop != ',') || learn_push(s, value)) return 1;
+    }
+    return 0;
+}
+
+/* 'learned COLLECTIVE NPROCS LAYOUT LOW HIGH STATE CHOICE LOOKS CALLS EXPLORED REVISITED COST LIBRARY SERIES...'
+   (after the word; written by learned_line): 0, else 1 */
+static int parse_learned(char *line, learned_t *k) {
+    char word[32], layout[4096], state[32];
+    int used = 0, arms = 0, live;
+    learner *l = &k->l;
+    *k = (learned_t){0};
+    if (sscanf(line, "%31s %d %4095s %lld %lld %31s %d %d %lld %lld %lld %lf %n", word, &k->nprocs, layout, &k->low,
+               &k->high, state, &l->choice, &l->looks, &l->calls, &l->explored, &l->revisited, &l->cost, &used) != 12 ||
+        (k->collective = collective_named(word)) != ALLTOALL || k->nprocs < 1 ||
+        parse_layout(layout, k->nprocs, &k->layout))
+        return 1;
+    for (l->state = 0; l->state < LEARN_STATES && strcmp(state, learn_state_name[l->state]); l->state++) continue;
+    char *save = NULL;
+    for (char *w = strtok_r(line + used, " ", &save); w; w = strtok_r(NULL, " ", &save), arms++)
+        if (arms >= LEARN_ARMS || parse_series(w, &live, arms ? &l->ratio[arms] : &l->library)) return 1;
+        else l->live[arms] = live;
+    l->narms = arms, l->warmed = 1, l->restored = 1;
+    l->gap = l->state == LEARN_EXPLORING ? 0 : LLONG_MAX; /* a choice's: learning_of, which knows the settings */
+    return l->state == LEARN_STATES || arms < 2 || l->choice < 0 || l->choice >= arms;
+}
+
 /* the lines between the header and the schedules */
 static int parse_entries(char **at, char *end, deploy_t *d, const char *library, char *error, size_t room) {
     char word[32], layout[4096];
@@ -192,7 +279,7 @@ static int parse_entries(char **at, char *end, deploy_t *d, const char *library,
             if (strcmp(*at + 8, library) != 0)
                 return fail(error, room, "it was made for %s; this program runs %s", *at + 8, library);
         } else if (strncmp(*at, "entry ", 6) == 0) {
-            entry e;
+            entry e = {0};
             int got = sscanf(*at + 6, "%31s %d %4095s %lld %lld %d", word, &e.nprocs, layout, &e.low, &e.high,
                              &e.schedule);
             e.collective = strcmp(word, "alltoall") == 0 ? ALLTOALL : strcmp(word, "alltoallv") == 0 ? ALLTOALLV : -1;
@@ -203,6 +290,27 @@ static int parse_entries(char **at, char *end, deploy_t *d, const char *library,
             if (!more) return fail(error, room, "out of memory");
             d->entries = more;
             d->entries[d->nentries++] = e;
+        } else if (strncmp(*at, "learn ", 6) == 0) {
+            entry e;
+            if (parse_learn(*at + 6, &e))
+                return fail(error, room, "line %ld: a learn line is 'learn alltoall NPROCS LAYOUT LOW HIGH "
+                            "CANDIDATE,...' (schedules, -1: the library's own; learning serves MPI_Alltoall only)",
+                            line);
+            entry *more = realloc(d->entries, sizeof(entry) * (size_t)(d->nentries + 1));
+            if (!more) return fail(error, room, "out of memory");
+            d->entries = more;
+            d->entries[d->nentries++] = e;
+        } else if (strncmp(*at, "learned ", 8) == 0) {
+            learned_t k;
+            int bad = parse_learned(*at + 8, &k);
+            learned_t *more = bad ? NULL : realloc(d->learned, sizeof(learned_t) * (size_t)(d->nlearned + 1));
+            if (!more) {
+                free(k.layout), learn_free(&k.l);
+                return fail(error, room, "line %ld: a learned line is as liba2a writes it (A2A_LEARN_OUT), or it was "
+                            "altered", line);
+            }
+            d->learned = more;
+            d->learned[d->nlearned++] = k;
         } else if (strncmp(*at, "schedule ", 9) == 0) {
             *next = '\n';
             return 0;
@@ -242,9 +350,12 @@ static int parse_schedules(char *at, char *end, deploy_t *d, char *error, size_t
     }
     for (int i = 0; i < d->nentries; i++) {
         entry *e = &d->entries[i];
-        if (e->schedule >= d->nschedules || (e->schedule >= 0 && a2ax_nprocs(d->schedules[e->schedule]) != e->nprocs))
-            return fail(error, room, "an entry for %d ranks names schedule %d, which is not one for %d ranks",
-                        e->nprocs, e->schedule, e->nprocs);
+        for (int j = -1; j < e->ncandidates; j++) {
+            int k = j < 0 ? e->schedule : e->candidates[j];
+            if (k >= d->nschedules || (k >= 0 && a2ax_nprocs(d->schedules[k]) != e->nprocs))
+                return fail(error, room, "an entry for %d ranks names schedule %d, which is not one for %d ranks",
+                            e->nprocs, k, e->nprocs);
+        }
     }
     return 0;
 }
@@ -280,7 +391,8 @@ static int read_deploy(const char *path, const char *library, deploy_t **out, ch
     else if (!end || text[length - 1] != '\n') bad = fail(error, room, "it has no 'end' line (truncated)");
     else if (sscanf(end + 4, "%16s", stated) != 1 || strcmp(stated, computed) != 0)
         bad = fail(error, room, "checksum %s does not match its contents (%s): altered or cut", stated, computed);
-    else if (!d) bad = fail(error, room, "out of memory");
+    else if (!d || !(d->text = malloc((size_t)length + 1))) bad = fail(error, room, "out of memory");
+    if (!bad) memcpy(d->text, text, (size_t)length + 1), d->length = length; /* parsing writes into text */
     char *at = bad ? NULL : strchr(text, '\n') + 1;
     bad = bad || parse_entries(&at, end, d, library, error, room) || parse_schedules(at, end, d, error, room);
     free(text);
@@ -395,7 +507,7 @@ static const entry *chosen(const comm_state *c, int collective, long long bytes,
         sized = 1;
         if (bytes >= e->low && (e->high < 0 || bytes <= e->high)) {
             *why = LIBRARY;
-            return e->schedule >= 0 ? e : NULL;
+            return e->schedule >= 0 || e->learn ? e : NULL;
         }
     }
     int any_size = 0, any = 0;
@@ -481,9 +593,92 @@ static int passed(int collective, int reason) {
     return 0;
 }
 
-/* run the call with its schedule if the file covers it (1, its result in *result), else 0: the caller passes it on */
+/* ---- learning: a learn entry's size classes, each a learner over the calls of its communicator ---- */
+
+static int same_layout(const int *a, const int *b, int nprocs) {
+    return a == b || (a && b && memcmp(a, b, sizeof(int) * (size_t)nprocs) == 0);
+}
+
+/* a learner's copy, its series its own (0, else 1: out of memory) */
+static int copied(learner *to, const learner *from) {
+    *to = *from;
+    int bad = 0;
+    for (int a = 0; a <= LEARN_ARMS; a++) {
+        learn_series *s = a < LEARN_ARMS ? &to->ratio[a] : &to->library;
+        const learn_series *f = a < LEARN_ARMS ? &from->ratio[a] : &from->library;
+        *s = (learn_series){0};
+        for (int i = 0; i < f->count; i++) bad |= learn_push(s, f->values[i]);
+    }
+    return bad;
+}
+
+/* the learning of the size class of `bytes` in e's range on c: a power of two to the next, within the range; made at
+   its first call, from the file's learned line where it has one (every rank alike: the same file, the same calls) */
+static learning *learning_of(comm_state *c, const entry *e, long long bytes) {
+    long long low = 1;
+    while (low <= bytes / 2) low *= 2;
+    long long high = 2 * low - 1;
+    low = low > e->low ? low : e->low, high = e->high >= 0 && e->high < high ? e->high : high;
+    for (learning *g = c->learnings; g; g = g->next)
+        if (g->e == e && g->low == low) return g;
+    learning *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    *g = (learning){.e = e, .low = low, .high = high, .c = c};
+    const learned_t *k = NULL;
+    for (int i = 0; i < the.deploy->nlearned && !k; i++) {
+        const learned_t *m = &the.deploy->learned[i];
+        if (m->collective == e->collective && m->nprocs == e->nprocs && m->low == low &&
+            same_layout(m->layout, e->layout, e->nprocs) && m->l.narms == 1 + e->ncandidates)
+            k = m;
+    }
+    if (!k || copied(&g->l, &k->l))
+        learn_init(&g->l, e->ncandidates, 0x5eed0000ULL + (unsigned long long)low * 31 + (unsigned long long)c->size);
+    else if (g->l.state == LEARN_CHOSEN)
+        g->l.gap = the.learn.revisit; /* a choice from an earlier run: revisited as if just made */
+    g->before[0] = g->l.calls, g->before[1] = g->l.explored, g->before[2] = g->l.revisited;
+    learning **last = &c->learnings; /* in the order first met: the report reads as the program ran */
+    while (*last) last = &(*last)->next;
+    return *last = g;
+}
+
+/* a block's visit took `seconds` on this rank; at the block's end the slowest rank's times are agreed, on the
+   communicator's private copy, and the learner decides from them (every rank reaches this at the same call) */
+static void visited(learning *g, int arm, double seconds) {
+    if (!learn_took(&g->l, arm, seconds)) return;
+    int n;
+    double *times = learn_times(&g->l, &n);
+    if (PMPI_Allreduce(MPI_IN_PLACE, times, n, MPI_DOUBLE, MPI_MAX, g->c->own) != MPI_SUCCESS) {
+        g->l.state = LEARN_UNDECIDED, g->l.gap = LLONG_MAX, g->l.choice = 0; /* MPI said why; the library's serves */
+        return;
+    }
+    learn_decide(&g->l, &the.learn);
+}
+
+/* a learn entry's call: the arm its learner names runs, timed where it is a block's visit; 1 where a schedule ran
+   (its result in *result), 0 where the library's own is to run (*timing: time it and give it to visited) */
+static int learned_call(comm_state *c, const entry *e, const void *send, void *recv, MPI_Count bytes, int *result,
+                        learning **timing) {
+    learning *g = learning_of(c, e, bytes);
+    if (!g) return passed(ALLTOALL, PREPARE);
+    int timed, arm = learn_next(&g->l, &timed), k = arm ? e->candidates[arm - 1] : -1;
+    a2ax_plan *plan = k >= 0 ? bound(c, k, send, recv, (MPI_Aint)bytes, NULL) : NULL;
+    if (!plan) { /* the library's own, or a candidate that could not be prepared (out of memory): it runs there */
+        if (timed) *timing = g, g->arm = arm;
+        return passed(ALLTOALL, k >= 0 ? PREPARE : LEARNING);
+    }
+    double start = PMPI_Wtime();
+    *result = a2ax_run(plan) ? MPI_ERR_OTHER : MPI_SUCCESS;
+    double seconds = PMPI_Wtime() - start;
+    the.served[ALLTOALL * the.deploy->nschedules + k]++;
+    if (timed) visited(g, arm, seconds);
+    return 1;
+}
+
+/* run the call with its schedule if the file covers it (1, its result in *result), else 0: the caller passes it on
+   (and where *timing is set, times it for a learner: visited) */
 static int served(int collective, const void *send, void *recv, MPI_Count send_bytes, MPI_Count recv_bytes,
-                  MPI_Datatype sendtype, MPI_Datatype recvtype, const MPI_Aint *blocks, MPI_Comm comm, int *result) {
+                  MPI_Datatype sendtype, MPI_Datatype recvtype, const MPI_Aint *blocks, MPI_Comm comm, int *result,
+                  learning **timing) {
     int inter, why;
     if (!the.deploy) return passed(collective, NO_FILE);
     if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) /* not a communicator it can use: the library's */
@@ -497,6 +692,7 @@ static int served(int collective, const void *send, void *recv, MPI_Count send_b
     if (collective == ALLTOALL && send_bytes != recv_bytes) return passed(collective, SIGNATURE);
     const entry *e = chosen(c, collective, send_bytes, &why);
     if (!e) return passed(collective, why);
+    if (e->learn) return learned_call(c, e, send, recv, send_bytes, result, timing);
     a2ax_plan *plan = bound(c, e->schedule, send, recv, (MPI_Aint)send_bytes, blocks);
     if (!plan) return passed(collective, PREPARE);
     *result = a2ax_run(plan) ? MPI_ERR_OTHER : MPI_SUCCESS;
@@ -711,6 +907,28 @@ static const char *unlike_built(const char *version, char *why, size_t room) {
     return why;
 }
 
+static int learns(const deploy_t *d) {
+    for (int i = 0; i < d->nentries; i++)
+        if (d->entries[i].learn) return 1;
+    return 0;
+}
+
+/* the learners' settings from A2A_LEARN_CAP, A2A_LEARN_REVISIT and A2A_LEARN_OUT: 0, else 1 and why in error */
+static int learn_settings_read(char *error, size_t room) {
+    const char *cap = getenv("A2A_LEARN_CAP"), *revisit = getenv("A2A_LEARN_REVISIT"), *out = getenv("A2A_LEARN_OUT");
+    char *stop;
+    the.learn = (learn_settings){.cap = 0.05, .margin = 0.05, .alpha = 0.05, .revisit = 1000};
+    if (cap && *cap && ((the.learn.cap = strtod(cap, &stop)), *stop || !(the.learn.cap > 0 && the.learn.cap <= 1)))
+        return fail(error, room, "A2A_LEARN_CAP=%s; accepted: the share of the library's time exploring may cost, "
+                    "above 0 and at most 1 (default 0.05)", cap);
+    if (revisit && *revisit && ((the.learn.revisit = strtoll(revisit, &stop, 10)), *stop || the.learn.revisit < 1))
+        return fail(error, room, "A2A_LEARN_REVISIT=%s; accepted: the calls between revisits of the library after a "
+                    "choice, a whole number from 1 (default 1000)", revisit);
+    if (out && *out && snprintf(the.learn_out, sizeof the.learn_out, "%s", out) >= (int)sizeof the.learn_out)
+        return fail(error, room, "A2A_LEARN_OUT is longer than %zu characters", sizeof the.learn_out - 1);
+    return 0;
+}
+
 /* what MPI_Init found, said where it cannot be used; once per process, whichever binding's MPI_Init came first */
 static void started(void) {
     char error[600] = "", why[200], version[MPI_MAX_LIBRARY_VERSION_STRING + 8192] = "";
@@ -731,7 +949,11 @@ static void started(void) {
         return;
     if (deploy && *deploy) {
         snprintf(the.path, sizeof the.path, "%s", deploy);
-        read_deploy(deploy, family(version), &the.deploy, error, sizeof error);
+        if (!read_deploy(deploy, family(version), &the.deploy, error, sizeof error) && learns(the.deploy) &&
+            learn_settings_read(error, sizeof error)) {
+            free_deploy(the.deploy);
+            the.deploy = NULL;
+        }
     }
     /* every rank must make the same choices: one refusal anywhere refuses the file everywhere */
     int unwritable = record && *record ? writable_folder(record, rank) : 0;
@@ -798,6 +1020,121 @@ EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
     return result;
 }
 
+/* ---- what was learned: the report's lines, and the learned file (A2A_LEARN_OUT) ---- */
+
+static const char *arm_name(const entry *e, int arm) {
+    int k = arm ? e->candidates[arm - 1] : -1;
+    return k >= 0 ? the.deploy->names[k] : arm ? "control" : "the library's own";
+}
+
+static void span(char *text, size_t room, long long low, long long high) {
+    snprintf(text, room, high < 0 ? "%lld B and up" : "%lld-%lld B", low, high);
+}
+
+/* the report's lines for one size class on one communicator: what it serves, the evidence, what exploring cost */
+static void print_learning(const learning *g) {
+    const learner *l = &g->l;
+    double library = learn_median(&l->library, INT_MAX), spent = library * (double)l->calls, low, high;
+    char range[64];
+    span(range, sizeof range, g->low, g->high);
+    fprintf(stderr, "  learn alltoall on %d ranks, %s: %lld calls, %lld exploring, %lld revisiting the library%s; ",
+            g->c->size, range, l->calls - g->before[0], l->explored - g->before[1], l->revisited - g->before[2],
+            g->before[0] ? " (this run; the file's evidence before it)" : "");
+    if (l->state == LEARN_CHOSEN) {
+        learn_interval(&l->ratio[l->choice], INT_MAX, learn_level(l, &the.learn), &low, &high);
+        fprintf(stderr, "serves %s, %.2fx the library's time (median of %d rounds, interval %.2f-%.2fx)",
+                arm_name(g->e, l->choice), exp(learn_median(&l->ratio[l->choice], INT_MAX)), l->ratio[l->choice].count,
+                exp(low), exp(high));
+    } else {
+        static const char *const why[LEARN_STATES] = {
+            "still exploring when the run ended", "", "no candidate faster by the margin",
+            "undecided after the most rounds", "the choice's advantage was gone at a revisit"};
+        fprintf(stderr, "the library's own serves (%s)", why[l->state]);
+    }
+    fprintf(stderr, "; exploring cost %.3g ms, %.1f %% of the library's time here (cap %.0f %%)\n", 1e3 * l->cost,
+            spent > 0 ? 100 * l->cost / spent : 0.0, 100 * the.learn.cap);
+    for (int a = 1; a < l->narms; a++) {
+        learn_interval(&l->ratio[a], INT_MAX, learn_level(l, &the.learn), &low, &high);
+        fprintf(stderr, "    %s: %.2fx the library's over %d rounds (interval %.2f-%.2fx at level %.2g)%s\n",
+                arm_name(g->e, a), exp(learn_median(&l->ratio[a], INT_MAX)), l->ratio[a].count, exp(low), exp(high),
+                learn_level(l, &the.learn), a == l->choice ? ", chosen" : l->live[a] ? "" : ", dropped");
+    }
+}
+
+static void print_series(FILE *out, int live, const learn_series *s) {
+    fprintf(out, " %s:", live ? "live" : "dropped");
+    for (int i = 0; i < s->count; i++) fprintf(out, "%s%.6g", i ? "," : "", s->values[i]);
+    if (!s->count) fprintf(out, "-");
+}
+
+/* a learned line (parse_learned reads it) */
+static void learned_line(FILE *out, int collective, int nprocs, const int *layout, long long low, long long high,
+                         const learner *l) {
+    fprintf(out, "learned %s %d ", collective_name[collective], nprocs);
+    if (!layout) fprintf(out, "*");
+    for (int r = 0; layout && r < nprocs; r++) fprintf(out, "%s%d", r ? "," : "", layout[r]);
+    fprintf(out, " %lld %lld %s %d %d %lld %lld %lld %.9g", low, high, learn_state_name[l->state], l->choice,
+            l->looks, l->calls, l->explored, l->revisited, l->cost);
+    print_series(out, 1, &l->library);
+    for (int a = 1; a < l->narms; a++) print_series(out, l->live[a], &l->ratio[a]);
+    fprintf(out, "\n");
+}
+
+/* rank 0's learning of this size class with the most calls (communicators of one size learn apart) */
+static const learning *most_calls(int collective, int nprocs, const int *layout, long long low) {
+    const learning *best = NULL;
+    for (comm_state *c = the.states; c; c = c->next)
+        for (const learning *g = c->learnings; g; g = g->next)
+            if (g->e->collective == collective && g->e->nprocs == nprocs && g->low == low &&
+                same_layout(g->e->layout, layout, nprocs) && (!best || g->l.calls > best->l.calls))
+                best = g;
+    return best;
+}
+
+/* where the line after the one at `at` begins (the text ends with a newline: read_deploy checks) */
+static long next_line(const char *text, long at) {
+    return (long)(strchr(text + at, '\n') - text) + 1;
+}
+
+/* the deploy file again, its learned lines those of this run (merged with the file's for classes it did not meet):
+   written whole to a temporary file, then renamed; 0, else the errno */
+static int write_learned(const char *path) {
+    const deploy_t *d = the.deploy;
+    char *body = NULL, temporary[1100];
+    size_t size = 0;
+    FILE *out = open_memstream(&body, &size);
+    if (!out) return errno;
+    long end = d->length - 1, header = 0; /* the last line, 'end CHECKSUM'; the first 'schedule' line */
+    while (end > 0 && d->text[end - 1] != '\n') end--;
+    while (header < end && strncmp(d->text + header, "schedule ", 9) != 0) header = next_line(d->text, header);
+    for (long at = 0; at < header; at = next_line(d->text, at))
+        if (strncmp(d->text + at, "learned ", 8) && strncmp(d->text + at, "from learned ", 13))
+            fwrite(d->text + at, 1, (size_t)(next_line(d->text, at) - at), out);
+    time_t now = time(NULL);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    fprintf(out, "from learned by liba2a at %s (A2A_LEARN_OUT)\n", stamp);
+    for (comm_state *c = the.states; c; c = c->next)
+        for (const learning *g = c->learnings; g; g = g->next)
+            if (most_calls(g->e->collective, g->e->nprocs, g->e->layout, g->low) == g)
+                learned_line(out, g->e->collective, g->e->nprocs, g->e->layout, g->low, g->high, &g->l);
+    for (int i = 0; i < d->nlearned; i++) {
+        const learned_t *k = &d->learned[i];
+        if (!most_calls(k->collective, k->nprocs, k->layout, k->low))
+            learned_line(out, k->collective, k->nprocs, k->layout, k->low, k->high, &k->l);
+    }
+    fwrite(d->text + header, 1, (size_t)(end - header), out);
+    if (fclose(out)) return free(body), errno;
+    snprintf(temporary, sizeof temporary, "%s.%d.tmp", path, (int)getpid());
+    FILE *file = fopen(temporary, "w");
+    unsigned long long sum = a2ax_fnv(body, size, A2AX_FNV_BASIS);
+    int bad = !file || fprintf(file, "%send %016llx\n", body, sum) < 0;
+    bad = (file && fclose(file)) || bad ? errno ? errno : EIO : rename(temporary, path) ? errno : 0;
+    if (bad) remove(temporary);
+    free(body);
+    return bad;
+}
+
 /* at MPI_Finalize, on rank 0: per collective, the calls seen, served per schedule name, passed through per reason */
 static void print_report(void) {
     int rank, size, n = the.deploy ? the.deploy->nschedules : 0, per = 1 + REASONS + n;
@@ -816,6 +1153,8 @@ static void print_report(void) {
                 "MPI_Init through %s)\n", the.deploy ? the.path : "no deploy file", size,
                 the.fortran ? "Fortran" : "C");
         for (int k = 0; k < COLLECTIVES; k++) print_collective(k, sum + k * per, n);
+        for (comm_state *c = the.states; c; c = c->next)
+            for (const learning *g = c->learnings; g; g = g->next) print_learning(g);
         for (int i = 0; the.deploy && i < the.deploy->nunverified; i++)
             fprintf(stderr, "  unverified: the entries for %d ranks, which the decision never measured (it took the "
                     "table of %d ranks)\n", the.deploy->unverified[i][0], the.deploy->unverified[i][1]);
@@ -825,12 +1164,30 @@ static void print_report(void) {
 
 static void nonblocking_finalized(void);
 
+/* A2A_LEARN_OUT written on rank 0 (where anything was learned or read), or why not in one line; the learnings freed */
+static void learned_out(void) {
+    int rank, any = the.deploy && the.deploy->nlearned;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    for (comm_state *c = the.states; c; c = c->next) any |= c->learnings != NULL;
+    int why = rank == 0 && any && the.learn_out[0] ? write_learned(the.learn_out) : 0;
+    if (why) fprintf(stderr, "a2a: A2A_LEARN_OUT=%s cannot be written (%s); what was learned is not kept\n",
+                     the.learn_out, strerror(why));
+    for (comm_state *c = the.states; c; c = c->next)
+        while (c->learnings) {
+            learning *g = c->learnings;
+            c->learnings = g->next;
+            learn_free(&g->l);
+            free(g);
+        }
+}
+
 /* what MPI_Finalize does before the library's: the recording, the report, the communicators' states freed */
 static void finishing(void) {
     if (the.ready) {
         nonblocking_finalized();
         if (the.recording) write_records();
         if (the.report) print_report();
+        learned_out();
         for (comm_state *c = the.states; c; c = c->next)
             if (!c->freed) PMPI_Comm_delete_attr(c->comm, the.keyval);
         PMPI_Comm_free_keyval(&the.keyval);
@@ -857,10 +1214,14 @@ EXPORT int MPI_Finalize(void) {
             return the.passed[ALLTOALL][NO_FILE]++,                                                                  \
                    P##NAME(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);                       \
         int result;                                                                                                 \
+        learning *timing = NULL;                                                                                    \
         double start = the.recording ? PMPI_Wtime() : 0.0;                                                          \
         if (!served(ALLTOALL, sendbuf, recvbuf, sendcount * plain_size(sendtype), recvcount * plain_size(recvtype), \
-                    sendtype, recvtype, NULL, comm, &result))                                                       \
+                    sendtype, recvtype, NULL, comm, &result, &timing)) {                                            \
+            double began = timing ? PMPI_Wtime() : 0.0;                                                             \
             result = P##NAME(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);                     \
+            if (timing) visited(timing, timing->arm, PMPI_Wtime() - began);                                         \
+        }                                                                                                           \
         if (the.recording) /* in place, the send arguments mean nothing */                                          \
             recorded(comm, ALLTOALL, sendbuf == MPI_IN_PLACE ? recvtype : sendtype, recvtype,                       \
                      sendbuf == MPI_IN_PLACE ? recvcount : sendcount, NULL, PMPI_Wtime() - start);                  \
@@ -903,7 +1264,7 @@ EXPORT int MPI_Finalize(void) {
         MPI_Aint *blocks = sendbuf == MPI_IN_PLACE ? NULL : NAME##_blocks(comm, sendcounts, sdispls, sendtype,      \
                                                                           recvcounts, rdispls, recvtype, &row);     \
         double start = the.recording ? PMPI_Wtime() : 0.0;                                                          \
-        if (!served(ALLTOALLV, sendbuf, recvbuf, 0, 0, sendtype, recvtype, blocks, comm, &result))                 \
+        if (!served(ALLTOALLV, sendbuf, recvbuf, 0, 0, sendtype, recvtype, blocks, comm, &result, NULL))           \
             result = P##NAME(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm); \
         if (the.recording && sendbuf != MPI_IN_PLACE) /* a row lacking on one rank is agreed on inside */             \
             recorded(comm, ALLTOALLV, sendtype, recvtype, 0, row, PMPI_Wtime() - start);                            \
@@ -1080,7 +1441,8 @@ static a2ax_plan *planned_nonblocking(int collective, const void *send, void *re
     *why = PRIVATE_COPY;
     if (!s) return NULL;
     const entry *e = chosen(&s->c, collective, send_bytes, why);
-    if (!e) return NULL;
+    if (e && e->learn) *why = LEARNING_BLOCKING;
+    if (!e || e->learn) return NULL;
     *transient = own_plan;
     a2ax_plan *plan = own_plan ? NULL : bound(&s->c, e->schedule, send, recv, (MPI_Aint)send_bytes, blocks);
     if (!plan) { /* a persistent request's own, or every kept plan has an exchange in flight: one for this call */

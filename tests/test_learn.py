@@ -1,0 +1,180 @@
+"""liba2a learns inside the program: a deploy file's learn lines (bench deploy --learn) make it explore candidates
+against the library's own over the program's calls, settle by a stated risk, pace what exploring costs, give a
+choice back when its advantage goes, and keep what it learned (A2A_LEARN_OUT) for the next run."""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from support import ROOT
+from test_deploy import under_library
+
+from a2a.deploy.file import Deployment, Learned, shown_file, this_library
+from a2a.deploy.learn import learning
+from a2a.deploy.library import LEARN_SOURCES, preload_library
+from a2a.deploy.verify import loop_program
+from a2a.errors import BadInput
+from a2a.mpi import mpi_tool
+
+RUNS, CALLS = 200, 20000  # synthetic programs per scenario, calls of each
+
+
+@pytest.fixture(scope="module")
+def learn_check(tmp_path_factory) -> Path:
+    program = tmp_path_factory.mktemp("programs") / "learn_check"
+    subprocess.run([mpi_tool("mpicc"), "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(program),
+                    str(ROOT / "tests" / "programs" / "learn_check.c"), str(LEARN_SOURCES[0]), "-lm"], check=True)
+    return program
+
+
+def outcomes(program: Path, scenario: str) -> list[tuple[str, int, int, float]]:
+    """(state, choice, calls that explored, true extra time as a share of the library's) of each synthetic run."""
+    done = subprocess.run([str(program), scenario, str(RUNS), str(CALLS)], capture_output=True, text=True, check=True)
+    return [(state, int(choice), int(explored), float(extra))
+            for state, choice, explored, _, extra in map(str.split, done.stdout.splitlines())]
+
+
+def test_candidates_as_fast_as_the_library_never_replace_it(learn_check: Path):
+    """A/A: three candidates that take what the library takes (log-normal noise, sigma 0.3): no run of 200 switches
+    (the risk stated is 5 % over every candidate and look)."""
+    runs = outcomes(learn_check, "aa")
+    assert len(runs) == RUNS and all(choice == 0 for _, choice, _, _ in runs)
+    assert {state for state, *_ in runs} <= {"undecided", "kept", "exploring"}
+
+
+def test_a_faster_candidate_is_found_and_never_a_slower_one(learn_check: Path):
+    """Candidates at 1.0, 0.7 and 1.5 of the library's time: the 0.7 is chosen in at least 95 % of runs, the others
+    never, and what learning cost is a saving."""
+    runs = outcomes(learn_check, "faster")
+    assert sum(choice == 2 for _, choice, _, _ in runs) >= 0.95 * RUNS
+    assert not any(choice in (1, 3) for _, choice, _, _ in runs)
+    assert all(extra < 0 for *_, extra in runs)
+
+
+def test_clearly_slower_candidates_are_dropped_within_the_cap(learn_check: Path):
+    """Candidates 3x the library's: every run keeps the library, exploring a few dozen calls, its true cost under
+    the 5 % cap."""
+    runs = outcomes(learn_check, "slower")
+    assert all((state, choice) == ("kept", 0) for state, choice, _, _ in runs)
+    assert max(explored for _, _, explored, _ in runs) <= 48
+    assert max(extra for *_, extra in runs) < 0.05
+
+
+def test_a_choice_whose_advantage_goes_is_given_back(learn_check: Path):
+    """A candidate at 0.6 of the library's time for half the run, then 1.5: chosen, then given back at a revisit."""
+    runs = outcomes(learn_check, "drift")
+    assert all(state == "given-back" and choice == 0 for state, choice, _, _ in runs)
+
+
+def test_a_learn_file_refuses_what_it_cannot_learn():
+    """Too many candidates, sizes that include 0 B, the library's own, an algorithm that is not exact data: one line
+    each."""
+    with pytest.raises(BadInput, match="accepted: 1 to 7 algorithms"):
+        learning(["pairwise"] * 8, [2], 0, 1, -1, "MPICH")
+    with pytest.raises(BadInput, match="zero-byte calls always go to the library"):
+        learning(["pairwise"], [2], 0, 0, -1, "MPICH")
+    with pytest.raises(BadInput, match="the library's own is always explored"):
+        learning(["native"], [2], 0, 1, -1, "MPICH")
+    with pytest.raises(BadInput, match="accepted: algorithms whose schedule is data"):
+        learning(["onesided"], [2], 0, 1, -1, "MPICH")
+
+
+@pytest.fixture(scope="module")
+def preload() -> str:
+    return str(preload_library())
+
+
+def learn_file(tmp_path: Path, candidates: list[str], nprocs: list[int], learned: list[str] = ()) -> Path:
+    made = learning(candidates, nprocs, 0, 1, -1, this_library())
+    made.learned = list(learned)
+    path = tmp_path / "learn.a2a"
+    path.write_text(made.text())
+    return path
+
+
+def learned_report(stderr: str) -> dict[str, str]:
+    """The report's learn lines by size class ('8-15 B' ...) on each communicator size: 'P ranks, LOW-HIGH B'."""
+    return {f"{m[1]} ranks, {m[2]}": m[3] for m in re.finditer(r"learn alltoall on (\d+) ranks, (\S+ B): (.*)", stderr)}
+
+
+@pytest.mark.launches
+def test_learning_in_a_c_program_keeps_every_byte_and_keeps_what_it_learned(tmp_path: Path, preload: str):
+    """The project's loop (every byte checked) under a learn file at 8 B, 1 KiB and 64 KiB: it verifies, the report
+    names each size class with its calls, exploring and cost, and the learned file reads back with each class."""
+    path, out = learn_file(tmp_path, ["pairwise", "bruck", "linear"], [2]), tmp_path / "learned.a2a"
+    done = under_library(2, preload, str(loop_program()), "alltoall", "30", "8", "1024", "65536",
+                         A2A_DEPLOY=str(path), A2A_DEPLOY_REPORT="1", A2A_LEARN_OUT=str(out))
+    assert done.returncode == 0 and "WRONG" not in done.stdout, done.stdout + done.stderr
+    classes = learned_report(done.stderr)
+    assert set(classes) == {"2 ranks, 8-15 B", "2 ranks, 1024-2047 B", "2 ranks, 65536-131071 B"}, done.stderr
+    assert all(re.search(r"\d+ calls, \d+ exploring, \d+ revisiting the library; .*\(cap 5 %\)", line)
+               for line in classes.values()), done.stderr
+    again = Deployment.read(out)
+    found = [Learned.parse(line) for line in again.learned]
+    assert sorted(k.low for k in found) == [8, 1024, 65536] and all(k.calls > 0 for k in found)
+    assert sum("learned: alltoall on 2 ranks" in line for line in shown_file(out)) == 3
+
+
+@pytest.mark.launches
+@pytest.mark.parametrize("p", [2, 4])
+def test_the_library_under_other_names_is_never_replaced(tmp_path: Path, preload: str, p: int):
+    """A/A inside a program: the candidates are the library's own under two names; nothing is served by a schedule,
+    and no size class reports a choice."""
+    path = learn_file(tmp_path, ["control", "control"], [p])
+    done = under_library(p, preload, str(loop_program()), "alltoall", "30", "8", "1024", "65536",
+                         A2A_DEPLOY=str(path), A2A_DEPLOY_REPORT="1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    classes = learned_report(done.stderr)
+    assert len(classes) == 3 and all("the library's own serves" in line for line in classes.values()), done.stderr
+    assert re.search(r"alltoall: seen \d+, served 0,", done.stderr), done.stderr
+
+
+@pytest.mark.launches
+def test_a_run_from_strong_evidence_explores_nothing(tmp_path: Path, preload: str):
+    """Learned lines that settled 8 B on pairwise and kept the library at 1 KiB: the next run serves pairwise at
+    8 B and the library at 1 KiB, exploring no call of either (revisits set beyond the run)."""
+    evidence = ",".join(["-0.4"] * 20)
+    library = ",".join(["1e-05"] * 20)
+    learned = [f"alltoall 2 * 8 15 chosen 1 5 1000 80 0 -0.0001 live:{library} live:{evidence}",
+               f"alltoall 2 * 1024 2047 kept 0 5 1000 80 0 0.0001 live:{library} dropped:{evidence.replace('-', '')}"]
+    path = learn_file(tmp_path, ["pairwise"], [2], learned)
+    done = under_library(2, preload, str(loop_program()), "alltoall", "10", "8", "1024",
+                         A2A_DEPLOY=str(path), A2A_DEPLOY_REPORT="1", A2A_LEARN_REVISIT="100000000")
+    assert done.returncode == 0, done.stdout + done.stderr
+    classes = learned_report(done.stderr)
+    assert re.search(r"0 exploring, 0 revisiting .* serves pairwise", classes["2 ranks, 8-15 B"]), done.stderr
+    assert re.search(r"0 exploring, 0 revisiting .* the library's own serves", classes["2 ranks, 1024-2047 B"])
+    assert re.search(r"served \d+ \(pairwise \d+\)", done.stderr), done.stderr
+
+
+@pytest.mark.launches
+def test_what_learning_cannot_use_is_refused_in_one_line(tmp_path: Path, preload: str):
+    """A2A_LEARN_CAP that is not a share, and a learn line for MPI_Alltoallv: refused at MPI_Init in one line on
+    rank 0; the program runs on the library and verifies."""
+    path = learn_file(tmp_path, ["pairwise"], [2])
+    done = under_library(2, preload, str(loop_program()), "alltoall", "3", "8",
+                         A2A_DEPLOY=str(path), A2A_LEARN_CAP="5%")
+    said = [line for line in done.stderr.splitlines() if line.startswith("a2a:")]
+    assert done.returncode == 0 and len(said) == 1, done.stderr
+    assert "A2A_LEARN_CAP=5%; accepted: the share of the library's time exploring may cost, above 0 and at most 1" \
+        in said[0]
+    made = Deployment.read(path)
+    made.learning = [("alltoallv", *made.learning[0][1:])]
+    path.write_text(made.text())
+    done = under_library(2, preload, str(loop_program()), "alltoall", "3", "8", A2A_DEPLOY=str(path))
+    said = [line for line in done.stderr.splitlines() if line.startswith("a2a:")]
+    assert done.returncode == 0 and len(said) == 1 and "learning serves MPI_Alltoall only" in said[0], done.stderr
+
+
+@pytest.mark.launches
+def test_communicators_learn_apart_and_every_result_holds(tmp_path: Path, preload: str):
+    """mpi4py's all-to-alls on MPI_COMM_WORLD and on halves of it, in turn, at 1 KiB and 64 KiB: every element
+    right, and rank 0 reports the size classes of both communicator sizes."""
+    path = learn_file(tmp_path, ["pairwise", "bruck"], [2, 4])
+    done = under_library(4, preload, mpi_tool("python"), str(ROOT / "tests" / "programs" / "learn_comms.py"),
+                         A2A_DEPLOY=str(path), A2A_DEPLOY_REPORT="1")
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+    assert set(learned_report(done.stderr)) == {f"{p} ranks, {c}" for p in (2, 4)
+                                                for c in ("1024-2047 B", "65536-131071 B")}, done.stderr
