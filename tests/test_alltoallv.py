@@ -282,10 +282,10 @@ def test_decide_splits_tables_by_collective_and_workload(tmp_path):
     skewed = as_alltoallv(record(tmp_path / "v", {(4, 64): {("native", ""): 50, ("tuna", "radix=2"): 10,
                                                              ("padded_bruck", "radix=2"): 90}}), "zipf:s=1.1")
     document = decide.decide([uniform, skewed], metric="median")
-    chosen = {(t["collective"], t["workload"]): t["ranges"][0]["algorithm"] for t in document["tables"]}
+    chosen = {(t.column("collective"), t.column("workload")): t.ranges[0].algorithm for t in document.tables}
     assert chosen == {("alltoall", "uniform"): "bruck", ("alltoallv", "zipf:s=1.1"): "tuna"}
-    assert lookup(document, 4, 64, collective="alltoallv", workload="zipf:s=1.1")[1]["algorithm"] == "tuna"
-    assert lookup(document, 4, 64, collective="alltoall")[1]["algorithm"] == "bruck"
+    assert lookup(document, 4, 64, collective="alltoallv", workload="zipf:s=1.1")[1].algorithm == "tuna"
+    assert lookup(document, 4, 64, collective="alltoall")[1].algorithm == "bruck"
 
 
 def test_schedule_costs_show_padding_waste_and_two_phase_rounds():

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 import pytest
 import yaml
-from decide_fixtures import record, row_for, samples_around
+from decide_fixtures import minimal_table, record, row_for, samples_around
 from support import ROOT, bench_here, is_mpich, python
 
 from a2a.algos.facts import library_own, shown
@@ -68,7 +68,7 @@ def test_files_written_atomically_get_the_mode_open_would_give(tmp_path, umask):
     previous = os.umask(umask)
     try:
         write_meta(tmp_path, {"status": "complete"})
-        write_decision({"schema": "a2a-decision/1", "tables": []}, tmp_path / "decision.json")
+        write_decision(minimal_table(2, [(0, "native", "")]), tmp_path / "decision.json")
         (tmp_path / "kept.json").write_text("{}")
         (tmp_path / "kept.json").chmod(0o640)
         write_atomic(tmp_path / "kept.json", "{}\n")
@@ -118,7 +118,9 @@ def test_a_plug_in_goes_with_the_tune_and_a_mesh_sweep_is_left_to_decide(small_s
     meshed = replace(config, layouts=mesh_layouts("1x2", []))
     lines = next_steps(small_sweep, SweepState(meshed, []), document)
     assert lines[0] == "next (bench tune does not repeat --mesh):" and "bench tune" not in "".join(lines[1:])
-    two = {"tables": [{**document["tables"][0], "groups": "1x2"}, {**document["tables"][0], "groups": "2x1"}]}
+    first = document.tables[0]
+    two = replace(document, tables=tuple(replace(first, columns={**first.columns, "groups": groups})
+                                         for groups in ("1x2", "2x1")))
     assert "--where=groups=2x1" in shlex.split(next_steps(small_sweep, SweepState(meshed, []), two)[1])  # an export
     # serves one value of a context column
 
@@ -263,8 +265,8 @@ def test_labels_leave_options_at_their_defaults_out():
     # the overlap protocol starts an exchange: the library's own is MPI_Ialltoall, native's non-blocking form
     assert library_own("native", "form=nonblocking", "overlap") and not library_own("native", "", "overlap")
     ranked = [("pairwise", "schedule=shift", 10.0), ("native", "form=nonblocking", 30.0)]
-    assert decide.decision_cell(8, ranked, timing="overlap")["speedup_vs_native"] == 3.0
-    assert decide.decision_cell(8, ranked)["speedup_vs_native"] is None  # no blocking native measured
+    assert decide.decision_cell(8, ranked, timing="overlap").speedup_vs_native == 3.0
+    assert decide.decision_cell(8, ranked).speedup_vs_native is None  # no blocking native measured
 
 
 def test_suggested_commands_run_from_where_the_user_stands(monkeypatch, tmp_path):
