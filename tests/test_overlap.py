@@ -70,6 +70,17 @@ def test_the_compute_phase_is_calibrated_arithmetic_cut_in_even_slices():
     assert slices(2, 5) == [0, 1, 0, 1, 0] and slices(3, 9) == [0, 1, 0] * 3  # more tests than units: spread out
 
 
+def test_a_cold_first_timing_does_not_size_the_phase():
+    """The phase was rescaled by one timing of its units, cold: the 6.4 us asked at 1 KiB on 2 ranks became one unit,
+    and the table's phase (6.4, as asked) disagreed with the compute times (2.7-4.3)."""
+    work = Work()
+    timings = iter([10.0, 1.0, 1.0, 1.0])  # the first timing ten times too slow (cold), the rest as first measured
+    work._timed = lambda units: next(timings) * units * work.unit
+    assert work.units(0.02) == round(0.02 / work.unit)
+    work._timed = lambda units: units * work.unit
+    assert work.seconds(3) == pytest.approx(3 * work.unit)
+
+
 @pytest.mark.launches
 def test_an_overlap_run_records_both_figures_its_three_times_and_every_iterations_samples(tmp_path):
     out = tmp_path / "run"
@@ -121,7 +132,8 @@ def test_all_under_overlap_sweeps_the_librarys_non_blocking_forms_with_a_compute
     assert done.returncode == 0, done.stderr
     rows = read_rows(out)
     assert sorted(r.options for r in rows if r.algorithm == "native") == ["form=nonblocking", "form=persistent"]
-    assert {(r.compute_us, r.compute_ratio, r.compute_phase_us) for r in rows} == {("50", "", 50.0)}
+    assert {(r.compute_us, r.compute_ratio) for r in rows} == {("50", "")}
+    assert len({r.compute_phase_us for r in rows}) == 1  # the 50 us asked, in whole units as they took then
 
 
 @pytest.mark.launches

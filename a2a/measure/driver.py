@@ -470,8 +470,9 @@ def _traceback(problem: BaseException) -> str:
 def _phase(comm: Any, group: Any, point: Point, config: SweepConfig, context: Context, traffic: Any,
            buffers: tuple[Any, Any]) -> tuple[int, float]:
     """The compute phase every contestant gets at this point, sized at the first one measured there: this rank's
-    Work units, and its microseconds (the largest rank's); --compute-us, else compute_ratio x the library's own
-    non-blocking pure time (MPI_Ialltoall(v) on the point's buffers)."""
+    Work units, and the microseconds they took then (the largest rank's), which t_compute times again; sized to
+    --compute-us, else compute_ratio x the library's own non-blocking pure time (MPI_Ialltoall(v) on the point's
+    buffers)."""
     at = point.cell
     if at not in context.phases:
         if config.compute_us:
@@ -482,7 +483,9 @@ def _phase(comm: Any, group: Any, point: Point, config: SweepConfig, context: Co
                 seconds = config.compute_ratio * pure_seconds(comm, library, config.warmup)
             finally:
                 library.free()
-        context.phases[at] = (context.work.units(seconds), comm.allreduce(seconds * 1e6, op=_max()))
+        units = context.work.units(seconds)
+        took = context.work.seconds(units) if units else 0.0
+        context.phases[at] = (units, comm.allreduce(took * 1e6, op=_max()))
     return context.phases[at]
 
 

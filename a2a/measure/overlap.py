@@ -4,9 +4,11 @@ Ialltoall time it (their figures: a2a.record.overlap).
 The compute phase is sized once per point, for every contestant alike, as a program has one compute phase per
 step whatever algorithm it picks: `ratio` times the library's own non-blocking pure time there (CALIBRATION pure
 exchanges of MPI_Ialltoall(v), start then wait at once, their median on each rank, as both sources calibrate on
-each rank's own), or a given number of microseconds; in units of real arithmetic on a private array (Work), not a
-sleep, timed once at the point and rescaled to fit (IMB's calibration), since the units run slower on a loaded
-machine than when they were first measured. The warm-up runs the overall part below, so the path through the
+each rank's own), or a given number of microseconds; in whole units of real arithmetic on a private array (Work),
+not a sleep, timed at the point and rescaled to fit (IMB's calibration), since the units run slower on a loaded
+machine than when they were first measured. The phase's time as the record shows it is what those units took
+then (Work.seconds), the arithmetic the compute part below times again: asked 6.4 us, a unit of 3.6 us gives 7.2.
+The warm-up runs the overall part below, so the path through the
 tests is warm too. Per iteration, each part begun together on every rank:
 - pure: start, wait;
 - overall: start, the compute phase in `tests` slices as even as can be, each followed by one test() (OSU's -t:
@@ -47,11 +49,17 @@ class Work:
             add(array, 1e-7, out=array)
 
     def units(self, seconds: float) -> int:
-        """The units that take about `seconds`: as first measured, then timed here once and rescaled."""
+        """The units that take about `seconds`: as first measured, then timed here and rescaled."""
         units = max(0, round(seconds / self.unit))
         if units == 0:
             return 0
-        return max(1, round(units * seconds / self._timed(units)))
+        return max(1, round(units * seconds / self.seconds(units)))
+
+    def seconds(self, units: int, runs: int = 3) -> float:
+        """How long `units` units take here: the median of `runs` timings after an untimed one (one timing, and a
+        cold one, was off by 30 % and more at a few units)."""
+        self.do(units)
+        return float(np.median([self._timed(units) for _ in range(runs)]))
 
     def _timed(self, units: int) -> float:
         began = time.perf_counter()
