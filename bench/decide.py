@@ -10,6 +10,7 @@ from a2a.analysis.compare import compared
 from a2a.analysis.export.formats import export_report, formats
 from a2a.analysis.validate import render_validation
 from a2a.analysis.validate import validate as validate_records
+from a2a.record.outputs import writable_file
 from a2a.record.results import NATIVE
 from a2a.record.verdict import MARGIN
 
@@ -43,7 +44,8 @@ def _margin(context: click.Context, parameter: click.Parameter, text: str) -> fl
 def decide(results: tuple[str, ...], metric: str, alpha: float, margin: float, force_mix: bool, dtype: str | None,
            where: tuple[str, ...], output: str | None) -> None:
     """Choose the best algorithm per process count and size from one or more results directories (each a launch)."""
-    click.echo(decision.decided([Path(r) for r in results], metric, alpha, dtype, Path(output) if output else None,
+    table = writable_file(output, "the decision table", "bench decide") if output else None
+    click.echo(decision.decided([Path(r) for r in results], metric, alpha, dtype, table,
                                 dict(w.partition("=")[::2] for w in where), margin, force_mix))
 
 
@@ -58,7 +60,8 @@ def decide(results: tuple[str, ...], metric: str, alpha: float, margin: float, f
               help="Print only the KEY=VALUE lines that apply the written file (for scripts; needs -o).")
 def export(table: str, fmt: str, output: str | None, libmpi: str | None, env_only: bool) -> None:
     """Write a decision table as an Open MPI, MPICH or Intel MPI tuning file."""
-    text, said = export_report(table, fmt, Path(output) if output else None, libmpi, env_only)
+    written = writable_file(output, "the tuning file", "bench export") if output else None
+    text, said = export_report(table, fmt, written, libmpi, env_only)
     for line in said:
         click.echo(line, err=True)
     click.echo(text)
@@ -82,8 +85,9 @@ def compare(baseline: tuple[str, ...], tuned: tuple[str, ...], algorithm: str, m
 
     For example native with and without an exported tuning file; each run of a set is one replicate.
     """
+    verified = writable_file(output, "the verified table", "bench compare") if output else None
     click.echo(compared([Path(d) for d in baseline], [Path(d) for d in tuned], algorithm, metric, alpha,
-                        Path(table) if table else None, Path(output) if output else None, margin))
+                        Path(table) if table else None, verified, margin))
 
 
 @main.command("validate")

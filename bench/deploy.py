@@ -8,6 +8,7 @@ import click
 from a2a.deploy.file import deploy as deployed
 from a2a.deploy.file import shown_file
 from a2a.deploy.library import preload_library
+from a2a.record.outputs import writable_file
 
 from .group import main
 
@@ -39,7 +40,8 @@ def deploy(decisions: tuple[str, ...], nprocs: str, extrapolate: bool, ranks_per
         click.echo(preload_library(mpicc) if library else "\n".join(shown_file(Path(show))))
         return
     counts = [parse_count(n) for n in nprocs.split(",") if n.strip()]
-    click.echo("\n".join(deployed([Path(d) for d in decisions], counts, ranks_per_node, Path(output), extrapolate)))
+    written = writable_file(output, "the deploy file", "bench deploy")
+    click.echo("\n".join(deployed([Path(d) for d in decisions], counts, ranks_per_node, written, extrapolate)))
 
 
 def refuse_usage(decisions: tuple[str, ...], library: bool, mpicc: str | None, show: str | None) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from a2a.analysis import study
+from a2a.record.outputs import writable_folder
 
 from .group import echo, main
 
@@ -16,4 +17,5 @@ from .group import echo, main
               help="Directory for the figures. [default: RESULTS/plots]")
 def plot_command(results: str, output: str | None) -> None:
     """Draw the run's figures, or a topology study's (needs the plot extra: pip install 'a2a-testbed[plot]')."""
-    echo(study.draw(Path(results), Path(output) if output else None))
+    folder = writable_folder(output or Path(results) / "plots", "the figures", "bench plot")
+    echo(study.draw(Path(results), folder))

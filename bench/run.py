@@ -8,7 +8,10 @@ import click
 
 from a2a.algos.registry import COLLECTIVES
 from a2a.measure.protocols import NAMES, described
+from a2a.record.outputs import writable_folder
 from a2a.sweep.config import CACHES, DEFAULTS
+from a2a.sweep.launch import with_file
+from a2a.sweep.naming import named
 from a2a.sweep.session import FORMATS, Output
 from a2a.workflows.run import measured
 
@@ -96,4 +99,5 @@ def run(ctx: click.Context, **given: Any) -> None:
         explicit["aa"] = True
     if given["decision_table"]:
         explicit["option"] = (*explicit.get("option", ()), f"auto.table={given['decision_table']}")
+    writable_folder(explicit.get("resume") or named(with_file(explicit).get("output")), "the results", "bench run")
     sys.exit(measured(explicit, Output(given["quiet"], given["fmt"], given["allow_oversubscribed"])))

@@ -7,11 +7,13 @@ from typing import Any
 import click
 
 from a2a.algos.registry import COLLECTIVES
+from a2a.record.outputs import writable_folder
 from a2a.simulate import platforms, simgrid
 from a2a.simulate.driver import REPLAY_TIMEOUT
 from a2a.simulate.driver import simulate as simulate_sweep
 from a2a.simulate.machine import MACHINE_DEFAULTS
 from a2a.sweep.config import SIMULATION_DEFAULTS
+from a2a.sweep.naming import named
 from a2a.sweep.session import FORMATS, Output
 
 from .group import main
@@ -83,4 +85,7 @@ from .options import defaults
               help="stdout: tables per process count, the TPU benchmark's columns, or rows at the end.")
 def simulate(**given: Any) -> None:
     """Replay every algorithm's exact schedule on a simulated platform (SimGrid SMPI)."""
+    writable_folder(given["resume"] or named(given["output"], suffix="-sim"), "the results", "bench simulate")
+    if given["keep_traces"]:
+        writable_folder(given["keep_traces"], "the traces", "bench simulate")
     sys.exit(simulate_sweep(given, Output(given["quiet"], given["fmt"])))

@@ -7,6 +7,8 @@ from typing import Any
 import click
 
 from a2a.analysis.decide import METRICS
+from a2a.record.outputs import writable_folder
+from a2a.sweep.naming import named
 from a2a.workflows.tune import tune
 from a2a.workflows.tuning import COLLECTIVES, DEPLOY_SIZES, TUNE_DEFAULTS
 
@@ -65,4 +67,5 @@ def tune_command(**given: Any) -> None:
     With --deploy, make a verified deploy file instead: the winners the library cannot select, run by liba2a
     inside any program. Run it without mpirun: it launches its own jobs (inside a Slurm allocation: --launcher srun).
     """
+    writable_folder(given["resume"] or named(given["output"], prefix="tune-"), "the tune", "bench tune")
     sys.exit(tune(given, echo))

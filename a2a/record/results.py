@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from a2a.errors import BadResults
+from a2a.record.outputs import Unwritable, file_refusal, folder_refusal, reason
 
 OVERLAP = "overlap"  # the timing that measures how much of an exchange hides behind computation
 NATIVE = "native"  # the algorithm name of the MPI library's own MPI_Alltoall(v): every comparison's baseline
@@ -197,15 +198,21 @@ class Recorder:
     """Append rows and samples to a results directory, flushing after every point.
 
     A point's samples reach the disk before its row, so a kill in between leaves samples
-    without a row; opening the directory again drops them (the point is measured anew).
+    without a row; opening the directory again drops them (the point is measured anew). A write that fails (a full
+    disk) is cut off again, so the points before it stay whole and resume; Unwritable says so.
     """
 
     def __init__(self, directory: Path, launch: str = ""):
         self.directory, self.launch = Path(directory), launch
-        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise Unwritable(f"cannot write the results to {self.directory}: "
+                             f"{folder_refusal(self.directory) or reason(error, self.directory, self.directory)}"
+                             ) from None
         self.dropped = drop_orphan_samples(self.directory)
-        self._results = _open_csv(self.directory / RESULTS_CSV, COLUMNS)
-        self._samples = _open_csv(self.directory / SAMPLES_CSV, SAMPLE_COLUMNS)
+        self._results = self._appender(RESULTS_CSV, COLUMNS)
+        self._samples = self._appender(SAMPLES_CSV, SAMPLE_COLUMNS)
         self._added = 0
 
     def add(self, row: Row, samples: Iterable[float] | dict[str, Iterable[float]] = (),
@@ -216,25 +223,68 @@ class Recorder:
         round_of = list(rounds) if rounds is not None else None
         for quantity, series in (samples if isinstance(samples, dict) else {"": samples}).items():
             for i, seconds in enumerate(series):
-                self._samples[1].writerow({**key, "iteration": i, "seconds": repr(float(seconds)),
-                                           "quantity": quantity, "round": "" if round_of is None else round_of[i],
-                                           "launch": self.launch if round_of is not None else ""})
-        _sync(self._samples[0])
+                self._samples.writer.writerow({**key, "iteration": i, "seconds": repr(float(seconds)),
+                                               "quantity": quantity, "round": "" if round_of is None else round_of[i],
+                                               "launch": self.launch if round_of is not None else ""})
+        self._flush(self._samples)
         self._added += 1
         if os.environ.get(KILL_BEFORE_ROW) == str(self._added):
             os.kill(os.getpid(), signal.SIGKILL)
-        self._results[1].writerow(row.as_csv())
-        _sync(self._results[0])
+        self._results.writer.writerow(row.as_csv())
+        self._flush(self._results)
 
     def close(self) -> None:
         """Close both files."""
-        for handle, _ in (self._results, self._samples):
-            handle.close()
+        for appender in (self._results, self._samples):
+            appender.close()
+
+    def _appender(self, name: str, columns: list[str]) -> "Appender":
+        try:
+            return Appender(self.directory / name, columns)
+        except OSError as error:
+            raise Unwritable(f"cannot write the results to {self.directory}: "
+                             f"{reason(error, self.directory, self.directory)}") from None
+
+    def _flush(self, appender: "Appender") -> None:
+        try:
+            appender.flush()
+        except OSError as error:
+            raise Unwritable(f"cannot write the results to {self.directory}: "
+                             f"{reason(error, self.directory, self.directory)}; the points recorded before are kept "
+                             "whole (--resume goes on from them)") from None
 
 
-def _sync(handle: Any) -> None:
-    handle.flush()
-    os.fsync(handle.fileno())
+class Appender:
+    """A CSV file written a batch of lines at a time, each batch on the disk whole or not at all (cut off again when
+    a write fails). A file written before later columns keeps its header: what it lacks is not written."""
+
+    def __init__(self, path: Path, columns: list[str]):
+        fresh = not path.exists() or path.stat().st_size == 0
+        header = columns if fresh else check_header(path, columns)
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        self.text = io.StringIO()
+        self.writer = csv.DictWriter(self.text, fieldnames=header, extrasaction="ignore")
+        if fresh:
+            self.writer.writeheader()
+            self.flush()  # a launch killed before its first row still leaves a record that resumes
+
+    def flush(self) -> None:
+        """Write the lines buffered, then sync; on an OSError, cut the file back to where it was and raise it."""
+        data = memoryview(self.text.getvalue().encode())
+        self.text.seek(0)
+        self.text.truncate()
+        size = os.fstat(self.fd).st_size
+        try:
+            while data:
+                data = data[os.write(self.fd, data):]
+            os.fsync(self.fd)
+        except OSError:
+            os.ftruncate(self.fd, size)
+            raise
+
+    def close(self) -> None:
+        """Close the file."""
+        os.close(self.fd)
 
 
 def drop_orphan_samples(directory: Path) -> int:
@@ -253,18 +303,6 @@ def drop_orphan_samples(directory: Path) -> int:
         csv.writer(text).writerows([header, *kept])
         write_atomic(path, text.getvalue())
     return len(records) - len(kept)
-
-
-def _open_csv(path: Path, columns: list[str]) -> tuple[Any, csv.DictWriter]:
-    fresh = not path.exists() or path.stat().st_size == 0
-    handle = open(path, "a", newline="")
-    # a record written before later columns keeps its header: what it lacks is not written (extrasaction)
-    writer = csv.DictWriter(handle, fieldnames=columns if fresh else check_header(path, columns),
-                            extrasaction="ignore")
-    if fresh:
-        writer.writeheader()
-        _sync(handle)  # a launch killed before its first row still leaves a record that resumes
-    return handle, writer
 
 
 def check_header(path: Path, columns: list[str]) -> list[str]:
@@ -326,16 +364,25 @@ def read_meta(directory: Path) -> dict[str, Any]:
 
 def write_atomic(path: Path, text: str) -> None:
     """Write a file so that readers see either the old or the new content, never a part; with the mode `open` would
-    give it (the old file's, else what the umask leaves of rw-rw-rw-)."""
+    give it (the old file's, else what the umask leaves of rw-rw-rw-). Unwritable names `path`, never the temporary
+    file beside it, which is removed."""
     path = Path(path)
-    mode = stat.S_IMODE(path.stat().st_mode) if path.is_file() else 0o666 & ~umask()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.fchmod(fd, mode)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    tmp = ""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode) if path.is_file() else 0o666 & ~umask()
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w") as handle:
+            os.fchmod(fd, mode)
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as error:
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
+        why = file_refusal(path) or reason(error, path.parent, path.parent)
+        kept = f" ({path} keeps what it held)" if path.is_file() else ""
+        raise Unwritable(f"cannot write {path}: {why}{kept}") from None
 
 
 def umask() -> int:
