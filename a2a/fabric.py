@@ -107,7 +107,8 @@ class Switch(Fabric):
         return [link for k in range(self.nodes) for link in ((vertex(k), "sw"), ("sw", vertex(k)))]
 
     def route(self, a: int, b: int) -> list[Link]:
-        self.check_node(a), self.check_node(b)
+        self.check_node(a)
+        self.check_node(b)
         return [] if a == b else [(vertex(a), "sw"), ("sw", vertex(b))]
 
 

@@ -236,7 +236,7 @@ def latency_by_topology(tables: dict[str, Medians], names: dict[str, str], direc
             {fastest(table, s) for s in sizes_of(table)}
         for name in names_of(table):
             series = sorted((s, t) for (s, n), t in table.items() if n == name)
-            plot.line(ax, *zip(*series), styles[name], name in strong)
+            plot.line(ax, [s for s, _ in series], [t for _, t in series], styles[name], name in strong)
         plot.bytes_axis(ax)
         plot.log_axis(ax)
         ax.set_ylim(low / 1.5, high * 1.5)

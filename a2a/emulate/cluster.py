@@ -416,9 +416,10 @@ def build_routers(shape: ClusterSpec) -> None:
     for k in range(shape.nodes):
         for j in range(shape.nodes):
             if j != k:
-                b = fabric.node_of(net.route(k, j)[0][1])
+                hop = fabric.node_of(net.route(k, j)[0][1])
+                assert hop is not None  # a torus has no switch: every hop is a node's router
                 sh("ip", "-n", router_name(k), "route", "add", f"{node_address(j)}/32",
-                   "via", gateway[k, b], "dev", f"to{b}")
+                   "via", gateway[k, hop], "dev", f"to{hop}")
 
 
 def require_netem(namespace: str) -> None:

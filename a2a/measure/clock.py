@@ -94,7 +94,7 @@ def synchronise(comm: Any, fitpoints: int = FITPOINTS, exchanges: int = EXCHANGE
     idle_wait(comm.Ibarrier(), POLL_SECONDS)
     lead = max(MIN_LEAD_SECONDS, 3 * _agreement_time(comm))
     report = {}
-    if comm.rank == 0:
+    if models is not None:  # rank 0's
         report = _report(models, residual, fitpoints, exchanges, lead, MPI.Wtime() - began)
     return GlobalClock(model, lead, report)
 

@@ -24,8 +24,8 @@ class Traffic:
     @classmethod
     def of(cls, workload: str, nprocs: int, bytes_per_peer: int, dtype: str, seed: int) -> "Traffic":
         """The workload's matrix for `nprocs` ranks at a mean of `bytes_per_peer` (BadConfig if it cannot be made)."""
-        dtype = np.dtype(dtype)
-        return cls(parse_workload(workload).counts(nprocs, bytes_per_peer, dtype.itemsize, seed), dtype)
+        kind = np.dtype(dtype)
+        return cls(parse_workload(workload).counts(nprocs, bytes_per_peer, kind.itemsize, seed), kind)
 
     @property
     def imbalance(self) -> float:

@@ -233,22 +233,23 @@ def verdict(comparisons: list[Comparison]) -> list[str]:
                 f"{human_bytes(c.bytes_per_peer)} ({c.ratio:.3f})" for c in missed)
             said.append(f"{mode}: Python/C <= {TARGET_RATIO:.2f} from {human_bytes(TARGET_FROM_BYTES)} per peer: "
                         f"{state}")
-    return said + _against_imb([c for c in comparisons if c.imb_us is not None])
+    return said + _against_imb([(c, c.imb_us) for c in comparisons if c.imb_us is not None])
 
 
-def _against_imb(comparisons: list[Comparison]) -> list[str]:
-    """imb protocol (Python) against IMB-MPI1: within IMB_GAP_US below IMB_RATIO_FROM_BYTES, IMB_RATIO from it."""
+def _against_imb(measured: list[tuple[Comparison, float]]) -> list[str]:
+    """imb protocol (Python) against IMB-MPI1 (each comparison with IMB-MPI1's time): within IMB_GAP_US below
+    IMB_RATIO_FROM_BYTES, IMB_RATIO from it."""
     limit, said = human_bytes(IMB_RATIO_FROM_BYTES), []
-    small = [c for c in comparisons if c.bytes_per_peer < IMB_RATIO_FROM_BYTES]
+    small = [(c, imb) for c, imb in measured if c.bytes_per_peer < IMB_RATIO_FROM_BYTES]
     if small:
-        off = [f"{human_bytes(c.bytes_per_peer)} ({c.python_us - c.imb_us:+.2f} us)" for c in small
-               if c.python_us - c.imb_us > IMB_GAP_US]
+        off = [f"{human_bytes(c.bytes_per_peer)} ({c.python_us - imb:+.2f} us)" for c, imb in small
+               if c.python_us - imb > IMB_GAP_US]
         said.append(f"imb vs IMB-MPI1: within +{IMB_GAP_US:g} us below {limit} per peer: "
                     + ("MISSED at " + ", ".join(off) if off else "met"))
-    large = [c for c in comparisons if c.bytes_per_peer >= IMB_RATIO_FROM_BYTES]
+    large = [(c, imb) for c, imb in measured if c.bytes_per_peer >= IMB_RATIO_FROM_BYTES]
     if large:
-        off = [f"{human_bytes(c.bytes_per_peer)} ({c.python_us / c.imb_us:.3f})" for c in large
-               if c.python_us / c.imb_us > IMB_RATIO]
+        off = [f"{human_bytes(c.bytes_per_peer)} ({c.python_us / imb:.3f})" for c, imb in large
+               if c.python_us / imb > IMB_RATIO]
         said.append(f"imb vs IMB-MPI1: within {IMB_RATIO:.2f}x from {limit} per peer: "
                     + ("MISSED at " + ", ".join(off) if off else "met"))
     return said

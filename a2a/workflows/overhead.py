@@ -34,7 +34,10 @@ def forced_twin(library: str, ours: str, nprocs: int) -> tuple[str, dict[str, st
     None when the variant has no twin there at this process count."""
     name, given = parse_variant(ours)
     found = twin(name, "alltoall", library, given, nprocs)
-    return None if found is None or name == NATIVE else FORCING[library](found)
+    if found is None or name == NATIVE:
+        return None
+    assert isinstance(found, tuple)  # MPICH's and Open MPI's twins are (algorithm, its parameters...)
+    return FORCING[library](found)
 
 
 def with_twins(library: str, nprocs: int) -> list[str]:

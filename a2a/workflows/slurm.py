@@ -60,7 +60,8 @@ def batch_job(nodes: str | None, ntasks_per_node: str | None, partition: str | N
 def submit_jobs(path: Path, counts: list[int], campaign: str | None, output: str | None,
                 say: Callable[..., Any] = print) -> None:
     """Submit the script once, or once per node count (one after another); say where results go."""
-    for count in counts or [None]:
+    each: list[int | None] = [*counts] or [None]  # None: the script's own node count
+    for count in each:
         per_count = ["--nodes", str(count), "--dependency=singleton"] if len(counts) > 1 else []
         job = sbatch(*per_count, str(path))
         if campaign:
