@@ -129,7 +129,7 @@ def capture(name: str, options: dict[str, Any], nprocs: int, count: int, dtype: 
 @contextmanager
 def _no_cycle_collection() -> Iterator[None]:
     """Python's cycle collector off: at thousands of ranks the plans hold millions of objects, all live until the
-    call ends, which each full collection would walk again (docs/simulation.md has the times)."""
+    call ends, which each full collection would walk again (docs/simulation-replay.md has the times)."""
     was = gc.isenabled()
     gc.disable()
     try:

@@ -232,7 +232,7 @@ class Traces:
     def memory(self) -> int:
         """The bytes a replay of them holds at most, about: each request in flight and each line read.
 
-        Measured with the S4U replayer (linear on a fat tree, 256 to 1,024 ranks, docs/simulation.md); smpirun
+        Measured with the S4U replayer (linear on a fat tree, 256 to 1,024 ranks, docs/simulation-replay.md); smpirun
         holds about as much. SMPI's own MPI_Alltoall is taken to post every message at once, as a send and a
         receive (its basic_linear, which SMPI's Open MPI selection runs at 1,024 ranks and 1 KiB, posts 2(p-1) a rank).
         """
