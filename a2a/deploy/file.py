@@ -104,7 +104,8 @@ class Deployment:
                 c, p, layout, low, high, k = value.split()
                 made.entries.append((c, int(p), layout, int(low), int(high), int(k)))
             elif word == "unverified":
-                made.unverified.append(tuple(map(int, value.split())))
+                count, measured = map(int, value.split())
+                made.unverified.append((count, measured))
             elif word == "verified":
                 made.verification.append(value)
             elif word == "learn":
@@ -289,7 +290,8 @@ def deploy(decisions: list[Path], nprocs: list[int], ranks_per_node: int, output
         raise BadInput(f"--ranks-per-node {ranks_per_node}; accepted: 0 (all ranks on one node) or K >= 1")
     if not Path(output).resolve().parent.is_dir():
         raise BadInput(f"--output {output}: its directory does not exist")
-    tables, origin = [], []
+    tables: list[Table] = []
+    origin: list[str] = []
     for path in map(Path, decisions):
         document = decide([path]) if path.is_dir() else read_decision(path)
         tables += document.tables
