@@ -94,5 +94,9 @@ def compare(baseline: tuple[str, ...], tuned: tuple[str, ...], algorithm: str, m
 @click.argument("measured", type=click.Path(exists=True, file_okay=False))
 @click.argument("simulated", type=click.Path(exists=True, file_okay=False))
 def validate(measured: str, simulated: str) -> None:
-    """Set a `bench simulate` record against a measured run: relative error per point, ranking per size."""
+    """Set a `bench simulate` record against a measured run: relative error per point, ranking per size.
+
+    MEASURED is a `bench run` results directory; SIMULATED is a `bench simulate` one of the same grid (the same
+    algorithms, sizes and process counts: only the points both hold are compared).
+    """
     click.echo(render_validation(validate_records(Path(measured), Path(simulated))))

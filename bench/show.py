@@ -8,6 +8,8 @@ from tabulate import tabulate
 
 import a2a
 from a2a.record import report
+from a2a.record.results import load
+from a2a.sweep.session import FORMATS
 
 from .group import main
 
@@ -26,7 +28,13 @@ def list_algorithms(plugin: tuple[str, ...]) -> None:
 
 @main.command("show")
 @click.argument("results", type=click.Path(exists=True, file_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="The tables per process count as `bench run` prints them, the TPU benchmark's columns (tab-"
+                   "separated; docs/record.md says what each holds), or the rows as CSV or JSON.")
 def show(results: str, fmt: str) -> None:
-    """Print the tables of an earlier run."""
+    """Print the tables (or rows) of an earlier run, RESULTS: a `bench run` or `bench simulate` directory."""
+    if fmt == "tpu":
+        run = load(Path(results))
+        click.echo(report.tpu_table(run.rows, run.meta.get("option_defaults")))
+        return
     click.echo(report.show(Path(results), fmt))

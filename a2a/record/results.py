@@ -173,7 +173,7 @@ def _format(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return "" if math.isnan(value) else f"{value:.6g}"
+        return "" if math.isnan(value) else repr(float(value))  # every digit: what is read back is what was printed
     return str(value)
 
 
