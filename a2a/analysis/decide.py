@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from itertools import takewhile
 from pathlib import Path
@@ -58,7 +58,7 @@ ROW_COLUMN = {"mean": "t_mean_us", "median": "t_p50_us", "p90": "t_p90_us", "p99
               "max": "t_max_us"}
 
 
-@dataclass
+@dataclass(init=False)
 class Candidate:
     """One measured point merged over every run that measured it, its samples with the launch and round of each."""
 
@@ -66,12 +66,15 @@ class Candidate:
     bytes_per_peer: int
     algorithm: str
     options: str
-    samples: list[Sample] = field(default_factory=list)
-    rows: list[Row] = field(default_factory=list)
+    samples: list[Sample]
+    rows: list[Row]
 
-    def __post_init__(self) -> None:
+    def __init__(self, context: tuple, bytes_per_peer: int, algorithm: str, options: str,
+                 samples: Iterable[Sample | float] = (), rows: list[Row] | None = None) -> None:
+        self.context, self.bytes_per_peer, self.algorithm, self.options = context, bytes_per_peer, algorithm, options
         # bare seconds (a caller that knows no rounds, such as validate) are one block of an unnamed launch
-        self.samples = [s if isinstance(s, tuple) else ("", -1, float(s)) for s in self.samples]
+        self.samples = [s if isinstance(s, tuple) else ("", -1, float(s)) for s in samples]
+        self.rows = [] if rows is None else rows
 
     @property
     def seconds(self) -> np.ndarray:
@@ -202,7 +205,7 @@ def _program_key(row: Row, pooled: bool = False) -> tuple:
 
 def _one_library(sources: list[dict[str, Any]], force: bool) -> None:
     """Refuse runs of different MPI libraries (their version texts' first lines) unless forced."""
-    first = {}
+    first: dict[str, str] = {}
     for found in sources:
         name = (found["mpi_library"] or "").strip().split("\n")[0]
         if name:
@@ -269,13 +272,14 @@ def decide_cell(points: list[Candidate], metric: str, alpha: float, margin: floa
     contestants = [p for p in points if p.algorithm != CONTROL]
     native = next((p for p in contestants if library_own(p.algorithm, p.options, timing)), None)
     control = _control_of(points, native)
-    judged = verdict.judge_cell({_name(p): p.per_round(metric) for p in contestants}, native and _name(native),
-                                lambda name: preference(*name), control and control.per_round(metric), margin, alpha)
+    judged = verdict.judge_cell({_name(p): p.per_round(metric) for p in contestants},
+                                None if native is None else _name(native), lambda name: preference(*_named(name)),
+                                None if control is None else control.per_round(metric), margin, alpha)
     ranked = sorted(contestants, key=lambda p: (p.value_us(metric), preference(p.algorithm, p.options)))
     choice = next(p for p in ranked if _name(p) == judged.choice)
     against = judged.vs_native.get(judged.choice)
     cell = decision_cell(choice.bytes_per_peer, [(p.algorithm, p.options, p.value_us(metric)) for p in ranked],
-                         ranked.index(choice), len(choice.samples), [shown(*name) for name in judged.tied_with],
+                         ranked.index(choice), len(choice.samples), [shown(*_named(name)) for name in judged.tied_with],
                          timing, against.p if against else None)
     cell = with_verdicts(cell, judged, [_name(p) for p in ranked])
     made = {r.workload: r.recorded_calls for p in points for r in p.rows if r.recorded_calls}  # by recorded call
@@ -298,6 +302,12 @@ def with_verdicts(cell: Cell, judged: verdict.CellVerdict, names: list[tuple[str
 
 def _name(point: Candidate) -> tuple[str, str]:
     return point.algorithm, point.options
+
+
+def _named(name: Hashable) -> tuple[str, str]:
+    """A candidate's name as a verdict hands it back (typed Hashable there): the (algorithm, options) of _name."""
+    assert isinstance(name, tuple), name
+    return name
 
 
 def _said(comparison: verdict.Comparison | None) -> verdict.Comparison | None:
@@ -417,9 +427,16 @@ def pace(ratio: float) -> str:
 
 def _interval(said: verdict.Comparison) -> str:
     """A comparison's interval as its words read it: speeds where faster or tied, times where slower."""
+    low, high = _bounds(said)
     if said.verdict == verdict.SLOWER:
-        return f"{said.low:.2f}-{said.high:.2f}"
-    return f"{1 / said.high:.2f}-{1 / said.low:.2f}"
+        return f"{low:.2f}-{high:.2f}"
+    return f"{1 / high:.2f}-{1 / low:.2f}"
+
+
+def _bounds(said: verdict.Comparison) -> tuple[float, float]:
+    """A tested comparison's interval (only an untested one has none)."""
+    assert said.low is not None and said.high is not None, f"an untested comparison has no interval: {said}"
+    return said.low, said.high
 
 
 def against_native(said: verdict.Comparison, metric: str) -> str:
@@ -480,7 +497,7 @@ def summary(document: Decision) -> list[str]:
     lines = []
     for table in document.tables:
         parts = [range_said(row, table.column("timing"), document.metric) for row in table.ranges]
-        floors = [_spread(c.noise_floor) for c in table.cells if c.noise_floor]
+        floors = [spread for c in table.cells if (spread := _spread(c.noise_floor))]
         notes = [f"noise floor up to {max(floors):.2f}x"] if floors else []
         notes += [crowded] if (crowded := crowding(document, table.nprocs)) else []
         lines.append(f"{where(table)}: " + "; ".join(parts) + "".join(f" [{note}]" for note in notes))
@@ -582,7 +599,7 @@ def versus_native(cells: Sequence[Cell], metric: str) -> str:
         gains = sorted(c.speedup_vs_native for c in cells if c.speedup_vs_native)
         return f"{_speeds(gains[0], gains[-1])} by the {metric}" + (", untested" if said else "")
     speeds = sorted(1 / s.ratio for s in tested)
-    lows, highs = (1 / s.high for s in tested), (1 / s.low for s in tested)
+    lows, highs = (1 / _bounds(s)[1] for s in tested), (1 / _bounds(s)[0] for s in tested)
     untested_ = f", untested at {len(said) - len(tested)} of {len(said)} sizes" if len(tested) < len(said) else ""
     return f"{_speeds(speeds[0], speeds[-1])} (intervals from {min(lows):.2f} to {max(highs):.2f}){untested_}"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -58,7 +58,7 @@ def context_of(record: Mapping[str, Any]) -> tuple:
     return tuple(record.get(c, KEY_DEFAULTS.get(c, "")) for c in CONTEXT_COLUMNS)
 
 
-def varying(records: list[Mapping[str, Any]]) -> tuple[list[str], list[str]]:
+def varying(records: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[str]]:
     """The context columns a table of these records (comparison rows, or tables' columns) shows (nprocs, and those
     whose value varies), and the others not at their defaults as 'column=value' (one value for every record)."""
     values = {c: {str(r.get(c, KEY_DEFAULTS.get(c, ""))) for r in records} for c in CONTEXT_COLUMNS}
@@ -317,7 +317,7 @@ def _cell(found: Any, at: str) -> Cell:
         _get(found, "reverted_from", str, at, None, True), number("library_ratio"))
 
 
-def _strings(found: dict[str, Any], key: str, at: str) -> list[str]:
+def _strings(found: Mapping[str, Any], key: str, at: str) -> list[str]:
     values = _get(found, key, list, at, [])
     if not all(isinstance(v, str) for v in values):
         raise BadInput(f"{_at(at, key)} holds something other than names")
