@@ -9,7 +9,7 @@ import html
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -290,7 +290,7 @@ def each_panel(data: Data, draw: Callable[[Any, Panel], None]) -> tuple[Any, lis
     return fig, axes
 
 
-def line(ax: Any, x: list[float], y: list[float], style: Style, strong: bool = True) -> None:
+def line(ax: Any, x: Sequence[float], y: Sequence[float], style: Style, strong: bool = True) -> None:
     """One series' line: strong in front, or light behind the strong ones."""
     ax.plot(x, y, color=style.color, marker=style.marker, linestyle=style.line,
             markersize=4.5 if strong else 3, linewidth=1.6 if strong else 0.8, alpha=1 if strong else 0.4,

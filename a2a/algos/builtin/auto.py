@@ -47,8 +47,8 @@ def choose(comm: Any, table: str, bytes_per_peer: int, collective: str, workload
             raise BadOption(f"auto: table {table} has alltoallv decisions for workloads {found or 'none'}; "
                             "name one with workload=SPEC")
         workload = found[0]
-    found = lookup(document, comm.size, bytes_per_peer, collective=collective, workload=workload)
-    name, options = (NATIVE, {}) if found is None else (found[1].algorithm, parse_options(found[1].options))
+    chosen = lookup(document, comm.size, bytes_per_peer, collective=collective, workload=workload)
+    name, options = (NATIVE, {}) if chosen is None else (chosen[1].algorithm, parse_options(chosen[1].options))
     if name == "auto":
         raise BadOption(f"auto: table {table} names auto itself; make the table from the other algorithms")
     algorithm = get(name)

@@ -85,7 +85,7 @@ def collective_of(document: Decision, fmt: str) -> str:
 
 
 def translate_by_comm_size(document: Decision, counterpart: Counterpart, library: str
-                           ) -> tuple[list[tuple[int, Hashable]], list[str]]:
+                           ) -> tuple[list[tuple[int, tuple]], list[str]]:
     """One choice per process count, for libraries that pick alltoallv by communicator size alone.
 
     The choice is the one most measured sizes of that count made; a warning names the others.
@@ -96,6 +96,7 @@ def translate_by_comm_size(document: Decision, counterpart: Counterpart, library
         sizes = [low for row in table.ranges for low, _ in _units(row)]
         votes = Counter(next(s.target for s in reversed(segments) if s.low <= size) for size in sizes)
         target = max(votes, key=lambda t: votes[t])
+        assert isinstance(target, tuple)  # MPICH's and Open MPI's twins are (algorithm, its parameters...)
         if len(votes) > 1:
             warnings.append(f"{nprocs} ranks: {library} picks its alltoallv algorithm by communicator size "
                             f"only; using its {target[0]} (the choice at {votes[target]} of {len(sizes)} "

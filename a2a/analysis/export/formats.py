@@ -59,6 +59,7 @@ def export_report(decision: Path | str, fmt: str, output: Path | None, libmpi: s
                     "only says so")
         return "" if env_only else f"wrote {output}" if output else exported.text.rstrip("\n"), said
     if env_only:
+        assert output is not None  # --env without --output is refused above
         return "\n".join(f"{k}={v}" for k, v in exported.environment(str(Path(output).resolve())).items()), said
     if output:
         return f"wrote {output}; apply it with:\n  {exported.apply(str(Path(output).resolve()))}", said

@@ -24,6 +24,7 @@ def export(document: Decision) -> Exported:
     for i, (nprocs, segments) in enumerate(tables):
         last = tables[i + 1][0] - 1 if i + 1 < len(tables) else NO_LIMIT
         for segment in segments:
+            assert isinstance(segment.target, str)  # Intel MPI's twins are its algorithms' names
             if ALGORITHM_IDS[segment.target]:
                 high = NO_LIMIT if segment.high is None else segment.high
                 conditions.append(f"{ALGORITHM_IDS[segment.target]}:{segment.low}-{high}@{nprocs}-{last}")

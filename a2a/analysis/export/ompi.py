@@ -11,7 +11,7 @@ total; ompi issue 7672), so only the communicator size selects, among linear (1)
 """
 from __future__ import annotations
 
-from a2a.analysis.export.common import Exported, collective_of, counterpart, translate, translate_by_comm_size
+from a2a.analysis.export.common import Exported, Segment, collective_of, counterpart, translate, translate_by_comm_size
 from a2a.mpilib import OPEN_MPI
 from a2a.record.decision import Decision
 
@@ -27,7 +27,7 @@ def export(document: Decision) -> Exported:
     if collective_of(document, "ompi") == "alltoallv":
         return export_v(document)
     tables, warnings = translate(document, counterpart(LIBRARY), LIBRARY)
-    needs_requests = any(s.target[1] for _, segments in tables for s in segments)
+    needs_requests = any(_twin(s)[1] for _, segments in tables for s in segments)
     lines = ["rule-file-version-2"] if needs_requests else []
     comment = (f"# alltoall decision from a2a ({document.metric}, alpha {document.alpha}); "
                "message size = bytes per peer x comm size")
@@ -35,10 +35,15 @@ def export(document: Decision) -> Exported:
     for nprocs, segments in tables:
         lines += [f"{nprocs}", f"{len(segments)}"]
         for segment in segments:
-            algorithm, requests = segment.target
+            algorithm, requests = _twin(segment)
             fields = [segment.low * nprocs, ALGORITHM_IDS[algorithm], 0, 0] + ([requests] if needs_requests else [])
             lines.append(" ".join(str(f) for f in fields))
     return Exported("\n".join(lines) + "\n", environment, warnings, NOTE)
+
+
+def _twin(segment: Segment) -> tuple[str, int]:
+    assert isinstance(segment.target, tuple)  # Open MPI's twins are (algorithm, requests)
+    return segment.target
 
 
 def export_v(document: Decision) -> Exported:
