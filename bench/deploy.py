@@ -7,6 +7,7 @@ import click
 
 from a2a.deploy.file import deploy as deployed
 from a2a.deploy.file import shown_file
+from a2a.deploy.learn import DEFAULT_CANDIDATES, learn_file
 from a2a.deploy.library import preload_library
 from a2a.record.outputs import writable_file
 
@@ -26,30 +27,42 @@ from .group import main
               help="With --library: build liba2a for the MPI library of this compiler wrapper (mpicc.mpich, "
                    "mpicc.openmpi, a module's mpicc), the one the program is built with  [default: this Python's]")
 @click.option("--show", "show", type=click.Path(exists=True, dir_okay=False),
-              help="Print what the deploy file FILE serves and how it was verified, and exit.")
+              help="Print what the deploy file FILE serves, learns and learned, and how it was verified, and exit.")
+@click.option("--learn", is_flag=True, help="Write a learn file instead: liba2a explores --candidates against the "
+              "library's own over the program's MPI_Alltoall calls on --nprocs ranks and keeps the winners "
+              "(docs/learn.md).")
+@click.option("--candidates", default=",".join(DEFAULT_CANDIDATES), show_default=True,
+              help="With --learn: 1 to 7 algorithms whose schedule is data, or 'control' (the library's own under "
+                   "another name: an A/A check).")
+@click.option("--sizes", default="1:", show_default=True,
+              help="With --learn: LOW:HIGH bytes per peer to learn (HIGH empty: no limit; 0 B always goes to the "
+                   "library), e.g. 64K:1M.")
 def deploy(decisions: tuple[str, ...], nprocs: str, extrapolate: bool, ranks_per_node: int, output: str,
-           library: bool, mpicc: str | None, show: str | None) -> None:
+           library: bool, mpicc: str | None, show: str | None, learn: bool, candidates: str, sizes: str) -> None:
     """Write a deploy file: the decisions' schedules for the PMPI library to run inside any MPI program.
 
     DECISIONS are decision.json files (bench decide -o) or results directories, e.g. one for alltoall and one for
     alltoallv. Run a program with it: mpiexec -n 4 env LD_PRELOAD=$(python -m bench deploy --library)
     A2A_DEPLOY=deploy.a2a ./program. `bench tune --deploy` makes one and verifies it on this machine.
     """
-    refuse_usage(decisions, library, mpicc, show)
+    refuse_usage(decisions, library, mpicc, show, learn)
     if library or show:
         click.echo(preload_library(mpicc) if library else "\n".join(shown_file(Path(show))))
         return
     counts = [parse_count(n) for n in nprocs.split(",") if n.strip()]
     written = writable_file(output, "the deploy file", "bench deploy")
-    click.echo("\n".join(deployed([Path(d) for d in decisions], counts, ranks_per_node, written, extrapolate)))
+    click.echo("\n".join(learn_file(candidates.split(","), counts, ranks_per_node, sizes, written) if learn else
+                         deployed([Path(d) for d in decisions], counts, ranks_per_node, written, extrapolate)))
 
 
-def refuse_usage(decisions: tuple[str, ...], library: bool, mpicc: str | None, show: str | None) -> None:
+def refuse_usage(decisions: tuple[str, ...], library: bool, mpicc: str | None, show: str | None, learn: bool) -> None:
     """The options that do not go together, or nothing to deploy, refused in one line."""
     if mpicc and not library:
         raise click.UsageError("--mpicc goes with --library: it says which MPI library liba2a is built for")
-    if not (decisions or library or show):
-        raise click.UsageError("give a decision.json or a results directory (or --library, or --show FILE)")
+    if learn and decisions:
+        raise click.UsageError("--learn writes candidates, not a decision's winners: give it no decision")
+    if not (decisions or library or show or learn):
+        raise click.UsageError("give a decision.json or a results directory (or --learn, --library, or --show FILE)")
 
 
 def parse_count(text: str) -> int:

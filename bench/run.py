@@ -92,6 +92,14 @@ from .options import defaults
 @click.pass_context
 def run(ctx: click.Context, **given: Any) -> None:
     """Sweep message sizes x process counts x algorithms (the main job)."""
+    explicit = given_options(ctx, given)
+    writable_folder(explicit.get("resume") or named(with_file(explicit).get("output")), "the results", "bench run")
+    sys.exit(measured(explicit, Output(given["quiet"], given["fmt"], given["allow_oversubscribed"])))
+
+
+def given_options(ctx: click.Context, given: dict[str, Any]) -> dict[str, Any]:
+    """The options given on the command line, as the sweep takes them (--refine always; --aa and --decision-table
+    as what they stand for)."""
     explicit = {k: v for k, v in given.items()
                 if ctx.get_parameter_source(k) is click.core.ParameterSource.COMMANDLINE}
     explicit["refine"] = given["refine"]
@@ -99,5 +107,4 @@ def run(ctx: click.Context, **given: Any) -> None:
         explicit["aa"] = True
     if given["decision_table"]:
         explicit["option"] = (*explicit.get("option", ()), f"auto.table={given['decision_table']}")
-    writable_folder(explicit.get("resume") or named(with_file(explicit).get("output")), "the results", "bench run")
-    sys.exit(measured(explicit, Output(given["quiet"], given["fmt"], given["allow_oversubscribed"])))
+    return explicit

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import ROOT
+from support import ROOT, bench_here
 from test_deploy import under_library
 
 from a2a.deploy.file import Deployment, Learned, shown_file, this_library
@@ -79,6 +79,22 @@ def test_a_learn_file_refuses_what_it_cannot_learn():
         learning(["native"], [2], 0, 1, -1, "MPICH")
     with pytest.raises(BadInput, match="accepted: algorithms whose schedule is data"):
         learning(["onesided"], [2], 0, 1, -1, "MPICH")
+
+
+def test_bench_deploy_learn_writes_the_candidates_and_refuses_in_one_line(tmp_path: Path, capsys):
+    """`bench deploy --learn`: the default candidates on each process count, shown by --show; a size range without
+    a colon, or given beside a decision, is refused (said once), exit 2."""
+    path = tmp_path / "learn.a2a"
+    code, out, _ = bench_here(capsys, "deploy", "--learn", "--nprocs", "2,4", "--sizes", "64K:1M", "-o", str(path))
+    assert code == 0 and "2 learn lines" in out and "A2A_LEARN_OUT=" in out, out
+    assert [(c, p, low, high, len(k)) for c, p, _, low, high, k in Deployment.read(path).learning] == [
+        ("alltoall", 2, 65536, 1 << 20, 4), ("alltoall", 4, 65536, 1 << 20, 4)]
+    code, out, _ = bench_here(capsys, "deploy", "--show", str(path))
+    assert "learns among the library's own, bruck, dimensional, linear, linear_sync" in out, out
+    for args, said in ((["--sizes", "64K"], "accepted: LOW:HIGH bytes per peer"),
+                       ([str(path)], "--learn writes candidates, not a decision's winners")):
+        code, out, err = bench_here(capsys, "deploy", "--learn", "--nprocs", "2", *args, "-o", str(tmp_path / "x"))
+        assert code == 2 and sum(said in line for line in err.splitlines()) == 1, err
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from a2a.deploy.file import Deployment, layout_text, schedule_of, span_text, thi
 from a2a.errors import A2AError, BadInput
 from a2a.record.results import NATIVE
 from a2a.schedules.tracer import NotExact
+from a2a.units import parse_size
 
 # the four algorithms that a decision over powers of two from 8 B to 1 MiB on 16 quiet cores served (MPICH 5.0.2,
 # 4 Dec 2026; docs/findings/learn-inside.md): the candidates where none are named
@@ -48,12 +49,21 @@ def learning(candidates: list[str], nprocs: list[int], ranks_per_node: int, low:
     return made
 
 
-def learn_file(candidates: list[str], nprocs: list[int], ranks_per_node: int, low: int, high: int,
+def span(sizes: str) -> tuple[int, int]:
+    """--sizes LOW:HIGH as (low, high), high -1 where empty (no limit)."""
+    low, colon, high = sizes.partition(":")
+    if not colon:
+        raise BadInput(f"--sizes {sizes}: accepted: LOW:HIGH bytes per peer, e.g. 64K:1M, or 1: for every size")
+    return parse_size(low, "--sizes"), parse_size(high, "--sizes") if high.strip() else -1
+
+
+def learn_file(candidates: list[str], nprocs: list[int], ranks_per_node: int, sizes: str,
                output: Path) -> list[str]:
     """`bench deploy --learn`: write the learn file; what it learns where, and how to run a program with it."""
     if not nprocs:
         raise BadInput("--learn needs --nprocs: the process counts of the program's communicators (schedules are "
                        "made per count)")
+    low, high = span(sizes)
     made = learning(candidates, nprocs, ranks_per_node, low, high, this_library())
     lines = written(made, output)
     return [*lines[:-1], f"learns MPI_Alltoall at {span_text(low, high)} on {', '.join(map(str, nprocs))} ranks "
