@@ -1,6 +1,13 @@
 """Typed errors: each names what was wrong and what is accepted; the CLI catches them once."""
 from __future__ import annotations
 
+KINDS = {int: "a whole number, e.g. 2", float: "a number, e.g. 0.5", bool: "true or false", str: "a word"}
+
+
+def accepted_kind(kind: type) -> str:
+    """What an option of this type accepts, in words ('a whole number, e.g. 2')."""
+    return KINDS.get(kind, f"a {kind.__name__}")
+
 
 class A2AError(Exception):
     """Base of every error the testbed raises on purpose."""

@@ -8,9 +8,6 @@ from support import self_comm
 import a2a
 
 
-@pytest.mark.xfail(strict=True, reason="a2a/algos/options.py (Option.parse) still says 'is not a int' and names "
-                                       "nothing accepted; its owner fixes it (and tests/test_algorithms.py:185, "
-                                       "test_alltoallv.py:223 that hold the old text), then drops this mark")
 def test_an_option_of_the_wrong_type_says_what_is_accepted():
     with pytest.raises(a2a.BadOption) as refused:
         a2a.alltoall(self_comm(), np.zeros(4), np.zeros(4), "bruck", radix="abc")

@@ -5,7 +5,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from a2a.errors import BadOption, PluginError
+from a2a.errors import BadOption, PluginError, accepted_kind
 
 Limit = tuple[Callable[[Any], bool], str]  # (predicate, what is accepted)
 
@@ -31,9 +31,7 @@ class Option:
                     raise ValueError(value)
                 value = kind(value)
         except (TypeError, ValueError):
-            raise BadOption(
-                f"{algorithm}: option {self.name}={value!r} is not a {kind.__name__}"
-            ) from None
+            raise BadOption(f"{algorithm}: option {self.name}={value!r}; accepted: {accepted_kind(kind)}") from None
         if self.limit and not self.limit[0](value):
             raise BadOption(f"{algorithm}: option {self.name}={value!r}; accepted: {self.limit[1]}")
         return value
