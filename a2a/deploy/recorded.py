@@ -68,8 +68,10 @@ class RecordedCall:
     @property
     def bytes_per_peer(self) -> int:
         """An alltoall's block; an alltoallv's mean block (over all p x p), rounded to whole elements."""
-        elements = self.count if self.collective == "alltoall" else np.mean(self.matrix)
-        return int(round(elements)) * self.type_bytes
+        if self.collective == "alltoall":
+            return int(round(self.count)) * self.type_bytes
+        assert self.matrix is not None  # asked of replayed calls only, an alltoallv's with its matrix kept
+        return int(round(np.mean(self.matrix))) * self.type_bytes
 
     def counts(self, itemsize: int) -> np.ndarray:
         """The matrix in elements of `itemsize` bytes: exactly the recorded one at the recorded width (BadConfig if
@@ -139,8 +141,8 @@ class Record:
         calls = self.replayed(collective)
         widths = {c.type_bytes for c in calls}
         names = {NUMPY.get(c.sendtype) for c in calls}
-        if len(names) == 1 and None not in names and {np.dtype(n).itemsize for n in names} == widths:
-            return names.pop()
+        if len(names) == 1 and (name := next(iter(names))) is not None and {np.dtype(name).itemsize} == widths:
+            return name
         width = math.gcd(*widths)
         return f"uint{8 * min(width & -width, 8)}"
 

@@ -108,17 +108,17 @@ def measure_sweep(comm: Any, directory: Path, state: SweepState, output: Output,
         if longer_timeout(state.meta, timeout):
             state.ended = {}  # it ran past a shorter --timeout: measured again
         state.config = replace(state.config, timeout=timeout)  # the record's, for the next resume
+        session = None  # rank 0's
         if comm.rank == 0:
             backend = Backend("mpi", facts, table_details(state.config, facts["executor"]), timeout=timeout,
                               abort=partial(_end_job, comm))
-            observer: Observer = Session(directory, state, backend, output)
-        else:
-            observer = Observer()
-        finished = run_sweep(comm, state, observer, stop)
-        if comm.rank == 0:
-            code = observer.finish("complete", state.later) if finished else observer.finish(f"terminated by "
-                                                                                              f"{stop.name}")
-        return comm.bcast(code if comm.rank == 0 else None, root=0)
+            session = Session(directory, state, backend, output)
+        finished = run_sweep(comm, state, Observer() if session is None else session, stop)
+        code = None
+        if session is not None:
+            code = session.finish("complete", state.later) if finished else session.finish(f"terminated by "
+                                                                                            f"{stop.name}")
+        return comm.bcast(code, root=0)
 
 
 def _end_job(comm: Any, message: str, code: int) -> None:
@@ -184,7 +184,8 @@ def run_sweep(world: Any, state: SweepState, observer: Observer, stop_requested:
         todo = [p for p in state.todo if p.nprocs == nprocs]
         member = world.rank < nprocs and bool(todo)
         sub = world.Split(0 if member else MPI.UNDEFINED, world.rank)
-        stopped, rows = False, []
+        stopped = False
+        rows: list[Row] = []
         if member:
             stopped, rows = _measure_all(sub, config, todo, state.ended, observer, stop_requested)
             sub.Free()
@@ -202,7 +203,7 @@ def _measure_all(sub: Any, config: SweepConfig, todo: list[Point], ended: dict[t
     if sub.rank == 0:
         observer.start_nprocs(sub.size, context.facts([m for m in config.layouts if m.nprocs == sub.size]))
     judge = sub.Dup()  # where the ranks agree on a point's failure, apart from every message of the point
-    rows = []
+    rows: list[Row] = []
     try:
         for cell in cells(todo):
             skipped = [_skipped(p, context, ended[p.key]) for p in cell if p.key in ended]
@@ -298,7 +299,12 @@ def _prepare_all(comm: Any, judge: Any, group: Any, contestants: list[Contestant
     for c in live:
         if comm.rank == 0:
             observer.visit(c.point)
-        _attempt(judge, c, lambda c=c: setattr(c, "kept", _made(group, c, config, config.iterations)))
+        _attempt(judge, c, partial(_keep, group, c, config))
+
+
+def _keep(group: Any, c: Contestant, config: SweepConfig) -> None:
+    """Make the contestant's buffer sets and plans once, kept for every round."""
+    c.kept = _made(group, c, config, config.iterations)
 
 
 def _attempt(judge: Any, contestant: Contestant, step: Callable[[], Any]) -> Any:
@@ -334,8 +340,10 @@ def _prepare(comm: Any, group: Any, c: Contestant, config: SweepConfig, context:
                                 f"{config.max_memory}")
         return
     if point.timing == "global":
+        assert context.clock is not None  # Context.of synchronised the clocks for global timing
         c.starts = first_starts(context.clock)
     if point.timing == OVERLAP:
+        assert context.work is not None  # Context.of measured the arithmetic for the overlap protocol
         sets, _ = buffer_sets(group, point.cache, c.traffic.buffers(group.rank), 1, config.max_memory)
         c.units, c.row.compute_phase_us = _phase(comm, group, point, config, context, c.traffic, sets[0])
         c.notes.append(f"compute phase {c.units} units of {context.work.unit * 1e6:.2f} us")
@@ -483,8 +491,10 @@ def _phase(comm: Any, group: Any, point: Point, config: SweepConfig, context: Co
                 seconds = config.compute_ratio * pure_seconds(comm, library, config.warmup)
             finally:
                 library.free()
-        units = context.work.units(seconds)
-        took = context.work.seconds(units) if units else 0.0
+        work = context.work
+        assert work is not None  # Context.of measured the arithmetic for the overlap protocol
+        units = work.units(seconds)
+        took = work.seconds(units) if units else 0.0
         context.phases[at] = (units, comm.allreduce(took * 1e6, op=_max()))
     return context.phases[at]
 
