@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from a2a.errors import HarnessError
+from a2a.errors import A2AError, HarnessError
 
 # What launchers (MPICH's hydra, Open MPI, PMIx, MVAPICH, Intel MPI, Slurm's srun) tell each process
 LAUNCHER_VARIABLES = ("PMI_", "PMIX_", "HYDRA_", "HYDI_", "MPI_LOCAL", "OMPI_", "I_MPI_", "MPIR_CVAR_")  # prefixes
@@ -104,13 +104,16 @@ def idle_barrier(comm: Any, poll: float = 0.005) -> None:
 
 @contextmanager
 def abort_on_error(comm: Any) -> Iterator[None]:
-    """Turn an exception on any one rank into the end of the whole job, with the error shown."""
+    """Turn an exception on any one rank into the end of the whole job, with the error shown (an A2AError in its
+    one line, exit 2; anything else with its traceback)."""
     try:
         yield
     except SystemExit as done:
         if done.code in (0, None):
             raise
         abort_job(comm, f"exit {done.code}", int(done.code) if isinstance(done.code, int) else 1)
+    except A2AError as refused:  # one that names what was wrong: its line, not a traceback
+        abort_job(comm, f"error: {refused}", 2)
     except BaseException:
         abort_job(comm, traceback.format_exc(), 1)
 
