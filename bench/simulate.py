@@ -63,6 +63,9 @@ from .options import defaults
                    "bandwidth factor that gives linear's measured time there.")
 @click.option("--output", help="Results directory. [default: results/<UTC time>-sim]")
 @click.option("--resume", type=click.Path(file_okay=False), help="Finish an interrupted simulation in DIR.")
+@click.option("--force-resume", is_flag=True,
+              help="With --resume: add points simulated by another SimGrid version than the record's (refused "
+                   "without it).")
 @click.option("--keep-traces", type=click.Path(file_okay=False), help="Keep platform, hostfile and traces under DIR.")
 @click.option("--replay-timeout", type=click.FloatRange(min=0, min_open=True), default=REPLAY_TIMEOUT,
               show_default=True,

@@ -10,8 +10,6 @@ import pytest
 from support import bench_here, python
 
 from a2a.simulate import simgrid
-from a2a.simulate.driver import simulate
-from a2a.sweep.session import Output
 
 DEBIAN = Path("/usr/bin/smpirun")
 pytestmark = [pytest.mark.simgrid, pytest.mark.launches,
@@ -42,7 +40,8 @@ def test_resume_under_another_simgrid_is_refused_unless_forced(tmp_path, capsys,
     assert err.count(said) == 1 and len(err.strip().splitlines()) == 1, err
     assert "--force-resume" in err and (directory / "results.csv").read_text().splitlines() == lines
 
-    assert simulate({"resume": str(directory), "force_resume": True}, Output(quiet=True)) == 0
+    code, _, err = bench_here(capsys, "simulate", "--resume", str(directory), "--force-resume", "--quiet")
+    assert code == 0, err
     meta = json.loads((directory / "meta.json").read_text())
     assert [launch["simgrid"] for launch in meta["launches"]] == ["3.32", simgrid.version()]
     assert len((directory / "results.csv").read_text().splitlines()) == 3
