@@ -68,7 +68,7 @@ int learn_next(learner *l, int *timed) {
             if (l->gap > 0) l->gap--;
             return l->choice;
         }
-        l->in_block = 1, l->round = 0;
+        l->in_block = 1, l->round = 0, l->rounds = l->warmed ? LEARN_BLOCK : LEARN_FIRST;
         memset(l->times, 0, sizeof l->times);
         next_round(l);
     }
@@ -80,7 +80,7 @@ int learn_next(learner *l, int *timed) {
 int learn_took(learner *l, int arm, double seconds) {
     l->times[l->round][arm] = seconds > 0 ? seconds : 1e-9; /* 0 marks an arm the round did not visit */
     if (++l->visit < l->nvisits) return 0;
-    if (++l->round < LEARN_BLOCK) {
+    if (++l->round < l->rounds) {
         next_round(l);
         return 0;
     }
@@ -143,7 +143,7 @@ double learn_level(const learner *l, const learn_settings *s) {
    whichever ran then) */
 static void weigh(learner *l) {
     int revisit = l->state == LEARN_CHOSEN, visits[LEARN_ARMS] = {0};
-    for (int r = 0; r < LEARN_BLOCK; r++) {
+    for (int r = 0; r < l->rounds; r++) {
         for (int a = 0; a < l->narms; a++) visits[a] += l->times[r][a] > 0;
         if (!l->warmed) { /* the class's first round: plans and caches warming, counted in the cost only */
             l->warmed = 1;
@@ -179,7 +179,7 @@ static void explored(learner *l, const learn_settings *s) {
         double low, high, median = learn_median(&l->ratio[a], INT_MAX);
         learn_interval(&l->ratio[a], INT_MAX, level, &low, &high);
         if (high < -bound && (!best || median < learn_median(&l->ratio[best], INT_MAX))) best = a;
-        else if (low > -bound || median > log(LEARN_SLOWER)) l->live[a] = 0;
+        else if (low > -bound || (l->ratio[a].count >= LEARN_BLOCK - 1 && median > log(LEARN_SLOWER))) l->live[a] = 0;
         live += l->live[a];
     }
     if (best) {

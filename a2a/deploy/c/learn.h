@@ -12,7 +12,8 @@
  * wholly above it (it cannot be shown faster by the margin), or at once where its median ratio passes SLOWER (no
  * correction: dropping keeps the library's). Blocks are paced so that what exploring cost (each visit at its arm's
  * median ratio to the library's) stays within `cap` of the library's time over the class's calls so far: the next
- * block waits for the calls that pay for it, so only a block's misestimate (the first's above all) can pass the cap.
+ * block waits for the calls that pay for it, so only a block's misestimate can pass the cap, the first's above all
+ * (FIRST rounds, before anything is known; a candidate twice the library's time or more over 3 rounds is dropped).
  * After a candidate is chosen, the library is revisited every `revisit` calls, one block of both; the choice goes
  * back to the library when the interval of its last WINDOW rounds (level 1 - alpha) lies wholly above
  * -log(1 + margin): its advantage is gone.
@@ -23,6 +24,7 @@
 
 #define LEARN_ARMS 8      /* the library and up to 7 candidates */
 #define LEARN_BLOCK 4     /* rounds per block */
+#define LEARN_FIRST 2     /* rounds of a class's first block: its warm-up and one, before anything is known */
 #define LEARN_ROUNDS 128  /* the most rounds a class explores; then the library is kept, undecided */
 #define LEARN_WINDOW 16   /* the revisits' latest rounds judged for drift */
 #define LEARN_SLOWER 2    /* a candidate whose median ratio passes this is dropped at once: clearly slower */
@@ -48,7 +50,7 @@ typedef struct {
     int choice;                  /* the arm serving outside blocks */
     long long calls, gap;        /* the class's calls; calls before the next block */
     long long explored, revisited; /* calls run as visits of exploring blocks, and of revisits */
-    int in_block, round, visit, nvisits, order[LEARN_ARMS], warmed, looks, restored;
+    int in_block, rounds, round, visit, nvisits, order[LEARN_ARMS], warmed, looks, restored;
     unsigned long long seed, draws;
     double times[LEARN_BLOCK][LEARN_ARMS]; /* this block's seconds: each rank's, then the slowest rank's */
     learn_series ratio[LEARN_ARMS];        /* per candidate, log(its time / the library's) per round */

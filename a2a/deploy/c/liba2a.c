@@ -1051,8 +1051,10 @@ static void print_learning(const learning *g) {
             "undecided after the most rounds", "the choice's advantage was gone at a revisit"};
         fprintf(stderr, "the library's own serves (%s)", why[l->state]);
     }
-    fprintf(stderr, "; exploring cost %.3g ms, %.1f %% of the library's time here (cap %.0f %%)\n", 1e3 * l->cost,
-            spent > 0 ? 100 * l->cost / spent : 0.0, 100 * the.learn.cap);
+    fprintf(stderr, "; exploring cost %.3g ms, %.1f %% of the library's time here (cap %.0f %%%s)\n", 1e3 * l->cost,
+            spent > 0 ? 100 * l->cost / spent : 0.0, 100 * the.learn.cap,
+            spent > 0 && l->cost > the.learn.cap * spent ? "; passed by the first rounds: too few calls of this size "
+                                                           "paid for them" : "");
     for (int a = 1; a < l->narms; a++) {
         learn_interval(&l->ratio[a], INT_MAX, learn_level(l, &the.learn), &low, &high);
         fprintf(stderr, "    %s: %.2fx the library's over %d rounds (interval %.2f-%.2fx at level %.2g)%s\n",
