@@ -151,6 +151,9 @@ class Replayed:
         pass
 
 
+Started = replay.ReplayJob | replay.OverlapReplay | Replayed  # a point's replay, once started
+
+
 class Replays:
     """The points' replays in the background, each started once its traces are written, while fewer than `jobs`
     run and its memory fits beside theirs in `memory` bytes (or none runs): `room` is (jobs, memory, bounded).
@@ -166,7 +169,7 @@ class Replays:
         self.traces: dict[tuple, traces.Traces] = {}  # the unit schedule's, which the S4U replayer scales
         self.replayed: dict[str, tuple[str, replay.Replay]] = {}  # ReplayJob.identity -> (variant, its replay)
         # each point's row, its replay (None: none runs), and the full text behind a failure's one-line note
-        self.running: deque[tuple[Row, replay.ReplayJob | Replayed | None, str]] = deque()
+        self.running: deque[tuple[Row, Started | None, str]] = deque()
         self.nprocs: int | None = None
         self.todo: list[Point] = []
 
@@ -230,7 +233,7 @@ class Replays:
         if self.nprocs is not None:
             self.session.end_nprocs(self.nprocs, [r for r in self.session.rows if r.nprocs == self.nprocs])
 
-    def _ready(self, point: Point) -> tuple[Row, replay.ReplayJob | None, str]:
+    def _ready(self, point: Point) -> tuple[Row, replay.ReplayJob | replay.OverlapReplay | None, str]:
         """A point's row, its replay's files (None with a note when it cannot be simulated), and the full text
         behind that note."""
         shape, ppn = self.machine.placement(point.nprocs)
@@ -247,8 +250,10 @@ class Replays:
         link, copy_bandwidth = self.machine.link, self.machine.copy_bandwidth
         try:
             if point.collective == ALLTOALLV:
+                assert not isinstance(schedule, Schedule)  # an alltoallv's capture is its program (None: native)
                 scaled = self._filled(point, row, schedule)
             else:
+                assert isinstance(schedule, Schedule)  # an alltoall's capture is its schedule at unit size
                 factor = row.count // schedule.count
                 scaled = schedule.scaled(factor) if factor != 1 else schedule
                 if self.s4u and not self.keep and point.timing != OVERLAP:  # one trace for every size, unless each
@@ -286,7 +291,7 @@ class Replays:
         return replay.OverlapReplay(job(keep), lambda compute: job(keep and keep.with_name(keep.name + "-overall"),
                                                                    compute=compute), point.config.compute_ratio)
 
-    def _started(self, row: Row, job: replay.ReplayJob, point: Point) -> replay.ReplayJob | Replayed:
+    def _started(self, row: Row, job: replay.ReplayJob | replay.OverlapReplay, point: Point) -> Started:
         native = point.variant.name == NATIVE
         config = (platforms.native_config(point.variant.options.get("selector", "default"),
                                         point.variant.options.get("algorithm", "")) if native else [])
@@ -307,15 +312,15 @@ class Replays:
         self._collect(self.jobs - 1, job.memory())
         return job.start(config, self.replay_timeout)
 
-    def _simulated(self, row: Row, job: replay.ReplayJob | Replayed) -> tuple[float | None, str]:
+    def _simulated(self, row: Row, job: Started) -> tuple[float | None, str]:
         """Fill the row from a finished replay; its simulated seconds, or None with the note why not and the full
         text behind it."""
         try:
-            result = job.result()
+            found = job.result()
         except CaptureError as failed:
             return None, noted(row, "not simulated: ", failed)
-        if isinstance(job, replay.OverlapReplay):
-            result = self._overlapped(row, *result)
+        # an overlap point's are its two replays and the computation between them
+        result = found if isinstance(found, replay.Replay) else self._overlapped(row, *found)
         us = result.seconds * 1e6
         row.t_min_us = row.t_p50_us = row.t_p90_us = row.t_p95_us = row.t_p99_us = row.t_mean_us = row.t_max_us = us
         row.t_std_us = 0.0

@@ -39,7 +39,9 @@ class Machine:
     def from_options(cls, values: dict[str, Any], config: SweepConfig) -> "Machine":
         """The machine `bench simulate`'s options describe, checked against every process count (a platform too
         small, or a bad spec, is refused now); --calibrate is applied by a2a.simulate.calibrate."""
-        value = lambda key: values.get(key) or MACHINE_DEFAULTS.get(key)  # noqa: E731
+        def value(key: str) -> str:
+            return values.get(key) or MACHINE_DEFAULTS[key]
+
         if values.get("message_cost") and values.get("calibrate"):
             raise BadConfig("--message-cost and --calibrate both set the cost of a message; give one")
         cost = platforms.MessageCost.parse(values["message_cost"]) if values.get("message_cost") else None

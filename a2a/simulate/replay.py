@@ -47,8 +47,12 @@ class ReplayJob:
     def __init__(self, traces: Schedule | Traces, fabric: Any, link: Link, copy_bandwidth: float,
                  keep: Path | None = None, s4u: str | None = None, scale: int = 1, compute: float = 0.0,
                  memory: NodeMemory = NO_MEMORY):
-        self._scratch = None if keep else tempfile.TemporaryDirectory(prefix="a2a-smpi-")
-        self.where = Path(keep or self._scratch.name)
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None
+        if keep:
+            self.where = Path(keep)
+        else:
+            self._scratch = tempfile.TemporaryDirectory(prefix="a2a-smpi-")
+            self.where = Path(self._scratch.name)
         self.where.mkdir(parents=True, exist_ok=True)
         if isinstance(traces, Schedule):
             traces = write_traces(traces, self.where / "traces", copy_bandwidth, compute=compute)
@@ -81,8 +85,10 @@ class ReplayJob:
             command = [self.s4u, str(self.platform), str(self.hostfile), str(self.listing), f"--scale={self.scale}",
                        "--log=root.thres:warning", *config]
         else:
-            command = [smpirun(), "-np", str(self.nprocs), "-platform", str(self.platform), "-hostfile",
-                       str(self.hostfile), "-replay", str(self.listing), replayer(),
+            runner, replaying = smpirun(), replayer()
+            assert runner is not None and replaying is not None  # simgrid.missing() refuses to simulate without them
+            command = [runner, "-np", str(self.nprocs), "-platform", str(self.platform), "-hostfile",
+                       str(self.hostfile), "-replay", str(self.listing), replaying,
                        f"--cfg=smpi/host-speed:{HOST_SPEED:.0f}f", "--log=root.thres:warning",
                        "--log=smpi_replay.thres:info", *smpirun_config(config)]
         self.command = command
@@ -97,8 +103,14 @@ class ReplayJob:
         self._limit.start()
         return self
 
+    @property
+    def _process(self) -> subprocess.Popen:
+        """The replayer's process, once started."""
+        assert self.running is not None, "the replay was not started"
+        return self.running
+
     def _expire(self) -> None:
-        if self.running.poll() is None:
+        if self._process.poll() is None:
             self.expired = True
             self._kill()
 
@@ -106,7 +118,7 @@ class ReplayJob:
         """Wait for the replay; the simulated time of the call. The files go unless kept."""
         reaped = _children_cpu()
         try:
-            self.running.wait()
+            self._process.wait()
             wall, cpu = time.monotonic() - self.began, _children_cpu() - reaped
             output = (self.where / "replay.log").read_text(errors="replace")
         finally:
@@ -114,14 +126,14 @@ class ReplayJob:
         if self.expired:
             raise CaptureError(f"the replay took more than {self.timeout:g} s of wall time; stopped")
         match = re.search(r"Simulation time ([0-9.eE+-]+)", output)
-        if self.running.returncode or not match:
+        if self._process.returncode or not match:
             raise CaptureError(self._failure(output))
         return Replay(float(match.group(1)) / TIME_SCALE, wall, cpu)
 
     def _failure(self, output: str) -> str:
         """Why the replay gave no time: one line (the program and how it ended), then the command and the end of
         its output."""
-        code = self.running.returncode
+        code = self._process.returncode
         ended = f"exit {code}" + (f", {signal.Signals(-code).name}" if -code in SIGNALS else "")
         if not code:
             ended += ", no simulated time printed"
@@ -140,10 +152,10 @@ class ReplayJob:
 
     def _kill(self) -> None:
         try:
-            os.killpg(self.running.pid, signal.SIGKILL)
+            os.killpg(self._process.pid, signal.SIGKILL)
         except ProcessLookupError:  # it ended meanwhile
             pass
-        self.running.wait()
+        self._process.wait()
 
 
 def _children_cpu() -> float:

@@ -142,7 +142,9 @@ def save(schedule: Schedule, out: Any) -> None:
                for e in rank] for rank in schedule.events]
     text = json.dumps({"format": FORMAT, "nprocs": schedule.nprocs, "count": schedule.count,
                        "itemsize": schedule.itemsize, "events": events}, separators=(",", ":"))
-    np.savez(out, **{SCHEDULE: np.frombuffer(text.encode(), np.uint8)}, **columns.arrays())
+    # numpy's stub: savez's keyword allow_pickle: bool makes any **dict of arrays a mismatch (these are named by
+    # SCHEDULE and dtypes, never allow_pickle)
+    np.savez(out, **{SCHEDULE: np.frombuffer(text.encode(), np.uint8)}, **columns.arrays())  # type: ignore[arg-type]
 
 
 def load(path: Path) -> Schedule:
@@ -191,9 +193,10 @@ class _Columns:
         if array.ndim != 1 or array.dtype.name not in COLUMNS:
             raise ValueError(f"a schedule's arrays are 1-D of {', '.join(COLUMNS)}; not {array.dtype} {array.shape}")
         column = array.dtype.name
-        reference = [column, self.sizes.get(column, 0), len(array)]
+        start = self.sizes.get(column, 0)
+        reference = [column, start, len(array)]
         self.parts.setdefault(column, []).append(array)
-        self.sizes[column] = reference[1] + len(array)
+        self.sizes[column] = start + len(array)
         self.seen[id(value)] = (value, reference)
         return reference
 
