@@ -88,7 +88,8 @@ def points(config: SweepConfig, nprocs: int) -> list[Point]:
     order: list[Point] = []
     overlap = config.timing == OVERLAP
     for progress in config.progress if overlap else [""]:
-        for layout in [m for m in config.layouts if m.nprocs == nprocs] or [None]:
+        layouts: list[Layout | None] = [m for m in config.layouts if m.nprocs == nprocs] or [None]
+        for layout in layouts:
             for size, call in _sizes(config, nprocs):
                 for tests in map(str, config.tests) if overlap else [""]:
                     variants = list(config.variants)

@@ -208,10 +208,13 @@ class Session(Observer):
                                              option_defaults(state.config), backend.facts, len(state.done),
                                              drop_orphan_samples(self.directory))
         self.recorder = Recorder(self.directory, self.launch["start"])
-        self.total, self.rows, self.began = len(state.todo), [], time.monotonic()
+        self.total, self.began = len(state.todo), time.monotonic()
+        self.rows: list[Row] = []
         self.weights = {p.key: backend.weight(p) for p in state.todo}  # the ETA's: each point's expected cost
         self.weighed = 0.0  # the weight of the points recorded
-        self.last_status, self.watchdog, self.crowded = 0.0, None, {}
+        self.last_status = 0.0
+        self.watchdog: threading.Thread | None = None
+        self.crowded: dict[str, dict[str, int]] = {}  # this process count's oversubscribed hosts
         self.visiting: tuple[Point, float] | None = None  # the visit in progress and when it began (the watchdog's)
         self.cell: list[Point] = []  # the cell in progress
         self.closed = threading.Lock()  # held by the watchdog from its verdict on: nothing more reaches the record
@@ -220,7 +223,7 @@ class Session(Observer):
         self.say(f"a2a {what}: {counted(self.total, 'point')} -> {directory}")
         workload = parse_workload(self.config.workload) if not state.done else None
         left = workload.record().left_out(self.config.collective) if workload and workload.kind == "recorded" else ""
-        if left:
+        if left and workload is not None:
             self.say(f"note: {workload.text} replays its {self.config.collective} calls, not {left}")
         if state.ended:
             running = state.meta["point_in_progress"]["point"]
@@ -385,7 +388,9 @@ class Session(Observer):
         self.write()
         others = len(self.cell) - 1
         cell = f" (its cell's {counted(others, 'other point')} left unrecorded too)" if others > 0 else ""
-        self.backend.abort(f"error: a visit of {point} did not finish within --timeout {timeout:g} s{cell}; "
+        abort = self.backend.abort
+        assert abort is not None  # a backend that sets a timeout ends the job with its abort
+        abort(f"error: a visit of {point} did not finish within --timeout {timeout:g} s{cell}; "
                            f"{self.directory} keeps the {counted(len(self.rows), 'point')} finished before it; "
                            f"{retry_hint(self.resume_command, timeout)}", EXIT_TIMEOUT)
 

@@ -55,7 +55,7 @@ def variants(text: str, options: dict[str, dict[str, str]], ppn: int, collective
         name, own = parse_variant(spec)
         algorithm = get(name)
         algorithm.kind(collective)
-        wanted = {**options.get(name, {}), **own}
+        wanted: dict[str, str | int] = {**options.get(name, {}), **own}
         if ppn and "ppn" in algorithm.options and "ppn" not in wanted:
             wanted["ppn"] = ppn
         if "workload" in algorithm.options and collective == "alltoallv":  # e.g. auto decides for the workload swept

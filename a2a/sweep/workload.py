@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,10 +130,10 @@ def _recorded(text: str, rest: str) -> Workload:
         raise BadConfig(f"workload {text!r}: give the directory, recorded:DIR (a program's record, A2A_RECORD=DIR)")
     if not given.get("call", "0").isdigit():
         raise BadConfig(f"workload {text!r}: call={given['call']}; accepted: a call's index in the record, 0 or more")
-    params = tuple((k, int(given[k]) if k == "call" else given[k]) for k in RECORDED_SELECTORS if k in given)
+    call = int(given["call"]) if "call" in given else None
+    params = tuple((k, call if k == "call" else given[k]) for k in RECORDED_SELECTORS if k in given)
     workload = Workload("recorded", params, rest)
     record = workload.record()
-    call = dict(params).get("call")
     if call is not None and (call >= len(record.calls) or not record.calls[call].replayable):
         raise BadConfig(f"workload {text!r}: the record holds no call {call} to replay; accepted: "
                         f"{', '.join(str(c.index) for c in record.calls if c.replayable)}")
@@ -182,7 +183,8 @@ def _sparse(p: int, rng: np.random.Generator, density: float) -> np.ndarray:
     return (rng.random((p, p)) < density).astype(float)
 
 
-WEIGHTS = {"uniform": _uniform, "zipf": _zipf, "sparse": _sparse}
+# each kind's weights from (p, rng) and its own parameters
+WEIGHTS: dict[str, Callable[..., np.ndarray]] = {"uniform": _uniform, "zipf": _zipf, "sparse": _sparse}
 
 
 def moe_tokens(p: int, rng: np.random.Generator, experts: int, topk: int, capacity: float, skew: float,

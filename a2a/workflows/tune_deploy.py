@@ -250,11 +250,11 @@ class DeployTune(Tuning):
         self._write()
         self.say(verdicts_table(made, verdicts, program))
         library, show = self._preload(), shlex.join([*bench_words(), "deploy", "--show", str(path)])
-        program = self.config.verify_with or "./program"
+        executable = self.config.verify_with or "./program"
         mpiexec = self.verify_prefix[0] if self.config.mpicc else "mpiexec"
         self.say(f"\nthe verified file: {path}\nuse it with:\n"
-                 f"  {mpiexec} -n {max(self.config.nprocs)} env LD_PRELOAD={library} A2A_DEPLOY={path} {program}\n"
-                 f"  under Slurm: srun --export=ALL,LD_PRELOAD={library},A2A_DEPLOY={path} {program}\n"
+                 f"  {mpiexec} -n {max(self.config.nprocs)} env LD_PRELOAD={library} A2A_DEPLOY={path} {executable}\n"
+                 f"  under Slurm: srun --export=ALL,LD_PRELOAD={library},A2A_DEPLOY={path} {executable}\n"
                  f"what it serves and how it was verified: {show}")
         return 0
 

@@ -156,7 +156,8 @@ def check_grid(config: TuneConfig, plugins: tuple[str, ...], options: tuple[str,
                         "--deploy")
     if config.mpicc:
         mpicc_launcher(config.mpicc)
-    if shutil.which(config.launcher[0]) is None:
+    launcher = shutil.which(config.launcher[0])
+    if launcher is None:
         raise BadConfig(f"--launcher {shlex.join(config.launcher)}: {config.launcher[0]} is not found; accepted: a "
                         "command on PATH that launches MPI jobs with -n N (mpiexec, srun)")
     for plugin in plugins:
@@ -167,7 +168,7 @@ def check_grid(config: TuneConfig, plugins: tuple[str, ...], options: tuple[str,
                         "--collective alltoall, --keep-ties, --verify-with")
     if not config.deploy and (config.verify_with or config.keep_ties or config.verify_pattern):
         raise BadConfig("--verify-with, --verify-pattern and --keep-ties verify a deploy file: add --deploy")
-    if config.nonblocking and launcher_library(shutil.which(config.launcher[0])) == "Open MPI":
+    if config.nonblocking and launcher_library(launcher) == "Open MPI":
         raise BadConfig(f"--collective ialltoall: {config.launcher[0]} launches Open MPI, whose libnbc runs its "
                         "linear Ialltoall always (no MCA parameter chooses another); accepted: MPICH")
     overlap = {"timing": "overlap", "tests": str(config.tests), "compute_ratio": config.compute_ratio} \
