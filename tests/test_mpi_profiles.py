@@ -13,6 +13,7 @@ from a2a.analysis.export import mpich, ompi
 from a2a.analysis.export.formats import formats
 from a2a.errors import BadInput
 from a2a.mpilib import INTEL_MPI, MPICH, OPEN_MPI, PROFILES, UNKNOWN, Profile, TuningFile, profile_of
+from a2a.record.decision import Decision, as_decision
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,13 +62,13 @@ def test_every_export_format_is_one_librarys_tuning_file():
     assert sorted(named) == sorted(formats())
 
 
-def decision_of(collective: str) -> dict:
+def decision_of(collective: str) -> Decision:
     """A decision table of one algorithm with twins everywhere, deciding `collective` (ialltoall: an overlap
     record's alltoall)."""
     document = minimal_table(4, [(0, "pairwise", "schedule=shift")])
     document["tables"][0].update(collective=collective.removeprefix("i"),
                                  **({"timing": "overlap"} if collective.startswith("i") else {}))
-    return document
+    return as_decision(document)
 
 
 @pytest.mark.parametrize("profile, file", [(p, f) for p in PROFILES for f in p.files], ids=lambda x: x.format

@@ -265,10 +265,9 @@ def test_decide_ranks_algorithms_by_the_programs_total_time(tmp_path: Path):
                                  recorded_calls=made), seconds, rounds=[i // 2 for i in range(len(seconds))])
     recorder.close()
     write_meta(tmp_path, {"status": "complete", "mpi_library": "MPICH Version: test"})
-    (table,) = decide([tmp_path])["tables"]
-    cells = [c for r in table["ranges"] for c in r["cells"]]
-    assert table["workload"] == "recorded:R" and [(c["bytes_per_peer"], c["algorithm"], c["recorded_calls"]) for c
-                                                  in cells] == [(64, "pairwise", 10), (128, "native", 1000)]
+    (table,) = decide([tmp_path]).tables
+    cells = [(c.bytes_per_peer, c.algorithm, c.recorded_calls) for c in table.cells]
+    assert table.column("workload") == "recorded:R" and cells == [(64, "pairwise", 10), (128, "native", 1000)]
     said = decided([tmp_path]).splitlines()[-1]
     found = re.fullmatch(r"recorded:R \(2 sizes, calls made 1010 times\), mean x times made: the choices "
                          r"([\d.]+) ms; native ([\d.]+) ms, pairwise ([\d.]+) ms", said)
