@@ -47,7 +47,7 @@ def deploy(decisions: tuple[str, ...], nprocs: str, extrapolate: bool, ranks_per
     """
     refuse_usage(decisions, library, mpicc, show, learn)
     if library or show:
-        click.echo(preload_library(mpicc) if library else "\n".join(shown_file(Path(show))))
+        click.echo(preload_library(mpicc) if library or show is None else "\n".join(shown_file(Path(show))))
         return
     counts = [parse_count(n) for n in nprocs.split(",") if n.strip()]
     written = writable_file(output, "the deploy file", "bench deploy")

@@ -61,8 +61,11 @@ def run_arguments(run_options: tuple[str, ...], command: str = "run") -> str:
         if re.search(r"[\s'\"\\$`]", word):
             raise BadOption(f"run option {word!r}: the batch script splits options on spaces, so a "
                             "value cannot hold spaces, quotes, $, ` or \\")
+    found = main.get_command(click.Context(main), command)
+    if found is None:
+        raise BadOption(f"bench {command}: no such command; accepted: run, tune")
     try:
-        main.get_command(None, command).make_context(f"bench {command}", list(run_options))
+        found.make_context(f"bench {command}", list(run_options))
     except click.UsageError as problem:
         raise BadOption(f"options for the {command} (after --): {problem.format_message()}") from None
     return " ".join(run_options)

@@ -202,7 +202,20 @@ class Posts:
                 f"{self.requests.tolist()})")
 
 
-Event = Isend | Irecv | Send | Recv | Wait | Copy | Collective | Burst | Sendrecvs | Posts
+@dataclass(slots=True)
+class WholeAlltoallv:
+    """An MPI_Alltoallv of the whole job, left to the library's own algorithms (SMPI's, where a simulation replays
+    the library's alltoallv): the bytes this rank sends each rank and receives from each."""
+
+    sends: tuple[int, ...]
+    recvs: tuple[int, ...]
+    kind: ClassVar[str] = "alltoallv"
+
+    def scaled(self, factor: int) -> "WholeAlltoallv":
+        return WholeAlltoallv(_times(self.sends, factor), _times(self.recvs, factor))
+
+
+Event = Isend | Irecv | Send | Recv | Wait | Copy | Collective | Burst | Sendrecvs | Posts | WholeAlltoallv
 PACKED_RUN = 16  # posts in a row that `packed` keeps as arrays; a Wait for as many in a row keeps a range
 
 @dataclass

@@ -33,6 +33,7 @@ from a2a.schedules.events import (
     Send,
     Sendrecvs,
     Wait,
+    WholeAlltoallv,
 )
 from a2a.simulate.platforms import HOST_SPEED, TIME_SCALE
 
@@ -129,15 +130,6 @@ class WholeAlltoall:
     """A lowered event: an MPI_Alltoall of the whole job, `nbytes` per peer, left to SMPI's own algorithms."""
 
     nbytes: int
-
-
-@dataclass(slots=True)
-class WholeAlltoallv:
-    """An MPI_Alltoallv of the whole job, left to SMPI's own algorithms: the bytes this rank sends each rank and
-    receives from each."""
-
-    sends: tuple[int, ...]
-    recvs: tuple[int, ...]
 
 
 INT_LIMIT = 1 << 31  # SMPI passes a trace's counts to its MPI calls as int

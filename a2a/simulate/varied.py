@@ -18,10 +18,9 @@ import numpy as np
 from a2a.algos.options import schedule_options
 from a2a.algos.registry import get
 from a2a.record.results import NATIVE
-from a2a.schedules.events import Copy, Event, Irecv, Isend, Schedule, Wait
+from a2a.schedules.events import Copy, Event, Irecv, Isend, Schedule, Wait, WholeAlltoallv
 from a2a.schedules.program import RECV, SEND, Region, ScheduleData
 from a2a.schedules.tracer import NotExact, traced
-from a2a.simulate.traces import WholeAlltoallv
 
 
 def program(name: str, options: dict[str, Any], nprocs: int, nodes: list[list[int]]) -> ScheduleData:
