@@ -70,6 +70,16 @@ def tune_launcher() -> str:
     return "--launcher srun" if "SLURM_STEP_ID" in os.environ else ""
 
 
+def library_version(text: str | None = None) -> str:
+    """The MPI library's version text (MPI_Get_library_version, or `text` as a record kept it), clean: Open MPI's
+    ends in a NUL byte, which would reach meta.json and the printed header."""
+    if text is None:
+        from mpi4py import MPI
+
+        text = MPI.Get_library_version()
+    return text.replace("\0", "").strip()
+
+
 def relaunched(n: int) -> str:
     """This process's own `python -m bench` command as a launch of n ranks."""
     return launch_command(n, sys.argv[1:])

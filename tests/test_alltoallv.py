@@ -220,7 +220,7 @@ def test_workload_text_lists_every_parameter():
     ("zipff", "unknown kind 'zipff'; accepted: uniform, random:spread=S"),
     ("zipf:q=2", "'q=2'; zipf takes s=1.1"),
     ("sparse:density=0", r"density=0.0; accepted: in \(0, 1\]"),
-    ("moe:topk=two", "topk='two' is not a int"),
+    ("moe:topk=two", "topk='two'; accepted: a whole number, e.g. 2"),
     ("moe:experts=2,topk=3", "topk=3 is more than experts=2"),
     ("moe:direction=back", "accepted: dispatch or combine"),
     ("matrix:", "give the file"),

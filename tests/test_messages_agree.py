@@ -28,3 +28,29 @@ def test_an_error_that_names_its_cause_ends_a_job_in_its_one_line(capsys):
     with pytest.raises(SystemExit) as ended, abort_on_error(self_comm()):
         raise KeyError("a bug")
     assert ended.value.code == 1 and "Traceback" in capsys.readouterr().err
+
+
+def test_too_few_ranks_names_the_launch_that_has_enough(monkeypatch):
+    """docs/usage.md: a sweep asked for more ranks than its job has says the launch it needs."""
+    import sys
+
+    from a2a.errors import BadConfig
+    from a2a.sweep.config import from_options
+
+    monkeypatch.setattr(sys, "argv", ["bench", "run", "--nprocs", "4"])
+    with pytest.raises(BadConfig, match=r"world size 2; this job has 2: \S*(mpirun|mpiexec) (.* )?-n 4 .*--nprocs 4"):
+        from_options({"nprocs": "4"}, world=2)
+
+
+@pytest.mark.launches
+def test_the_library_named_in_the_record_and_the_header_holds_no_nul(tmp_path):
+    """Open MPI's MPI_Get_library_version ends in a NUL byte: neither meta.json nor the printed header keeps it."""
+    from support import mpiexec
+
+    done = mpiexec(1, "-m", "bench", "run", "--algorithms", "native", "--sizes", "8", "--iterations", "2",
+                   "--output", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr
+    meta = (tmp_path / "run" / "meta.json").read_text()
+    assert "\\u0000" not in meta and "\0" not in meta and "\0" not in done.stdout
+    from a2a.mpi import library_version
+    assert library_version("Open MPI v5.0.9, package: Open MPI\0") == "Open MPI v5.0.9, package: Open MPI"

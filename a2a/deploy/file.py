@@ -39,6 +39,7 @@ from a2a.algos.options import schedule_options
 from a2a.algos.registry import get
 from a2a.analysis.decide import decide
 from a2a.errors import A2AError, BadInput
+from a2a.mpi import library_version
 from a2a.mpilib import profile_of
 from a2a.record.decision import Decision, Table, as_decision, parse_options, read_decision
 from a2a.record.results import NATIVE, OVERLAP, write_atomic
@@ -277,9 +278,7 @@ def written(made: Deployment, output: Path) -> list[str]:
 
 def this_library() -> str:
     """The MPI library mpi4py runs on, as a deploy file names it."""
-    from mpi4py import MPI
-
-    return family(MPI.Get_library_version())
+    return family(library_version())
 
 
 def deploy(decisions: list[Path], nprocs: list[int], ranks_per_node: int, output: Path,

@@ -31,7 +31,7 @@ from a2a.measure.overlap import Work, pure_seconds
 from a2a.measure.protocols import Visit, protocol
 from a2a.measure.timing import MIN_ITERATIONS, first_starts, harness_cost
 from a2a.measure.traffic import traffic_of
-from a2a.mpi import abort_job, abort_on_error, idle_barrier, ranks_on_this_node
+from a2a.mpi import abort_job, abort_on_error, idle_barrier, library_version, ranks_on_this_node
 from a2a.netstat import stall_counters
 from a2a.record.overlap import overlap_figures
 from a2a.record.results import FAILED, KEY_DEFAULTS, NATIVE, OVERLAP_QUANTITIES, Row
@@ -71,14 +71,13 @@ def set_thread_level() -> None:
 
 def resume_measured(comm: Any, directory: Path, dtype: str | None = None, force: bool = False) -> SweepState:
     """The sweep of DIR/meta.json, refused under another MPI library or dtype unless forced."""
-    from mpi4py import MPI
 
     state = resume_state(directory, "mpi")
     config = state.config
     if max(config.nprocs) > comm.size:
         raise BadConfig(f"{directory} sweeps up to {max(config.nprocs)} ranks; this job has {comm.size}; resume it "
                         f"with {resume_command('mpi', directory, max(config.nprocs))}")
-    library, recorded = MPI.Get_library_version().strip(), state.meta.get("mpi_library") or ""
+    library, recorded = library_version(), library_version(state.meta.get("mpi_library") or "")
     if recorded and library != recorded and not force:
         raise BadConfig(f"{directory} was measured with {_library_name(recorded)}, but this job runs "
                         f"{_library_name(library)}; resume under the same library, or give --force-resume "

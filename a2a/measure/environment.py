@@ -10,7 +10,7 @@ from typing import Any
 from a2a.errors import BadConfig
 from a2a.execute.executor import executor_facts
 from a2a.measure.cache import last_level_cache
-from a2a.mpi import TOPOLOGY_ENV
+from a2a.mpi import TOPOLOGY_ENV, library_version
 from a2a.mpilib import PROFILES, profile_of
 
 
@@ -25,7 +25,7 @@ def describe_run(comm: Any) -> dict[str, Any]:
         "hosts": dict(hosts),
         "nodes": len(hosts),
         "ranks_per_node": max(hosts.values()),
-        "mpi_library": MPI.Get_library_version().strip(),
+        "mpi_library": library_version(),
         "mpi_version": "%d.%d" % MPI.Get_version(),
         "mpi_thread_level": ["single", "funneled", "serialized", "multiple"][MPI.Query_thread()],
         "mpi4py": mpi4py.__version__,
@@ -119,8 +119,8 @@ def progress_thread_running() -> None:
     """BadConfig unless this library runs the progress thread asked for (MPICH does, at MPI_THREAD_MULTIPLE)."""
     from mpi4py import MPI
 
-    version = MPI.Get_library_version()
-    library = version.strip().splitlines()[0]
+    version = library_version()
+    library = version.splitlines()[0]
     if not profile_of(version).progress_thread:
         raise BadConfig(f"--progress thread: {library} has no asynchronous progress thread for collectives that the "
                         "testbed knows how to start (Open MPI 5.0 has none: its btl_tcp_progress_thread moves TCP "

@@ -278,8 +278,9 @@ def _process_counts(given: Any, layouts: list[Layout], world: int | None, defaul
     fallback = ",".join(str(m.nprocs) for m in layouts) if layouts else default or default_nprocs(world or 1)
     nprocs = parse_list(as_text(given or fallback), "process count", parse_count)
     if world is not None and (nprocs[0] < 1 or nprocs[-1] > world):
-        alone = f"; this process runs alone (no launcher): {relaunched(nprocs[-1])}" if world == 1 else ""
-        raise BadConfig(f"process counts {nprocs} must lie between 1 and the world size {world}{alone}")
+        alone = "this process runs alone (no launcher)" if world == 1 else f"this job has {world}"
+        launch = f"; {alone}: {relaunched(nprocs[-1])}" if nprocs[0] >= 1 else ""
+        raise BadConfig(f"process counts {nprocs} must lie between 1 and the world size {world}{launch}")
     if nprocs[0] < 1:
         raise BadConfig("process counts must be 1 or more")
     for layout in layouts:

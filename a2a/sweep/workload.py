@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from a2a.deploy.recorded import Record, RecordedCall, read_record
-from a2a.errors import BadConfig
+from a2a.errors import BadConfig, accepted_kind
 
 # kind -> {parameter: default}; documented in docs/alltoallv.md
 KINDS: dict[str, dict[str, Any]] = {
@@ -144,7 +144,7 @@ def _parse_value(text: str, key: str, value: str, default: Any) -> Any:
     try:
         return type(default)(value)
     except ValueError:
-        raise BadConfig(f"workload {text!r}: {key}={value!r} is not a {type(default).__name__}") from None
+        raise BadConfig(f"workload {text!r}: {key}={value!r}; accepted: {accepted_kind(type(default))}") from None
 
 
 LIMITS = {
