@@ -39,9 +39,8 @@ def test_a_wrong_result_is_recorded_invalid_warned_and_left_out_of_decisions(tmp
     decided = python("-m", "bench", "decide", str(out), "--output", str(tmp_path / "decision.json"))
     assert decided.returncode == 0, decided.stderr
     document = read_decision(tmp_path / "decision.json")
-    assert [r["algorithm"] for t in document["tables"] for r in t["ranges"]] == ["native"]
-    assert all(c["algorithm"] == "native" for t in document["tables"] for r in t["ranges"] for c in r["cells"]
-               for c in c["candidates"])
+    assert [r.algorithm for t in document.tables for r in t.ranges] == ["native"]
+    assert all(c.algorithm == "native" for t in document.tables for c in t.cells for c in c.candidates)
 
 
 def test_max_time_per_point_stops_a_slow_point_after_five_samples(tmp_path):
@@ -112,7 +111,7 @@ def test_compare_reports_faster_and_slower_and_reverts_slower_cells(tmp_path):
     assert "nprocs=4, 1024 B/peer: pairwise ran 2.00x slower in the library; back to native" \
         in done.stdout
     verified = read_decision(tmp_path / "verified.json")
-    assert [r["algorithm"] for r in verified["tables"][0]["ranges"]] == ["bruck", "native", "throttled"]
+    assert [r.algorithm for r in verified.tables[0].ranges] == ["bruck", "native", "throttled"]
 
     alone = python("-m", "bench", "compare", "--baseline", str(baseline), "--tuned", str(tuned),
                    "--revert-slower", str(table))

@@ -40,6 +40,7 @@ from a2a.schedules.events import (
     Send,
     Sendrecvs,
     Wait,
+    WholeAlltoallv,
 )
 
 OFF = "none"
@@ -60,6 +61,7 @@ EVENTS: dict[str, tuple[type, tuple[str, ...]]] = {
     "posts": (Posts, ("array",) * 4),
     "burst": (Burst, ("array", "array", "int", "int", "array", "array")),
     "sendrecvs": (Sendrecvs, ("array", "array", "int", "int", "array?", "array?")),
+    "alltoallv": (WholeAlltoallv, ("ints", "ints")),
 }
 
 
