@@ -593,3 +593,17 @@ def test_an_aa_record_of_twins_decides_native_and_calls_almost_no_twin_different
     assert fooled >= 10, fooled
     old = [c for r in decide.decide([tmp_path / "blocks"]).tables[0].ranges for c in r.cells]
     assert {c.algorithm for c in old} == {"native"} and all(c.rounds == 0 for c in old)
+
+
+def test_the_summary_counts_what_the_chosen_as_column_says(tmp_path):
+    """A cell where native stays though bruck reads 2 % faster (within the margin) is one the library kept, not
+    one that 'went to a simpler algorithm'; the summary's counts are the table's 'chosen as' words."""
+    from decide_fixtures import record
+
+    from a2a.analysis.decide import decided
+
+    run = record(tmp_path / "r", {(4, 64): {("native", ""): 50, ("bruck", "radix=2"): 49},
+                                  (4, 1024): {("native", ""): 90, ("pairwise", "schedule=shift"): 30}})
+    text = decided([run])
+    assert "0 cells went to a simpler algorithm and 1 cell kept the library's own, within noise" in text, text
+    assert sum(line.rstrip().endswith("the library's own") for line in text.splitlines()) == 1, text

@@ -373,7 +373,7 @@ def render(document: Decision) -> str:
     tables, metric = document.tables, document.metric
     columns, same = varying([t.columns for t in tables])
     cells = document.cells
-    noisy, floored = any(c.tied_with for c in cells), any(c.noise_floor for c in cells)
+    noisy, floored = any(c.tied_with or c.tie for c in cells), any(c.noise_floor for c in cells)
     body = []
     for table in tables:
         for row in table.ranges:
@@ -454,12 +454,15 @@ def _spread(floor: float | None) -> float | None:
     return None if not floor else max(floor, 1 / floor)
 
 
+LIBRARY_KEPT = "the library's own"
+
+
 def _chosen_as(cell: Cell, timing: str) -> str:
-    """Why the cell's choice, where others were within noise of it: the library's own, the simplest of them, or the
-    fastest."""
-    if not cell.tied_with:
+    """Why the cell's choice, where others were within noise of it (or one faster by the metric was not chosen):
+    the library's own, the simplest of them, or the fastest."""
+    if not cell.tied_with and not cell.tie:
         return ""
-    return "the library's own" if library_own(cell.algorithm, cell.options, timing) else \
+    return LIBRARY_KEPT if library_own(cell.algorithm, cell.options, timing) else \
         "the simplest" if cell.tie else "the fastest"
 
 
@@ -660,9 +663,10 @@ def decided(directories: list[Path], metric: str = "mean", alpha: float = 0.05, 
         raise BadInput(f"--output {output}: its directory does not exist")
     document = decide(directories, metric, alpha, dtype, where, margin, force)
     cells = document.cells
-    ties = sum(c.tie for c in cells)
-    lines = [render(document), f"\n{counted(ties, 'cell')} went to a simpler algorithm within noise of the fastest "
-                               f"(alpha {alpha}, margin {margin * 100:g} %)."]
+    why = Counter(_chosen_as(c, t.column("timing")) for t in document.tables for c in t.cells)
+    lines = [render(document), f"\n{counted(why['the simplest'], 'cell')} went to a simpler algorithm and "
+                               f"{counted(why[LIBRARY_KEPT], 'cell')} kept the library's own, within noise of the "
+                               f"fastest (alpha {alpha}, margin {margin * 100:g} %)."]
     blind = [c for c in cells if untested_why([c])]
     if blind:
         lines.append(f"{counted(len(blind), 'cell')} untested: {untested_why(blind)}.")
