@@ -67,7 +67,7 @@ def run_arguments(run_options: tuple[str, ...], command: str = "run") -> str:
     try:
         found.make_context(f"bench {command}", list(run_options))
     except click.UsageError as problem:
-        raise BadOption(f"options for the {command} (after --): {problem.format_message()}") from None
+        raise BadOption(f"options for bench {command} (after --): {problem.format_message()}") from None
     return " ".join(run_options)
 
 

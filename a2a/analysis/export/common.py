@@ -98,8 +98,9 @@ def translate_by_comm_size(document: Decision, counterpart: Counterpart, library
         target = max(votes, key=lambda t: votes[t])
         assert isinstance(target, tuple)  # MPICH's and Open MPI's twins are (algorithm, its parameters...)
         if len(votes) > 1:
+            used = "its own selection ('ignore')" if target[0] in ("ignore", 0) else f"its {target[0]}"
             warnings.append(f"{nprocs} ranks: {library} picks its alltoallv algorithm by communicator size "
-                            f"only; using its {target[0]} (the choice at {votes[target]} of {len(sizes)} "
+                            f"only; using {used} (the choice at {votes[target]} of {len(sizes)} "
                             "measured sizes) at every size")
         chosen.append((nprocs, target))
     return chosen, warnings
