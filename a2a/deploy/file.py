@@ -343,7 +343,7 @@ class Learned:
         library = statistics.median(self.library) if self.library else 0.0
         share = self.cost / (library * self.calls) if library and self.calls else 0.0
         serving = "the library's own" if self.choice == 0 else candidates[self.choice - 1]
-        evidence = ", ".join(f"{name} {math.exp(statistics.median(values)):.2f}x over {len(values)} rounds"
+        evidence = ", ".join(f"{name} {math.exp(statistics.median(values)):.2f}x over {counted(len(values), 'round')}"
                              f"{'' if live else ' (dropped)'}" for name, (live, values)
                              in zip(candidates, self.ratios) if values)
         return (f"{self.collective} on {self.nprocs} ranks, {span_text(self.low, self.high)}: {self.state}, "

@@ -1056,10 +1056,14 @@ static void print_learning(const learning *g) {
             spent > 0 && l->cost > the.learn.cap * spent ? "; passed by the first rounds: too few calls of this size "
                                                            "paid for them" : "");
     for (int a = 1; a < l->narms; a++) {
+        char interval[96] = "too few rounds for an interval";
         learn_interval(&l->ratio[a], INT_MAX, learn_level(l, &the.learn), &low, &high);
-        fprintf(stderr, "    %s: %.2fx the library's over %d rounds (interval %.2f-%.2fx at level %.2g)%s\n",
-                arm_name(g->e, a), exp(learn_median(&l->ratio[a], INT_MAX)), l->ratio[a].count, exp(low), exp(high),
-                learn_level(l, &the.learn), a == l->choice ? ", chosen" : l->live[a] ? "" : ", dropped");
+        if (isfinite(low) && isfinite(high))
+            snprintf(interval, sizeof interval, "interval %.2f-%.2fx at level %.2g", exp(low), exp(high),
+                     learn_level(l, &the.learn));
+        fprintf(stderr, "    %s: %.2fx the library's over %d round%s (%s)%s\n", arm_name(g->e, a),
+                exp(learn_median(&l->ratio[a], INT_MAX)), l->ratio[a].count, l->ratio[a].count == 1 ? "" : "s",
+                interval, a == l->choice ? ", chosen" : l->live[a] ? "" : ", dropped");
     }
 }
 
@@ -1151,8 +1155,9 @@ static void print_report(void) {
     PMPI_Comm_size(MPI_COMM_WORLD, &size);
     PMPI_Reduce(local, sum, COLLECTIVES * per, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
-        fprintf(stderr, "a2a deploy report (%s; calls summed over %d ranks; bindings intercepted: C and Fortran, "
-                "MPI_Init through %s)\n", the.deploy ? the.path : "no deploy file", size,
+        fprintf(stderr, "a2a deploy report (%s%s; calls summed over %d ranks; bindings intercepted: C and Fortran, "
+                "MPI_Init through %s)\n", the.deploy || the.path[0] ? the.path : "no deploy file",
+                the.deploy || !the.path[0] ? "" : ", not in use: see the line at MPI_Init", size,
                 the.fortran ? "Fortran" : "C");
         for (int k = 0; k < COLLECTIVES; k++) print_collective(k, sum + k * per, n);
         for (comm_state *c = the.states; c; c = c->next)
