@@ -22,10 +22,11 @@ QUIET_WAIT = {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"}
 
 @cache
 def mpi_library() -> str:
-    """This Python's MPI library, as MPI_Get_library_version says."""
-    from mpi4py import MPI
+    """This Python's MPI library, as MPI_Get_library_version says it (without Open MPI's NUL byte, as the record
+    keeps it)."""
+    from a2a.mpi import library_version
 
-    return MPI.Get_library_version()
+    return library_version()
 
 
 def is_mpich() -> bool:

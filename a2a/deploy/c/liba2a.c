@@ -266,6 +266,15 @@ static int parse_learned(char *line, learned_t *k) {
     return l->state == LEARN_STATES || arms < 2 || l->choice < 0 || l->choice >= arms;
 }
 
+/* e appended to d's entries: 0, else 1 (out of memory: its layout freed) */
+static int add_entry(deploy_t *d, entry e) {
+    entry *more = realloc(d->entries, sizeof(entry) * (size_t)(d->nentries + 1));
+    if (!more) return free(e.layout), 1;
+    d->entries = more;
+    d->entries[d->nentries++] = e;
+    return 0;
+}
+
 /* the lines between the header and the schedules */
 static int parse_entries(char **at, char *end, deploy_t *d, const char *library, char *error, size_t room) {
     char word[32], layout[4096];
@@ -286,20 +295,14 @@ static int parse_entries(char **at, char *end, deploy_t *d, const char *library,
             if (got != 6 || e.collective < 0 || e.nprocs < 1 || e.low < 0 || parse_layout(layout, e.nprocs, &e.layout))
                 return fail(error, room, "line %ld: an entry line is 'entry COLLECTIVE NPROCS LAYOUT LOW HIGH "
                             "SCHEDULE'", line);
-            entry *more = realloc(d->entries, sizeof(entry) * (size_t)(d->nentries + 1));
-            if (!more) return fail(error, room, "out of memory");
-            d->entries = more;
-            d->entries[d->nentries++] = e;
+            if (add_entry(d, e)) return fail(error, room, "out of memory");
         } else if (strncmp(*at, "learn ", 6) == 0) {
             entry e;
             if (parse_learn(*at + 6, &e))
                 return fail(error, room, "line %ld: a learn line is 'learn alltoall NPROCS LAYOUT LOW HIGH "
                             "CANDIDATE,...' (schedules, -1: the library's own; learning serves MPI_Alltoall only)",
                             line);
-            entry *more = realloc(d->entries, sizeof(entry) * (size_t)(d->nentries + 1));
-            if (!more) return fail(error, room, "out of memory");
-            d->entries = more;
-            d->entries[d->nentries++] = e;
+            if (add_entry(d, e)) return fail(error, room, "out of memory");
         } else if (strncmp(*at, "learned ", 8) == 0) {
             learned_t k;
             int bad = parse_learned(*at + 8, &k);
