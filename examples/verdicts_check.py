@@ -23,6 +23,7 @@ from pathlib import Path
 
 from a2a.analysis.aa import aa_check
 from a2a.analysis.decide import gather
+from a2a.mpi import launcher_flags, mpi_tool
 from a2a.record import verdict
 from a2a.record.results import label
 
@@ -70,7 +71,9 @@ def main() -> None:
     parser.add_argument("--sizes", default="8:64K:x4")
     parser.add_argument("--iterations", type=int, default=25)
     parser.add_argument("--rounds", default="", help="bench run's --rounds [its default]")
-    parser.add_argument("--launcher", default="mpirun")
+    beside = mpi_tool("mpiexec")  # this Python's MPI, not whichever mpirun comes first on PATH
+    parser.add_argument("--launcher", default=shlex.join([beside, *launcher_flags(beside)]),
+                        help="how to launch the sweeps  [default: the mpiexec beside this Python]")
     parser.add_argument("--load", action="store_true", help="a bursty background load beside every launch")
     parser.add_argument("--output", type=Path, required=True)
     given = parser.parse_args()
