@@ -153,8 +153,8 @@ def test_a_run_from_strong_evidence_explores_nothing(tmp_path: Path, preload: st
     8 B and the library at 1 KiB, exploring no call of either (revisits set beyond the run)."""
     evidence = ",".join(["-0.4"] * 20)
     library = ",".join(["1e-05"] * 20)
-    learned = [f"alltoall 2 * 8 15 chosen 1 5 1000 80 0 -0.0001 live:{library} live:{evidence}",
-               f"alltoall 2 * 1024 2047 kept 0 5 1000 80 0 0.0001 live:{library} dropped:{evidence.replace('-', '')}"]
+    learned = [f"alltoall 2 * 8 15 chosen 1 1000 80 0 -0.0001 live:{library} live:{evidence}",
+               f"alltoall 2 * 1024 2047 kept 0 1000 80 0 0.0001 live:{library} dropped:{evidence.replace('-', '')}"]
     path = learn_file(tmp_path, ["pairwise"], [2], learned)
     done = under_library(2, preload, str(loop_program()), "alltoall", "10", "8", "1024",
                          A2A_DEPLOY=str(path), A2A_DEPLOY_REPORT="1", A2A_LEARN_REVISIT="100000000")

@@ -331,7 +331,7 @@ class Learned:
     def parse(cls, line: str) -> "Learned":
         """A learned line without its word (BadInput where it is not one liba2a writes)."""
         try:
-            c, p, layout, low, high, state, choice, _looks, calls, explored, revisited, cost, *series = line.split()
+            c, p, layout, low, high, state, choice, calls, explored, revisited, cost, *series = line.split()
             arms = [(word.split(":")[0] == "live", _values(word.split(":")[1])) for word in series]
             return cls(c, int(p), layout, int(low), int(high), state, int(choice), int(calls), int(explored),
                        int(revisited), float(cost), arms[0][1], tuple(arms[1:]))

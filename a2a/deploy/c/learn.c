@@ -173,7 +173,6 @@ static long long paced(const learner *l, const learn_settings *s, double library
 static void explored(learner *l, const learn_settings *s) {
     double library = learn_median(&l->library, INT_MAX), bound = log1p(s->margin), level = learn_level(l, s);
     int best = 0, live = 0;
-    l->looks++;
     for (int a = 1; a < l->narms; a++) {
         if (!l->live[a]) continue;
         double low, high, median = learn_median(&l->ratio[a], INT_MAX);

@@ -50,7 +50,7 @@ typedef struct {
     int choice;                  /* the arm serving outside blocks */
     long long calls, gap;        /* the class's calls; calls before the next block */
     long long explored, revisited; /* calls run as visits of exploring blocks, and of revisits */
-    int in_block, rounds, round, visit, nvisits, order[LEARN_ARMS], warmed, looks, restored;
+    int in_block, rounds, round, visit, nvisits, order[LEARN_ARMS], warmed;
     unsigned long long seed, draws;
     double times[LEARN_BLOCK][LEARN_ARMS]; /* this block's seconds: each rank's, then the slowest rank's */
     learn_series ratio[LEARN_ARMS];        /* per candidate, log(its time / the library's) per round */

@@ -244,15 +244,15 @@ static int parse_series(char *word, int *live, learn_series *s) {
     return 0;
 }
 
-/* 'learned COLLECTIVE NPROCS LAYOUT LOW HIGH STATE CHOICE LOOKS CALLS EXPLORED REVISITED COST LIBRARY SERIES...'
+/* 'learned COLLECTIVE NPROCS LAYOUT LOW HIGH STATE CHOICE CALLS EXPLORED REVISITED COST LIBRARY SERIES...'
    (after the word; written by learned_line): 0, else 1 */
 static int parse_learned(char *line, learned_t *k) {
     char word[32], layout[4096], state[32];
     int used = 0, arms = 0, live;
     learner *l = &k->l;
     *k = (learned_t){0};
-    if (sscanf(line, "%31s %d %4095s %lld %lld %31s %d %d %lld %lld %lld %lf %n", word, &k->nprocs, layout, &k->low,
-               &k->high, state, &l->choice, &l->looks, &l->calls, &l->explored, &l->revisited, &l->cost, &used) != 12 ||
+    if (sscanf(line, "%31s %d %4095s %lld %lld %31s %d %lld %lld %lld %lf %n", word, &k->nprocs, layout, &k->low,
+               &k->high, state, &l->choice, &l->calls, &l->explored, &l->revisited, &l->cost, &used) != 11 ||
         (k->collective = collective_named(word)) != ALLTOALL || k->nprocs < 1 ||
         parse_layout(layout, k->nprocs, &k->layout))
         return 1;
@@ -261,7 +261,7 @@ static int parse_learned(char *line, learned_t *k) {
     for (char *w = strtok_r(line + used, " ", &save); w; w = strtok_r(NULL, " ", &save), arms++)
         if (arms >= LEARN_ARMS || parse_series(w, &live, arms ? &l->ratio[arms] : &l->library)) return 1;
         else l->live[arms] = live;
-    l->narms = arms, l->warmed = 1, l->restored = 1;
+    l->narms = arms, l->warmed = 1;
     l->gap = l->state == LEARN_EXPLORING ? 0 : LLONG_MAX; /* a choice's: learning_of, which knows the settings */
     return l->state == LEARN_STATES || arms < 2 || l->choice < 0 || l->choice >= arms;
 }
@@ -1082,8 +1082,8 @@ static void learned_line(FILE *out, int collective, int nprocs, const int *layou
     fprintf(out, "learned %s %d ", collective_name[collective], nprocs);
     if (!layout) fprintf(out, "*");
     for (int r = 0; layout && r < nprocs; r++) fprintf(out, "%s%d", r ? "," : "", layout[r]);
-    fprintf(out, " %lld %lld %s %d %d %lld %lld %lld %.9g", low, high, learn_state_name[l->state], l->choice,
-            l->looks, l->calls, l->explored, l->revisited, l->cost);
+    fprintf(out, " %lld %lld %s %d %lld %lld %lld %.9g", low, high, learn_state_name[l->state], l->choice, l->calls,
+            l->explored, l->revisited, l->cost);
     print_series(out, 1, &l->library);
     for (int a = 1; a < l->narms; a++) print_series(out, l->live[a], &l->ratio[a]);
     fprintf(out, "\n");
