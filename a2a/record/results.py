@@ -207,9 +207,8 @@ class Recorder:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as error:
-            raise Unwritable(f"cannot write the results to {self.directory}: "
-                             f"{folder_refusal(self.directory) or reason(error, self.directory, self.directory)}"
-                             ) from None
+            raise self._refused(folder_refusal(self.directory) or reason(error, self.directory, self.directory)) \
+                from None
         self.dropped = drop_orphan_samples(self.directory)
         self._results = self._appender(RESULTS_CSV, COLUMNS)
         self._samples = self._appender(SAMPLES_CSV, SAMPLE_COLUMNS)
@@ -242,16 +241,18 @@ class Recorder:
         try:
             return Appender(self.directory / name, columns)
         except OSError as error:
-            raise Unwritable(f"cannot write the results to {self.directory}: "
-                             f"{reason(error, self.directory, self.directory)}") from None
+            raise self._refused(reason(error, self.directory, self.directory)) from None
 
     def _flush(self, appender: "Appender") -> None:
         try:
             appender.flush()
         except OSError as error:
-            raise Unwritable(f"cannot write the results to {self.directory}: "
-                             f"{reason(error, self.directory, self.directory)}; the points recorded before are kept "
-                             "whole (--resume goes on from them)") from None
+            raise self._refused(f"{reason(error, self.directory, self.directory)}; the points recorded before are kept "
+                                "whole (--resume goes on from them)") from None
+
+    def _refused(self, why: str) -> Unwritable:
+        """The error that says the results cannot be written here, and why."""
+        return Unwritable(f"cannot write the results to {self.directory}: {why}")
 
 
 class Appender:
