@@ -1,12 +1,23 @@
 """Typed errors: each names what was wrong and what is accepted; the CLI catches them once."""
 from __future__ import annotations
 
+import difflib
+from typing import Sequence
+
 KINDS = {int: "a whole number, e.g. 2", float: "a number, e.g. 0.5", bool: "true or false", str: "a word"}
 
 
 def accepted_kind(kind: type) -> str:
     """What an option of this type accepts, in words ('a whole number, e.g. 2')."""
     return KINDS.get(kind, f"a {kind.__name__}")
+
+
+def unknown(what: str, word: str, known: Sequence[str], listed: str = "accepted") -> str:
+    """The words for a `what` not among `known`: unknown WHAT 'word'; did you mean 'closest'? accepted: ... (the
+    question only where a known word is close)."""
+    close = difflib.get_close_matches(word, list(known), 1)
+    question = f" did you mean {close[0]!r}?" if close else ""
+    return f"unknown {what} {word!r};{question} {listed}: {', '.join(known)}"
 
 
 class A2AError(Exception):
@@ -29,7 +40,7 @@ class UnknownAlgorithm(A2AError, KeyError):
         super().__init__(name)
 
     def __str__(self) -> str:
-        return f"unknown algorithm {self.name!r}; registered: {', '.join(self.known)}"
+        return unknown("algorithm", self.name, self.known, "registered")
 
 
 class BadConfig(A2AError):

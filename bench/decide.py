@@ -1,7 +1,9 @@
 """`bench decide`, `export`, `compare` and `validate`: choosing, applying and checking what was measured."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -10,11 +12,14 @@ from a2a.analysis.compare import compared
 from a2a.analysis.export.formats import export_report, formats
 from a2a.analysis.validate import render_validation
 from a2a.analysis.validate import validate as validate_records
-from a2a.record.outputs import writable_file
+from a2a.errors import BadInput
+from a2a.record.outputs import writable_file, writable_folder
 from a2a.record.results import NATIVE
 from a2a.record.verdict import MARGIN
+from a2a.sweep.naming import named
+from a2a.workflows.compare_launches import compare_launches
 
-from .group import main
+from .group import echo, main
 
 
 def _margin(context: click.Context, parameter: click.Parameter, text: str) -> float:
@@ -68,8 +73,8 @@ def export(table: str, fmt: str, output: str | None, libmpi: str | None, env_onl
 
 
 @main.command("compare")
-@click.option("--baseline", multiple=True, required=True, help="Results directory of the default run (repeatable).")
-@click.option("--tuned", multiple=True, required=True, help="Results directory of the tuned run (repeatable).")
+@click.option("--baseline", multiple=True, help="Results directory of the default run (repeatable).")
+@click.option("--tuned", multiple=True, help="Results directory of the tuned run (repeatable).")
 @click.option("--algorithm", default=NATIVE, show_default=True, help="The algorithm to compare.")
 @click.option("--metric", type=click.Choice(decision.METRICS), default="median", show_default=True)
 @click.option("--alpha", type=float, default=0.05, show_default=True,
@@ -79,12 +84,42 @@ def export(table: str, fmt: str, output: str | None, libmpi: str | None, env_onl
 @click.option("--revert-slower", "table", type=click.Path(dir_okay=False),
               help="A decision.json whose cells measured significantly slower go back to native...")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="...written here (verified table).")
+@click.option("--launches", type=click.IntRange(min=1),
+              help="Make the launches instead: this many a side of the library's own MPI_Alltoall, alternating "
+                   "without and with the tuning (--with, --env), then compare them (3 or more a side for a verdict).")
+@click.option("--with", "with_file", type=click.Path(dir_okay=False),
+              help="--launches: the tuned side's file, a deploy file or the KEY=VALUE lines `bench export -o FILE "
+                   "--env` prints.")
+@click.option("--env", multiple=True, metavar="KEY=VALUE", help="--launches: a variable of the tuned side "
+                                                                "(repeatable); neither this nor --with: an A/A.")
+@click.option("--nprocs", help="--launches: process counts. [default: 2,4]")
+@click.option("--sizes", help="--launches: bytes per peer. [default: 8,1K,16K,128K,1M]")
+@click.option("--iterations", type=click.IntRange(min=1), help="--launches: timed calls per point. [default: 50]")
+@click.option("--launcher", help="--launches: the command prefix of each MPI job (it adds -n N). [default: the mpiexec "
+                                 "beside this Python]")
+@click.option("--job-timeout", type=click.FloatRange(min=1), help="--launches: seconds one launch may take.")
+@click.option("--results", help="--launches: their directory; the same command again goes on there. [default: "
+                                "results/compare-<UTC time>]")
 def compare(baseline: tuple[str, ...], tuned: tuple[str, ...], algorithm: str, metric: str, alpha: float,
-            margin: float, table: str | None, output: str | None) -> None:
-    """Per size, the ratio tuned/baseline of one algorithm measured in two sets of runs.
+            margin: float, table: str | None, output: str | None, launches: int | None, **launching: Any) -> None:
+    """Per size, the ratio tuned/baseline of one algorithm measured in two sets of launches.
 
-    For example native with and without an exported tuning file; each run of a set is one replicate.
+    For example native with and without an exported tuning file. A launch is the unit a tuning changes: with fewer
+    than 3 a side the ratio is described, not judged; launches that alternated are paired. With --launches N it
+    makes them itself (run it without mpirun).
     """
+    if launches:
+        given = [o for o, v in (("--baseline", baseline), ("--tuned", tuned), ("--revert-slower", table)) if v]
+        if given or algorithm != NATIVE:
+            raise BadInput(f"--launches times native itself: drop {', '.join(given) or '--algorithm'}")
+        folder = writable_folder(named(launching["results"], prefix="compare-"), "the launches", "bench compare")
+        sys.exit(compare_launches({**launching, "launches": launches, "output": str(folder), "metric": metric,
+                                   "alpha": alpha, "margin": margin}, echo))
+    if not baseline or not tuned:
+        raise BadInput("give --baseline DIR and --tuned DIR (each repeatable), or --launches N to make them")
+    stray = [f"--{k.replace('_', '-')}" for k, v in launching.items() if v not in (None, ())]
+    if stray:
+        raise BadInput(f"{', '.join(stray)}: only with --launches N (they describe the launches it makes)")
     verified = writable_file(output, "the verified table", "bench compare") if output else None
     click.echo(compared([Path(d) for d in baseline], [Path(d) for d in tuned], algorithm, metric, alpha,
                         Path(table) if table else None, verified, margin))

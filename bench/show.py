@@ -1,8 +1,6 @@
 """`bench list` and `bench show`: the algorithms, and the tables of an earlier run."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 from tabulate import tabulate
 
@@ -12,6 +10,7 @@ from a2a.record.results import load
 from a2a.sweep.session import FORMATS
 
 from .group import main
+from .options import results_folders
 
 
 @main.command("list")
@@ -27,14 +26,15 @@ def list_algorithms(plugin: tuple[str, ...]) -> None:
 
 
 @main.command("show")
-@click.argument("results", type=click.Path(exists=True, file_okay=False))
+@click.argument("results")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="The tables per process count as `bench run` prints them, the TPU benchmark's columns (tab-"
                    "separated; docs/record.md says what each holds), or the rows as CSV or JSON.")
 def show(results: str, fmt: str) -> None:
     """Print the tables (or rows) of an earlier run, RESULTS: a `bench run` or `bench simulate` directory."""
+    [folder] = results_folders((results,))
     if fmt == "tpu":
-        run = load(Path(results))
+        run = load(folder)
         click.echo(report.tpu_table(run.rows, run.meta.get("option_defaults")))
         return
-    click.echo(report.show(Path(results), fmt))
+    click.echo(report.show(folder, fmt))

@@ -204,7 +204,7 @@ def test_a_point_past_the_timeout_ends_the_job_naming_it(tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["--sizes", "12Q"], "size '12Q' is not a byte count"),
     (["--sizes", "6"], "sizes [6] are not multiples of float32's 4 bytes"),
-    (["--algorithms", "brook"], "unknown algorithm 'brook'; registered:"),
+    (["--algorithms", "brook"], "unknown algorithm 'brook'; did you mean 'bruck'? registered:"),
     (["--option", "bruck.radix=1"], "bruck: option radix=1; accepted: an integer >= 2"),
     (["--option", "bruck.fanout=3"], "bruck: unknown option fanout; accepted: radix"),
     (["--option", "radix=3"], "accepted: ALGORITHM.KEY=VALUE"),

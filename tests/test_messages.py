@@ -4,7 +4,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from support import ROOT, bench
+from support import ROOT, bench, bench_here
 
 
 @pytest.mark.launches
@@ -48,3 +48,22 @@ def test_the_suggested_tune_races_only_what_a_decision_can_choose(tmp_path):
     assert done.returncode == 0, done.stderr
     [tune] = [line for line in done.stdout.splitlines() if " tune " in line]
     assert "--algorithms native,linear" in tune and "auto" not in tune and "control" not in tune, tune
+
+
+def test_a_misspelt_algorithm_is_asked_about_as_a_misspelt_config_key_is(capsys):
+    """One helper (a2a.errors.unknown) words both: the name meant, where one is close, then what is accepted."""
+    import a2a
+
+    code, out, err = bench_here(capsys, "run", "--algorithms", "native,pairwse", "--sizes", "8")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith("error: unknown algorithm 'pairwse'; did you mean 'pairwise'? registered: auto, "), err
+    with pytest.raises(a2a.UnknownAlgorithm, match=r"^unknown algorithm 'zzz'; registered: auto, "):
+        a2a.get("zzz")  # nothing close: no guess
+
+
+@pytest.mark.parametrize("command", ["show", "decide"])
+def test_show_and_decide_say_a_missing_or_wrong_folder_alike(tmp_path, capsys, command):
+    (tmp_path / "file").write_text("")
+    for given, why in ((tmp_path / "nowhere", "no such folder"), (tmp_path / "file", "a file")):
+        code, out, err = bench_here(capsys, command, str(given))
+        assert (code, out, err) == (2, "", f"error: {given}: not a results directory ({why})\n")

@@ -31,6 +31,7 @@ from a2a.sweep.config import CONFIG_KEYS, DEFAULTS, SweepConfig, from_options
 from a2a.sweep.mesh import mesh_layouts
 from a2a.sweep.parsing import load_config
 from a2a.sweep.session import StopRequest, SweepState, resume_command
+from a2a.sweep.variants import Variant
 from a2a.workflows.run import next_steps
 from bench.cli import main
 
@@ -52,6 +53,39 @@ def test_a_misspelt_config_key_is_refused_in_one_line_naming_the_closest(tmp_pat
     assert not (tmp_path / "run").exists()
 
 
+def test_a_config_key_far_from_every_accepted_one_is_refused_without_a_guess(tmp_path, capsys, no_signal_handlers):
+    config = tmp_path / "sweep.yaml"
+    config.write_text("zzz: 1\n")
+    code, out, err = bench_here(capsys, "run", "--config", str(config), "--output", str(tmp_path / "run"))
+    assert code == 2 and err.count("\n") == 1 and "unknown key 'zzz'; accepted: sizes, " in err, err
+
+
+def test_a_config_file_sets_the_launches_as_the_option_does(tmp_path, capsys, no_signal_handlers):
+    """usage.md: the keys are the long options; `launches` too, each launch a record under the file's output."""
+    config = tmp_path / "sweep.yaml"
+    config.write_text(f"launches: 2\nalgorithms: native\nsizes: 8\niterations: 1\noutput: {tmp_path / 'run'}\n")
+    code, out, err = bench_here(capsys, "run", "--config", str(config))
+    assert code == 0, err
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["launch-1", "launch-2"]
+    for launch in ("launch-1", "launch-2"):
+        assert read_meta(tmp_path / "run" / launch)["status"] == "complete"
+    config.write_text("launches: 0\n")
+    code, out, err = bench_here(capsys, "run", "--config", str(config), "--output", str(tmp_path / "none"))
+    assert code == 2 and "--launches 0; accepted: 1 or more" in err and not (tmp_path / "none").exists(), err
+
+
+def test_the_by_hand_decide_after_launches_names_every_launch(tmp_path, capsys, no_signal_handlers):
+    run = tmp_path / "run"
+    code, out, err = bench_here(capsys, "run", "--launches", "3", "--algorithms", "native,linear", "--sizes", "8",
+                                "--iterations", "2", "--output", str(run))
+    assert code == 0, err
+    [line] = [shlex.split(line) for line in out.splitlines() if line.startswith("  ") and " decide " in line]
+    words = line[line.index("bench") + 1:]
+    assert words == ["decide", *(str(run / f"launch-{k}") for k in (1, 2, 3)), "-o", str(run / "decision.json")]
+    code, out, err = bench_here(capsys, *words)
+    assert code == 0 and json.loads((run / "decision.json").read_text())["tables"], err
+
+
 def test_the_example_config_names_every_key_at_its_default():
     assert [k.replace("-", "_") for k in yaml.safe_load(EXAMPLE.read_text())] == list(CONFIG_KEYS)
     assert from_options(load_config(EXAMPLE, CONFIG_KEYS), world=4, memory=1 << 20) == \
@@ -61,6 +95,9 @@ def test_the_example_config_names_every_key_at_its_default():
 def test_usage_lists_every_config_key():
     section = (ROOT / "docs" / "usage.md").read_text().split("**A config file.**")[1].split("\n\n")[0]
     assert re.findall(r"`([a-z][a-z-]*)`", section) == [k.replace("_", "-") for k in CONFIG_KEYS]
+    run = main.get_command(None, "run")
+    assert run is not None
+    assert re.findall(r"`(--[a-z-]+)`", section) == [p.opts[0] for p in run.params if p.name not in CONFIG_KEYS]
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077])
@@ -84,7 +121,7 @@ def hints(directory: Path, **changed) -> list[str]:
     """The commands `bench run` suggests after sweeping `directory` (its config `changed`)."""
     meta = read_meta(directory)
     state = SweepState(replace(SweepConfig.from_dict(meta["config"]), **changed), meta.get("plugins", []))
-    lines = next_steps(directory, state, decide.decide([directory]))
+    lines = next_steps([directory], state, decide.decide([directory]))
     assert all("|" not in line for line in lines), lines  # alternatives go on lines of their own
     return [line.strip() for line in lines if line.startswith("  ")]
 
@@ -108,20 +145,32 @@ def test_the_hints_after_a_sweep_run_as_printed(small_sweep, tmp_path, capsys, m
     assert hints(record)[0].endswith(' --launcher "$(python -m bench cluster launcher)"')
 
 
+def test_after_a_sweep_that_raced_one_candidate_the_tune_races_them_all(small_sweep, tmp_path):
+    """docs/decide.md's `auto` block races the table's replay against native alone: a tune of native alone would
+    choose nothing, so the hint races every candidate on the sweep's grid, and offers no decide of this record."""
+    record = shutil.copytree(small_sweep, tmp_path / "run")
+    config = SweepConfig.from_dict(read_meta(record)["config"])
+    replayed = [Variant("auto", {"table": "decision.json"}), *(v for v in config.variants if v.name != "linear")]
+    [tune] = hints(record, variants=replayed)
+    words = shlex.split(tune)
+    assert words[3:] == ["tune", "--nprocs", "2", "--sizes", "8"], tune  # no --algorithms: every candidate
+    main.get_command(None, "tune").make_context("tune", words[4:])
+
+
 def test_a_plug_in_goes_with_the_tune_and_a_mesh_sweep_is_left_to_decide(small_sweep):
     plugin = str(ROOT / "tests" / "plugins" / "flip.py")
     meta = read_meta(small_sweep)
     state = SweepState(SweepConfig.from_dict(meta["config"]), [plugin])
     document = decide.decide([small_sweep])
-    assert f"--plugin={plugin}" in shlex.split(next_steps(small_sweep, state, document)[1])
+    assert f"--plugin={plugin}" in shlex.split(next_steps([small_sweep], state, document)[1])
     config = SweepConfig.from_dict(meta["config"])
     meshed = replace(config, layouts=mesh_layouts("1x2", []))
-    lines = next_steps(small_sweep, SweepState(meshed, []), document)
+    lines = next_steps([small_sweep], SweepState(meshed, []), document)
     assert lines[0] == "next (bench tune does not repeat --mesh):" and "bench tune" not in "".join(lines[1:])
     first = document.tables[0]
     two = replace(document, tables=tuple(replace(first, columns={**first.columns, "groups": groups})
                                          for groups in ("1x2", "2x1")))
-    assert "--where=groups=2x1" in shlex.split(next_steps(small_sweep, SweepState(meshed, []), two)[1])  # an export
+    assert "--where=groups=2x1" in shlex.split(next_steps([small_sweep], SweepState(meshed, []), two)[1])  # an export
     # serves one value of a context column
 
 

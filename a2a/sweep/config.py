@@ -49,8 +49,9 @@ DEFAULTS: dict[str, Any] = {
 }
 SIMULATION_DEFAULTS: dict[str, Any] = {**DEFAULTS, "sizes": "8,1K,64K", "nprocs": "64", "timing": SIMULATED}
 BACKEND_DEFAULTS = {"mpi": DEFAULTS, "simgrid": SIMULATION_DEFAULTS}
-# What a --config YAML file may set: every sweep option, the process counts, the memory cap and where the record goes
-CONFIG_KEYS = (*DEFAULTS, "nprocs", "max_memory", "output")
+# What a --config YAML file may set: every sweep option, the launches of it, the process counts, the memory cap and
+# where the record goes (the rest of `bench run`'s options say how to run or show it: the command line's alone)
+CONFIG_KEYS = (*DEFAULTS, "launches", "nprocs", "max_memory", "output")
 # What --resume takes from the record instead (--timeout may change from one launch to the next)
 SWEEP_OPTIONS = tuple(k for k in (*DEFAULTS, "config", "nprocs", "max_memory") if k != "timeout")
 

@@ -1,14 +1,13 @@
 """Option values as the command line or a YAML sweep file give them, turned into checked values."""
 from __future__ import annotations
 
-import difflib
 import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from a2a.errors import BadConfig, BadOption
+from a2a.errors import BadConfig, BadOption, unknown
 from a2a.units import parse_size
 
 
@@ -84,7 +83,7 @@ def parse_assignments(items: Any, what: str) -> dict[str, dict[str, str]]:
 
 def load_config(path: Path, accepted: tuple[str, ...]) -> dict[str, Any]:
     """Read a YAML sweep file into option values (keys as the long options, - or _); BadConfig names a key not
-    `accepted` and the closest that is."""
+    `accepted`, and the one meant where one is close."""
     import yaml
 
     try:
@@ -96,9 +95,8 @@ def load_config(path: Path, accepted: tuple[str, ...]) -> dict[str, Any]:
     values = {str(k).replace("-", "_"): v for k, v in data.items()}
     for key in values:
         if key not in accepted:
-            close = difflib.get_close_matches(key, accepted, 1, 0.0)[0].replace("_", "-")
-            raise BadConfig(f"config {path}: unknown key {key.replace('_', '-')!r}; did you mean {close!r}? "
-                            f"accepted: {', '.join(k.replace('_', '-') for k in accepted)}")
+            spelt = [k.replace("_", "-") for k in accepted]
+            raise BadConfig(f"config {path}: {unknown('key', key.replace('_', '-'), spelt)}")
     return values
 
 

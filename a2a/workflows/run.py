@@ -19,7 +19,7 @@ from a2a.mpi import bench_words, tune_launcher, world
 from a2a.record.decision import Decision, varying
 from a2a.record.results import read_meta
 from a2a.sweep.config import DEFAULTS, OVERLAP, SWEEP_OPTIONS, SweepConfig, check_sizes
-from a2a.sweep.launch import fresh_sweep, launch_progress_mode, refuse_with_resume
+from a2a.sweep.launch import fresh_sweep, launch_progress_mode, refuse_with_resume, with_file
 from a2a.sweep.naming import named
 from a2a.sweep.parsing import parse_dtype
 from a2a.sweep.session import Output, StopRequest, SweepState
@@ -47,7 +47,7 @@ def measured(values: dict[str, Any], output: Output) -> int:
         code, directory, state = _launched(comm, values, output, stop, mode)
         directories = [directory]
     else:
-        parent = Path(comm.bcast(str(named(values.get("output"))) if comm.rank == 0 else None, root=0))
+        parent = Path(comm.bcast(str(named(with_file(values).get("output"))) if comm.rank == 0 else None, root=0))
         directories = [parent / f"launch-{k}" for k in range(1, launches + 1)]
         for directory in directories:
             code, _, state = _launched(comm, {**values, "output": str(directory)}, output, stop, mode)
@@ -63,12 +63,13 @@ def measured(values: dict[str, Any], output: Output) -> int:
 
 
 def _launches(values: dict[str, Any]) -> int:
-    """--launches checked: 1 or more, and not with --resume or --refine (a record of launches is resumed a launch at
-    a time)."""
-    given = values.pop("launches", None)
-    launches = 1 if given is None else int(given)
-    if launches < 1:
+    """--launches (or the config file's `launches`) checked: 1 or more, and not with --resume or --refine (a record
+    of launches is resumed a launch at a time)."""
+    given = with_file(values).get("launches")
+    values.pop("launches", None)
+    if given is not None and not (str(given).strip().isdigit() and int(given) >= 1):
         raise BadConfig(f"--launches {given}; accepted: 1 or more")
+    launches = 1 if given is None else int(given)
     clash = [f"--{k}" for k in ("resume", "refine") if values.get(k)]
     if launches > 1 and clash:
         raise BadConfig(f"--launches goes without {' and '.join(clash)}: resume or refine one launch's record "
@@ -126,31 +127,44 @@ def decision_summary(directories: list[Path], state: SweepState) -> str:
         return f"\nno decision: {nothing}"
     full = shlex.join([*bench_words(), "decide", *map(str, directories)])
     return "\n".join([f"\nDecision (`{full}` has the full table):",
-                      *(f"  {line}" for line in summary(document)), *next_steps(directories[-1], state, document)])
+                      *(f"  {line}" for line in summary(document)), *next_steps(directories, state, document)])
 
 
-def next_steps(directory: Path, state: SweepState, document: Decision) -> list[str]:
-    """`bench tune` on this sweep's grid, launched as it was (where tune repeats such a sweep), or decide then export
-    for this MPI library (a file serves one value of each context column: the last one's here)."""
+def next_steps(directories: list[Path], state: SweepState, document: Decision) -> list[str]:
+    """`bench tune` on this sweep's grid, launched as it was (where tune repeats such a sweep), or decide (every
+    launch) then export for this MPI library (a file serves one value of each context column: the last one's here);
+    a sweep that raced one candidate chose nothing, so its tune races them all."""
     config = state.config
-    table = Path(directory) / "decision.json"
+    names = [shown(v.name, v.options_text) for v in config.variants if v.name in candidates(config.collective)]
+    why_not = tune_refuses(config)
+    if len(set(names)) < 2:
+        alone = f"this sweep raced {names[0] if names else 'no candidate'} alone: nothing to choose"
+        if why_not:
+            return [f"next ({alone}; bench tune does not repeat {why_not}): sweep again with --algorithms all"]
+        return [f"next ({alone}), to race every candidate on this grid, export for this MPI library and verify it "
+                "there:", "  " + tune_line(state, [])]
+    parent = Path(directories[0]).parent if len(directories) > 1 else Path(directories[0])
+    table = parent / "decision.json"
     last = document.tables[-1]
     one = [f"--where={c}={last.column(c)}" for c in varying([t.columns for t in document.tables])[0] if c != "nprocs"]
-    by_hand = [shlex.join([*bench_words(), "decide", str(directory), *one, "-o", str(table)]),
-               *export_lines(table, read_meta(directory).get("mpi_library") or "")]
-    why_not = tune_refuses(config)
+    by_hand = [shlex.join([*bench_words(), "decide", *map(str, directories), *one, "-o", str(table)]),
+               *export_lines(table, read_meta(directories[-1]).get("mpi_library") or "")]
     if why_not:
         return [f"next (bench tune does not repeat {why_not}):", *(f"  {line}" for line in by_hand)]
-    names = [shown(v.name, v.options_text) for v in config.variants if v.name in candidates(config.collective)]
+    chosen = names if sorted(names) != sorted(candidates(config.collective)) else []
+    return ["next, to sweep again, export for this MPI library and verify it there:", "  " + tune_line(state, chosen),
+            "or by hand:", *(f"  {line}" for line in by_hand)]
+
+
+def tune_line(state: SweepState, names: list[str]) -> str:
+    """`bench tune` of this sweep's grid and plug-ins, racing `names` (none: every candidate), launched as it was."""
+    config = state.config
     tune = [*bench_words(), "tune", "--nprocs", ",".join(map(str, config.nprocs)),
-            "--sizes", ",".join(map(human_bytes, config.sizes)),
-            *(["--algorithms", ",".join(names)] if sorted(names) != sorted(candidates(config.collective)) else []),
+            "--sizes", ",".join(map(human_bytes, config.sizes)), *(["--algorithms", ",".join(names)] if names else []),
             *(f"--plugin={p}" for p in state.plugins)]
     if config.timing == OVERLAP:
         tune += ["--collective", f"i{config.collective}", "--tests", str(max(config.tests))]
-    return ["next, to sweep again, export for this MPI library and verify it there:",
-            "  " + " ".join(filter(None, [shlex.join(tune), tune_launcher()])),
-            "or by hand:", *(f"  {line}" for line in by_hand)]
+    return " ".join(filter(None, [shlex.join(tune), tune_launcher()]))
 
 
 def tune_refuses(config: SweepConfig) -> str:

@@ -41,7 +41,7 @@ contains
     integer, intent(in) :: count
     integer, allocatable :: send(:), recv(:)
     integer :: j, i, ierr
-    allocate (send(count * nprocs), recv(count * nprocs))
+    allocate (send(max(1, count * nprocs)), recv(max(1, count * nprocs)))
     do j = 0, nprocs - 1
       do i = 0, count - 1
         send(j * count + i + 1) = value(rank, j, i)
@@ -49,7 +49,9 @@ contains
     end do
     recv = -1
     ierr = -1
-    call MPI_ALLTOALL(send, count, MPI_INTEGER, recv, count, MPI_INTEGER, MPI_COMM_WORLD, ierr)
+    ! send(1), the buffer's first element: MPICH's `use mpi` declares no interface for a buffer, and gfortran warns of
+    ! a rank mismatch where one call passes an array and another the scalar MPI_IN_PLACE (below)
+    call MPI_ALLTOALL(send(1), count, MPI_INTEGER, recv, count, MPI_INTEGER, MPI_COMM_WORLD, ierr)
     wrong = merge(1, 0, ierr /= MPI_SUCCESS)
     do j = 0, nprocs - 1
       do i = 0, count - 1
