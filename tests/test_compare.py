@@ -1,39 +1,155 @@
-"""bench compare: one algorithm across two sets of runs, by a2a.record.verdict's unpaired form."""
+"""bench compare: one algorithm across two sets of launches, by a2a.record.verdict's rule across launches (a launch
+is the unit a tuning changes), 0 B and times below the timer's floor never judged."""
 from __future__ import annotations
 
-from decide_fixtures import record
+import json
+from pathlib import Path
+
+import pytest
+from decide_fixtures import minimal_table, record
+from support import is_mpich, python
 
 from a2a.analysis.compare import compare, compared
+from a2a.record.results import read_meta, write_meta
 
-SIZES = {64: 50, 1024: 200, 16384: 100}  # tuned native's time where the baseline's is 100 us
+SIZES: dict[int, float] = {64: 50, 1024: 200, 16384: 100}  # tuned native's time where the baseline's is 100 us
+ONE_SIDE = ("untested (one launch a side: a launch is the unit a tuning changes; run 3 or more a side, "
+            "alternating)")
 
 
-def side(tmp_path, name: str, launches: int, tuned: bool, rounds: int | None = 10) -> list:
+def stamp(second: int) -> str:
+    """A launch's start as a record stamps it."""
+    return f"2026-12-07T08:{second // 60:02d}:{second % 60:02d}+00:00"
+
+
+def side(tmp_path: Path, name: str, launches: int, tuned: bool, rounds: int | None = 10,
+         stamps: list[str] | None = None, sizes: dict[int, float] = SIZES) -> list[Path]:
     return [record(tmp_path / f"{name}-{i}", {(4, size): {("native", ""): us if tuned else 100}
-                                               for size, us in SIZES.items()}, rounds=rounds, launch=f"{name}-{i}")
+                                               for size, us in sizes.items()}, rounds=rounds,
+                   launch=stamps[i] if stamps else f"{name}-{i}")
             for i in range(launches)]
 
 
-def test_one_run_a_side_is_compared_by_its_rounds_and_says_the_interval_holds_for_these_launches(tmp_path):
+def by_size(rows: list[dict]) -> dict[int, dict]:
+    return {row["bytes_per_peer"]: row for row in rows}
+
+
+def test_one_launch_a_side_is_described_and_never_judged(tmp_path):
+    """A 2x difference between two single launches is what one launch sharing the cores shows: the ratio and its
+    interval are printed, the verdict is untested and says why (the old rule called it faster and SLOWER)."""
     rows = compare(side(tmp_path, "before", 1, False), side(tmp_path, "after", 1, True))
-    by = {row["bytes_per_peer"]: row for row in rows}
-    assert [by[s]["verdict"] for s in SIZES] == ["faster", "slower", "tie"]
-    assert all(row["unit"] == "rounds" and row["low"] < row["ratio"] < row["high"] for row in rows)
-    assert by[64]["high"] < 1 / 1.05 and by[1024]["low"] > 1.05 and by[16384]["low"] < 1 < by[16384]["high"]
+    by = by_size(rows)
+    assert {row["verdict"] for row in rows} == {"untested"} and {row["unit"] for row in rows} == {"rounds"}
+    assert all(row["low"] < row["ratio"] < row["high"] and row["p"] is None for row in rows)
+    assert by[64]["ratio"] == pytest.approx(0.5, rel=0.05) and by[1024]["ratio"] == pytest.approx(2, rel=0.05)
     said = compared(side(tmp_path, "b", 1, False), side(tmp_path, "a", 1, True), "native", "median", 0.05)
     assert said.splitlines()[0] == ("Verdicts: ratio of the medians of per-round medians, 95 % interval (bootstrap "
-                                    "over rounds: it holds for these launches only), margin 5 %.")
-    assert "SLOWER" in said and "same (within the margin)" in said and "significant" not in said
+                                    "over rounds), described only: fewer than 3 launches a side carry no verdict.")
+    assert said.count(ONE_SIDE) == 3 and "SLOWER" not in said and "faster" not in said
+
+
+def test_two_launches_a_side_are_described_too(tmp_path):
+    stamps = [stamp(k) for k in range(4)]
+    said = compared(side(tmp_path, "b", 2, False, stamps=stamps[::2]), side(tmp_path, "a", 2, True,
+                                                                          stamps=stamps[1::2]),
+                    "native", "median", 0.05)
+    assert "untested (2 launches a side: a launch is the unit a tuning changes; run 3 or more" in said
+    assert "SLOWER" not in said
 
 
 def test_several_launches_a_side_are_the_unit(tmp_path):
     rows = compare(side(tmp_path, "before", 3, False), side(tmp_path, "after", 3, True))
     assert {row["unit"] for row in rows} == {"launches"} and rows[0]["runs"] == (3, 3)
+    assert rows[0]["launches"] == (3, 3) and [row["verdict"] for row in rows] == ["faster", "slower", "tie"]
+
+
+def test_launches_that_alternated_are_paired_with_their_neighbours(tmp_path):
+    stamps = [stamp(10 * k) for k in range(6)]
+    rows = compare(side(tmp_path, "before", 3, False, stamps=stamps[::2]),
+                   side(tmp_path, "after", 3, True, stamps=stamps[1::2]))
+    assert {row["unit"] for row in rows} == {"launch pairs"}
     assert [row["verdict"] for row in rows] == ["faster", "slower", "tie"]
+    one_after_the_other = compare(side(tmp_path, "b", 3, False, stamps=stamps[:3]),
+                                  side(tmp_path, "a", 3, True, stamps=stamps[3:]))
+    assert {row["unit"] for row in one_after_the_other} == {"launches"}
 
 
 def test_runs_made_before_rounds_are_untested(tmp_path):
     rows = compare(side(tmp_path, "before", 1, False, None), side(tmp_path, "after", 1, True, None))
     assert {row["verdict"] for row in rows} == {"untested"} and rows[0]["ratio"] == 0.5 and rows[0]["p"] is None
     said = compared(side(tmp_path, "b", 1, False, None), side(tmp_path, "a", 1, True, None), "native", "median", 0.05)
-    assert "untested (fewer than 3 rounds a side)" in said
+    assert said.count(ONE_SIDE) == 3
+
+
+def test_0_bytes_is_shown_and_never_judged_nor_given_back(tmp_path):
+    """0 B always goes to the library: a 3x difference there is the cost of passing the call on, not a verdict."""
+    stamps = [stamp(10 * k) for k in range(6)]
+    sizes: dict[int, float] = {0: 300, 64: 50}
+    baseline = side(tmp_path, "before", 3, False, stamps=stamps[::2], sizes=sizes)
+    tuned = side(tmp_path, "after", 3, True, stamps=stamps[1::2], sizes=sizes)
+    by = by_size(compare(baseline, tuned))
+    assert by[0]["verdict"] == "not judged" and by[0]["p"] is None and by[0]["ratio"] == pytest.approx(3, rel=0.05)
+    assert by[0]["why"] == "0 B: always the library's" and by[64]["verdict"] == "faster"
+    table = tmp_path / "decision.json"
+    table.write_text(json.dumps(minimal_table(4, [(0, "pairwise", ""), (64, "bruck", "")])))
+    said = compared(baseline, tuned, "native", "median", 0.05, table, tmp_path / "verified.json")
+    assert "not judged (0 B: always the library's)" in said and "back to native" not in said
+    assert "nothing was slower: the table stands" in said
+
+
+def test_times_below_the_timers_floor_are_never_judged(tmp_path):
+    """A record whose empty timed call took 60 us: a 50 us time there is the timer's, not the call's."""
+    stamps = [stamp(10 * k) for k in range(6)]
+    baseline = side(tmp_path, "before", 3, False, stamps=stamps[::2])
+    tuned = side(tmp_path, "after", 3, True, stamps=stamps[1::2])
+    harness = {"wtick_us": 0.001, "wtime_step_us": 0.05, "sync_empty_timed_call_p50_us": 60.0}
+    write_meta(tuned[0], {**read_meta(tuned[0]), "by_nprocs": {"4": {"harness": harness}}})
+    by = by_size(compare(baseline, tuned))
+    assert by[64]["verdict"] == "not judged" and "below the timer's floor of 60 us a call" in by[64]["why"]
+    assert by[1024]["verdict"] == "slower" and by[16384]["verdict"] == "tie"
+
+
+@pytest.mark.launches
+def test_the_command_says_one_launch_a_side_is_untested_and_exits_0(tmp_path):
+    done = python("-m", "bench", "compare", "--baseline", str(side(tmp_path, "b", 1, False)[0]),
+                  "--tuned", str(side(tmp_path, "a", 1, True)[0]))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count(ONE_SIDE) == 3 and "SLOWER" not in done.stdout
+
+
+@pytest.mark.launches
+@pytest.mark.parametrize("args, message", [
+    (["--launches", "3", "--baseline", "x"], "--launches times native itself: drop --baseline"),
+    (["--baseline", "x", "--tuned", "y", "--env", "A=1"], "--env, --results: only with --launches N"),
+    (["--tuned", "y"], "give --baseline DIR and --tuned DIR (each repeatable), or --launches N to make them"),
+    (["--launches", "3", "--env", "no equals"], "--env 'no equals': accepted: KEY=VALUE"),
+    (["--launches", "3", "--with", "README.md"], "--with README.md: neither a deploy file nor KEY=VALUE lines"),
+])
+def test_bad_input_is_one_line_before_any_launch(tmp_path, args, message):
+    done = python("-m", "bench", "compare", *args, "--results", str(tmp_path / "c"))
+    assert done.returncode == 2 and done.stderr.count(message) == 1, done.stderr
+    assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.launches
+def test_compare_makes_alternating_launches_itself_and_pairs_them(tmp_path):
+    """--launches 3: three launches a side of the library's own call, the tuned side under --env and the file of
+    KEY=VALUE lines, alternating; compared as launch pairs, 0 B not judged."""
+    variable = "MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM" if is_mpich() else "OMPI_MCA_coll_tuned_use_dynamic_rules"
+    lines = tmp_path / "tuned.env"
+    lines.write_text(f"{variable}={'pairwise' if is_mpich() else '0'}\n")
+    out = tmp_path / "c"
+    done = python("-m", "bench", "compare", "--launches", "3", "--nprocs", "2", "--sizes", "0,8", "--iterations",
+                  "3", "--with", str(lines), "--results", str(out), timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Verdicts: median of the ratios of alternating launches" in done.stdout
+    assert "not judged (0 B: always the library's)" in done.stdout
+    starts = [read_meta(out / f"{name}-{k}")["start"] for k in (1, 2, 3) for name in ("baseline", "tuned")]
+    assert starts == sorted(starts)
+    assert read_meta(out / "tuned-2")["tuning"][variable] and variable not in read_meta(out / "baseline-2")["tuning"]
+    again = python("-m", "bench", "compare", "--launches", "3", "--nprocs", "2", "--sizes", "0,8", "--iterations",
+                   "3", "--with", str(lines), "--results", str(out), timeout=600)
+    assert again.returncode == 0 and "baseline-1:" not in again.stdout  # nothing launched again
+    other = python("-m", "bench", "compare", "--launches", "3", "--nprocs", "2", "--sizes", "0,8", "--iterations",
+                   "3", "--results", str(out), timeout=600)
+    assert other.returncode == 2 and "already holds other launches" in other.stderr

@@ -1,11 +1,14 @@
 """What `bench tune --deploy` prints agrees with itself: the footnote reads its own rows, a slower ratio reads as
-slower, and a --verify-with program that never ran says so."""
+slower, a --verify-with program that never ran says so, and 0 B or a time below the timer's floor is never judged."""
 from types import SimpleNamespace
 
 from a2a.analysis.decide import versus_native
+from a2a.deploy.file import Deployment, served_by
 from a2a.deploy.verify import Verdict
-from a2a.record.decision import Cell
-from a2a.workflows.tune_deploy import DeployTune, verdicts_table, why_back
+from a2a.record.decision import SCHEMA, Cell, Decision
+from a2a.workflows import tune_deploy
+from a2a.workflows.tune_deploy import DeployTune, unjudged, verdicts_table, why_back
+from a2a.workflows.tuning import TuneConfig
 
 LIBRARY = "the library"
 ROWS = [Verdict("alltoall", 2, 8, 25.35, 9.40, 0.3, "tie", LIBRARY),
@@ -46,3 +49,31 @@ def test_a_program_to_verify_with_that_never_ran_says_so():
     quiet = SimpleNamespace(config=SimpleNamespace(verify_with=""), meta={}, say=said.append)
     DeployTune._program_not_run(quiet, "anything")
     assert len(said) == 1 and quiet.meta == {}
+
+
+def test_0_bytes_is_shown_and_never_judged_nor_given_back(tmp_path, monkeypatch):
+    """liba2a gives 0 B to the library always: the loop's 2.77x there is its cost of passing the call on, so the
+    verification shows it and neither calls it slower nor gives a 0 B range back; 1 KiB, slower, goes back."""
+    measured = [Verdict("alltoall", 2, 0, 2.77, 1.0, 0.001, "slower"),
+                Verdict("alltoall", 2, 8, 5.0, 10.0, 0.001, "faster"),
+                Verdict("alltoall", 2, 1024, 30.0, 10.0, 0.001, "slower")]
+    monkeypatch.setattr(tune_deploy, "verify_sizes", lambda *args, **kwargs: list(measured))
+    monkeypatch.setattr(tune_deploy, "measured_sizes", lambda *args: [0, 8, 1024])
+    said: list[str] = []
+    tune = DeployTune(tmp_path / "tune", TuneConfig(["mpiexec"], [2], "0,8,1K", deploy=True), said.append)
+    (tmp_path / "tune").mkdir()
+    monkeypatch.setattr(tune, "_preload", lambda: tmp_path / "liba2a.so")
+    monkeypatch.setattr(tune, "_launch", lambda p: None)
+    made = Deployment("MPICH", [], entries=[("alltoall", 2, "*", 0, -1, 0)], schedules=[("pairwise", "data")])
+    found = tune._verification(made, Decision(SCHEMA, "mean", 0.05, ()), 1)
+    assert [v.verdict for v in found] == ["not judged", "faster", "slower"]
+    back = tune._give_back(made, found)
+    assert len(back) == 1 and back[0].startswith("alltoall on 2 ranks, 91") and "0..0" not in " ".join(said)
+    assert served_by(made, "alltoall", 2, 0) == "pairwise" and served_by(made, "alltoall", 2, 1024) == "the library"
+    row = next(line for line in verdicts_table(made, found, None).splitlines() if "  0  " in f" {line} ")
+    assert "not judged (0 B: always the library's)" in row and "slower" not in row and "ratio 2.77" in row
+
+
+def test_times_below_the_timers_floor_are_never_judged_in_a_verification():
+    quick = Verdict("alltoall", 2, 8, 0.05, 0.02, 0.001, "slower")
+    assert unjudged(quick, 0.1e-6).verdict == "not judged" and unjudged(quick, 0.01e-6).verdict == "slower"

@@ -167,20 +167,47 @@ def test_launch_to_launch_swings_widen_the_interval_of_several_launches():
     assert (both.high - both.low) > 2 * (one.high - one.low) and both.launches == 3 and one.launches == 1
 
 
-def test_the_unpaired_form_takes_launches_where_each_side_has_several_else_rounds():
+def test_across_launches_the_launch_is_the_unit_and_fewer_than_3_a_side_are_described():
     rng = np.random.default_rng(8)
 
-    def side(factor: float, launches: int) -> verdict.Values:
-        return {(f"L{i}", r): factor * math.exp(rng.normal(0, 0.03)) for i in range(launches) for r in range(5)}
+    def side(factor: float, launches: int, names: str = "L") -> verdict.Values:
+        return {(f"{names}{i}", r): factor * math.exp(rng.normal(0, 0.03)) for i in range(launches) for r in range(5)}
 
-    judged, unit = verdict.unpaired(side(1.0, 4), side(1.5, 4))
+    judged, unit = verdict.across_launches(side(1.0, 4), side(1.5, 4))
     assert (unit, judged.verdict) == ("launches", verdict.SLOWER) and judged.ratio == pytest.approx(1.5, rel=0.05)
-    judged, unit = verdict.unpaired(side(1.0, 1), side(0.98, 1))
-    assert (unit, judged.verdict) == ("rounds", verdict.TIE)
-    judged, unit = verdict.unpaired({("a", -1): 1.0}, {("b", -1): 2.0})
-    assert judged.verdict == verdict.UNTESTED and judged.ratio == 2.0
-    assert "these launches only" in verdict.statistic("median", unit="rounds")
-    assert "these launches only" not in verdict.statistic("median", unit="launches")
+    judged, unit = verdict.across_launches(side(1.0, 1), side(3.0, 1))  # one launch a side: 3x, and no verdict
+    assert (unit, judged.verdict, judged.p) == ("rounds", verdict.UNTESTED, None)
+    assert judged.low is not None and judged.high is not None and judged.low < judged.ratio < judged.high
+    judged, unit = verdict.across_launches(side(1.0, 2), side(3.0, 2))
+    assert (unit, judged.verdict) == ("rounds", verdict.UNTESTED)
+    judged, unit = verdict.across_launches({("a", -1): 1.0}, {("b", -1): 2.0})
+    assert judged.verdict == verdict.UNTESTED and judged.ratio == 2.0 and judged.low is None
+    assert "described only" in verdict.statistic("median", unit="rounds")
+    assert "described" not in verdict.statistic("median", unit="launches")
+    assert verdict.too_few_launches(1).startswith("one launch a side: a launch is the unit a tuning changes")
+
+
+def test_launches_stamped_in_turns_are_paired_with_their_neighbours():
+    t = [f"2026-12-07T08:00:{k:02d}+00:00" for k in range(8)]
+    assert verdict.alternated(t[0:8:2], t[1:8:2]) == [(t[0], t[1]), (t[2], t[3]), (t[4], t[5]), (t[6], t[7])]
+    assert verdict.alternated(t[1:8:2], t[0:8:2]) == [(t[1], t[0]), (t[3], t[2]), (t[5], t[4]), (t[7], t[6])]
+    assert verdict.alternated(t[:4], t[4:]) == []  # one side after the other
+    assert verdict.alternated(["b1", "b2", "b3"], ["a1", "a2", "a3"]) == []  # not stamps: not known to alternate
+    # a slow drift over the launches moves both sides of a pair alike: the pairs see a 1.2x, launches unpaired do not
+    drift = [1.0, 1.6, 2.4, 3.2, 4.0, 5.0]
+    before = {(t[2 * k], r): drift[2 * k] for k in range(3) for r in range(5)}
+    after = {(t[2 * k + 1], r): drift[2 * k] * 1.2 for k in range(3) for r in range(5)}
+    judged, unit = verdict.across_launches(before, after)
+    assert (unit, judged.verdict) == ("launch pairs", verdict.SLOWER) and judged.ratio == pytest.approx(1.2)
+
+
+def test_0_bytes_and_times_below_the_floor_are_never_judged():
+    assert verdict.unjudged_why(0, [1.0, 1.0]) == "0 B: always the library's"
+    assert verdict.unjudged_why(8, [5e-6, 50e-6], floor=1e-6) == ""
+    assert "below the timer's floor of 10 us" in verdict.unjudged_why(8, [5e-6, 50e-6], floor=10e-6)
+    assert verdict.unjudged_why(8, [5e-10, 1.0]) != ""  # below any timer's resolution
+    shown = verdict.not_judged(verdict.Comparison(3.0, 2.5, 3.5, 0.001, verdict.SLOWER, 10, 6))
+    assert (shown.ratio, shown.low, shown.verdict, shown.p) == (3.0, 2.5, verdict.NOT_JUDGED, None)
 
 
 def test_a_comparison_flips_and_reads_as_a_document():
@@ -203,4 +230,4 @@ def test_times_at_or_below_zero_still_compare():
     other = {u: 1e-6 for u in values}
     judged = verdict.family({"x": (values, other)}, bound=verdict.bound_of(verdict.MARGIN, None))["x"]
     assert judged.verdict == verdict.FASTER and math.isfinite(judged.ratio) and judged.as_dict()["ratio"] == 0.001
-    assert verdict.unpaired(other, values)[0].as_dict()["ratio"] == 0.001
+    assert verdict.across_launches(other, values)[0].as_dict()["ratio"] == 0.001

@@ -1,5 +1,5 @@
-"""Compare one algorithm across two sets of runs (a library before and after tuning), by a2a.record.verdict's
-unpaired form."""
+"""Compare one algorithm across two sets of launches (a library before and after tuning), by a2a.record.verdict's
+rule across launches: a launch is the unit a tuning changes; 0 B and times below the timer's floor are never judged."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,46 +13,53 @@ from a2a.analysis.revert import revert_slower
 from a2a.errors import BadInput, BadResults
 from a2a.record import verdict
 from a2a.record.decision import context_dict, read_decision, varying, write_decision
-from a2a.record.results import NATIVE
+from a2a.record.results import NATIVE, read_meta
+from a2a.record.stats import call_floor
 from a2a.record.verdict import ALPHA, MARGIN
 from a2a.units import human_bytes
 
 
 def compare(baseline: list[Path], tuned: list[Path], algorithm: str = NATIVE, metric: str = "median",
-            margin: float = MARGIN, alpha: float = ALPHA, paired: bool = False) -> list[dict[str, Any]]:
-    """Per process count and size, one algorithm's metric in two sets of runs (the median of the runs'), the ratio
-    tuned over baseline with its interval, p and verdict, and the unit compared.
+            margin: float = MARGIN, alpha: float = ALPHA) -> list[dict[str, Any]]:
+    """Per process count and size, one algorithm's metric in two sets of launches (the median of the runs'), the
+    ratio tuned over baseline with its interval, p and verdict, the unit compared, the launches a side, and why a row
+    carries no verdict (`why`, where it does not).
 
-    Launches are the unit where each side has several (timings swing from one mpirun to the next far more than
-    within one): a launch's value is the median of its per-round values. Otherwise the rounds are, and the interval
-    holds for these launches only; a side without them (a record made before rounds) is untested. `paired`: the runs
-    alternated, so the k-th tuned run is paired with the k-th baseline run before it (bench tune's verification).
+    Every directory is a launch, or holds the launches its samples name. With fewer than 3 launches a side the ratio
+    and its interval over rounds are described and untested; with 3 or more, launches are the unit, paired with
+    their neighbours where their start stamps say they alternated (bench tune's verification, compare --launches).
     """
     sides = [[_points_of(directory, algorithm) for directory in side] for side in (baseline, tuned)]
     common = sorted(set.intersection(*(set(run) for side in sides for run in side)))
     if not common:
         raise BadResults(f"no valid {algorithm} points measured in every baseline and tuned run")
+    meta = [read_meta(directory) for directory in (*baseline, *tuned)]
     rows = []
     for key in common:
         old, new = ([run[key] for run in side] for side in sides)
-        if paired:
-            judged, unit = _alternated(old, new, metric, margin, alpha)
-        else:
-            judged, unit = verdict.unpaired(_values(old, metric), _values(new, metric), margin, alpha)
-        rows.append({**context_dict(key[0]), "bytes_per_peer": key[1],
-                     "baseline_us": float(np.median([p.value_us(metric) for p in old])),
-                     "tuned_us": float(np.median([p.value_us(metric) for p in new])), "runs": (len(old), len(new)),
-                     **judged.as_dict(), "unit": unit})
+        before, after = _values(old, metric), _values(new, metric)
+        judged, unit = verdict.across_launches(before, after, margin, alpha)
+        launches = (len(verdict.launches_of(before)), len(verdict.launches_of(after)))
+        baseline_us, tuned_us = (float(np.median([p.value_us(metric) for p in side])) for side in (old, new))
+        floor = max(_floor(m, key, old[0]) for m in meta)
+        why = verdict.unjudged_why(key[1], (baseline_us * 1e-6, tuned_us * 1e-6), floor)
+        if why:
+            judged = verdict.not_judged(judged)
+        elif judged.verdict == verdict.UNTESTED:
+            why = verdict.too_few_launches(min(launches))
+        rows.append({**context_dict(key[0]), "bytes_per_peer": key[1], "baseline_us": baseline_us,
+                     "tuned_us": tuned_us, "runs": (len(old), len(new)), "launches": launches, **judged.as_dict(),
+                     "unit": unit, "why": why})
     return rows
 
 
-def _alternated(old: list[Candidate], new: list[Candidate], metric: str, margin: float,
-                alpha: float) -> tuple[verdict.Comparison, str]:
-    """Runs that alternated judged in pairs: each launch's value the median of its per-round values."""
-    def launches(points: list[Candidate]) -> verdict.Values:
-        return {("", k): float(np.median(list(p.per_round(metric).values()))) for k, p in enumerate(points)}
-    judged = verdict.family({"runs": (launches(new), launches(old))}, verdict.bound_of(margin, None), alpha)["runs"]
-    return judged, verdict.LAUNCH_PAIRS
+def _floor(meta: dict[str, Any], key: tuple, point: Candidate) -> float:
+    """The timer's floor (seconds) at the point's process count, by the harness each launch of a record measured."""
+    nprocs = str(context_dict(key[0]).get("nprocs"))
+    timing = point.rows[0].timing if point.rows else ""
+    measured = [meta.get("by_nprocs") or {}, *((launch.get("by_nprocs") or {}) for launch in meta.get("launches", []))]
+    return max((call_floor(found[nprocs].get("harness") or {}, timing) for found in measured if nprocs in found),
+               default=0.0)
 
 
 def _points_of(directory: Path, algorithm: str) -> dict[tuple, Candidate]:
@@ -66,7 +73,7 @@ def _values(points: list[Candidate], metric: str) -> verdict.Values:
 
 def render_comparison(rows: list[dict[str, Any]], metric: str, alpha: float, margin: float = MARGIN) -> str:
     """The comparison as a table under the statistic it rests on; a ratio counts only where its interval lies
-    wholly beyond the margin."""
+    wholly beyond the margin, and a row described or not judged says why."""
     columns, same = varying(rows)
     body = [[*(row[c] for c in columns), human_bytes(row["bytes_per_peer"]), f"{row['baseline_us']:,.1f}",
              f"{row['tuned_us']:,.1f}", f"{row['ratio']:.2f}",
@@ -81,9 +88,10 @@ def render_comparison(rows: list[dict[str, Any]], metric: str, alpha: float, mar
 
 
 def _verdict(row: dict[str, Any]) -> str:
-    return {verdict.FASTER: "faster", verdict.SLOWER: "SLOWER", verdict.TIE: "same (within the margin)",
-            verdict.UNTESTED: f"untested (fewer than {verdict.MIN_ROUNDS} {row['unit']}"
-                              f"{'' if row['unit'] == verdict.LAUNCH_PAIRS else ' a side'})"}[row["verdict"]]
+    found = row["verdict"]
+    if found in (verdict.UNTESTED, verdict.NOT_JUDGED):
+        return f"{found} ({row.get('why') or verdict.too_few_launches(min(row.get('launches') or (1,)))})"
+    return {verdict.FASTER: "faster", verdict.SLOWER: "SLOWER", verdict.TIE: "same (within the margin)"}[found]
 
 
 def compared(baseline: list[Path], tuned: list[Path], algorithm: str, metric: str, alpha: float,

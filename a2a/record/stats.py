@@ -1,6 +1,8 @@
-"""Summaries of one point's samples: percentiles, stalls, outliers, bandwidths."""
+"""Summaries of one point's samples: percentiles, stalls, outliers, bandwidths; the least time a timed call can be
+told from the timer by."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,3 +63,14 @@ def bandwidths(bytes_per_peer: int, nprocs: int, seconds: float) -> tuple[float,
         return float("nan"), float("nan")
     algbw = bytes_per_peer * nprocs / seconds / 1e9
     return algbw, algbw * (nprocs - 1) / nprocs
+
+
+def call_floor(harness: dict[str, float], timing: str) -> float:
+    """The least time (seconds) a timed call can be told from the timer by, as the record's harness measured it: the
+    timer's resolution (MPI_Wtick, its smallest step seen), and for timings of a call what timing an empty call
+    took (back to back for pipelined and imb, one after a synchronisation otherwise); 0 where nothing was
+    measured."""
+    pipelined, sync = "pipelined_empty_call_us", "sync_empty_timed_call_p50_us"
+    empty = {"pipelined": pipelined, "imb": pipelined, "sync": sync, "global": sync}.get(timing)
+    found = [harness.get(key) for key in ("wtick_us", "wtime_step_us", *([empty] if empty else []))]
+    return max((float(v) for v in found if isinstance(v, (int, float)) and math.isfinite(v)), default=0.0) * 1e-6

@@ -14,7 +14,11 @@ order, so load that comes and goes falls on every candidate of a round alike. He
   with Holm: a comparison's p is the bootstrap mass that does not clear the margin (twice the smaller side's),
   and "faster" or "slower" needs its Holm-adjusted p below alpha and its interval, at its Holm level, wholly
   beyond the margin; anything else is a tie;
-- fewer than 3 paired rounds (a record written before rounds has none: each launch is one block) is untested.
+- fewer than 3 paired rounds (a record written before rounds has none: each launch is one block) is untested;
+- across launches (compare, tune's verification), a launch is the unit, since a launch is what a tuning changes:
+  fewer than 3 launches a side is described and untested, launches that alternated are paired with their
+  neighbours;
+- 0 B, and times below the timer's floor, are shown and never judged.
 
 Hoefler and Belli, SC'15; Hunold and Carpen-Amarie (ReproMPI); Holm, 1979. docs/decide.md has the rules.
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, replace
+from datetime import datetime
 from itertools import combinations
 from typing import Any, TypeVar
 
@@ -35,8 +40,11 @@ RESAMPLES = 2000  # bootstrap resamples of each comparison
 SEED = 65  # of the resampling: the same record always gets the same verdicts
 MIN_ROUNDS = 3  # paired rounds below which a comparison is untested
 RESOLUTION = 1e-9  # seconds: the least per-round value, a time no timer resolves
+MIN_LAUNCHES = 3  # launches a side below which a comparison across launches is described, not judged
 FASTER, SLOWER, TIE, UNTESTED = "faster", "slower", "tie", "untested"
-LAUNCH_PAIRS = "launch pairs"  # the unit of runs that alternated: each with its run before it
+NOT_JUDGED = "not judged"  # shown, never judged: 0 B, or times below the timer's floor (unjudged_why)
+ROUNDS, LAUNCHES = "rounds", "launches"  # units of a comparison across launches
+LAUNCH_PAIRS = "launch pairs"  # the unit of launches that alternated: each with its neighbour
 
 Sample = tuple[str, int, float]  # (launch, round, seconds); round -1: a record written before rounds
 Unit = tuple[str, int]  # (launch, round)
@@ -274,45 +282,105 @@ def twins_called_different(twins: dict[Hashable, Values], margin: float = MARGIN
     return sum(c.verdict in (FASTER, SLOWER) for c in found), sum(c.verdict != UNTESTED for c in found)
 
 
-def unpaired(before: Values, after: Values, margin: float = MARGIN, alpha: float = ALPHA,
-             resamples: int = RESAMPLES, seed: int = SEED) -> tuple[Comparison, str]:
-    """One algorithm across two sets of runs, after against before, and the unit compared: launches where each side
-    has several (a launch's value: the median of its per-round values), else rounds (the interval then holds for
-    these launches only); bootstrap within each side."""
-    unit, sides = units_of(before, after)
-    if min(len(s) for s in sides) < MIN_ROUNDS:
-        return untested(after, before), unit
+def across_launches(before: Values, after: Values, margin: float = MARGIN, alpha: float = ALPHA,
+                    resamples: int = RESAMPLES, seed: int = SEED) -> tuple[Comparison, str]:
+    """One algorithm across two sets of launches, after against before, and the unit compared. A launch is what a
+    tuning changes, so it is the unit: with MIN_LAUNCHES or more a side, pairs of neighbouring launches where they
+    alternated (their stamps say so), else the launches of each side unpaired (a launch's value: the median of its
+    per-round values); with fewer, the ratio and interval over rounds, described and untested."""
+    names = [launches_of(side) for side in (before, after)]
+    if min(len(found) for found in names) < MIN_LAUNCHES:
+        return described(before, after, resamples, seed), ROUNDS
+    levels = [{name: level({u: v for u, v in side.items() if u[0] == name}) for name in found}
+              for side, found in zip((before, after), names)]
+    order = alternated(names[0], names[1])
+    if order:
+        pairs = [(levels[0][old], levels[1][new]) for old, new in order]
+        judged_ = family({"pairs": ({("", k): new for k, (_, new) in enumerate(pairs)},
+                                    {("", k): old for k, (old, _) in enumerate(pairs)})}, bound_of(margin, None), alpha)
+        return judged_["pairs"], LAUNCH_PAIRS
+    found = _bootstrapped([np.array(list(side.values())) for side in levels], resamples, seed)
+    bound = bound_of(margin, None)
+    return replace(judged(found, p_beyond(found.resampled, bound), alpha, bound, alpha),
+                   launches=sum(map(len, names))), LAUNCHES
+
+
+def launches_of(values: Values) -> list[str]:
+    """The launches a side's values come from, in order."""
+    return sorted({u[0] for u in values})
+
+
+def alternated(before: list[str], after: list[str]) -> list[tuple[str, str]]:
+    """Where launches stamped with their start times alternated (as many a side, the sides taking turns), the pairs
+    of neighbours (before's, after's) in time order; [] where they did not or a name is not a time."""
+    try:
+        timed = sorted([(datetime.fromisoformat(n), 0, n) for n in before]
+                       + [(datetime.fromisoformat(n), 1, n) for n in after])
+    except (TypeError, ValueError):
+        return []
+    sides = [side for _, side, _ in timed]
+    if len(before) != len(after) or any(a == b for a, b in zip(sides, sides[1:])):
+        return []
+    neighbours = [(timed[k][1:], timed[k + 1][1:]) for k in range(0, len(timed), 2)]
+    return [(x[1], y[1]) if x[0] == 0 else (y[1], x[1]) for x, y in neighbours]
+
+
+def described(before: Values, after: Values, resamples: int = RESAMPLES, seed: int = SEED) -> Comparison:
+    """Too few launches a side for a verdict: the ratio of the medians of the rounds, with an interval from
+    resampling the rounds of each side (it holds for these launches only), untested; without rounds, no interval."""
+    sides = [np.array([v for u, v in side.items() if u[1] >= 0]) for side in (before, after)]
+    if min(s.size for s in sides) < MIN_ROUNDS:
+        return untested(after, before)
+    found = _bootstrapped(sides, resamples, seed)
+    low, high = np.quantile(found.resampled, [ALPHA / 2, 1 - ALPHA / 2])
+    return Comparison(math.exp(found.estimate), math.exp(low), math.exp(high), None, UNTESTED, found.rounds,
+                      len({u[0] for u in (*before, *after)}))
+
+
+def _bootstrapped(sides: list[np.ndarray], resamples: int, seed: int) -> Evidence:
+    """The second side's median over the first's, as a log, with each side's values resampled apart."""
     rng = np.random.default_rng(seed)
     logs = [np.log(s) for s in sides]
     medians = [np.median(v[rng.integers(0, v.size, (resamples, v.size))], axis=1) for v in logs]
-    found = Evidence(float(np.median(logs[1]) - np.median(logs[0])), medians[1] - medians[0],
-                     min(len(s) for s in sides), len({u[0] for u in (*before, *after)}))
-    bound = bound_of(margin, None)
-    p = p_beyond(found.resampled, bound)
-    return judged(found, p, alpha, bound, alpha), unit
+    return Evidence(float(np.median(logs[1]) - np.median(logs[0])), medians[1] - medians[0],
+                    min(s.size for s in sides), 0)
 
 
-def units_of(before: Values, after: Values) -> tuple[str, list[np.ndarray]]:
-    """Each side's values on the unit compared: 'launches' (a launch's median per-round value) where both sides
-    have MIN_ROUNDS launches or more, else 'rounds'."""
-    launches = [sorted({u[0] for u in side}) for side in (before, after)]
-    if min(len(found) for found in launches) >= MIN_ROUNDS:
-        return "launches", [np.array([np.median([v for u, v in side.items() if u[0] == name]) for name in names])
-                            for side, names in zip((before, after), launches)]
-    return "rounds", [np.array([v for u, v in side.items() if u[1] >= 0]) for side in (before, after)]
+def too_few_launches(launches: int) -> str:
+    """Why a comparison across launches is untested, in words."""
+    said = "one launch" if launches == 1 else f"{launches} launches"
+    return (f"{said} a side: a launch is the unit a tuning changes; run {MIN_LAUNCHES} or more a side, "
+            "alternating")
+
+
+def unjudged_why(bytes_per_peer: int, times: Iterable[float], floor: float = 0.0) -> str:
+    """Why a size is shown and never judged ('' where it is judged): 0 B moves nothing and always goes to the
+    library; a time (seconds) below the floor (the timer's resolution, or what an empty timed call took) is the
+    timer's, not the call's."""
+    if bytes_per_peer == 0:
+        return "0 B: always the library's"
+    least = min(times, default=math.inf)
+    if least < max(floor, RESOLUTION):
+        return f"{least * 1e6:.3g} us: below the timer's floor of {max(floor, RESOLUTION) * 1e6:.3g} us a call"
+    return ""
+
+
+def not_judged(found: Comparison) -> Comparison:
+    """The comparison shown, its verdict withheld."""
+    return replace(found, p=None, verdict=NOT_JUDGED)
 
 
 def statistic(metric: str, alpha: float = ALPHA, margin: float = MARGIN, launches: int = 2, unit: str = "") -> str:
-    """What every verdict printed rests on, in one line: paired (decide), or unpaired on `unit` (compare)."""
+    """What every verdict printed rests on, in one line: paired (decide), or across launches on `unit` (compare)."""
     confidence, least = f"{100 * (1 - alpha):g} %", f"margin {100 * margin:g} %"
     if unit == LAUNCH_PAIRS:
         return (f"median of the ratios of alternating launches (each launch's median of its per-round {metric}s), "
                 f"{confidence} interval (bootstrap over the pairs), {least}")
-    if unit == "launches":
+    if unit == LAUNCHES:
         return f"ratio of the medians of per-launch {metric}s, {confidence} interval (bootstrap over launches), {least}"
     if unit:
-        return (f"ratio of the medians of per-round {metric}s, {confidence} interval (bootstrap over rounds: it holds "
-                f"for these launches only), {least}")
+        return (f"ratio of the medians of per-round {metric}s, {100 * (1 - ALPHA):g} % interval (bootstrap over "
+                f"rounds), described only: fewer than {MIN_LAUNCHES} launches a side carry no verdict")
     where = "" if launches > 1 else "; one launch: the interval holds for this launch only"
     return (f"median of per-round {metric} ratios, {confidence} interval (two-stage bootstrap, Holm), {least} or the "
             f"cell's noise floor, whichever is larger{where}")

@@ -7,7 +7,9 @@ This process drives MPI jobs of its own (`bench run`, each launched with the lau
    winner changed between launches has an interval that spans both, and stays with the library's own choice;
 3. the tuning file for the library in use (MPICH's selection JSON, Open MPI's rules file);
 4. verification: `rounds` alternating launches of the library's MPI_Alltoall without and
-   with the file; per size the ratio and its interval by a2a.record.verdict's unpaired form (launches the unit);
+   with the file; per size the ratio and its interval by a2a.record.verdict's rule across launches (each launch
+   with the file paired with its neighbour without it; fewer than 3 a side are untested; times below the timer's
+   floor are never judged);
 5. with `revert_slower`, the cells the library ran slower go back to it, and the table is
    verified again.
 
@@ -123,7 +125,7 @@ class Tune(Tuning):
                                               control=False))
             sides["with"].append(self._job(f"{name}-with-{round_}", call, self.config.verify_iterations, env,
                                            control=False))
-        rows = compare(sides["default"], sides["with"], NATIVE, "median", paired=True)
+        rows = compare(sides["default"], sides["with"], NATIVE, "median")  # their stamps say they alternated
         (self.directory / f"{name}-comparison.json").write_text(json.dumps(rows, indent=1, default=str) + "\n")
         return rows
 

@@ -52,6 +52,7 @@ from a2a.record import verdict
 from a2a.record.decision import Decision, read_decision
 from a2a.record.meta import now
 from a2a.record.results import read_meta
+from a2a.record.stats import call_floor
 from a2a.units import human_bytes
 from a2a.workflows.tuning import Stopped, Tuning, job_environment, mpicc_launcher
 
@@ -143,7 +144,8 @@ class DeployTune(Tuning):
                 sizes = sizes_to_verify(measured_sizes(document, collective, p))
                 self.say(f"{step}: {collective} on {p} ranks at {len(sizes)} sizes, {self.config.rounds} launches a "
                          "side")
-                verdicts += [replace(v, runs=served_by(made, collective, p, v.bytes_per_peer)) for v in
+                verdicts += [unjudged(replace(v, runs=served_by(made, collective, p, v.bytes_per_peer)),
+                                      self._floor(p)) for v in
                              verify_sizes(self._launch(p), collective, p, sizes, self.config.rounds, LOOP_ROUNDS,
                                           variables, self.config.alpha, self.config.mpicc or None)]
         self._done(step, {"file": str(path), "verdicts": [vars(v) for v in verdicts]})
@@ -168,6 +170,12 @@ class DeployTune(Tuning):
         for line in said:
             self.say(f"given back to the library: {line}")
         return said
+
+    def _floor(self, p: int) -> float:
+        """The timer's floor (seconds) at p ranks as the sweeps measured it, for calls back to back as the loop
+        makes them."""
+        measured = (read_meta(self.directory / "sweep-1").get("by_nprocs") or {}).get(str(p)) or {}
+        return call_floor(measured.get("harness") or {}, "pipelined")
 
     def _program(self, made: Deployment) -> Verdict:
         """The user's program, alternately with and without the file, at the largest process count."""
@@ -290,6 +298,13 @@ class DeployTune(Tuning):
                 f"{'kept' if self.config.keep_ties else 'given back'}")
 
 
+def unjudged(found: Verdict, floor: float) -> Verdict:
+    """The verdict withheld where a2a.record.verdict never judges (0 B, which liba2a always gives the library, or
+    times below the timer's floor): shown, never given back."""
+    why = verdict.unjudged_why(found.bytes_per_peer, (found.with_file * 1e-6, found.without * 1e-6), floor)
+    return replace(found, verdict=verdict.NOT_JUDGED) if why else found
+
+
 def first_line(library: str) -> str:
     """An MPI_Get_library_version text's first line, its spaces and tabs one space."""
     return next((" ".join(line.split()) for line in library.splitlines() if line.strip()), "")
@@ -313,7 +328,7 @@ def verdicts_table(made: Deployment, verdicts: list[Verdict], program: Verdict |
     the library, the difference is liba2a's own cost of passing the call on)."""
     ran = [v.runs or served_by(made, v.collective, v.nprocs, v.bytes_per_peer) for v in verdicts]
     body = [[v.nprocs, v.collective, human_bytes(v.bytes_per_peer), runs, f"{v.without:,.2f}", f"{v.with_file:,.2f}",
-             pace(v.ratio), f"{v.p:.3f}", v.verdict] for v, runs in zip(verdicts, ran)]
+             *_judged_columns(v)] for v, runs in zip(verdicts, ran)]
     table = tabulate(body, headers=["nprocs", "collective", "bytes/peer", "the file ran", "without us", "with us",
                                     "with the file", "p", "verdict"], disable_numparse=True)
     return table + passed_on_note(verdicts, ran) + ("" if program is None else (
@@ -321,9 +336,22 @@ def verdicts_table(made: Deployment, verdicts: list[Verdict], program: Verdict |
         f"p={program.p:.2g}): {program.verdict}"))
 
 
+FLOOR = "below the timer's floor"  # why a verification row of bytes is not judged
+
+
+def _judged_columns(found: Verdict) -> list[str]:
+    """A row's ratio, p and verdict; a row never judged shows its ratio plain, and why."""
+    if found.verdict != verdict.NOT_JUDGED:
+        return [pace(found.ratio), f"{found.p:.3f}", found.verdict]
+    why = verdict.unjudged_why(found.bytes_per_peer, (found.with_file * 1e-6, found.without * 1e-6))
+    return [f"ratio {found.ratio:.2f}", "-", f"not judged ({why or FLOOR})"]
+
+
 def passed_on_note(verdicts: list[Verdict], ran: list[str]) -> str:
-    """Where the file ran the library and the rows read slower: what they read, from the rows themselves."""
-    passed_on = [v for v, runs in zip(verdicts, ran) if runs == "the library" and v.with_file > v.without]
+    """Where the file ran the library and the rows read slower: what they read, from the rows themselves (rows never
+    judged left out)."""
+    passed_on = [v for v, runs in zip(verdicts, ran) if runs == "the library" and v.with_file > v.without
+                 and v.verdict != verdict.NOT_JUDGED]
     if not passed_on:
         return ""
     worst = max(passed_on, key=lambda v: v.with_file - v.without)

@@ -26,7 +26,7 @@ from a2a.record.decision import write_decision
 from a2a.record.meta import now, software
 from a2a.record.results import NATIVE, OVERLAP, read_meta, write_meta
 from a2a.record.verdict import MIN_ROUNDS
-from a2a.sweep.config import from_options
+from a2a.sweep.config import SweepConfig, from_options
 from a2a.sweep.parsing import parse_counts
 from a2a.sweep.session import EXIT_NOTHING, NOTHING
 
@@ -156,10 +156,7 @@ def check_grid(config: TuneConfig, plugins: tuple[str, ...], options: tuple[str,
                         "--deploy")
     if config.mpicc:
         mpicc_launcher(config.mpicc)
-    launcher = shutil.which(config.launcher[0])
-    if launcher is None:
-        raise BadConfig(f"--launcher {shlex.join(config.launcher)}: {config.launcher[0]} is not found; accepted: a "
-                        "command on PATH that launches MPI jobs with -n N (mpiexec, srun)")
+    launcher = launcher_found(config)
     for plugin in plugins:
         load_plugin(plugin)
     if config.deploy and (config.nonblocking or config.revert_slower):
@@ -171,15 +168,28 @@ def check_grid(config: TuneConfig, plugins: tuple[str, ...], options: tuple[str,
     if config.nonblocking and launcher_library(launcher) == "Open MPI":
         raise BadConfig(f"--collective ialltoall: {config.launcher[0]} launches Open MPI, whose libnbc runs its "
                         "linear Ialltoall always (no MCA parameter chooses another); accepted: MPICH")
+    if 0 in swept_grid(config, options).sizes and not config.deploy:
+        raise BadConfig("--sizes 0: a tuning file chooses by bytes per peer, and 0 bytes moves nothing; accepted: "
+                        "sizes of 1 byte or more")
+
+
+def launcher_found(config: TuneConfig) -> str:
+    """The launcher's path; BadConfig where it is not found."""
+    launcher = shutil.which(config.launcher[0])
+    if launcher is None:
+        raise BadConfig(f"--launcher {shlex.join(config.launcher)}: {config.launcher[0]} is not found; accepted: a "
+                        "command on PATH that launches MPI jobs with -n N (mpiexec, srun)")
+    return launcher
+
+
+def swept_grid(config: TuneConfig, options: tuple[str, ...] = ()) -> SweepConfig:
+    """The sweep the jobs would run, checked as they would check it (BadConfig or BadOption)."""
     overlap = {"timing": "overlap", "tests": str(config.tests), "compute_ratio": config.compute_ratio} \
         if config.nonblocking else {}
     dtype = {"dtype": DEPLOY_DTYPE} if config.deploy else {}
-    swept = from_options({"sizes": config.sizes, "nprocs": ",".join(map(str, config.nprocs)),
-                          "algorithms": config.algorithms, "option": options, **overlap, **dtype},
-                         world=max(config.nprocs))
-    if 0 in swept.sizes and not config.deploy:
-        raise BadConfig("--sizes 0: a tuning file chooses by bytes per peer, and 0 bytes moves nothing; accepted: "
-                        "sizes of 1 byte or more")
+    return from_options({"sizes": config.sizes, "nprocs": ",".join(map(str, config.nprocs)),
+                         "algorithms": config.algorithms, "option": options, **overlap, **dtype},
+                        world=max(config.nprocs))
 
 
 def mpicc_launcher(mpicc: str) -> str:
@@ -224,9 +234,13 @@ class Tuning:
         except Stopped:
             self.meta["status"] = f"stopped by {self.stopped}"
             self._write()
-            self.say(f"tune stopped by {self.stopped}; the finished steps are in {self.directory}; "
-                     f"go on with: {shlex.join([*bench_words(), 'tune', '--resume', str(self.directory)])}")
+            self.say(f"{self.meta['schema'].removeprefix('a2a-').split('/')[0]} stopped by {self.stopped}; the "
+                     f"finished steps are in {self.directory}; go on with: {self._resume()}")
             return EXIT_STOPPED
+
+    def _resume(self) -> str:
+        """The command that goes on from the first step not done."""
+        return shlex.join([*bench_words(), "tune", "--resume", str(self.directory)])
 
     def _steps(self) -> int:
         """The tune's steps; the exit code."""

@@ -1,0 +1,117 @@
+"""`bench compare --launches N`: the experiment a tuning's effect needs, as one command. A launch is what a tuning
+changes, so the unit is the launch: N launches a side of the library's own MPI_Alltoall (`bench run` jobs, launched
+as `bench tune` launches them), alternating without and with the tuning (a deploy file, the variables `bench export
+--env` printed, or `--env`), then a2a.analysis.compare on them, each launch with the tuning paired with its
+neighbour without it. Everything lands in one directory; the same command again goes on where it stopped."""
+from __future__ import annotations
+
+import shlex
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from a2a.analysis.compare import compare, render_comparison
+from a2a.deploy.file import MAGIC, Deployment
+from a2a.deploy.library import preload_library
+from a2a.errors import BadConfig, BadInput, HarnessError
+from a2a.mpi import bench_words, launcher_size
+from a2a.record.meta import now
+from a2a.record.results import NATIVE, read_meta
+from a2a.record.verdict import MARGIN, MIN_LAUNCHES
+from a2a.sweep.naming import named
+from a2a.workflows.tuning import TuneConfig, Tuning, config_of, launcher_found, swept_grid
+
+SCHEMA = "a2a-compare/1"
+
+
+def compare_launches(values: dict[str, Any], say: Any = print) -> int:
+    """`bench compare --launches N` as one call: the options checked before any launch, the launches, the
+    comparison; 0 when compared, 143 when stopped."""
+    if launcher_size() > 1:
+        raise HarnessError("run `python -m bench compare --launches N` without mpirun: it launches its own MPI jobs "
+                           "(inside an allocation, give --launcher srun)")
+    config = config_of({"launcher": values.get("launcher"), "nprocs": values.get("nprocs"),
+                        "sizes": values.get("sizes"), "algorithms": NATIVE,
+                        "verify_iterations": values.get("iterations"), "rounds": int(values["launches"]),
+                        "alpha": values.get("alpha"), "job_timeout": values.get("job_timeout")})
+    if not 0 < config.alpha < 1:
+        raise BadConfig(f"--alpha {config.alpha}; accepted: a level strictly between 0 and 1")
+    launcher_found(config)
+    swept_grid(config)
+    variables = tuned_variables(values.get("with_file"), values.get("env") or ())
+    directory = named(values.get("output"), prefix="compare-")
+    return Compared(directory, config, say, variables, values.get("metric") or "median",
+                    values.get("margin", MARGIN), [*bench_words(), *sys.argv[1:]]).run()
+
+
+def tuned_variables(path: str | None, pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """The tuned side's variables: those that apply `path` (a deploy file: liba2a preloaded with it; else a file of
+    KEY=VALUE lines, as `bench export -o FILE --env` prints them), then each KEY=VALUE given."""
+    variables: dict[str, str] = {}
+    if path:
+        variables.update(_applying(Path(path)))
+    variables.update(_pair(pair, "--env") for pair in pairs)
+    return variables
+
+
+def _applying(path: Path) -> dict[str, str]:
+    accepted = ("accepted: a deploy file (bench deploy, bench tune --deploy) or the KEY=VALUE lines that apply a "
+                "tuning file (bench export -o FILE --env > FILE.env)")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput(f"--with {path}: cannot be read ({getattr(e, 'strerror', None) or e}); {accepted}") from None
+    if text.startswith(f"{MAGIC} "):
+        Deployment.read(path)  # refused in one line where it is not one, or was altered
+        return {"LD_PRELOAD": str(preload_library()), "A2A_DEPLOY": str(path.resolve())}
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if not lines or any("=" not in line.split()[0] or len(line.split()) > 1 for line in lines):
+        raise BadInput(f"--with {path}: neither a deploy file nor KEY=VALUE lines; {accepted}")
+    return dict(_pair(line.removeprefix("export ").strip(), f"--with {path}") for line in lines)
+
+
+def _pair(text: str, option: str) -> tuple[str, str]:
+    key, equals, value = text.partition("=")
+    if not equals or not key or not key.replace("_", "").isalnum():
+        raise BadInput(f"{option} {text!r}: accepted: KEY=VALUE, the variable's name in letters, digits and _")
+    return key, value
+
+
+class Compared(Tuning):
+    """The alternating launches of a comparison and its result, in its directory."""
+
+    def __init__(self, directory: Path, config: TuneConfig, say: Any, variables: dict[str, str], metric: str,
+                 margin: float, words: list[str]):
+        earlier = read_meta(directory)
+        super().__init__(directory, config, say)
+        wanted = {"schema": SCHEMA, "config": asdict(config), "variables": variables, "metric": metric,
+                  "margin": margin}
+        if earlier and any(earlier.get(k) != v for k, v in wanted.items()):
+            raise BadConfig(f"{directory} already holds other launches; go on with the command that made them "
+                            "(the same options), or choose another --output")
+        self.meta.update(wanted, command=self.meta.get("command") or words)
+        self.variables, self.metric, self.margin = variables, metric, margin
+
+    def _steps(self) -> int:
+        sides: dict[str, list[Path]] = {"baseline": [], "tuned": []}
+        every = self.config.rounds
+        if every < MIN_LAUNCHES:
+            self.say(f"{every} launches a side carry no verdict (a launch is the unit a tuning changes): the ratio "
+                     f"is described only; {MIN_LAUNCHES} or more a side are judged")
+        for k in range(1, every + 1):
+            sides["baseline"].append(self._job(f"baseline-{k}", NATIVE, self.config.verify_iterations,
+                                               control=False))
+            sides["tuned"].append(self._job(f"tuned-{k}", NATIVE, self.config.verify_iterations, self.variables,
+                                            control=False))
+        rows = compare(sides["baseline"], sides["tuned"], NATIVE, self.metric, self.margin, self.config.alpha)
+        self.meta.update(status="complete", end=now(), rows=rows)
+        self._write()
+        tuned = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.variables.items()) or "nothing (an A/A comparison)"
+        self.say(f"\nthe library's own MPI_Alltoall, {every} alternating launches a side; tuned: {tuned}")
+        self.say(render_comparison(rows, self.metric, self.config.alpha, self.margin))
+        return 0
+
+    def _resume(self) -> str:
+        words = self.meta["command"]
+        return shlex.join(words if "--output" in words else [*words, "--output", str(self.directory)])
