@@ -20,6 +20,7 @@ from a2a.sweep.naming import named
 from a2a.workflows.compare_launches import compare_launches
 
 from .group import echo, main
+from .options import results_folders
 
 
 def _margin(context: click.Context, parameter: click.Parameter, text: str) -> float:
@@ -50,7 +51,7 @@ def decide(results: tuple[str, ...], metric: str, alpha: float, margin: float, f
            where: tuple[str, ...], output: str | None) -> None:
     """Choose the best algorithm per process count and size from one or more results directories (each a launch)."""
     table = writable_file(output, "the decision table", "bench decide") if output else None
-    click.echo(decision.decided([Path(r) for r in results], metric, alpha, dtype, table,
+    click.echo(decision.decided(results_folders(results), metric, alpha, dtype, table,
                                 dict(w.partition("=")[::2] for w in where), margin, force_mix))
 
 
