@@ -1,7 +1,9 @@
-"""`bench simulate`: every algorithm's schedule replayed on SimGrid SMPI at any scale."""
+"""`bench simulate`: every algorithm's schedule replayed on SimGrid SMPI, or timed on the analytical network, at any
+scale."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -9,6 +11,7 @@ import click
 from a2a.algos.registry import COLLECTIVES
 from a2a.record.outputs import writable_folder
 from a2a.simulate import platforms, simgrid
+from a2a.simulate.analytical_run import ANALYTICAL, CONGESTION, simulate_analytical
 from a2a.simulate.driver import REPLAY_TIMEOUT
 from a2a.simulate.driver import simulate as simulate_sweep
 from a2a.simulate.machine import MACHINE_DEFAULTS
@@ -21,6 +24,14 @@ from .options import defaults
 
 
 @main.command("simulate")
+@click.option("--backend", type=click.Choice(["simgrid", ANALYTICAL]), default=None,
+              help="simgrid: every message replayed on SimGrid SMPI; analytical: the rounds timed on the fabric's "
+                   "links with SimGrid's costs (numpy, 16,384 ranks in minutes; docs/simulation-analytical.md). "
+                   "[default: simgrid]")
+@click.option("--congestion", type=click.Choice(CONGESTION), default=None,
+              help="--backend analytical: aware, messages that share a link share it (the busiest link sets a "
+                   "round); unaware, each message alone on its route. The record's times are this one's; "
+                   "analytical.csv has both. [default: aware]")
 @click.option("--platform", help=defaults("switch, ring, torus:AxB[xC..], fattree:LEAVESxNODES[,oversub=R], "
                                           "dragonfly:GxCxRxN.", MACHINE_DEFAULTS["platform"]))
 @click.option("--link", help=defaults("Every link's RATE,LATENCY, e.g. 100Gbps,1us or 125MBps,50us.",
@@ -87,8 +98,20 @@ from .options import defaults
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
               help="stdout: tables per process count, the TPU benchmark's columns, or rows at the end.")
 def simulate(**given: Any) -> None:
-    """Replay every algorithm's exact schedule on a simulated platform (SimGrid SMPI)."""
+    """Replay every algorithm's exact schedule on a simulated platform (SimGrid SMPI), or time it analytically."""
     writable_folder(given["resume"] or named(given["output"], suffix="-sim"), "the results", "bench simulate")
+    if given["backend"] == ANALYTICAL or (given["resume"] and _made_by(given["resume"]) == ANALYTICAL):
+        sys.exit(simulate_analytical(given, Output(given["quiet"], given["fmt"])))
+    if given["congestion"]:
+        raise click.UsageError("--congestion goes with --backend analytical")
     if given["keep_traces"]:
         writable_folder(given["keep_traces"], "the traces", "bench simulate")
     sys.exit(simulate_sweep(given, Output(given["quiet"], given["fmt"])))
+
+
+def _made_by(directory: str) -> str:
+    """The backend of the record in `directory` (resumed under its own backend)."""
+    from a2a.record.meta import backend_of
+    from a2a.record.results import read_meta
+
+    return backend_of(read_meta(Path(directory))) if (Path(directory) / "meta.json").exists() else ""

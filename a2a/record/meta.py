@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA = "a2a-record/1"
-BACKENDS = {"mpi": "bench run", "simgrid": "bench simulate"}  # backend -> the command that makes and resumes it
+# backend -> the command that makes and resumes it
+BACKENDS = {"mpi": "bench run", "simgrid": "bench simulate", "analytical": "bench simulate --backend analytical"}
+SIMULATED = ("simgrid", "analytical")  # the backends whose records are simulated, not measured
 # What each launch records of its backend's facts in `launches`, besides its command, commit, status and points
 LAUNCH_FACTS = ("mpi_library", "mpi_thread_level", "world_size", "hosts", "slurm_job_id", "simgrid", "progress")
 RUNNING = "running"

@@ -159,27 +159,29 @@ def stepped(name: str, options: dict[str, Any], nprocs: int, dtype: str = "float
         steps = steps_of(nprocs, rank)
         if steps is None:
             return None
-        if isinstance(steps, Phases):
-            events.append(list(phase_events(steps, width)))
-            continue
-        if isinstance(steps, Exchanges):
-            events.append([Copy(width * steps.copied), Sendrecvs(steps.sources, steps.dests, width, 0)])
-            continue
-        if isinstance(steps, Rounds):
-            events.append([Copy(width), Sendrecvs(steps.sources, steps.dests, width, 0, steps.sent, steps.received)])
-            continue
-        mine: list[Event] = [Copy(width)]
-        if isinstance(steps, Batches):
-            events.append([*mine, Burst(steps.sources, steps.dests, width, 0, steps.source_ends, steps.dest_ends)])
-            continue
-        request = 0
-        for step in steps:
-            sent, received = len(step.sent) * width, len(step.received) * width
-            mine += [Isend(step.dest, sent, request), Irecv(step.source, received, request + 1),
-                     Wait((request, request + 1))]
-            request += 2
-        events.append(mine)
+        events.append(rank_events(steps, width))
     return Schedule(nprocs, 1, width, events)
+
+
+def rank_events(steps: Any, width: int) -> list[Event]:
+    """One rank's events from its steps (Phases, Exchanges, Rounds, Batches or Steps), blocks of `width` bytes: what
+    `stepped` writes for that rank (the analytical backend reads them rank by rank, never all at once)."""
+    if isinstance(steps, Phases):
+        return list(phase_events(steps, width))
+    if isinstance(steps, Exchanges):
+        return [Copy(width * steps.copied), Sendrecvs(steps.sources, steps.dests, width, 0)]
+    if isinstance(steps, Rounds):
+        return [Copy(width), Sendrecvs(steps.sources, steps.dests, width, 0, steps.sent, steps.received)]
+    mine: list[Event] = [Copy(width)]
+    if isinstance(steps, Batches):
+        return [*mine, Burst(steps.sources, steps.dests, width, 0, steps.source_ends, steps.dest_ends)]
+    request = 0
+    for step in steps:
+        sent, received = len(step.sent) * width, len(step.received) * width
+        mine += [Isend(step.dest, sent, request), Irecv(step.source, received, request + 1),
+                 Wait((request, request + 1))]
+        request += 2
+    return mine
 
 
 def phase_events(phases: Phases, width: int) -> Iterator[Event]:
