@@ -40,7 +40,8 @@ SMPI_BANDWIDTH = "65472:0.940694;15424:0.697866;9376:0.58729;5776:1.08739;3484:0
                  "732:0.341987;257:0.338112;0:0.812084"
 SMPI_LATENCY = "65472:11.6436;15424:3.48845;9376:2.59299;5776:2.18796;3484:1.88101;1426:1.61075;732:1.9503;" \
                "257:1.95341;0:2.01467"
-CHUNK = 1 << 21  # messages handled at once
+CHUNK = 1 << 19  # messages handled at once (their arrays stay in the caches)
+AGGREGATE_LIMIT = 1 << 22  # (round, node pair)s counted at once where messages are merged by node pair
 WINDOW_VALUES = 1 << 24  # floats the link sums of the rounds handled at once may hold
 
 
@@ -110,7 +111,8 @@ def timed(rounds: RoundTable, wires: Wires, ppn: int, costs: Costs, counts: list
     scale = np.asarray(counts, np.float64)
     found = [Timing() for _ in counts]
     per_round = 2 * wires.links + 4 * len(scale) * rounds.nprocs
-    window = max(1, min(rounds.count, WINDOW_VALUES // per_round))
+    messages = rounds.messages / max(rounds.count, 1)  # about a round's, for a window of about CHUNK messages
+    window = max(1, min(rounds.count, WINDOW_VALUES // per_round, int(CHUNK // max(messages, 1))))
     for first in range(0, rounds.count, window):
         _window(rounds, wires, ppn, costs, scale, first, min(first + window, rounds.count), found)
     return found
@@ -195,16 +197,19 @@ def _messages(wires: Wires, ppn: int, costs: Costs, scale: np.ndarray, at: _Wind
         nbytes = nbytes[keep] if isinstance(nbytes, np.ndarray) else nbytes
     if not len(where):
         return
-    pieces, hops = wires.route(src, dst)
-    slot = where * wires.links
     if not isinstance(nbytes, np.ndarray):  # one size: the links' sums are message counts times it
+        if ppn > 1:  # ranks of a node send to the same nodes
+            where, src, dst, many = _node_pairs(where, src, dst, wires.fabric.nodes, at.width)
+        else:
+            many = np.ones(len(where))
+        pieces, hops = wires.route(src, dst)
+        slot = where * wires.links
         counted = at.counted.setdefault(int(nbytes), np.zeros(at.width * wires.links))
-        for chosen, links, sign in pieces:
-            index = slot + links if chosen is None else slot[chosen] + links
-            if isinstance(sign, np.ndarray):
-                counted += np.bincount(index, sign, minlength=counted.size)
-            else:
-                counted += np.bincount(index, minlength=counted.size) * sign
+        index = np.concatenate([slot + links if chosen is None else slot[chosen] + links
+                                for chosen, links, _ in pieces])
+        signs = np.concatenate([np.asarray(sign, np.float64) * (many if chosen is None else many[chosen])
+                                for chosen, _, sign in pieces])
+        counted += np.bincount(index, signs, minlength=counted.size)
         farthest = _most(where, hops, at.width)
         for s, count in enumerate(scale):
             size = nbytes * count + ENVELOPE
@@ -215,17 +220,33 @@ def _messages(wires: Wires, ppn: int, costs: Costs, scale: np.ndarray, at: _Wind
         return
     if at.sums is None:
         at.sums = np.zeros((at.width, at.sizes, wires.links))
+    pieces, hops = wires.route(src, dst)
+    slot = where * wires.links
+    index = np.concatenate([slot + links if chosen is None else slot[chosen] + links for chosen, links, _ in pieces])
     for s, count in enumerate(scale):
         size = nbytes.astype(np.float64) * count + ENVELOPE
         weight = size / net.bandwidth.at(size)
-        flat = np.zeros(at.width * wires.links)
-        for chosen, links, sign in pieces:
-            index, mine = (slot + links, weight) if chosen is None else (slot[chosen] + links, weight[chosen])
-            flat += np.bincount(index, mine * sign, minlength=flat.size)
-        at.sums[:, s, :] += flat.reshape(at.width, wires.links)
+        signed = np.concatenate([(weight if chosen is None else weight[chosen]) * sign for chosen, _, sign in pieces])
+        at.sums[:, s, :] += np.bincount(index, signed, minlength=at.width * wires.links).reshape(at.width, wires.links)
         latency = hops * costs.latency * net.latency.at(size)
         np.maximum.at(at.latency[:, s], where, latency)
         np.maximum.at(at.alone[:, s], where, latency + weight / costs.rate)
+
+
+def _node_pairs(where: np.ndarray, src: np.ndarray, dst: np.ndarray, nodes: int, width: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Messages of one size between the same two nodes in the same round as one of that many (exact: they load the
+    same links): worth it where nodes hold several ranks and a chunk has more messages than (round, node pair)s."""
+    pairs = width * nodes * nodes
+    key = (where * nodes + src) * nodes + dst
+    if pairs <= AGGREGATE_LIMIT and pairs <= 16 * len(where):
+        counts = np.bincount(key, minlength=pairs)
+        found = np.flatnonzero(counts)
+        many = counts[found]
+    else:
+        found, many = np.unique(key, return_counts=True)
+    at, pair = np.divmod(found, nodes * nodes)
+    return at, pair // nodes, pair % nodes, many.astype(np.float64)
 
 
 def _most(where: np.ndarray, values: np.ndarray, width: int) -> np.ndarray:
