@@ -12,6 +12,7 @@ import pytest
 from support import bench_here
 
 from a2a import fabric
+from a2a.analysis import validate
 from a2a.analysis.decide import decided
 from a2a.simulate import analytical
 from a2a.simulate.analytical_run import schedule_rounds
@@ -185,3 +186,31 @@ def test_bad_options_are_refused_once(capsys, tmp_path, args, message):
     assert code == 2, err
     assert err.count(message) == 1, err
     assert not (Path(tmp_path / "x") / "results.csv").exists()
+
+
+def test_validate_sets_the_two_simulators_side_by_side(capsys, tmp_path):
+    """A record standing in for SimGrid's (the unaware variant's, its backend renamed) against the aware one: every
+    ratio at least 1, the cells' tie sets by the 5 % margin, and a switch at one rank per node agreeing exactly."""
+    records = {}
+    for congestion in ("unaware", "aware"):
+        out = tmp_path / congestion
+        code, _, err = bench_here(capsys, "simulate", "--backend", "analytical", "--congestion", congestion,
+                                  "--platform", "torus:4x4x4", "--nprocs", "64", "--sizes", "8,1M",
+                                  "--algorithms", "linear,pairwise,bruck", "--copy-bandwidth", "1e10",
+                                  "--output", str(out), "--quiet")
+        assert code == 0, err
+        records[congestion] = out
+    meta = json.loads((records["unaware"] / "meta.json").read_text())
+    (records["unaware"] / "meta.json").write_text(json.dumps({**meta, "backend": "simgrid"}))
+    rows = validate.against_simgrid(records["unaware"], records["aware"])
+    assert len(rows) == 6 and all(r["ratio"] >= 1 for r in rows)
+    assert all(r["unaware_us"] == pytest.approx(r["simgrid_us"]) for r in rows)
+    for cell in validate.backend_cells(rows):
+        mine = {r["label"]: r for r in rows if r["bytes_per_peer"] == cell["bytes_per_peer"]}
+        fastest = min(r["simgrid_us"] for r in mine.values())
+        assert set(cell["tie_set"]) == {k for k, r in mine.items() if r["simgrid_us"] <= 1.05 * fastest}
+        assert cell["right"] == (cell["analytical_best"] in cell["tie_set"])
+    # unaware, linear's one round of lone messages is fastest at 8 B; aware, its 63 messages share each link
+    code, out, _ = bench_here(capsys, "validate", str(records["unaware"]), str(records["aware"]))
+    assert code == 0 and "torus:4x4x4: analytical best in SimGrid's tie set in" in out
+    assert "points differ by more than 2x" in out

@@ -2,6 +2,7 @@
 the simulated best is one the measurement cannot tell from its best (a2a.analysis.decide's tie set)."""
 from __future__ import annotations
 
+import csv
 import math
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from a2a.errors import BadResults
 from a2a.record.decision import parse_options
 from a2a.record.meta import backend_of
 from a2a.record.results import NATIVE, Row, load, point_key, short_label
+from a2a.record.verdict import MARGIN
 from a2a.units import human_bytes
 
 # the simulated native that stands for the measured library's own MPI_Alltoall
@@ -159,3 +161,108 @@ def verdict(cells: list[dict[str, Any]]) -> str:
     return (f"{sum(c['right'] for c in cells)} of {len(cells)} cells have the simulated best in the measured tie set; "
             f"{within} of {len(cells)} have a median |error| of {TARGET_ERROR:.0%} or less "
             f"(from {min(errors):.0%} to {max(errors):.0%})")
+
+
+# --- one simulator against another: the analytical backend against SimGrid ---------------------------------------
+
+DISAGREE = 2.0  # a time ratio beyond which (either way) a point is a disagreement to explain
+
+
+def _shape(row: Row) -> tuple:
+    """What a SimGrid point and an analytical one share: the exchange and the platform it ran on."""
+    return (*_series(row), row.platform, row.algorithm, row.options)
+
+
+def against_simgrid(simgrid: Path, analytical: Path, margin: float = MARGIN) -> list[dict[str, Any]]:
+    """Every point both records simulated: SimGrid's time, the analytical one (and congestion-unaware's, from
+    analytical.csv) and their ratio; per cell (process count and size), SimGrid's tie set (its best and every
+    variant within `margin` of it, the smallest difference bench decide gives a verdict) and whether the analytical
+    best is in it."""
+    reference, model = load(simgrid), load(analytical)
+    if backend_of(reference.meta) != "simgrid" or backend_of(model.meta) != "analytical":
+        raise BadResults(f"{simgrid} must be a SimGrid record (bench simulate) and {analytical} an analytical one "
+                         "(bench simulate --backend analytical)")
+    unaware = {(int(r["nprocs"]), r["algorithm"], r["options"], int(r["bytes_per_peer"]), r["mesh"], r["groups"],
+                r["workload"]): float(r["unaware_us"]) for r in _sidecar(analytical)}
+    timed_at = {_shape(r): r for r in model.rows if r.measured}
+    rows = []
+    for row in (r for r in reference.rows if r.measured):
+        twin = timed_at.get(_shape(row))
+        if twin is None:
+            continue
+        rows.append({"platform": row.platform, "nprocs": row.nprocs, "bytes_per_peer": row.bytes_per_peer,
+                     "label": short_label(row, reference.meta.get("option_defaults")), "algorithm": row.algorithm,
+                     "options": row.options, "simgrid_us": row.t_p50_us, "analytical_us": twin.t_p50_us,
+                     "ratio": twin.t_p50_us / row.t_p50_us,
+                     "unaware_us": unaware.get((row.nprocs, row.algorithm, row.options, row.bytes_per_peer,
+                                                row.mesh, row.groups, row.workload), math.nan)})
+    if not rows:
+        raise BadResults(f"no point of {simgrid} was timed in {analytical}: simulate the same platform, process "
+                         "counts, sizes and algorithms with both backends")
+    return sorted(rows, key=lambda r: (r["platform"], r["nprocs"], r["bytes_per_peer"], r["label"]))
+
+
+def _sidecar(directory: Path) -> list[dict[str, str]]:
+    """The rows of an analytical record's analytical.csv, both variants' times (a2a.simulate.analytical_run)."""
+    path = Path(directory) / "analytical.csv"
+    if not path.exists():
+        return []
+    with path.open(newline="") as source:
+        return list(csv.DictReader(source))
+
+
+def backend_cells(rows: list[dict[str, Any]], margin: float = MARGIN) -> list[dict[str, Any]]:
+    """Per platform, process count and size: SimGrid's best and tie set, the analytical best, whether it is in it."""
+    cells: dict[tuple, list[dict[str, Any]]] = {}
+    for row in rows:
+        cells.setdefault((row["platform"], row["nprocs"], row["bytes_per_peer"]), []).append(row)
+    found = []
+    for (platform, nprocs, size), cell in sorted(cells.items()):
+        fastest = min(r["simgrid_us"] for r in cell)
+        tied = [r for r in cell if r["simgrid_us"] <= fastest * (1 + margin)]
+        quickest = min(r["analytical_us"] for r in cell)
+        best = sorted((r for r in cell if r["analytical_us"] - quickest <= RESOLUTION_US),
+                      key=lambda r: preference(r["algorithm"], r["options"]))
+        found.append({"platform": platform, "nprocs": nprocs, "bytes_per_peer": size, "algorithms": len(cell),
+                      "median_abs_ratio": float(np.median([abs(r["ratio"] - 1) for r in cell])),
+                      "spearman": spearman([r["simgrid_us"] for r in cell], [r["analytical_us"] for r in cell]),
+                      "analytical_best": " = ".join(r["label"] for r in best),
+                      "tie_set": [r["label"] for r in sorted(tied, key=lambda r: r["simgrid_us"])],
+                      "right": any(r in tied for r in best)})
+    return found
+
+
+def render_backends(rows: list[dict[str, Any]], margin: float = MARGIN) -> str:
+    """The point table, the cells, one line per platform, and every disagreement beyond DISAGREE."""
+    points = tabulate(
+        [[r["platform"], r["nprocs"], human_bytes(r["bytes_per_peer"]), r["label"], f"{r['simgrid_us']:,.1f}",
+          f"{r['analytical_us']:,.1f}", f"{r['ratio']:.2f}", f"{r['unaware_us']:,.1f}"] for r in rows],
+        headers=["platform", "nprocs", "bytes/peer", "algorithm", "SimGrid us", "analytical us", "ratio",
+                 "unaware us"], disable_numparse=True)
+    cells = backend_cells(rows, margin)
+    summary = tabulate(
+        [[c["platform"], c["nprocs"], human_bytes(c["bytes_per_peer"]), c["algorithms"],
+          f"{c['median_abs_ratio']:.0%}", "-" if math.isnan(c["spearman"]) else f"{c['spearman']:+.2f}",
+          c["analytical_best"], ", ".join(c["tie_set"]), "yes" if c["right"] else "NO"] for c in cells],
+        headers=["platform", "nprocs", "bytes/peer", "algorithms", "median |ratio-1|", "rank correlation",
+                 "analytical best", f"SimGrid tie set (within {margin:.0%})", "in it"], disable_numparse=True)
+    far = [r for r in rows if not 1 / DISAGREE <= r["ratio"] <= DISAGREE]
+    listed = "\n".join(f"  {r['platform']} {r['nprocs']} ranks {human_bytes(r['bytes_per_peer'])} {r['label']}: "
+                       f"SimGrid {r['simgrid_us']:,.1f} us, analytical {r['analytical_us']:,.1f} us "
+                       f"({r['ratio']:.2f}x)" for r in far)
+    return (f"{points}\n\n{summary}\n{backend_verdict(rows, cells)}\n"
+            f"{len(far)} points differ by more than {DISAGREE:g}x{':' if far else '.'}\n{listed}".rstrip() +
+            "\n(ratio = analytical / SimGrid; unaware: the congestion-unaware analytical time, analytical.csv)")
+
+
+def backend_verdict(rows: list[dict[str, Any]], cells: list[dict[str, Any]]) -> str:
+    """Per platform: cells whose analytical best is in SimGrid's tie set, and the median |ratio - 1| of its points."""
+    lines = []
+    for platform in sorted({c["platform"] for c in cells}):
+        mine = [c for c in cells if c["platform"] == platform]
+        ratios = [abs(r["ratio"] - 1) for r in rows if r["platform"] == platform]
+        right = sum(c["right"] for c in mine)
+        lines.append(f"{platform}: analytical best in SimGrid's tie set in {right} of {len(mine)} cells "
+                     f"({right / len(mine):.0%}); median |ratio - 1| {float(np.median(ratios)):.0%} over "
+                     f"{len(ratios)} points")
+    return "\n".join(lines)
