@@ -129,10 +129,17 @@ def compare(baseline: tuple[str, ...], tuned: tuple[str, ...], algorithm: str, m
 @main.command("validate")
 @click.argument("measured", type=click.Path(exists=True, file_okay=False))
 @click.argument("simulated", type=click.Path(exists=True, file_okay=False))
-def validate(measured: str, simulated: str) -> None:
+@click.option("--margin", type=str, default=f"{MARGIN * 100:g}", show_default=True, callback=_margin, metavar="PERCENT",
+              help="Two simulators: SimGrid's tie set holds its best and every algorithm within this of it.")
+def validate(measured: str, simulated: str, margin: float) -> None:
     """Set a `bench simulate` record against a measured run: relative error per point, ranking per size.
 
     MEASURED is a `bench run` results directory; SIMULATED is a `bench simulate` one of the same grid (the same
-    algorithms, sizes and process counts: only the points both hold are compared).
+    algorithms, sizes and process counts: only the points both hold are compared). With a SimGrid record as
+    MEASURED and an analytical one (`bench simulate --backend analytical`) as SIMULATED, the two simulators side
+    by side: per point both times and their ratio, per cell whether the analytical best is in SimGrid's tie set.
     """
+    if backend_of(read_meta(Path(measured))) == "simgrid" and backend_of(read_meta(Path(simulated))) == "analytical":
+        click.echo(render_backends(against_simgrid(Path(measured), Path(simulated)), margin))
+        return
     click.echo(render_validation(validate_records(Path(measured), Path(simulated))))
