@@ -10,11 +10,12 @@ import click
 from a2a.analysis import decide as decision
 from a2a.analysis.compare import compared
 from a2a.analysis.export.formats import export_report, formats
-from a2a.analysis.validate import render_validation
+from a2a.analysis.validate import against_simgrid, render_backends, render_validation
 from a2a.analysis.validate import validate as validate_records
 from a2a.errors import BadInput
+from a2a.record.meta import backend_of
 from a2a.record.outputs import writable_file, writable_folder
-from a2a.record.results import NATIVE
+from a2a.record.results import NATIVE, read_meta
 from a2a.record.verdict import MARGIN
 from a2a.sweep.naming import named
 from a2a.workflows.compare_launches import compare_launches
