@@ -211,6 +211,9 @@ def test_validate_sets_the_two_simulators_side_by_side(capsys, tmp_path):
         assert set(cell["tie_set"]) == {k for k, r in mine.items() if r["simgrid_us"] <= 1.05 * fastest}
         assert cell["right"] == (cell["analytical_best"] in cell["tie_set"])
     # unaware, linear's one round of lone messages is fastest at 8 B; aware, its 63 messages share each link
-    code, out, _ = bench_here(capsys, "validate", str(records["unaware"]), str(records["aware"]))
+    figure = tmp_path / "side.png"
+    code, out, _ = bench_here(capsys, "validate", str(records["unaware"]), str(records["aware"]), "--figure",
+                              str(figure))
     assert code == 0 and "torus:4x4x4: analytical best in SimGrid's tie set in" in out
+    assert figure.stat().st_size > 1000
     assert "points differ by more than 2x" in out

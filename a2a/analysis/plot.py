@@ -20,7 +20,7 @@ import numpy as np
 from a2a.analysis import model
 from a2a.errors import A2AError, BadResults, MissingMatplotlib
 from a2a.record.decision import Cell
-from a2a.record.meta import backend_of
+from a2a.record.meta import SIMULATED, backend_of
 from a2a.record.results import NATIVE, Defaults, Row, Run, label, point_key, short_label
 from a2a.record.stats import bandwidths, stall_mask
 from a2a.record.verdict import FASTER, MARGIN, SLOWER, Comparison
@@ -134,7 +134,7 @@ class Data:
 
     @property
     def simulated(self) -> bool:
-        return backend_of(self.run.meta) == "simgrid"
+        return backend_of(self.run.meta) in SIMULATED
 
     @property
     def baseline(self) -> str | None:
@@ -737,7 +737,9 @@ def simulated_metadata(run: Run) -> list[tuple[str, str]]:
          else "SMPI's own"),
         ("local copies", f"{meta['copy_bandwidth'] / 1e9:.3g} GB/s" if meta.get("copy_bandwidth") else ""),
         ("process counts", counts(run)),
-        ("simulator", f"SimGrid {meta.get('simgrid', '?')}, {meta.get('replay', '')} replay"),
+        ("simulator", f"SimGrid {meta.get('simgrid', '?')}, {meta.get('replay', '')} replay" if "analytical" not in meta
+         else f"analytical network, congestion-{meta['analytical'].get('congestion')} (bench simulate --backend "
+              "analytical)"),
         ("versions", ", ".join(f"{k} {meta[k]}" for k in ("a2a", "numpy", "python") if meta.get(k))),
         ("git commit", meta.get("git_commit") or ""),
         ("started / ended", f"{meta.get('start', '')} / {meta.get('end', '')}"),
@@ -773,8 +775,18 @@ def simulated_heading(run: Run) -> tuple[str, str, list[tuple[str, str]]]:
             "time.", simulated_metadata(run))
 
 
+def analytical_heading(run: Run) -> tuple[str, str, list[tuple[str, str]]]:
+    """An analytical record's title, what its figures show, and its facts."""
+    meta, name = run.meta, Path(run.directory).name
+    congestion = (meta.get("analytical") or {}).get("congestion", "aware")
+    return (f"All-to-all simulated analytically: {name}",
+            f"Simulated, not measured: every schedule's rounds timed on the analytical network, congestion-"
+            f"{congestion}, on the platform {meta.get('platform', '?')} (links {meta.get('link', '?')}); each point "
+            "is one simulated time.", simulated_metadata(run))
+
+
 HEADINGS: dict[str, Callable[[Run], tuple[str, str, list[tuple[str, str]]]]] = {
-    "mpi": measured_heading, "simgrid": simulated_heading}
+    "mpi": measured_heading, "simgrid": simulated_heading, "analytical": analytical_heading}
 
 
 def mark(style: Style) -> str:

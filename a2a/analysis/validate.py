@@ -266,3 +266,32 @@ def backend_verdict(rows: list[dict[str, Any]], cells: list[dict[str, Any]]) -> 
                      f"({right / len(mine):.0%}); median |ratio - 1| {float(np.median(ratios)):.0%} over "
                      f"{len(ratios)} points")
     return "\n".join(lines)
+
+
+def draw_backends(rows: list[dict[str, Any]], path: Path) -> Path:
+    """One panel per platform: each point's analytical time against SimGrid's (log-log), the diagonal and the 2x band,
+    a marker per size."""
+    from a2a.analysis.plot import pyplot
+
+    plt = pyplot()
+    platforms = sorted({r["platform"] for r in rows})
+    figure, axes = plt.subplots(1, len(platforms), figsize=(4.2 * len(platforms), 4.2), squeeze=False)
+    for axis, platform in zip(axes[0], platforms):
+        mine = [r for r in rows if r["platform"] == platform]
+        low = min(min(r["simgrid_us"], r["analytical_us"]) for r in mine) / 2
+        high = max(max(r["simgrid_us"], r["analytical_us"]) for r in mine) * 2
+        axis.plot([low, high], [low, high], color="black", linewidth=0.8)
+        axis.fill_between([low, high], [low / DISAGREE, high / DISAGREE], [low * DISAGREE, high * DISAGREE],
+                          color="grey", alpha=0.15, label=f"within {DISAGREE:g}x")
+        for marker, size in zip("os^vD", sorted({r["bytes_per_peer"] for r in mine})):
+            at = [r for r in mine if r["bytes_per_peer"] == size]
+            axis.scatter([r["simgrid_us"] for r in at], [r["analytical_us"] for r in at], marker=marker, s=18,
+                         label=f"{human_bytes(size)} per peer")
+        axis.set(xscale="log", yscale="log", xlim=(low, high), ylim=(low, high), title=platform,
+                 xlabel="SimGrid (us)", ylabel="analytical, congestion-aware (us)")
+        axis.legend(fontsize=7)
+    figure.tight_layout()
+    path = Path(path)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
