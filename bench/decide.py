@@ -10,7 +10,7 @@ import click
 from a2a.analysis import decide as decision
 from a2a.analysis.compare import compared
 from a2a.analysis.export.formats import export_report, formats
-from a2a.analysis.validate import against_simgrid, render_backends, render_validation
+from a2a.analysis.validate import against_simgrid, draw_backends, render_backends, render_validation
 from a2a.analysis.validate import validate as validate_records
 from a2a.errors import BadInput
 from a2a.record.meta import backend_of
@@ -132,7 +132,9 @@ def compare(baseline: tuple[str, ...], tuned: tuple[str, ...], algorithm: str, m
 @click.argument("simulated", type=click.Path(exists=True, file_okay=False))
 @click.option("--margin", type=str, default=f"{MARGIN * 100:g}", show_default=True, callback=_margin, metavar="PERCENT",
               help="Two simulators: SimGrid's tie set holds its best and every algorithm within this of it.")
-def validate(measured: str, simulated: str, margin: float) -> None:
+@click.option("--figure", type=click.Path(dir_okay=False),
+              help="Two simulators: also draw each point's analytical time against SimGrid's here (PNG).")
+def validate(measured: str, simulated: str, margin: float, figure: str | None) -> None:
     """Set a `bench simulate` record against a measured run: relative error per point, ranking per size.
 
     MEASURED is a `bench run` results directory; SIMULATED is a `bench simulate` one of the same grid (the same
@@ -141,6 +143,9 @@ def validate(measured: str, simulated: str, margin: float) -> None:
     by side: per point both times and their ratio, per cell whether the analytical best is in SimGrid's tie set.
     """
     if backend_of(read_meta(Path(measured))) == "simgrid" and backend_of(read_meta(Path(simulated))) == "analytical":
-        click.echo(render_backends(against_simgrid(Path(measured), Path(simulated)), margin))
+        rows = against_simgrid(Path(measured), Path(simulated))
+        click.echo(render_backends(rows, margin))
+        if figure:
+            click.echo(f"figure: {draw_backends(rows, writable_file(figure, 'the figure', 'bench validate'))}")
         return
     click.echo(render_validation(validate_records(Path(measured), Path(simulated))))
