@@ -128,8 +128,8 @@ def compare(baseline: tuple[str, ...], tuned: tuple[str, ...], algorithm: str, m
 
 
 @main.command("validate")
-@click.argument("measured", type=click.Path(exists=True, file_okay=False))
-@click.argument("simulated", type=click.Path(exists=True, file_okay=False))
+@click.argument("measured")
+@click.argument("simulated")
 @click.option("--margin", type=str, default=f"{MARGIN * 100:g}", show_default=True, callback=_margin, metavar="PERCENT",
               help="Two simulators: SimGrid's tie set holds its best and every algorithm within this of it.")
 @click.option("--figure", type=click.Path(dir_okay=False),
@@ -142,6 +142,7 @@ def validate(measured: str, simulated: str, margin: float, figure: str | None) -
     MEASURED and an analytical one (`bench simulate --backend analytical`) as SIMULATED, the two simulators side
     by side: per point both times and their ratio, per cell whether the analytical best is in SimGrid's tie set.
     """
+    results_folders((measured, simulated))
     if backend_of(read_meta(Path(measured))) == "simgrid" and backend_of(read_meta(Path(simulated))) == "analytical":
         rows = against_simgrid(Path(measured), Path(simulated))
         click.echo(render_backends(rows, margin))

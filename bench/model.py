@@ -8,15 +8,17 @@ from a2a.errors import BadConfig
 from a2a.sweep.parsing import parse_count, parse_list
 
 from .group import echo, main
+from .options import results_folders
 
 
 @main.command("model")
-@click.argument("results", type=click.Path(exists=True, file_okay=False))
+@click.argument("results")
 @click.option("--predict-nprocs", help="Process counts to predict, e.g. 256,1024 or 256:4096:x2.")
 @click.option("--output", type=click.Path(dir_okay=False),
               help="Write the predicted decision table (decision.json format) here.")
 def model_command(results: str, predict_nprocs: str | None, output: str | None) -> None:
     """Fit the Hockney (alpha-beta) model per algorithm; report errors, crossovers, predictions."""
+    results_folders((results,))
     echo(model_report(results, predict_counts(predict_nprocs) if predict_nprocs else [], output))
 
 

@@ -61,9 +61,12 @@ def test_a_misspelt_algorithm_is_asked_about_as_a_misspelt_config_key_is(capsys)
         a2a.get("zzz")  # nothing close: no guess
 
 
-@pytest.mark.parametrize("command", ["show", "decide"])
-def test_show_and_decide_say_a_missing_or_wrong_folder_alike(tmp_path, capsys, command):
+@pytest.mark.parametrize("command", [["show", "{}"], ["decide", "{}"], ["model", "{}"], ["plot", "{}"],
+                                     ["validate", "{}", "{other}"], ["validate", "{other}", "{}"]],
+                         ids=["show", "decide", "model", "plot", "validate-measured", "validate-simulated"])
+def test_every_command_that_reads_a_record_says_a_missing_or_wrong_folder_alike(tmp_path, capsys, command):
+    """One check (bench.options.results_folders) in one line, not click's four; {other} is a folder that exists."""
     (tmp_path / "file").write_text("")
     for given, why in ((tmp_path / "nowhere", "no such folder"), (tmp_path / "file", "a file")):
-        code, out, err = bench_here(capsys, command, str(given))
+        code, out, err = bench_here(capsys, *(part.format(given, other=tmp_path) for part in command))
         assert (code, out, err) == (2, "", f"error: {given}: not a results directory ({why})\n")
