@@ -12,6 +12,7 @@ import pytest
 from support import bench_here
 
 from a2a import fabric
+from a2a.errors import A2AError
 from a2a.analysis import validate
 from a2a.analysis.decide import decided
 from a2a.simulate import analytical
@@ -217,3 +218,21 @@ def test_validate_sets_the_two_simulators_side_by_side(capsys, tmp_path):
     assert code == 0 and "torus:4x4x4: analytical best in SimGrid's tie set in" in out
     assert figure.stat().st_size > 1000
     assert "points differ by more than 2x" in out
+
+
+def test_an_alltoallv_takes_each_message_from_the_matrix():
+    """linear's alltoallv on a switch: rank 0's cable up carries its whole row; pairwise's rounds each their block."""
+    p = 8
+    counts = np.ones((p, p), np.int64)
+    counts[0] = 1 << 16  # rank 0 sends 256 KiB of float32 to everyone (and copies as much to itself)
+    nodes = [[r] for r in range(p)]
+    linear = schedule_rounds("linear", {}, p, "float32", nodes, matrix=counts)
+    timing = analytical.timed(linear, wires(fabric.Switch(p)), 1, ideal(1e9), [1])[0]
+    row = (p - 1) * (4 * (1 << 16) + analytical.ENVELOPE)
+    assert timing.aware == pytest.approx(4 * (1 << 16) / 1e9 + 2 * LATENCY + row / RATE)
+    pairwise = schedule_rounds("pairwise", {}, p, "float32", nodes, matrix=counts)
+    stepwise = analytical.timed(pairwise, wires(fabric.Switch(p)), 1, ideal(1e9), [1])[0]
+    big = 2 * LATENCY + (4 * (1 << 16) + analytical.ENVELOPE) / RATE  # each round, rank 0's block is the slowest
+    assert stepwise.aware == pytest.approx(4 * (1 << 16) / 1e9 + (p - 1) * big)
+    with pytest.raises(A2AError, match="not a direct schedule"):
+        schedule_rounds("bruck", {}, p, "float32", nodes, matrix=counts)
