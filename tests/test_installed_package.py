@@ -126,7 +126,8 @@ def installed(tmp_path_factory) -> Installed:
 def test_the_wheel_and_the_sdist_hold_every_file_the_package_reads_from_its_tree(installed):
     names = listed()
     wanted = read_by_the_package(names)
-    assert {"a2a/execute/c/executor.c", "a2a/execute/c/executor.h", "a2a/deploy/c/liba2a.c"} <= wanted
+    assert {"a2a/execute/c/executor.c", "a2a/execute/c/executor.h", "a2a/deploy/c/liba2a_serve.c",
+            "a2a/deploy/c/liba2a_internal.h"} <= wanted
     in_wheel = set(zipfile.ZipFile(installed.wheel()).namelist())
     with tarfile.open(next(installed.dist.glob("*.tar.gz"))) as sdist:
         in_sdist = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}

@@ -44,9 +44,9 @@ def test_this_jobs_library_has_a_profile():
 def test_liba2a_tells_the_libraries_apart_as_the_profiles_do():
     """liba2a's family() (the name a deploy file must carry) tries the profiles' marks in their order, and names
     another library as UNKNOWN does; every family it names is a profile's: changing either side fails here."""
-    source = (ROOT / "a2a" / "deploy" / "c" / "liba2a.c").read_text()
+    source = "\n".join(p.read_text() for p in sorted((ROOT / "a2a" / "deploy" / "c").glob("liba2a_*.c")))
     body = re.search(r"\bfamily\(const char \*(\w+)\) \{\n(.*?)\n\}", source, re.S)
-    assert body, "liba2a.c has no family(const char *version) to hold to the profiles"
+    assert body, "liba2a_*.c have no family(const char *version) to hold to the profiles"
     version, lines = body[1], body[2].strip().splitlines()
     tried = [re.fullmatch(rf'\s*if \(strstr\({version}, "([^"]+)"\)\) return "([^"]+)";', line) for line in lines[:-1]]
     fallback = re.fullmatch(r'\s*return "([^"]+)";', lines[-1])

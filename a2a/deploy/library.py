@@ -1,6 +1,6 @@
-"""liba2a.so: the PMPI library that runs a deploy file's schedules inside any MPI program (c/liba2a.c, over the
-executor of a2a.execute), compiled for the MPI library whose mpicc is given (default: this Python's) once per source
-and library, and kept.
+"""liba2a.so: the PMPI library that runs a deploy file's schedules inside any MPI program (c/liba2a_*.c, one job
+each behind c/liba2a_internal.h, over the executor of a2a.execute), compiled for the MPI library whose mpicc is given
+(default: this Python's) once per source and library, and kept.
 
 It calls the MPI library of the program it is preloaded into. Where that library's handles are numbers (MPICH and
 its kin) it links none, so a program built with another MPICH loads no second one beside its own (a second one's
@@ -19,11 +19,14 @@ from a2a.execute.executor import FLAGS, SOURCES
 from a2a.kept import compiled
 from a2a.mpi import mpi_tool
 
-SOURCE = Path(__file__).parent / "c" / "liba2a.c"
-LEARN_SOURCES = [SOURCE.with_name("learn.c"), SOURCE.with_name("learn.h")]
+C = Path(__file__).parent / "c"
+# its parts, one job each (every source counts for the kept library's key; the .c files are compiled)
+PARTS = ["parser", "state", "serve", "nonblocking", "requests", "learn", "record", "report", "init", "fortran"]
+LEARN_SOURCES = [C / "learn.c", C / "learn.h"]  # the learners of `learn` lines, which hold no MPI
+SOURCES_OF_LIBA2A = [*(C / f"liba2a_{part}.c" for part in PARTS), C / "liba2a_internal.h", *LEARN_SOURCES]
 NAME = "liba2a.so"
 # the program it is preloaded into sees only the MPI functions it intercepts; dl: it looks up optional entry points
-PRELOAD_SOURCES, PRELOAD_FLAGS = [SOURCE, *LEARN_SOURCES, *SOURCES], [*FLAGS, "-fvisibility=hidden", "-ldl", "-lm"]
+PRELOAD_SOURCES, PRELOAD_FLAGS = [*SOURCES_OF_LIBA2A, *SOURCES], [*FLAGS, "-fvisibility=hidden", "-ldl", "-lm"]
 
 
 def preload_library(mpicc: str | None = None) -> Path:

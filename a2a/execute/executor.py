@@ -44,6 +44,45 @@ class ExecutorUnavailable(A2AError):
     """The C executor cannot be built or loaded here."""
 
 
+class ExchangeFailed(A2AError):
+    """An exchange of the C executor that an MPI call failed: the call, MPI's words and code (what it posted was
+    completed or cancelled first, so every rank that met the error returns)."""
+
+    def __init__(self, code: int, call: str):
+        self.code, self.call = code, call
+        super().__init__(f"the C executor's exchange failed: {call or 'an MPI call'} returned MPI error {code} "
+                         f"({_error_string(code)})")
+
+
+def _error_string(code: int) -> str:
+    """MPI's words for an error code."""
+    from mpi4py import MPI
+
+    try:
+        return MPI.Get_error_string(code)
+    except MPI.Exception:
+        return "a code this MPI library does not describe"
+
+
+def _exchange_checked(failed_call: Any, result: int, function: Any, arguments: tuple) -> int:
+    """ctypes' errcheck of a2ax_run, a2ax_wait and a2ax_test: their nonzero result (an MPI error code) raised as
+    ExchangeFailed naming the MPI call that failed (failed_call: a2ax_failed_call)."""
+    if result:
+        named = failed_call(arguments[0])
+        raise ExchangeFailed(result, named.decode(errors="replace").split("(")[0] if named else
+                             f"{function.__name__} (the plan had an exchange in flight)")
+    return result
+
+
+def _start_checked(result: int, function: Any, arguments: tuple) -> int:
+    """ctypes' errcheck of a2ax_start: nonzero where the plan has an exchange in flight already."""
+    if result:
+        from mpi4py import MPI
+
+        raise ExchangeFailed(MPI.ERR_PENDING, "a2ax_start (the plan had an exchange in flight)")
+    return result
+
+
 def library_path(mpicc: str | None = None) -> Path:
     """Where the executor built by `mpicc` (default: the MPI library's own) is kept: by its sources and library."""
     return compiled_path(SOURCES, LIBRARY, FLAGS, shared=True, mpicc=mpicc)
@@ -73,6 +112,11 @@ def loaded(path: str, comm_bytes: int) -> ctypes.CDLL:
     for name in ("a2ax_run", "a2ax_start", "a2ax_wait", "a2ax_free"):
         getattr(lib, name).argtypes = [pointer]
     lib.a2ax_test.argtypes = [pointer, ctypes.POINTER(ctypes.c_int)]
+    lib.a2ax_failed_call.argtypes, lib.a2ax_failed_call.restype = [pointer], ctypes.c_char_p
+    exchanged = functools.partial(_exchange_checked, lib.a2ax_failed_call)  # nonzero: the exchange's first MPI error
+    for name, check in (("a2ax_run", exchanged), ("a2ax_wait", exchanged), ("a2ax_test", exchanged),
+                        ("a2ax_start", _start_checked)):
+        getattr(lib, name).errcheck = check
     lib.a2ax_state.argtypes, lib.a2ax_state.restype = [pointer], pointer
     lib.a2ax_progress_mode.argtypes = lib.a2ax_progress.argtypes = []
     lib.a2ax_progress.restype = None

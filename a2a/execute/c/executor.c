@@ -38,7 +38,10 @@ struct a2ax_plan {
     int owns_comm;
     int first_tag;       /* added to every message's tag (a2ax_tag_from) */
     _Atomic int idle;    /* 1 while no exchange is in flight: written last by what completes one */
-    void (*then)(void *);
+    a2ax_error error;    /* the exchange's first MPI error: it stops posting, and drains what it posted */
+    int cancelled;       /* after an error: its receives in flight were cancelled */
+    long nmessages;
+    void (*then)(void *, a2ax_error);
     void *arg;
     a2ax_plan *next;     /* in the executor thread's list of exchanges in flight */
     round_t *rounds;     /* this rank's rounds, first_copy/first_message/first_wait into the arrays below */
@@ -343,9 +346,14 @@ static int describe(const a2ax_schedule *s, const message *m, const buffers *b, 
         }
         if (!lengths || !displacements) bad = fail(error, room, "out of memory");
         if (!bad && pieces <= INT_MAX) {
-            MPI_Type_create_hindexed((int)pieces, lengths, displacements, MPI_BYTE, &out->type);
-            MPI_Type_commit(&out->type);
-            out->owned = 1;
+            a2ax_error made = {MPI_SUCCESS, NULL};
+            if (A2AX_CHECKED(&made, MPI_Type_create_hindexed((int)pieces, lengths, displacements, MPI_BYTE,
+                                                             &out->type)) == MPI_SUCCESS &&
+                A2AX_CHECKED(&made, MPI_Type_commit(&out->type)) != MPI_SUCCESS)
+                A2AX_CHECKED(&made, MPI_Type_free(&out->type));
+            if (made.code) bad = fail(error, room, "%.*s failed (MPI error %d)", a2ax_call_name(made.call),
+                                      made.call, made.code);
+            out->owned = !made.code;
             out->buf = (void *)(intptr_t)lowest;
             out->count = 1;
         }
@@ -363,8 +371,8 @@ static int prepare(const a2ax_schedule *s, MPI_Comm comm, int dup, const void *s
                    const MPI_Aint *recv_lengths, MPI_Aint temp_block, a2ax_plan **out, char *error, size_t room) {
     int size, rank;
     *out = NULL;
-    MPI_Comm_size(comm, &size);
-    MPI_Comm_rank(comm, &rank);
+    if (A2AX_CHECKED(NULL, MPI_Comm_size(comm, &size)) || A2AX_CHECKED(NULL, MPI_Comm_rank(comm, &rank)))
+        return fail(error, room, "MPI_Comm_size or MPI_Comm_rank failed on the communicator");
     if (size != s->nprocs)
         return fail(error, room, "the schedule is for %d ranks; the communicator has %d", s->nprocs, size);
     const program *mine = &s->programs[rank];
@@ -384,6 +392,7 @@ static int prepare(const a2ax_schedule *s, MPI_Comm comm, int dup, const void *s
         for (long i = 0; i < rounds[k].copies; i++) ncopies += s->regions[rounds[k].first_copy + 2 * i].blocks;
     }
     p->nrounds = mine->rounds;
+    p->nmessages = nmessages;
     p->rounds = calloc((size_t)mine->rounds + 1, sizeof(round_t));
     p->copies = calloc((size_t)ncopies + 1, sizeof(copy_t));
     p->messages = calloc((size_t)nmessages + 1, sizeof(posted));
@@ -425,11 +434,13 @@ static int prepare(const a2ax_schedule *s, MPI_Comm comm, int dup, const void *s
     for (long i = 0; p->requests && i < nmessages; i++) p->requests[i] = MPI_REQUEST_NULL;  /* none: out of memory */
     p->comm = comm;
     p->owns_comm = dup;
-    if (!bad && dup) bad = MPI_Comm_dup(comm, &p->comm) != MPI_SUCCESS && fail(error, room, "MPI_Comm_dup failed");
+    if (!bad && dup)
+        bad = A2AX_CHECKED(NULL, MPI_Comm_dup(comm, &p->comm)) != MPI_SUCCESS &&
+              fail(error, room, "MPI_Comm_dup failed");
     if (bad) {
-        p->nrounds = 0;
+        p->nrounds = p->nmessages = 0;
         for (long i = 0; i < m; i++)
-            if (p->messages[i].owned) MPI_Type_free(&p->messages[i].type);
+            if (p->messages[i].owned) A2AX_CHECKED(NULL, MPI_Type_free(&p->messages[i].type));
         p->comm = MPI_COMM_NULL;
         a2ax_free(p);
         return 1;
@@ -470,19 +481,44 @@ int a2ax_prepare_alltoall(const a2ax_schedule *s, MPI_Comm comm, const void *sen
     return bad;
 }
 
-/* round k: its copies, then its receives and sends posted */
+/* round k: its copies, then its receives and sends posted (up to the first that fails: p->error) */
 static void post(a2ax_plan *p, long k) {
     const round_t *r = &p->rounds[k];
     for (long i = r->first_copy; i < r->first_copy + r->copies; i++)
         memcpy(p->copies[i].to, p->copies[i].from, p->copies[i].bytes);
-    for (long i = r->first_message; i < r->first_message + r->receives; i++) {
+    for (long i = r->first_message; i < r->first_message + r->receives + r->sends; i++) {
         posted *m = &p->messages[i];
-        MPI_Irecv(m->buf, m->count, m->type, m->peer, m->tag + p->first_tag, p->comm, &p->requests[i]);
+        int code = i < r->first_message + r->receives
+                       ? A2AX_CHECKED(&p->error, MPI_Irecv(m->buf, m->count, m->type, m->peer, m->tag + p->first_tag,
+                                                           p->comm, &p->requests[i]))
+                       : A2AX_CHECKED(&p->error, MPI_Isend(m->buf, m->count, m->type, m->peer, m->tag + p->first_tag,
+                                                           p->comm, &p->requests[i]));
+        if (code != MPI_SUCCESS) {
+            p->requests[i] = MPI_REQUEST_NULL; /* nothing was posted */
+            return;
+        }
     }
-    for (long i = r->first_message + r->receives; i < r->first_message + r->receives + r->sends; i++) {
-        posted *m = &p->messages[i];
-        MPI_Isend(m->buf, m->count, m->type, m->peer, m->tag + p->first_tag, p->comm, &p->requests[i]);
+}
+
+/* after an error: the receives still in flight cancelled (once), then every posted request completed (block: waited
+   for; else tested, without entering MPI's progress where none is complete yet); whether none is left in flight */
+static int drained(a2ax_plan *p, int block) {
+    for (long k = 0; !p->cancelled && k < p->nrounds; k++)
+        for (long i = p->rounds[k].first_message; i < p->rounds[k].first_message + p->rounds[k].receives; i++)
+            if (p->requests[i] != MPI_REQUEST_NULL) A2AX_CHECKED(&p->error, MPI_Cancel(&p->requests[i]));
+    p->cancelled = 1;
+    for (long i = 0; i < p->nmessages; i++) {
+        if (p->requests[i] == MPI_REQUEST_NULL) continue;
+#ifdef A2AX_MPI_PROGRESS
+        if (!block && !MPIX_Request_is_complete(p->requests[i])) return 0;
+#endif
+        int done = 1;
+        if (block) A2AX_CHECKED(&p->error, MPI_Wait(&p->requests[i], MPI_STATUS_IGNORE));
+        else A2AX_CHECKED(&p->error, MPI_Test(&p->requests[i], &done, MPI_STATUS_IGNORE));
+        if (!done) return 0;
+        p->requests[i] = MPI_REQUEST_NULL; /* one that failed again is not waited for twice */
     }
+    return 1;
 }
 
 /* complete the current round's waits (block: MPI_Waitall, else MPI_Testall); whether they completed */
@@ -492,14 +528,14 @@ static int complete(a2ax_plan *p, int block) {
     if (r->waits == 0) return 1;
     if (p->contiguous[p->current]) {
         MPI_Request *own = &p->requests[r->first_message];
-        if (block) MPI_Waitall((int)r->waits, own, MPI_STATUSES_IGNORE);
-        else MPI_Testall((int)r->waits, own, &flag, MPI_STATUSES_IGNORE);
+        if (block) A2AX_CHECKED(&p->error, MPI_Waitall((int)r->waits, own, MPI_STATUSES_IGNORE));
+        else A2AX_CHECKED(&p->error, MPI_Testall((int)r->waits, own, &flag, MPI_STATUSES_IGNORE));
         return flag;
     }
     const long *waits = &p->waits[r->first_wait];
     for (long i = 0; i < r->waits; i++) p->scratch[i] = p->requests[waits[i]];
-    if (block) MPI_Waitall((int)r->waits, p->scratch, MPI_STATUSES_IGNORE);
-    else MPI_Testall((int)r->waits, p->scratch, &flag, MPI_STATUSES_IGNORE);
+    if (block) A2AX_CHECKED(&p->error, MPI_Waitall((int)r->waits, p->scratch, MPI_STATUSES_IGNORE));
+    else A2AX_CHECKED(&p->error, MPI_Testall((int)r->waits, p->scratch, &flag, MPI_STATUSES_IGNORE));
     for (long i = 0; i < r->waits; i++) p->requests[waits[i]] = p->scratch[i];
     return flag;
 }
@@ -507,17 +543,19 @@ static int complete(a2ax_plan *p, int block) {
 /* advance the exchange: while the current round's waits are complete, the next round is posted (block: wait for
    them, else test); whether the exchange is complete */
 static int advance(a2ax_plan *p, int block) {
-    while (p->current < p->nrounds && complete(p, block))
+    while (!p->error.code && p->current < p->nrounds && complete(p, block))
         if (++p->current < p->nrounds) post(p, p->current);
+    if (p->error.code && drained(p, block)) p->current = p->nrounds; /* it stops at its first error */
     return p->current == p->nrounds;
 }
 
 /* the end of an exchange: the plan is idle (its last access here), then the caller's then(arg) */
 static void ended(a2ax_plan *p) {
-    void (*then)(void *) = p->then;
+    void (*then)(void *, a2ax_error) = p->then;
     void *arg = p->arg;
+    a2ax_error error = p->error;
     atomic_store_explicit(&p->idle, 1, memory_order_release);
-    if (then) then(arg);
+    if (then) then(arg, error);
 }
 
 /* ---- how started exchanges progress (executor.h) ---- */
@@ -528,7 +566,7 @@ static int mode_of(void) {
     if (m >= 0) return m;
     const char *asked = getenv("A2A_EXECUTOR_PROGRESS");
     int level = MPI_THREAD_SINGLE;
-    MPI_Query_thread(&level);
+    if (A2AX_CHECKED(NULL, MPI_Query_thread(&level)) != MPI_SUCCESS) level = MPI_THREAD_SINGLE;
 #ifdef A2AX_MPI_PROGRESS
     m = A2AX_BY_MPI;
 #else
@@ -557,8 +595,9 @@ static int arrived(const a2ax_plan *p) {
 /* each round whose messages all arrived completed (MPI_Testall of complete requests releases them without entering
    progress) and the next posted; whether the exchange is complete */
 static int quietly(a2ax_plan *p) {
-    while (p->current < p->nrounds && arrived(p) && complete(p, 0))
+    while (!p->error.code && p->current < p->nrounds && arrived(p) && complete(p, 0))
         if (++p->current < p->nrounds) post(p, p->current);
+    if (p->error.code && drained(p, 0)) p->current = p->nrounds;
     return p->current == p->nrounds;
 }
 
@@ -625,15 +664,17 @@ static int hand_to_runner(a2ax_plan *p) {
 
 void a2ax_progress(void) {
 #ifdef A2AX_MPI_PROGRESS
-    if (mode_of() == A2AX_BY_MPI) MPIX_Stream_progress(MPIX_STREAM_NULL);
+    if (mode_of() == A2AX_BY_MPI) A2AX_CHECKED(NULL, MPIX_Stream_progress(MPIX_STREAM_NULL));
 #endif
 }
 
 /* post round 0 and hand the exchange to what progresses it; where nothing can, it completes here */
-static int begin_exchange(a2ax_plan *p, void (*then)(void *), void *arg) {
+static int begin_exchange(a2ax_plan *p, void (*then)(void *, a2ax_error), void *arg) {
     if (!atomic_load_explicit(&p->idle, memory_order_acquire)) return 1;
     int mode = mode_of();
     p->current = 0;
+    p->error = (a2ax_error){MPI_SUCCESS, NULL};
+    p->cancelled = 0;
     p->then = then;
     p->arg = arg;
     atomic_store_explicit(&p->idle, 0, memory_order_relaxed);
@@ -644,7 +685,8 @@ static int begin_exchange(a2ax_plan *p, void (*then)(void *), void *arg) {
         ended(p);
         return 0;
     }
-    if (mode == A2AX_BY_MPI && MPIX_Async_start(polled, p, MPIX_STREAM_NULL) == MPI_SUCCESS) return 0;
+    if (mode == A2AX_BY_MPI && A2AX_CHECKED(NULL, MPIX_Async_start(polled, p, MPIX_STREAM_NULL)) == MPI_SUCCESS)
+        return 0;
 #endif
     if (mode == A2AX_BY_THREAD && hand_to_runner(p) == 0) return 0;
     advance(p, 1); /* the hook or the thread could not be had: blocking, never left unprogressed */
@@ -654,7 +696,7 @@ static int begin_exchange(a2ax_plan *p, void (*then)(void *), void *arg) {
 
 int a2ax_start(a2ax_plan *p) { return begin_exchange(p, NULL, NULL); }
 
-int a2ax_start_then(a2ax_plan *p, void (*then)(void *), void *arg) {
+int a2ax_start_then(a2ax_plan *p, void (*then)(void *, a2ax_error), void *arg) {
     if (mode_of() == A2AX_BY_TEST) return 1;
     return begin_exchange(p, then, arg);
 }
@@ -668,7 +710,7 @@ int a2ax_test(a2ax_plan *p, int *done) {
         ended(p);
     if (mode_of() == A2AX_BY_MPI && !atomic_load_explicit(&p->idle, memory_order_acquire)) a2ax_progress();
     *done = atomic_load_explicit(&p->idle, memory_order_acquire);
-    return 0;
+    return *done ? p->error.code : MPI_SUCCESS;
 }
 
 int a2ax_wait(a2ax_plan *p) {
@@ -687,16 +729,22 @@ int a2ax_wait(a2ax_plan *p) {
         a2ax_progress();
         if (polls % 16 == 0) sched_yield();
     }
-    return 0;
+    return p->error.code;
 }
 
 int a2ax_run(a2ax_plan *p) {
-    if (!atomic_load_explicit(&p->idle, memory_order_acquire)) return 1;
+    if (!atomic_load_explicit(&p->idle, memory_order_acquire)) return MPI_ERR_PENDING;
     p->current = 0;
+    p->error = (a2ax_error){MPI_SUCCESS, NULL};
+    p->cancelled = 0;
     if (p->nrounds) post(p, 0);
     advance(p, 1);
-    return 0;
+    return p->error.code;
 }
+
+a2ax_error a2ax_failed(const a2ax_plan *p) { return p->error; }
+
+const char *a2ax_failed_call(const a2ax_plan *p) { return p->error.call; }
 
 int a2ax_free(a2ax_plan *p) {
     if (!p) return 0;
@@ -704,8 +752,8 @@ int a2ax_free(a2ax_plan *p) {
     long nmessages = 0;
     for (long k = 0; k < p->nrounds; k++) nmessages += p->rounds[k].receives + p->rounds[k].sends;
     for (long i = 0; i < nmessages; i++)
-        if (p->messages[i].owned) MPI_Type_free(&p->messages[i].type);
-    if (p->owns_comm && p->comm != MPI_COMM_NULL) MPI_Comm_free(&p->comm);
+        if (p->messages[i].owned) A2AX_CHECKED(NULL, MPI_Type_free(&p->messages[i].type));
+    if (p->owns_comm && p->comm != MPI_COMM_NULL) A2AX_CHECKED(NULL, MPI_Comm_free(&p->comm));
     free(p->rounds);
     free(p->copies);
     free(p->messages);

@@ -30,8 +30,12 @@
  *   A2AX_BY_TEST    test and wait post them (a library without the hook, no thread asked for or possible)
  * A2A_EXECUTOR_PROGRESS=test|thread|mpi chooses among those this library and the thread level allow.
  *
- * Every function returns 0, or a nonzero code with a line in `error` (room bytes) where it takes one; MPI
- * errors go to the communicator's error handler.
+ * Every function returns 0, or a nonzero code with a line in `error` (room bytes) where it takes one. An exchange's
+ * MPI errors come back as codes where the communicator's error handler returns them (MPI_ERRORS_RETURN, which liba2a
+ * sets on its private communicators): a2ax_run, a2ax_wait and a2ax_test (once complete) return the first MPI error
+ * the exchange met (MPI_SUCCESS: none), a2ax_failed_call names the call that returned it, and the exchange stops
+ * there having completed or cancelled what it posted (its receives cancelled, then every request waited for), so a
+ * failure every rank meets at the same call leaves none of them waiting.
  */
 #ifndef A2A_EXECUTOR_H
 #define A2A_EXECUTOR_H
@@ -44,6 +48,21 @@
 
 typedef struct a2ax_schedule a2ax_schedule;
 typedef struct a2ax_plan a2ax_plan;
+
+/* The one way the executor and liba2a call MPI: A2AX_CHECKED(first, CALL) makes CALL and is its result; where it
+   failed and *first holds no error yet, *first keeps its code and the call (its text, up to its first '(' its name) */
+typedef struct { int code; const char *call; } a2ax_error;
+static inline int a2ax_checked(int code, const char *call, a2ax_error *first) {
+    if (code != MPI_SUCCESS && first && first->code == MPI_SUCCESS) first->code = code, first->call = call;
+    return code;
+}
+#define A2AX_CHECKED(first, call) a2ax_checked((call), #call, (first))
+/* the length of the name at the start of an a2ax_error's call text */
+static inline int a2ax_call_name(const char *call) {
+    int n = 0;
+    while (call && call[n] && call[n] != '(' && call[n] != ' ') n++;
+    return n;
+}
 
 int a2ax_parse(const char *text, size_t length, a2ax_schedule **schedule, char *error, size_t room);
 int a2ax_load(const char *path, a2ax_schedule **schedule, char *error, size_t room);
@@ -64,10 +83,17 @@ int a2ax_prepare_alltoall(const a2ax_schedule *schedule, MPI_Comm comm, const vo
 int a2ax_bind(const a2ax_schedule *schedule, MPI_Comm comm, const void *sendbuf, const MPI_Aint *send_offsets,
               const MPI_Aint *send_lengths, void *recvbuf, const MPI_Aint *recv_offsets, const MPI_Aint *recv_lengths,
               MPI_Aint temp_block, a2ax_plan **plan, char *error, size_t room);
+/* one exchange, blocking: MPI_SUCCESS, the first MPI error it met, or MPI_ERR_PENDING (an exchange in flight) */
 int a2ax_run(a2ax_plan *plan);
 int a2ax_start(a2ax_plan *plan);
+/* *done: whether the exchange is complete; then its first MPI error (MPI_SUCCESS: none) */
 int a2ax_test(a2ax_plan *plan, int *done);
+/* once the exchange is complete: its first MPI error (MPI_SUCCESS: none) */
 int a2ax_wait(a2ax_plan *plan);
+/* the first MPI error of the plan's last exchange, and the call that returned it (call NULL: none) */
+a2ax_error a2ax_failed(const a2ax_plan *plan);
+/* its call's text, for a binding that cannot take a structure (NULL: none) */
+const char *a2ax_failed_call(const a2ax_plan *plan);
 int a2ax_free(a2ax_plan *plan);
 void a2ax_tag_from(a2ax_plan *plan, int first);
 
@@ -79,11 +105,11 @@ void a2ax_tag_from(a2ax_plan *plan, int first);
 enum { A2AX_BY_TEST = 0, A2AX_BY_THREAD = 1, A2AX_BY_MPI = 2 };
 /* how exchanges started in this process progress (decided at the first call, after MPI_Init) */
 int a2ax_progress_mode(void);
-/* start an exchange and call then(arg) once it is complete, from whatever completes it: MPI's progress engine or the
-   executor's thread (another thread, maybe), or this call when it completes at once. After then() the plan may be
-   started again or freed. Nonzero, and nothing started, in A2AX_BY_TEST mode (nothing would complete it unasked)
-   or while the plan has an exchange in flight. */
-int a2ax_start_then(a2ax_plan *plan, void (*then)(void *), void *arg);
+/* start an exchange and call then(arg, its first MPI error) once it is complete, from whatever completes it: MPI's
+   progress engine or the executor's thread (another thread, maybe), or this call when it completes at once. After
+   then() the plan may be started again or freed. Nonzero, and nothing started, in A2AX_BY_TEST mode (nothing would
+   complete it unasked) or while the plan has an exchange in flight. */
+int a2ax_start_then(a2ax_plan *plan, void (*then)(void *, a2ax_error), void *arg);
 /* whether the plan has an exchange in flight (started, not yet complete) */
 int a2ax_busy(const a2ax_plan *plan);
 /* the plan's state word, 1 once no exchange is in flight: read without a call (an acquiring a2ax_test follows) */

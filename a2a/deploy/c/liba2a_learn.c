@@ -1,0 +1,182 @@
+/* liba2a's learning: a learn entry's size classes, each a learner (learn.c) over the calls of its communicator, and
+   what was learned written back as a deploy file's learned lines (A2A_LEARN_OUT) */
+#include "liba2a_internal.h" /* first: it defines _GNU_SOURCE */
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int same_layout(const int *a, const int *b, int nprocs) {
+    return a == b || (a && b && memcmp(a, b, sizeof(int) * (size_t)nprocs) == 0);
+}
+
+/* a learner's copy, its series its own (0, else 1: out of memory) */
+static int copied(learner *to, const learner *from) {
+    *to = *from;
+    int bad = 0;
+    for (int a = 0; a <= LEARN_ARMS; a++) {
+        learn_series *s = a < LEARN_ARMS ? &to->ratio[a] : &to->library;
+        const learn_series *f = a < LEARN_ARMS ? &from->ratio[a] : &from->library;
+        *s = (learn_series){0};
+        for (int i = 0; i < f->count; i++) bad |= learn_push(s, f->values[i]);
+    }
+    return bad;
+}
+
+/* the learning of the size class of `bytes` in e's range on c: a power of two to the next, within the range; made at
+   its first call, from the file's learned line where it has one (every rank alike: the same file, the same calls) */
+static learning *learning_of(comm_state *c, const entry *e, long long bytes) {
+    long long low = 1;
+    while (low <= bytes / 2) low *= 2;
+    long long high = 2 * low - 1;
+    low = low > e->low ? low : e->low, high = e->high >= 0 && e->high < high ? e->high : high;
+    for (learning *g = c->learnings; g; g = g->next)
+        if (g->e == e && g->low == low) return g;
+    learning *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    *g = (learning){.e = e, .low = low, .high = high, .c = c};
+    const learned_t *k = NULL;
+    for (int i = 0; i < the.deploy->nlearned && !k; i++) {
+        const learned_t *m = &the.deploy->learned[i];
+        if (m->collective == e->collective && m->nprocs == e->nprocs && m->low == low &&
+            same_layout(m->layout, e->layout, e->nprocs) && m->l.narms == 1 + e->ncandidates)
+            k = m;
+    }
+    if (!k || copied(&g->l, &k->l))
+        learn_init(&g->l, e->ncandidates, 0x5eed0000ULL + (unsigned long long)low * 31 + (unsigned long long)c->size);
+    else if (g->l.state == LEARN_CHOSEN)
+        g->l.gap = the.learn.revisit; /* a choice from an earlier run: revisited as if just made */
+    g->before[0] = g->l.calls, g->before[1] = g->l.explored, g->before[2] = g->l.revisited;
+    learning **last = &c->learnings; /* in the order first met: the report reads as the program ran */
+    while (*last) last = &(*last)->next;
+    return *last = g;
+}
+
+/* a block's visit took `seconds` on this rank; at the block's end the slowest rank's times are agreed, on the
+   communicator's private copy, and the learner decides from them (every rank reaches this at the same call) */
+void visited(learning *g, int arm, double seconds) {
+    if (!learn_took(&g->l, arm, seconds)) return;
+    int n;
+    double *times = learn_times(&g->l, &n);
+    if (PMPI_Allreduce(MPI_IN_PLACE, times, n, MPI_DOUBLE, MPI_MAX, g->c->own) != MPI_SUCCESS) {
+        g->l.state = LEARN_UNDECIDED, g->l.gap = LLONG_MAX, g->l.choice = 0; /* MPI said why; the library's serves */
+        return;
+    }
+    learn_decide(&g->l, &the.learn);
+}
+
+/* a learn entry's call: the arm its learner names runs, timed where it is a block's visit; 1 where a schedule ran
+   (its result in *result), 0 where the library's own is to run (*timing: time it and give it to visited) */
+int learned_call(comm_state *c, const entry *e, const void *send, void *recv, MPI_Count bytes, int *result,
+                 learning **timing, int *schedule, a2ax_error *failure) {
+    learning *g = learning_of(c, e, bytes);
+    if (!g) return passed(ALLTOALL, PREPARE);
+    int timed, arm = learn_next(&g->l, &timed), k = arm ? e->candidates[arm - 1] : -1;
+    a2ax_plan *plan = k >= 0 ? bound(c, k, send, recv, (MPI_Aint)bytes, NULL) : NULL;
+    if (!plan) { /* the library's own, or a candidate that could not be prepared (out of memory): it runs there */
+        if (timed) *timing = g, g->arm = arm;
+        return passed(ALLTOALL, k >= 0 ? PREPARE : LEARNING);
+    }
+    double start = PMPI_Wtime();
+    *result = a2ax_run(plan);
+    double seconds = PMPI_Wtime() - start;
+    *schedule = k, *failure = a2ax_failed(plan);
+    counted(&the.served[ALLTOALL * the.deploy->nschedules + k]);
+    if (timed && *result == MPI_SUCCESS) visited(g, arm, seconds); /* a failed exchange's time is no visit's */
+    return 1;
+}
+
+static void print_series(FILE *out, int live, const learn_series *s) {
+    fprintf(out, " %s:", live ? "live" : "dropped");
+    for (int i = 0; i < s->count; i++) fprintf(out, "%s%.6g", i ? "," : "", s->values[i]);
+    if (!s->count) fprintf(out, "-");
+}
+
+/* a learned line (parse_learned reads it) */
+static void learned_line(FILE *out, int collective, int nprocs, const int *layout, long long low, long long high,
+                         const learner *l) {
+    fprintf(out, "learned %s %d ", collective_name[collective], nprocs);
+    if (!layout) fprintf(out, "*");
+    for (int r = 0; layout && r < nprocs; r++) fprintf(out, "%s%d", r ? "," : "", layout[r]);
+    fprintf(out, " %lld %lld %s %d %lld %lld %lld %.9g", low, high, learn_state_name[l->state], l->choice, l->calls,
+            l->explored, l->revisited, l->cost);
+    print_series(out, 1, &l->library);
+    for (int a = 1; a < l->narms; a++) print_series(out, l->live[a], &l->ratio[a]);
+    fprintf(out, "\n");
+}
+
+/* rank 0's learning of this size class with the most calls (communicators of one size learn apart) */
+static const learning *most_calls(int collective, int nprocs, const int *layout, long long low) {
+    const learning *best = NULL;
+    for (comm_state *c = the.states; c; c = c->next)
+        for (const learning *g = c->learnings; g; g = g->next)
+            if (g->e->collective == collective && g->e->nprocs == nprocs && g->low == low &&
+                same_layout(g->e->layout, layout, nprocs) && (!best || g->l.calls > best->l.calls))
+                best = g;
+    return best;
+}
+
+/* where the line after the one at `at` begins (the text ends with a newline: read_deploy checks) */
+static long next_line(const char *text, long at) {
+    return (long)(strchr(text + at, '\n') - text) + 1;
+}
+
+/* the deploy file again, its learned lines those of this run (merged with the file's for classes it did not meet):
+   written whole to a temporary file, then renamed; 0, else the errno */
+static int write_learned(const char *path) {
+    const deploy_t *d = the.deploy;
+    char *body = NULL, temporary[1100];
+    size_t size = 0;
+    FILE *out = open_memstream(&body, &size);
+    if (!out) return errno;
+    long end = d->length - 1, header = 0; /* the last line, 'end CHECKSUM'; the first 'schedule' line */
+    while (end > 0 && d->text[end - 1] != '\n') end--;
+    while (header < end && strncmp(d->text + header, "schedule ", 9) != 0) header = next_line(d->text, header);
+    for (long at = 0; at < header; at = next_line(d->text, at))
+        if (strncmp(d->text + at, "learned ", 8) && strncmp(d->text + at, "from learned ", 13))
+            fwrite(d->text + at, 1, (size_t)(next_line(d->text, at) - at), out);
+    time_t now = time(NULL);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    fprintf(out, "from learned by liba2a at %s (A2A_LEARN_OUT)\n", stamp);
+    for (comm_state *c = the.states; c; c = c->next)
+        for (const learning *g = c->learnings; g; g = g->next)
+            if (most_calls(g->e->collective, g->e->nprocs, g->e->layout, g->low) == g)
+                learned_line(out, g->e->collective, g->e->nprocs, g->e->layout, g->low, g->high, &g->l);
+    for (int i = 0; i < d->nlearned; i++) {
+        const learned_t *k = &d->learned[i];
+        if (!most_calls(k->collective, k->nprocs, k->layout, k->low))
+            learned_line(out, k->collective, k->nprocs, k->layout, k->low, k->high, &k->l);
+    }
+    fwrite(d->text + header, 1, (size_t)(end - header), out);
+    if (fclose(out)) return free(body), errno;
+    snprintf(temporary, sizeof temporary, "%s.%d.tmp", path, (int)getpid());
+    FILE *file = fopen(temporary, "w");
+    unsigned long long sum = a2ax_fnv(body, size, A2AX_FNV_BASIS);
+    int bad = !file || fprintf(file, "%send %016llx\n", body, sum) < 0;
+    bad = (file && fclose(file)) || bad ? errno ? errno : EIO : rename(temporary, path) ? errno : 0;
+    if (bad) remove(temporary);
+    free(body);
+    return bad;
+}
+
+/* A2A_LEARN_OUT written on rank 0 (where anything was learned or read), or why not in one line; the learnings freed */
+void learned_out(void) {
+    int rank, any = the.deploy && the.deploy->nlearned;
+    if (PMPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS) rank = -1; /* none writes it */
+    for (comm_state *c = the.states; c; c = c->next) any |= c->learnings != NULL;
+    int why = rank == 0 && any && the.learn_out[0] ? write_learned(the.learn_out) : 0;
+    if (why) fprintf(stderr, "a2a: A2A_LEARN_OUT=%s cannot be written (%s); what was learned is not kept\n",
+                     the.learn_out, strerror(why));
+    for (comm_state *c = the.states; c; c = c->next)
+        while (c->learnings) {
+            learning *g = c->learnings;
+            c->learnings = g->next;
+            learn_free(&g->l);
+            free(g);
+        }
+}
+
