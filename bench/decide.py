@@ -87,8 +87,8 @@ def export(table: str, fmt: str, output: str | None, libmpi: str | None, env_onl
               help="A decision.json whose cells measured significantly slower go back to native...")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="...written here (verified table).")
 @click.option("--launches", type=click.IntRange(min=1),
-              help="Make the launches instead: this many a side of the library's own MPI_Alltoall, alternating "
-                   "without and with the tuning (--with, --env), then compare them (3 or more a side for a verdict).")
+              help="Make the launches instead: this many pairs of launches of the library's own MPI_Alltoall, one "
+                   "without and one with the tuning (--with, --env), then compare them (6 or more for a verdict).")
 @click.option("--with", "with_file", type=click.Path(dir_okay=False),
               help="--launches: the tuned side's file, a deploy file or the KEY=VALUE lines `bench export -o FILE "
                    "--env` prints.")

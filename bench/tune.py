@@ -31,8 +31,8 @@ from .options import defaults
 @click.option("--launches", type=click.IntRange(min=1), default=TUNE_DEFAULTS["launches"], show_default=True,
               help="Sweeps to decide from: the launches are the top level of the verdicts.")
 @click.option("--rounds", type=click.IntRange(min=2), default=TUNE_DEFAULTS["rounds"], show_default=True,
-              help="Verification launches without and with the file, alternating; a verdict pairs each with-file "
-                   "launch with the one before it and needs 3 such pairs.")
+              help="Pairs of verification launches, one without and one with the file; a verdict pairs each "
+                   "with-file launch with its neighbour and needs 6 such pairs (3 with --deploy).")
 @click.option("--metric", type=click.Choice(METRICS), default=TUNE_DEFAULTS["metric"], show_default=True,
               help="What 'best' means.")
 @click.option("--alpha", type=float, default=TUNE_DEFAULTS["alpha"], show_default=True,

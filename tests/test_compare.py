@@ -63,15 +63,18 @@ def test_several_launches_a_side_are_the_unit(tmp_path):
     assert rows[0]["launches"] == (3, 3) and [row["verdict"] for row in rows] == ["faster", "slower", "tie"]
 
 
-def test_launches_that_alternated_are_paired_with_their_neighbours(tmp_path):
-    stamps = [stamp(10 * k) for k in range(6)]
-    rows = compare(side(tmp_path, "before", 3, False, stamps=stamps[::2]),
-                   side(tmp_path, "after", 3, True, stamps=stamps[1::2]))
-    assert {row["unit"] for row in rows} == {"launch pairs"}
+def test_launches_in_pairs_are_paired_with_their_neighbours_by_the_sign_test(tmp_path):
+    stamps = [stamp(10 * k) for k in range(12)]
+    rows = compare(side(tmp_path, "before", 6, False, stamps=stamps[::2]),
+                   side(tmp_path, "after", 6, True, stamps=stamps[1::2]))
+    assert {row["unit"] for row in rows} == {"launch pairs"} and {row["p"] for row in rows} == {2 / 64, 1}
     assert [row["verdict"] for row in rows] == ["faster", "slower", "tie"]
-    one_after_the_other = compare(side(tmp_path, "b", 3, False, stamps=stamps[:3]),
-                                  side(tmp_path, "a", 3, True, stamps=stamps[3:]))
+    one_after_the_other = compare(side(tmp_path, "b", 6, False, stamps=stamps[:6]),
+                                  side(tmp_path, "a", 6, True, stamps=stamps[6:]))
     assert {row["unit"] for row in one_after_the_other} == {"launches"}
+    said = compared(side(tmp_path, "b3", 3, False, stamps=stamps[:6:2]),
+                    side(tmp_path, "a3", 3, True, stamps=stamps[1:6:2]), "native", "median", 0.05)
+    assert said.count("untested (3 pairs of launches: fewer than 6 cannot show a difference at alpha 0.05") == 3
 
 
 def test_runs_made_before_rounds_are_untested(tmp_path):
@@ -83,10 +86,10 @@ def test_runs_made_before_rounds_are_untested(tmp_path):
 
 def test_0_bytes_is_shown_and_never_judged_nor_given_back(tmp_path):
     """0 B always goes to the library: a 3x difference there is the cost of passing the call on, not a verdict."""
-    stamps = [stamp(10 * k) for k in range(6)]
+    stamps = [stamp(10 * k) for k in range(12)]
     sizes: dict[int, float] = {0: 300, 64: 50}
-    baseline = side(tmp_path, "before", 3, False, stamps=stamps[::2], sizes=sizes)
-    tuned = side(tmp_path, "after", 3, True, stamps=stamps[1::2], sizes=sizes)
+    baseline = side(tmp_path, "before", 6, False, stamps=stamps[::2], sizes=sizes)
+    tuned = side(tmp_path, "after", 6, True, stamps=stamps[1::2], sizes=sizes)
     by = by_size(compare(baseline, tuned))
     assert by[0]["verdict"] == "not judged" and by[0]["p"] is None and by[0]["ratio"] == pytest.approx(3, rel=0.05)
     assert by[0]["why"] == "0 B: always the library's" and by[64]["verdict"] == "faster"
@@ -99,9 +102,9 @@ def test_0_bytes_is_shown_and_never_judged_nor_given_back(tmp_path):
 
 def test_times_below_the_timers_floor_are_never_judged(tmp_path):
     """A record whose empty timed call took 60 us: a 50 us time there is the timer's, not the call's."""
-    stamps = [stamp(10 * k) for k in range(6)]
-    baseline = side(tmp_path, "before", 3, False, stamps=stamps[::2])
-    tuned = side(tmp_path, "after", 3, True, stamps=stamps[1::2])
+    stamps = [stamp(10 * k) for k in range(12)]
+    baseline = side(tmp_path, "before", 6, False, stamps=stamps[::2])
+    tuned = side(tmp_path, "after", 6, True, stamps=stamps[1::2])
     harness = {"wtick_us": 0.001, "wtime_step_us": 0.05, "sync_empty_timed_call_p50_us": 60.0}
     write_meta(tuned[0], {**read_meta(tuned[0]), "by_nprocs": {"4": {"harness": harness}}})
     by = by_size(compare(baseline, tuned))
@@ -132,9 +135,9 @@ def test_bad_input_is_one_line_before_any_launch(tmp_path, args, message):
 
 
 @pytest.mark.launches
-def test_compare_makes_alternating_launches_itself_and_pairs_them(tmp_path):
-    """--launches 3: three launches a side of the library's own call, the tuned side under --env and the file of
-    KEY=VALUE lines, alternating; compared as launch pairs, 0 B not judged."""
+def test_compare_makes_launches_in_pairs_itself_and_pairs_them(tmp_path):
+    """--launches 3: three pairs of launches of the library's own call, the tuned side under the file of KEY=VALUE
+    lines, one pair of three the tuned side first; compared as launch pairs, 0 B not judged."""
     variable = "MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM" if is_mpich() else "OMPI_MCA_coll_tuned_use_dynamic_rules"
     lines = tmp_path / "tuned.env"
     lines.write_text(f"{variable}={'pairwise' if is_mpich() else '0'}\n")
@@ -142,10 +145,12 @@ def test_compare_makes_alternating_launches_itself_and_pairs_them(tmp_path):
     done = python("-m", "bench", "compare", "--launches", "3", "--nprocs", "2", "--sizes", "0,8", "--iterations",
                   "3", "--with", str(lines), "--results", str(out), timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "Verdicts: median of the ratios of alternating launches" in done.stdout
+    assert "Verdicts: median of the ratios of neighbouring launches in pairs" in done.stdout
     assert "not judged (0 B: always the library's)" in done.stdout
-    starts = [read_meta(out / f"{name}-{k}")["start"] for k in (1, 2, 3) for name in ("baseline", "tuned")]
-    assert starts == sorted(starts)
+    starts = sorted((read_meta(out / f"{name}-{k}")["start"], name, k) for k in (1, 2, 3)
+                    for name in ("baseline", "tuned"))
+    assert [k for _, _, k in starts] == [1, 1, 2, 2, 3, 3]  # in pairs of neighbours
+    assert [name for _, name, _ in starts[4:]] == ["tuned", "baseline"]  # the last pair the tuned side first
     assert read_meta(out / "tuned-2")["tuning"][variable] and variable not in read_meta(out / "baseline-2")["tuning"]
     again = python("-m", "bench", "compare", "--launches", "3", "--nprocs", "2", "--sizes", "0,8", "--iterations",
                    "3", "--with", str(lines), "--results", str(out), timeout=600)

@@ -27,7 +27,8 @@ def compare(baseline: list[Path], tuned: list[Path], algorithm: str = NATIVE, me
 
     Every directory is a launch, or holds the launches its samples name. With fewer than 3 launches a side the ratio
     and its interval over rounds are described and untested; with 3 or more, launches are the unit, paired with
-    their neighbours where their start stamps say they alternated (bench tune's verification, compare --launches).
+    their neighbours by the sign test where their start stamps say they ran in pairs (bench tune's verification,
+    compare --launches).
     """
     sides = [[_points_of(directory, algorithm) for directory in side] for side in (baseline, tuned)]
     common = sorted(set.intersection(*(set(run) for side in sides for run in side)))
@@ -38,15 +39,14 @@ def compare(baseline: list[Path], tuned: list[Path], algorithm: str = NATIVE, me
     for key in common:
         old, new = ([run[key] for run in side] for side in sides)
         before, after = _values(old, metric), _values(new, metric)
-        judged, unit = verdict.across_launches(before, after, margin, alpha)
+        judged, unit, untested = verdict.across_launches(before, after, margin, alpha)
         launches = (len(verdict.launches_of(before)), len(verdict.launches_of(after)))
         baseline_us, tuned_us = (float(np.median([p.value_us(metric) for p in side])) for side in (old, new))
         floor = max(_floor(m, key, old[0]) for m in meta)
         why = verdict.unjudged_why(key[1], (baseline_us * 1e-6, tuned_us * 1e-6), floor)
         if why:
             judged = verdict.not_judged(judged)
-        elif judged.verdict == verdict.UNTESTED:
-            why = verdict.too_few_launches(min(launches))
+        why = why or untested
         rows.append({**context_dict(key[0]), "bytes_per_peer": key[1], "baseline_us": baseline_us,
                      "tuned_us": tuned_us, "runs": (len(old), len(new)), "launches": launches, **judged.as_dict(),
                      "unit": unit, "why": why})

@@ -16,8 +16,9 @@ order, so load that comes and goes falls on every candidate of a round alike. He
   beyond the margin; anything else is a tie;
 - fewer than 3 paired rounds (a record written before rounds has none: each launch is one block) is untested;
 - across launches (compare, tune's verification), a launch is the unit, since a launch is what a tuning changes:
-  fewer than 3 launches a side is described and untested, launches that alternated are paired with their
-  neighbours;
+  fewer than 3 launches a side is described and untested, launches that ran in pairs of neighbours are paired
+  and judged by the exact sign test (6 pairs or more at alpha 0.05; compare --launches runs half the pairs tuned
+  side first, so load in step with the launches favours neither);
 - 0 B, and times below the timer's floor, are shown and never judged.
 
 Hoefler and Belli, SC'15; Hunold and Carpen-Amarie (ReproMPI); Holm, 1979. docs/decide.md has the rules.
@@ -283,26 +284,65 @@ def twins_called_different(twins: dict[Hashable, Values], margin: float = MARGIN
 
 
 def across_launches(before: Values, after: Values, margin: float = MARGIN, alpha: float = ALPHA,
-                    resamples: int = RESAMPLES, seed: int = SEED) -> tuple[Comparison, str]:
-    """One algorithm across two sets of launches, after against before, and the unit compared. A launch is what a
-    tuning changes, so it is the unit: with MIN_LAUNCHES or more a side, pairs of neighbouring launches where they
-    alternated (their stamps say so), else the launches of each side unpaired (a launch's value: the median of its
-    per-round values); with fewer, the ratio and interval over rounds, described and untested."""
+                    resamples: int = RESAMPLES, seed: int = SEED) -> tuple[Comparison, str, str]:
+    """One algorithm across two sets of launches, after against before: the comparison, the unit compared, and why it
+    carries no verdict ('' where it may). A launch is what a tuning changes, so it is the unit: with MIN_LAUNCHES or
+    more a side, pairs of neighbouring launches where they ran so (their stamps say), judged by the sign test
+    (paired_launches), else the launches of each side unpaired (a launch's value: the median of its per-round
+    values); with fewer, the ratio and interval over rounds, described and untested."""
     names = [launches_of(side) for side in (before, after)]
     if min(len(found) for found in names) < MIN_LAUNCHES:
-        return described(before, after, resamples, seed), ROUNDS
+        return described(before, after, resamples, seed), ROUNDS, too_few_launches(min(map(len, names)))
     levels = [{name: level({u: v for u, v in side.items() if u[0] == name}) for name in found}
               for side, found in zip((before, after), names)]
-    order = alternated(names[0], names[1])
-    if order:
-        pairs = [(levels[0][old], levels[1][new]) for old, new in order]
-        judged_ = family({"pairs": ({("", k): new for k, (_, new) in enumerate(pairs)},
-                                    {("", k): old for k, (old, _) in enumerate(pairs)})}, bound_of(margin, None), alpha)
-        return judged_["pairs"], LAUNCH_PAIRS
-    found = _bootstrapped([np.array(list(side.values())) for side in levels], resamples, seed)
+    pairs = alternated(names[0], names[1])
+    if pairs:
+        logs = np.log([levels[1][new] / levels[0][old] for old, new in pairs])
+        found = paired_launches(logs, bound_of(margin, None), alpha)
+        why = "" if found.verdict != UNTESTED else too_few_pairs(len(pairs), alpha)
+        return found, LAUNCH_PAIRS, why
+    evidence_ = _bootstrapped([np.array(list(side.values())) for side in levels], resamples, seed)
     bound = bound_of(margin, None)
-    return replace(judged(found, p_beyond(found.resampled, bound), alpha, bound, alpha),
-                   launches=sum(map(len, names))), LAUNCHES
+    return replace(judged(evidence_, p_beyond(evidence_.resampled, bound), alpha, bound, alpha),
+                   launches=sum(map(len, names))), LAUNCHES, ""
+
+
+def paired_launches(logs: np.ndarray, bound: float, alpha: float = ALPHA) -> Comparison:
+    """Pairs of launches judged by the sign test, exact and free of any distribution (a launch's time has heavy
+    tails: on a shared machine one launch of a pair may run 1000x slower): the median log ratio, the interval of
+    order statistics that covers the median with at least 1 - alpha, and the two-sided binomial p of the pairs
+    beyond the bound on one side; faster or slower where that interval lies wholly beyond the bound. Fewer pairs
+    than least_pairs(alpha) can never show a difference: untested, the interval their range."""
+    ordered, n = np.sort(logs), logs.size
+    k = _covering_rank(n, alpha)
+    if k == 0:
+        return Comparison(math.exp(float(np.median(logs))), math.exp(ordered[0]), math.exp(ordered[-1]), None,
+                          UNTESTED, n, 2 * n)
+    low, high = float(ordered[k - 1]), float(ordered[n - k])
+    beyond = max(int(np.sum(logs > bound)), int(np.sum(logs < -bound)))
+    p = min(1.0, 2 * sum(math.comb(n, j) for j in range(beyond, n + 1)) / 2 ** n)
+    verdict = SLOWER if low > bound else FASTER if high < -bound else TIE
+    return Comparison(math.exp(float(np.median(logs))), math.exp(low), math.exp(high), p, verdict, n, 2 * n)
+
+
+def _covering_rank(n: int, alpha: float) -> int:
+    """The largest k with 2 P(Binomial(n, 1/2) < k) <= alpha: the k-th smallest and k-th largest of n values bound
+    their median with at least 1 - alpha; 0 where no k does."""
+    k, tail = 0, 0.0
+    while k < n and 2 * (tail + math.comb(n, k) / 2 ** n) <= alpha:
+        tail, k = tail + math.comb(n, k) / 2 ** n, k + 1
+    return k
+
+
+def least_pairs(alpha: float = ALPHA) -> int:
+    """The fewest pairs of launches the sign test can call different at alpha (6 at 0.05)."""
+    return next(n for n in range(1, 64) if _covering_rank(n, alpha) > 0)
+
+
+def too_few_pairs(pairs: int, alpha: float = ALPHA) -> str:
+    """Why pairs of launches are untested, in words."""
+    return (f"{pairs} pairs of launches: fewer than {least_pairs(alpha)} cannot show a difference at alpha {alpha:g} "
+            f"by the sign test; run {least_pairs(alpha)} or more")
 
 
 def launches_of(values: Values) -> list[str]:
@@ -311,18 +351,25 @@ def launches_of(values: Values) -> list[str]:
 
 
 def alternated(before: list[str], after: list[str]) -> list[tuple[str, str]]:
-    """Where launches stamped with their start times alternated (as many a side, the sides taking turns), the pairs
-    of neighbours (before's, after's) in time order; [] where they did not or a name is not a time."""
+    """Where launches stamped with their start times ran in pairs of neighbours (as many a side; in time order the
+    1st and 2nd are one of each side, the 3rd and 4th, ..., either side first), those pairs as (before's, after's);
+    [] where they did not or a name is not a time."""
     try:
         timed = sorted([(datetime.fromisoformat(n), 0, n) for n in before]
                        + [(datetime.fromisoformat(n), 1, n) for n in after])
     except (TypeError, ValueError):
         return []
-    sides = [side for _, side, _ in timed]
-    if len(before) != len(after) or any(a == b for a, b in zip(sides, sides[1:])):
+    neighbours = [sorted((timed[k][1:], timed[k + 1][1:])) for k in range(0, len(timed) - 1, 2)]
+    if len(before) != len(after) or any(x[0] == y[0] for x, y in neighbours):
         return []
-    neighbours = [(timed[k][1:], timed[k + 1][1:]) for k in range(0, len(timed), 2)]
-    return [(x[1], y[1]) if x[0] == 0 else (y[1], x[1]) for x, y in neighbours]
+    return [(x[1], y[1]) for x, y in neighbours]
+
+
+def pair_orders(pairs: int, seed: int = SEED) -> list[bool]:
+    """For alternating launches in pairs, whether the k-th pair runs the tuned side first: half the pairs each way,
+    in a seeded order, so that load which comes and goes in step with the launches favours neither side."""
+    firsts = [k < pairs // 2 for k in range(pairs)]
+    return [firsts[k] for k in np.random.default_rng(seed).permutation(pairs)]
 
 
 def described(before: Values, after: Values, resamples: int = RESAMPLES, seed: int = SEED) -> Comparison:
@@ -374,8 +421,9 @@ def statistic(metric: str, alpha: float = ALPHA, margin: float = MARGIN, launche
     """What every verdict printed rests on, in one line: paired (decide), or across launches on `unit` (compare)."""
     confidence, least = f"{100 * (1 - alpha):g} %", f"margin {100 * margin:g} %"
     if unit == LAUNCH_PAIRS:
-        return (f"median of the ratios of alternating launches (each launch's median of its per-round {metric}s), "
-                f"{confidence} interval (bootstrap over the pairs), {least}")
+        return (f"median of the ratios of neighbouring launches in pairs (each launch's median of its per-round "
+                f"{metric}s), an interval of order statistics covering it with {confidence} or more and the sign "
+                f"test's p, {least}")
     if unit == LAUNCHES:
         return f"ratio of the medians of per-launch {metric}s, {confidence} interval (bootstrap over launches), {least}"
     if unit:

@@ -1,8 +1,9 @@
 """`bench compare --launches N`: the experiment a tuning's effect needs, as one command. A launch is what a tuning
-changes, so the unit is the launch: N launches a side of the library's own MPI_Alltoall (`bench run` jobs, launched
-as `bench tune` launches them), alternating without and with the tuning (a deploy file, the variables `bench export
---env` printed, or `--env`), then a2a.analysis.compare on them, each launch with the tuning paired with its
-neighbour without it. Everything lands in one directory; the same command again goes on where it stopped."""
+changes, so the unit is the launch: N pairs of launches of the library's own MPI_Alltoall (`bench run` jobs, launched
+as `bench tune` launches them), one without and one with the tuning (a deploy file, the variables `bench export
+--env` printed, or `--env`), half the pairs the tuned one first, then a2a.analysis.compare on them, each launch
+with the tuning paired with its neighbour without it (the sign test: 6 pairs or more at alpha 0.05). Everything
+lands in one directory; the same command again goes on where it stopped."""
 from __future__ import annotations
 
 import shlex
@@ -18,7 +19,7 @@ from a2a.errors import BadConfig, BadInput, HarnessError
 from a2a.mpi import bench_words, launcher_size
 from a2a.record.meta import now
 from a2a.record.results import NATIVE, read_meta
-from a2a.record.verdict import MARGIN, MIN_LAUNCHES
+from a2a.record.verdict import MARGIN, least_pairs, pair_orders
 from a2a.sweep.naming import named
 from a2a.workflows.tuning import TuneConfig, Tuning, config_of, launcher_found, swept_grid
 
@@ -96,19 +97,19 @@ class Compared(Tuning):
     def _steps(self) -> int:
         sides: dict[str, list[Path]] = {"baseline": [], "tuned": []}
         every = self.config.rounds
-        if every < MIN_LAUNCHES:
-            self.say(f"{every} launches a side carry no verdict (a launch is the unit a tuning changes): the ratio "
-                     f"is described only; {MIN_LAUNCHES} or more a side are judged")
-        for k in range(1, every + 1):
-            sides["baseline"].append(self._job(f"baseline-{k}", NATIVE, self.config.verify_iterations,
-                                               control=False))
-            sides["tuned"].append(self._job(f"tuned-{k}", NATIVE, self.config.verify_iterations, self.variables,
-                                            control=False))
+        if every < least_pairs(self.config.alpha):
+            self.say(f"{every} pairs of launches carry no verdict (a launch is the unit a tuning changes, and a sign "
+                     f"test over fewer than {least_pairs(self.config.alpha)} pairs cannot reach alpha "
+                     f"{self.config.alpha:g}): the ratios are described only")
+        for k, tuned_first in enumerate(pair_orders(every), 1):
+            for side in ("tuned", "baseline") if tuned_first else ("baseline", "tuned"):
+                sides[side].append(self._job(f"{side}-{k}", NATIVE, self.config.verify_iterations,
+                                             self.variables if side == "tuned" else None, control=False))
         rows = compare(sides["baseline"], sides["tuned"], NATIVE, self.metric, self.margin, self.config.alpha)
         self.meta.update(status="complete", end=now(), rows=rows)
         self._write()
         tuned = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.variables.items()) or "nothing (an A/A comparison)"
-        self.say(f"\nthe library's own MPI_Alltoall, {every} alternating launches a side; tuned: {tuned}")
+        self.say(f"\nthe library's own MPI_Alltoall, {every} launches a side in pairs of neighbours; tuned: {tuned}")
         self.say(render_comparison(rows, self.metric, self.config.alpha, self.margin))
         return 0
 

@@ -6,10 +6,10 @@ This process drives MPI jobs of its own (`bench run`, each launched with the lau
 2. the decision from all of them, the launches the top level of its verdicts (a2a.record.verdict): a cell whose
    winner changed between launches has an interval that spans both, and stays with the library's own choice;
 3. the tuning file for the library in use (MPICH's selection JSON, Open MPI's rules file);
-4. verification: `rounds` alternating launches of the library's MPI_Alltoall without and
-   with the file; per size the ratio and its interval by a2a.record.verdict's rule across launches (each launch
-   with the file paired with its neighbour without it; fewer than 3 a side are untested; times below the timer's
-   floor are never judged);
+4. verification: `rounds` pairs of launches of the library's MPI_Alltoall, one without and one
+   with the file (half the pairs with the file first); per size the ratio and its interval by a2a.record.verdict's
+   rule across launches (each launch with the file paired with its neighbour without it, by the sign test: fewer
+   than 6 pairs are untested at alpha 0.05; times below the timer's floor are never judged);
 5. with `revert_slower`, the cells the library ran slower go back to it, and the table is
    verified again.
 
@@ -38,7 +38,7 @@ from a2a.mpilib import PROFILES, profile_of
 from a2a.record.decision import read_decision, write_decision
 from a2a.record.meta import now
 from a2a.record.results import NATIVE, read_meta
-from a2a.record.verdict import FASTER, SLOWER
+from a2a.record.verdict import FASTER, SLOWER, pair_orders
 from a2a.sweep.naming import named
 from a2a.units import counted
 from a2a.workflows.tune_deploy import DeployTune
@@ -119,13 +119,12 @@ class Tune(Tuning):
         """Alternating launches of the library's own MPI_Alltoall without and with the file; the comparison."""
         env = made.environment
         sides: dict[str, list[Path]] = {"default": [], "with": []}
-        for round_ in range(1, self.config.rounds + 1):
-            call = self.config.library_call
-            sides["default"].append(self._job(f"{name}-default-{round_}", call, self.config.verify_iterations,
-                                              control=False))
-            sides["with"].append(self._job(f"{name}-with-{round_}", call, self.config.verify_iterations, env,
-                                           control=False))
-        rows = compare(sides["default"], sides["with"], NATIVE, "median")  # their stamps say they alternated
+        for round_, with_first in enumerate(pair_orders(self.config.rounds), 1):
+            for side in ("with", "default") if with_first else ("default", "with"):
+                sides[side].append(self._job(f"{name}-{side}-{round_}", self.config.library_call,
+                                             self.config.verify_iterations, env if side == "with" else None,
+                                             control=False))
+        rows = compare(sides["default"], sides["with"], NATIVE, "median")  # their stamps say they ran in pairs
         (self.directory / f"{name}-comparison.json").write_text(json.dumps(rows, indent=1, default=str) + "\n")
         return rows
 

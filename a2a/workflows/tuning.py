@@ -49,7 +49,7 @@ class TuneConfig:
     iterations: int = 25
     verify_iterations: int = 50
     launches: int = 3
-    rounds: int = 5
+    rounds: int = 6  # pairs of verification launches: the sign test needs 6 at alpha 0.05
     metric: str = "mean"
     alpha: float = 0.05
     revert_slower: bool = False
