@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -48,8 +49,15 @@ def compiled_path(sources: list[Path], name: str, flags: list[str], shared: bool
     compiles for."""
     mpicc = mpicc or mpi_tool("mpicc")
     key = hashlib.sha256(b"".join(Path(p).read_bytes() for p in sources) +
-                         f"{flags}\n{shared}\n{Path(mpicc).resolve()}\n{compile_line(mpicc)}".encode())
+                         f"{flags}\n{shared}\n{tool_file(mpicc)}\n{compile_line(mpicc)}".encode())
     return cache_home() / "compiled" / key.hexdigest()[:16] / name
+
+
+def tool_file(tool: str) -> str:
+    """The file a compiler name stands for, whatever the working directory: a bare name ('cc', which `mpicc -show`
+    prints) as found on PATH, a path made absolute (links followed); a name not on PATH as it is."""
+    found = shutil.which(tool) if os.sep not in tool else tool
+    return str(Path(found).resolve()) if found else tool
 
 
 @functools.lru_cache(maxsize=8)  # asked once per process: a plan that runs in C looks its library up each time

@@ -42,8 +42,9 @@ def deploy(decisions: tuple[str, ...], nprocs: str, extrapolate: bool, ranks_per
     """Write a deploy file: the decisions' schedules for the PMPI library to run inside any MPI program.
 
     DECISIONS are decision.json files (bench decide -o) or results directories, e.g. one for alltoall and one for
-    alltoallv. Run a program with it: mpiexec -n 4 env LD_PRELOAD=$(python -m bench deploy --library)
-    A2A_DEPLOY=deploy.a2a ./program. `bench tune --deploy` makes one and verifies it on this machine.
+    alltoallv, measured with one MPI library: the file is for that library's programs. Run a program with it:
+    mpiexec -n 4 env LD_PRELOAD=$(python -m bench deploy --library) A2A_DEPLOY=deploy.a2a ./program. `bench tune
+    --deploy` makes one and verifies it on this machine.
     """
     refuse_usage(decisions, library, mpicc, show, learn)
     if library or show:

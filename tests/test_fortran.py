@@ -4,19 +4,25 @@ Fortran library calls MPI_*), through `use mpi` and `use mpi_f08`; liba2a built 
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
-from support import ROOT, debian_launch, debian_libraries, debian_tool
-from test_deploy import decision, passed, served
+from support import ROOT, debian_launch, debian_libraries, debian_tool, needs_debian_mpi
+from test_deploy import decision, passed, report_lines, served
+from test_deploy_library import page_block
 
-from a2a.deploy.file import deployment
+from a2a.deploy.file import Deployment, deployment
 from a2a.deploy.library import preload_library
+from a2a.kept import cache_home
 from a2a.mpi import clean_launcher_env
 
 PROGRAM = ROOT / "tests" / "programs" / "alltoall_check.f90"
 P = 3
+# a venv whose mpi4py runs on Debian's Open MPI, as .ci/setup.d/debian-mpi.sh makes it
+OPEN_MPI_VENV = Path(os.environ.get("A2A_DEBIAN_VENVS") or Path.home() / ".cache" / "a2a") / "debian-openmpi"
 
 
 def fortran_program(library: str, binding: str, folder: Path) -> Path:
@@ -68,3 +74,33 @@ def test_without_variables_a_fortran_program_runs_untouched(tmp_path: Path, libr
     program = fortran_program(library, "mpi", tmp_path)
     done = under(library, preload_library(debian_tool(library, "mpicc")), str(program), "5")
     assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "ok", ""), done.stdout + done.stderr
+
+
+@pytest.mark.launches
+@needs_debian_mpi("Open MPI")
+@pytest.mark.skipif(not (OPEN_MPI_VENV / "bin" / "python").exists(),
+                    reason=f"needs a venv on Debian's Open MPI at {OPEN_MPI_VENV} (.ci/setup.d/debian-mpi.sh makes it)")
+def test_the_deploy_pages_fortran_loop_runs_as_written(tmp_path: Path) -> None:
+    """docs/deploy.md's Fortran block, pasted at a checkout's root with ~/venv-openmpi a venv on Debian's Open MPI
+    4.1.4: every line exits 0 (before, no command made its ompi.a2a, and its oversubscribe hint was Open MPI 5's
+    alone), the file is for Open MPI, and on the last run every call is served or passed for a true reason."""
+    for name in ("a2a", "tests"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "venv-openmpi").symlink_to(OPEN_MPI_VENV)
+    block = page_block("**Fortran programs.**")
+    env = {**clean_launcher_env(None), "HOME": str(home), "XDG_CACHE_HOME": str(cache_home().parent)}
+    done = subprocess.run(["bash", "-e", "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said[-3000:]
+    folder = tmp_path / "results" / "fortran"
+    assert Deployment.read(folder / "ompi.a2a").library == "Open MPI"
+    assert done.stdout.splitlines().count("ok") == 2 and "MPI_Init through Fortran" in done.stderr, said[-3000:]
+    kept = {c for c in ("alltoall", "alltoallv") if re.search(rf"^{c} on 3 ranks.*: the library$", said, re.M)}
+    for collective, (seen, by_schedule, reasons) in report_lines(done.stderr).items():
+        true = {"MPI_IN_PLACE"} if collective == "alltoall" else set()
+        assert seen == {"alltoall": 3 * P, "alltoallv": 2 * P}[collective], said[-2000:]
+        assert sum(by_schedule.values()) + sum(reasons.values()) == seen, said[-2000:]
+        assert set(reasons) <= true | ({"the file keeps the library's choice"} if collective in kept else set()), said

@@ -291,13 +291,40 @@ def deploy(decisions: list[Path], nprocs: list[int], ranks_per_node: int, output
         raise BadInput(f"--output {output}: its directory does not exist")
     tables: list[Table] = []
     origin: list[str] = []
+    libraries: dict[str, str] = {}
     for path in map(Path, decisions):
         document = decide([path]) if path.is_dir() else read_decision(path)
         tables += document.tables
         origin += origin_of(document, str(path))
+        libraries.update((name, str(path)) for name in families(document) if name not in libraries)
     _check_once(tables)
+    library, said = _one_library(libraries)
     counts = nprocs or sorted({t.nprocs for t in tables})
-    return written(_served(tables, counts, ranks_per_node, this_library(), origin, extrapolate), output)
+    return said + written(_served(tables, counts, ranks_per_node, library, origin, extrapolate), output)
+
+
+def families(document: Decision) -> list[str]:
+    """The MPI library families the decision was measured with, as liba2a names them (its own `mpi_library` and each
+    record's); none where it names no library (a decision made by hand)."""
+    texts = document.mpi_library if isinstance(document.mpi_library, list) else [document.mpi_library or ""]
+    texts += [source.get("mpi_library") or "" for source in document.sources]
+    return sorted({family(text) for text in texts if text.strip()})
+
+
+def _one_library(libraries: dict[str, str]) -> tuple[str, list[str]]:
+    """The family the file is for (the decisions' own; none named: this Python's, said in a line); BadInput for two."""
+    if len(libraries) > 1:
+        (one, there), (other, here) = sorted(libraries.items())[:2]
+        raise BadInput(f"{there} was measured with {one}, but {here} with {other}: a deploy file serves the programs "
+                       "of one MPI library (liba2a refuses another); deploy each library's decisions in a file of "
+                       "its own")
+    mine = this_library()
+    if not libraries:
+        return mine, [f"the decisions name no MPI library: the file is for this Python's, {mine}"]
+    theirs = next(iter(libraries))
+    return theirs, [] if theirs == mine else [
+        f"the file is for {theirs}, whose programs need liba2a built by its compiler wrapper (python -m bench deploy "
+        f"--library --mpicc PATH); this Python runs {mine}"]
 
 
 def _check_once(tables: list[Table]) -> None:

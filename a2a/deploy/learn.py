@@ -68,5 +68,5 @@ def learn_file(candidates: list[str], nprocs: list[int], ranks_per_node: int, si
     lines = written(made, output)
     return [*lines[:-1], f"learns MPI_Alltoall at {span_text(low, high)} on {', '.join(map(str, nprocs))} ranks "
             f"among the library's own and {', '.join(candidates)}", lines[-1],
-            f"run: LD_PRELOAD=$(python -m bench deploy --library) A2A_DEPLOY={output} A2A_LEARN_OUT=learned.a2a "
-            "A2A_DEPLOY_REPORT=1 mpirun -n P ./program"]
+            f"run: mpiexec -n {max(nprocs)} env LD_PRELOAD=$(python -m bench deploy --library) A2A_DEPLOY={output} "
+            "A2A_LEARN_OUT=learned.a2a A2A_DEPLOY_REPORT=1 ./program"]  # the variables on the ranks (docs/deploy.md)
