@@ -1,6 +1,7 @@
 """What `bench tune --deploy` prints agrees with itself: the footnote reads its own rows, a slower ratio reads as
 slower, a --verify-with program that never ran says so, and 0 B or a time below the timer's floor is never judged."""
 from types import SimpleNamespace
+from typing import cast
 
 from a2a.analysis.decide import versus_native
 from a2a.deploy.file import Deployment, served_by
@@ -18,14 +19,14 @@ ROWS = [Verdict("alltoall", 2, 8, 25.35, 9.40, 0.3, "tie", LIBRARY),
 
 
 def test_the_footnote_states_what_its_own_rows_show():
-    text = verdicts_table(SimpleNamespace(), ROWS, None)
+    text = verdicts_table(Deployment("MPICH", []), ROWS, None)  # every row says what ran: the file is not read
     note = text.splitlines()[-1]
     assert "+146.93 us slower (at 256K" in note and "+0.02 us" not in note
     assert "1 of 3 called slower" in note
 
 
 def test_a_slower_ratio_reads_as_slower_in_every_line():
-    text = verdicts_table(SimpleNamespace(), ROWS, None)
+    text = verdicts_table(Deployment("MPICH", []), ROWS, None)
     assert "6.27x slower" in text and "4.40x" in text and "0.23" not in text
     assert why_back(ROWS[:1], 0, -1) == "8 tie with the file (2.70x slower, p=0.3)"
 
@@ -41,13 +42,14 @@ def test_a_range_slower_than_native_by_the_metric_reads_as_slower():
 
 def test_a_program_to_verify_with_that_never_ran_says_so():
     said: list[str] = []
+    # a stand-in with what the method reads (config, meta, say)
     tune = SimpleNamespace(config=SimpleNamespace(verify_with="./app --steps 3"), meta={}, say=said.append)
-    DeployTune._program_not_run(tune, "every size the file served was given back to the library")
+    DeployTune._program_not_run(cast(DeployTune, tune), "every size the file served was given back to the library")
     assert said == ["--verify-with ./app --steps 3: not run, every size the file served was given back to the "
                     "library (no file left to run it with)"]
     assert tune.meta["program_not_run"] == said[0]
     quiet = SimpleNamespace(config=SimpleNamespace(verify_with=""), meta={}, say=said.append)
-    DeployTune._program_not_run(quiet, "anything")
+    DeployTune._program_not_run(cast(DeployTune, quiet), "anything")
     assert len(said) == 1 and quiet.meta == {}
 
 
@@ -77,3 +79,20 @@ def test_0_bytes_is_shown_and_never_judged_nor_given_back(tmp_path, monkeypatch)
 def test_times_below_the_timers_floor_are_never_judged_in_a_verification():
     quick = Verdict("alltoall", 2, 8, 0.05, 0.02, 0.001, "slower")
     assert unjudged(quick, 0.1e-6).verdict == "not judged" and unjudged(quick, 0.01e-6).verdict == "slower"
+
+
+def test_a_file_left_serving_0_bytes_alone_serves_nothing(tmp_path, monkeypatch):
+    """Every size that moves bytes given back: the 0 B entry it keeps runs nothing (liba2a gives 0 B to the
+    library), so the file is not offered."""
+    measured = [Verdict("alltoall", 2, 0, 8.92, 1.0, 1.0, "same"), Verdict("alltoall", 2, 8, 10.0, 10.0, 0.5, "same")]
+    monkeypatch.setattr(tune_deploy, "verify_sizes", lambda *args, **kwargs: list(measured))
+    monkeypatch.setattr(tune_deploy, "measured_sizes", lambda *args: [0, 8])
+    tune = DeployTune(tmp_path / "tune", TuneConfig(["mpiexec"], [2], "0,8", deploy=True), lambda text: None)
+    (tmp_path / "tune").mkdir()
+    monkeypatch.setattr(tune, "_preload", lambda: tmp_path / "liba2a.so")
+    monkeypatch.setattr(tune, "_launch", lambda p: None)
+    made = Deployment("MPICH", [], entries=[("alltoall", 2, "*", 0, -1, 0)], schedules=[("pairwise", "data")])
+    made, verdicts, back = tune._verified(made, Decision(SCHEMA, "mean", 0.05, ()))
+    assert back == ["alltoall on 2 ranks, 1.. B per peer: 8 same with the file (1.00x, p=0.5)"]
+    assert made.serves() and not tune_deploy.serves_calls(made)  # 0..0 B still names pairwise
+    assert list(tune.meta["steps"]) == ["verify-1"]  # not verified again: nothing left to verify

@@ -86,12 +86,12 @@ class DeployTune(Tuning):
         made = deployment(document, self.config.nprocs, 0, family(self._verifying_library()),
                           origin_of(document, str(table)),
                           extrapolate=False)
-        if not made.serves():
+        if not serves_calls(made):
             self._program_not_run("the decision leaves every size to the library")
             return self._nothing_to_apply("the file would keep the library's choice at every size: " + "; ".join(
                 made.kept) if made.kept else "the decision keeps the library's own choice at every size")
         made, verdicts, back = self._verified(made, document)
-        if not made.serves():
+        if not serves_calls(made):
             self._program_not_run("every size the file served was given back to the library")
             return self._not_applied(made, verdicts, back, "every size it served was given back to the library")
         program = self._program(made) if self.config.verify_with else None
@@ -126,7 +126,7 @@ class DeployTune(Tuning):
             verdicts = self._verification(made, document, k)
             given = self._give_back(made, verdicts)
             back += given
-            if not given or not made.serves():
+            if not given or not serves_calls(made):
                 break
         return made, verdicts, back
 
@@ -296,6 +296,12 @@ class DeployTune(Tuning):
                 f"(the median of {LOOP_ROUNDS} rounds a size, each launch), each launch with the file paired with the "
                 f"one before it, alpha {self.config.alpha}, margin {100 * verdict.MARGIN:g} %, ties "
                 f"{'kept' if self.config.keep_ties else 'given back'}")
+
+
+def serves_calls(made: Deployment) -> bool:
+    """Whether the file runs a schedule for any call that moves bytes (liba2a gives 0 B to the library whatever an
+    entry says, so an entry of 0 B alone serves nothing)."""
+    return any(k >= 0 and high != 0 for *_, high, k in made.entries)
 
 
 def unjudged(found: Verdict, floor: float) -> Verdict:
