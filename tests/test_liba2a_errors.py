@@ -132,11 +132,16 @@ def test_a_failed_nonblocking_exchange_is_the_waits_result(tmp_path: Path, prelo
 
 
 @pytest.mark.launches
-@pytest.mark.parametrize("p", [2, 3])
-def test_the_python_binding_raises_the_executors_error(p: int):
+@pytest.mark.parametrize("p, how, progress", [(2, "run", ""), (3, "run", ""), (3, "start", "test"),
+                                              (3, "start", "thread"), (3, "start", "mpi")])
+def test_the_python_binding_raises_the_executors_error(p: int, how: str, progress: str):
+    """Blocking, and started then waited for under each way an exchange progresses (mpi: where MPICH's hook is)."""
     shim = compiled([PROGRAMS / "failing_isend.c"], "failing_isend.so", ["-O2", "-Wall", "-Wextra", "-Werror"],
                     shared=True)
-    command = launch_command(p, "env", f"LD_PRELOAD={shim}", f"A2A_TEST_FAIL_ISEND={failing_at(p)}", sys.executable,
-                             str(PROGRAMS / "executor_failing.py"))
+    if progress == "mpi" and not is_mpich():
+        pytest.skip("the executor progresses inside MPI with MPICH's MPIX_Async only")
+    command = launch_command(p, "env", f"LD_PRELOAD={shim}", f"A2A_TEST_FAIL_ISEND={failing_at(p)}",
+                             f"A2A_EXECUTOR_PROGRESS={progress}", sys.executable,
+                             str(PROGRAMS / "executor_failing.py"), how)
     done = subprocess.run(command, env=clean_launcher_env(None), cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr

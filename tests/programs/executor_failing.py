@@ -1,6 +1,9 @@
 """A plan of the C executor whose exchange an MPI_Isend fails (tests/programs/failing_isend.c preloaded with
-A2A_TEST_FAIL_ISEND): the call raises ExchangeFailed naming MPI_Isend on every rank, and the next call of the same
-plan is right. Prints ok on rank 0, else what was wrong."""
+A2A_TEST_FAIL_ISEND): the call (argv[1] "run": blocking; "start": started, then waited for) raises ExchangeFailed
+naming MPI_Isend on every rank, and the next call of the same plan is right. Prints ok on rank 0, else what was
+wrong."""
+import sys
+
 import numpy as np
 from mpi4py import MPI
 
@@ -13,7 +16,11 @@ recv = np.zeros_like(send)
 said = ""
 with a2a.get("pairwise").plan(comm, send, recv, executor="c") as plan:
     try:
-        plan()
+        if sys.argv[1:] == ["start"]:
+            plan.start()
+            plan.wait()
+        else:
+            plan()
         said = "no error"
     except ExchangeFailed as failed:
         said = "" if failed.call == "MPI_Isend" and "MPI_Isend returned MPI error" in str(failed) else str(failed)

@@ -500,9 +500,11 @@ static void post(a2ax_plan *p, long k) {
     }
 }
 
-/* after an error: the receives still in flight cancelled (once), then every posted request completed (block: waited
-   for; else tested, without entering MPI's progress where none is complete yet); whether none is left in flight */
-static int drained(a2ax_plan *p, int block) {
+enum draining { WAIT, TEST, PEEK }; /* MPI_Wait; MPI_Test; look without entering MPI's progress (inside it) */
+
+/* after an error: the receives still in flight cancelled (once), then every posted request completed (`how`: waited
+   for, tested, or, inside MPI's progress, tested only once it is complete); whether none is left in flight */
+static int drained(a2ax_plan *p, enum draining how) {
     for (long k = 0; !p->cancelled && k < p->nrounds; k++)
         for (long i = p->rounds[k].first_message; i < p->rounds[k].first_message + p->rounds[k].receives; i++)
             if (p->requests[i] != MPI_REQUEST_NULL) A2AX_CHECKED(&p->error, MPI_Cancel(&p->requests[i]));
@@ -510,10 +512,10 @@ static int drained(a2ax_plan *p, int block) {
     for (long i = 0; i < p->nmessages; i++) {
         if (p->requests[i] == MPI_REQUEST_NULL) continue;
 #ifdef A2AX_MPI_PROGRESS
-        if (!block && !MPIX_Request_is_complete(p->requests[i])) return 0;
+        if (how == PEEK && !MPIX_Request_is_complete(p->requests[i])) return 0;
 #endif
         int done = 1;
-        if (block) A2AX_CHECKED(&p->error, MPI_Wait(&p->requests[i], MPI_STATUS_IGNORE));
+        if (how == WAIT) A2AX_CHECKED(&p->error, MPI_Wait(&p->requests[i], MPI_STATUS_IGNORE));
         else A2AX_CHECKED(&p->error, MPI_Test(&p->requests[i], &done, MPI_STATUS_IGNORE));
         if (!done) return 0;
         p->requests[i] = MPI_REQUEST_NULL; /* one that failed again is not waited for twice */
@@ -545,7 +547,7 @@ static int complete(a2ax_plan *p, int block) {
 static int advance(a2ax_plan *p, int block) {
     while (!p->error.code && p->current < p->nrounds && complete(p, block))
         if (++p->current < p->nrounds) post(p, p->current);
-    if (p->error.code && drained(p, block)) p->current = p->nrounds; /* it stops at its first error */
+    if (p->error.code && drained(p, block ? WAIT : TEST)) p->current = p->nrounds; /* it stops at its first error */
     return p->current == p->nrounds;
 }
 
@@ -597,7 +599,7 @@ static int arrived(const a2ax_plan *p) {
 static int quietly(a2ax_plan *p) {
     while (!p->error.code && p->current < p->nrounds && arrived(p) && complete(p, 0))
         if (++p->current < p->nrounds) post(p, p->current);
-    if (p->error.code && drained(p, 0)) p->current = p->nrounds;
+    if (p->error.code && drained(p, PEEK)) p->current = p->nrounds;
     return p->current == p->nrounds;
 }
 
