@@ -10,6 +10,8 @@ from decide_fixtures import minimal_table, record
 from support import is_mpich, python
 
 from a2a.analysis.compare import compare, compared
+from a2a.analysis.decide import decide
+from a2a.record.decision import read_decision, write_decision
 from a2a.record.results import read_meta, write_meta
 
 SIZES: dict[int, float] = {64: 50, 1024: 200, 16384: 100}  # tuned native's time where the baseline's is 100 us
@@ -158,3 +160,32 @@ def test_compare_makes_launches_in_pairs_itself_and_pairs_them(tmp_path):
     other = python("-m", "bench", "compare", "--launches", "3", "--nprocs", "2", "--sizes", "0,8", "--iterations",
                    "3", "--results", str(out), timeout=600)
     assert other.returncode == 2 and "already holds other launches" in other.stderr
+
+
+@pytest.mark.launches
+def test_the_command_reports_faster_and_slower_and_reverts_slower_cells(tmp_path):
+    """Six pairs of launches (moved from test_end_to_end, where one launch a side was judged): twice as fast at 64 B,
+    twice as slow at 1 KiB, the same at 16 KiB; the slower cell's choice goes back to native."""
+    stamps = [stamp(10 * k) for k in range(12)]
+    baseline = side(tmp_path, "baseline", 6, False, stamps=stamps[::2])
+    tuned = side(tmp_path, "tuned", 6, True, stamps=stamps[1::2])
+    table = tmp_path / "decision.json"
+    write_decision(decide([record(tmp_path / "sweep", {
+        (4, 64): {("native", ""): 60, ("bruck", "radix=2"): 20},
+        (4, 1024): {("native", ""): 90, ("pairwise", "schedule=shift"): 30},
+        (4, 16384): {("native", ""): 90, ("throttled", "window=2"): 30}})]), table)
+    sides = [*(f"--baseline={d}" for d in baseline), *(f"--tuned={d}" for d in tuned)]
+    done = python("-m", "bench", "compare", *sides, "--revert-slower", str(table), "--output",
+                  str(tmp_path / "verified.json"))
+    assert done.returncode == 0, done.stderr
+    verdicts = {size: next(line.split() for line in done.stdout.splitlines() if f"  {size}  " in line)
+                for size in ("64", "1K", "16K")}  # ... bytes/peer, default, tuned, ratio, interval, p, verdict
+    assert verdicts["64"][-4:] == ["0.50", "0.50-0.50", "0.031", "faster"], done.stdout  # 6 of 6 pairs: 2/64
+    assert verdicts["1K"][-4:] == ["2.00", "2.00-2.00", "0.031", "SLOWER"], done.stdout
+    assert verdicts["16K"][-7:-4] == ["1.00", "1.00-1.00", "1.000"], done.stdout  # within the 5 % margin
+    assert verdicts["16K"][-4:] == ["same", "(within", "the", "margin)"], done.stdout
+    assert "nprocs=4, 1024 B/peer: pairwise ran 2.00x slower in the library; back to native" in done.stdout
+    verified = read_decision(tmp_path / "verified.json")
+    assert [r.algorithm for r in verified.tables[0].ranges] == ["bruck", "native", "throttled"]
+    alone = python("-m", "bench", "compare", *sides, "--revert-slower", str(table))
+    assert alone.returncode == 2 and alone.stderr.count("--revert-slower and --output go together") == 1

@@ -1,5 +1,5 @@
 """Paths through `bench` that no other test walks: a wrong result, --max-time-per-point, --format json,
-rare dtypes, `bench compare` and `bench overhead`."""
+rare dtypes and `bench overhead` (`bench compare`'s: tests/test_compare.py)."""
 from __future__ import annotations
 
 import json
@@ -7,11 +7,9 @@ import math
 
 import numpy as np
 import pytest
-from decide_fixtures import record
 from support import mpi_library, mpiexec, python
 
-from a2a.analysis import decide
-from a2a.record.decision import read_decision, write_decision
+from a2a.record.decision import read_decision
 from a2a.record.results import read_meta, read_rows, read_samples
 
 pytestmark = pytest.mark.launches  # every test here starts jobs of its own
@@ -86,36 +84,6 @@ def test_rare_dtypes_run_and_check_through_native(tmp_path, dtype, itemsize):
     assert len(rows) == 4 and all(r.valid and r.dtype == name for r in rows), [(r.algorithm, r.note) for r in rows]
     assert sorted({r.count for r in rows}) == [16 // itemsize, 65536 // itemsize]
     assert read_meta(out)["config"]["dtype"] == name
-
-
-def test_compare_reports_faster_and_slower_and_reverts_slower_cells(tmp_path):
-    # baseline: native at 100 us; tuned: twice as fast at 64 B, twice as slow at 1 KiB, same at 16 KiB
-    baseline = record(tmp_path / "baseline", {(4, 64): {("native", ""): 100}, (4, 1024): {("native", ""): 100},
-                                              (4, 16384): {("native", ""): 100}})
-    tuned = record(tmp_path / "tuned", {(4, 64): {("native", ""): 50}, (4, 1024): {("native", ""): 200},
-                                        (4, 16384): {("native", ""): 100}})
-    table = tmp_path / "decision.json"
-    write_decision(decide.decide([record(tmp_path / "sweep", {
-        (4, 64): {("native", ""): 60, ("bruck", "radix=2"): 20},
-        (4, 1024): {("native", ""): 90, ("pairwise", "schedule=shift"): 30},
-        (4, 16384): {("native", ""): 90, ("throttled", "window=2"): 30}})]), table)
-    done = python("-m", "bench", "compare", "--baseline", str(baseline), "--tuned", str(tuned),
-                  "--revert-slower", str(table), "--output", str(tmp_path / "verified.json"))
-    assert done.returncode == 0, done.stderr
-    verdicts = {size: next(line.split() for line in done.stdout.splitlines() if f"  {size}  " in line)
-                for size in ("64", "1K", "16K")}  # ... bytes/peer, default, tuned, ratio, interval, p, verdict
-    assert verdicts["64"][-4:] == ["0.50", "0.48-0.52", "0.000", "faster"], done.stdout
-    assert verdicts["1K"][-4:] == ["2.00", "1.96-2.05", "0.000", "SLOWER"], done.stdout
-    assert verdicts["16K"][-7:-4] == ["1.00", "0.96-1.04", "1.000"], done.stdout  # within the 5 % margin
-    assert verdicts["16K"][-4:] == ["same", "(within", "the", "margin)"], done.stdout
-    assert "nprocs=4, 1024 B/peer: pairwise ran 2.00x slower in the library; back to native" \
-        in done.stdout
-    verified = read_decision(tmp_path / "verified.json")
-    assert [r.algorithm for r in verified.tables[0].ranges] == ["bruck", "native", "throttled"]
-
-    alone = python("-m", "bench", "compare", "--baseline", str(baseline), "--tuned", str(tuned),
-                   "--revert-slower", str(table))
-    assert alone.returncode == 2 and alone.stderr.count("--revert-slower and --output go together") == 1
 
 
 def test_overhead_prints_a_ratio_per_twin_and_size(tmp_path):
