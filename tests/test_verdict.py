@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from a2a.analysis.decide import mann_whitney_p
 from a2a.record import verdict
 
 BASE = 100e-6  # seconds
+Cells = dict[Hashable, verdict.Values]  # a cell's candidates' per-round values
 
 
 def load(rng: np.random.Generator, slots: int, per_round: int) -> np.ndarray:
@@ -23,11 +25,11 @@ def load(rng: np.random.Generator, slots: int, per_round: int) -> np.ndarray:
 
 
 def interleaved(rng: np.random.Generator, speeds: list[float], rounds: int = 10, samples: int = 3,
-                noise: float = 0.05, loaded: bool = True) -> dict[int, verdict.Values]:
+                noise: float = 0.05, loaded: bool = True) -> Cells:
     """Per-round mean times of candidates (their time factors `speeds`) visited in rounds, each in a fresh order."""
     n = len(speeds)
     machine = load(rng, rounds * n, n) if loaded else np.ones(rounds * n)
-    values: dict[int, verdict.Values] = {c: {} for c in range(n)}
+    values: Cells = {c: {} for c in range(n)}
     for r in range(rounds):
         for slot, c in enumerate(rng.permutation(n)):
             seconds = BASE * speeds[c] * machine[r * n + slot] * np.exp(rng.normal(0.0, noise, samples))
@@ -97,7 +99,7 @@ def test_holm_adjusts_step_down():
     assert adjusted == pytest.approx([0.03, 0.06, 0.06]) and levels == pytest.approx([0.05 / 3, 0.05, 0.025])
 
 
-def quiet(rng: np.random.Generator, speeds: list[float]) -> dict[int, verdict.Values]:
+def quiet(rng: np.random.Generator, speeds: list[float]) -> Cells:
     return interleaved(rng, speeds, rounds=10, samples=3, noise=0.01, loaded=False)
 
 
@@ -114,7 +116,8 @@ def test_a_difference_within_the_noise_floor_is_a_tie():
     kept; with a quiet control the same difference is a verdict."""
     rng = np.random.default_rng(5)
     values = quiet(rng, [1.0, 1 / 1.08, 1.10])
-    candidates, noisy_control = {0: values[0], 1: values[1]}, values[2]
+    candidates: Cells = {0: values[0], 1: values[1]}
+    noisy_control = values[2]
     cell = verdict.judge_cell(candidates, 0, lambda k: k, control=noisy_control)
     assert cell.floor == pytest.approx(1.10, rel=0.02)
     assert (cell.vs_native[1].verdict, cell.choice) == (verdict.TIE, 0)
@@ -124,18 +127,19 @@ def test_a_difference_within_the_noise_floor_is_a_tie():
 
 def test_records_without_rounds_are_untested():
     """Each launch of an old record is one block: no pairs, no verdict, native stays."""
-    blocks_ = {0: {("a", -1): 2.0, ("b", -1): 2.0}, 1: {("a", -1): 1.0, ("b", -1): 1.0}}
+    blocks_: Cells = {0: {("a", -1): 2.0, ("b", -1): 2.0}, 1: {("a", -1): 1.0, ("b", -1): 1.0}}
     cell = verdict.judge_cell(blocks_, 0, lambda k: k)
     assert cell.vs_native[1].verdict == verdict.UNTESTED and cell.vs_native[1].ratio == 0.5
     assert (cell.choice, cell.tied_with, cell.rounds, cell.launches) == (0, [], 0, 2)
-    two = {c: {("a", r): v for r in range(2)} for c, v in ((0, 2.0), (1, 1.0))}
+    two: Cells = {c: {("a", r): v for r in range(2)} for c, v in ((0, 2.0), (1, 1.0))}
     assert verdict.judge_cell(two, 0, lambda k: k).vs_native[1].verdict == verdict.UNTESTED
 
 
 def test_the_choice_is_the_simplest_of_those_faster_than_native_and_not_slower_than_the_best():
     """1 and 2 tie as the fastest, 3 is faster than native but slower than them: the preferred of 1 and 2 (2)."""
     values = quiet(np.random.default_rng(9), [1.0, 0.50, 0.505, 0.7])
-    cell = verdict.judge_cell(values, 0, lambda k: {2: 0, 1: 1, 3: 2, 0: 3}[k])
+    order: dict[Hashable, int] = {2: 0, 1: 1, 3: 2, 0: 3}
+    cell = verdict.judge_cell(values, 0, lambda k: order[k])
     assert (cell.choice, cell.tied_with) == (2, [1])
     assert cell.vs_best[3].verdict == verdict.SLOWER and cell.vs_native[3].verdict == verdict.FASTER
 
@@ -164,6 +168,7 @@ def test_launch_to_launch_swings_widen_the_interval_of_several_launches():
             a[launch, r] = b[launch, r] / gain * math.exp(rng.normal(0, 0.02))
     both = verdict.family({"ab": (a, b)}, bound=0.0)["ab"]
     one = verdict.family({"ab": ({u: v for u, v in a.items() if u[0] == "x"}, b)}, bound=0.0)["ab"]
+    assert both.high is not None and both.low is not None and one.high is not None and one.low is not None
     assert (both.high - both.low) > 2 * (one.high - one.low) and both.launches == 3 and one.launches == 1
 
 
