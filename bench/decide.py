@@ -107,8 +107,8 @@ def compare(baseline: tuple[str, ...], tuned: tuple[str, ...], algorithm: str, m
     """Per size, the ratio tuned/baseline of one algorithm measured in two sets of launches.
 
     For example native with and without an exported tuning file. A launch is the unit a tuning changes: with fewer
-    than 3 a side the ratio is described, not judged; launches that alternated are paired. With --launches N it
-    makes them itself (run it without mpirun).
+    than 3 a side the ratio is described, not judged; launches that ran in pairs of neighbours are paired (6 pairs
+    or more for a verdict). With --launches N it makes them itself (run it without mpirun).
     """
     if launches:
         given = [o for o, v in (("--baseline", baseline), ("--tuned", tuned), ("--revert-slower", table)) if v]
