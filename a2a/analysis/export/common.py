@@ -16,7 +16,7 @@ from a2a.algos.facts import library_own, shown, twin
 from a2a.algos.registry import with_defaults
 from a2a.errors import BadInput
 from a2a.mpilib import tuning_file
-from a2a.record.decision import Cell, Decision, Range, as_decision, lower_bounds, parse_options
+from a2a.record.decision import Cell, Contender, Decision, Range, as_decision, lower_bounds, parse_options
 from a2a.record.results import NATIVE
 
 Counterpart = Callable[[str, dict[str, str], int], Hashable | None]  # (algorithm, options, nprocs) -> target
@@ -63,7 +63,7 @@ def translate(document: Decision | Mapping[str, Any], counterpart: Counterpart, 
     for table in sorted(document.tables, key=lambda t: t.nprocs):
         nprocs = table.nprocs
         units = [unit for row in table.ranges for unit in _units(row)]
-        targets = [(low, _target(cell, nprocs, counterpart, library, warnings)) for low, cell in units]
+        targets = [(low, _target(cell, nprocs, counterpart, library, warnings, document.metric)) for low, cell in units]
         tables.append((nprocs, _segments(targets)))
     return tables, warnings
 
@@ -113,24 +113,49 @@ def _units(row: Range) -> list[tuple[int, Cell]]:
     return list(zip(lows, cells))
 
 
-def _target(cell: Cell, nprocs: int, counterpart: Counterpart, library: str, warnings: list[str]) -> Hashable:
+def _target(cell: Cell, nprocs: int, counterpart: Counterpart, library: str, warnings: list[str],
+            metric: str) -> Hashable:
     found = counterpart(cell.algorithm, with_defaults(cell.algorithm, parse_options(cell.options)), nprocs)
     if found is not None:
         return found
     where = f"{nprocs} ranks, {cell.bytes_per_peer} B/peer"
-    chosen = shown(cell.algorithm, cell.options)
     for candidate in cell.candidates:
         options = with_defaults(candidate.algorithm, parse_options(candidate.options))
         found = counterpart(candidate.algorithm, options, nprocs)
         if found is not None:
-            cost = candidate.value_us / cell.value_us - 1 if cell.value_us > 0 else 0.0
-            substitute = shown(candidate.algorithm, candidate.options)
-            warnings.append(f"{where}: {chosen} has no {library} counterpart; using {substitute} "
-                            f"instead, {cost * 100:+.1f}% ({candidate.value_us:.1f} us vs {cell.value_us:.1f} us)")
+            warnings.append(f"{where}: {shown(cell.algorithm, cell.options)} has no {library} counterpart; "
+                            f"{_substitution(cell, candidate, metric)}")
             return found
     warnings.append(f"{where}: no measured algorithm has a {library} counterpart; "
                     f"leaving it to {library}'s default")
     return counterpart(NATIVE, {}, nprocs)
+
+
+def _substitution(cell: Cell, substitute: Contender, metric: str) -> str:
+    """What taking `substitute` for the cell's choice costs: its time over the choice's as the verdicts measured it
+    (the choice rests on them, not on the metric over all calls, which one stalled round can swamp), and both times
+    in the metric."""
+    chosen, instead = shown(cell.algorithm, cell.options), shown(substitute.algorithm, substitute.options)
+    judged = _judged_ratio(cell, substitute)
+    if judged is not None:
+        ratio, basis = judged, "median of per-round ratios; "
+    else:
+        ratio, basis = (substitute.value_us / cell.value_us if cell.value_us > 0 else 1.0), ""
+    against = f"{ratio:.2f}x slower than" if ratio >= 1 else f"{1 / ratio:.2f}x faster than"
+    what = "predicted" if cell.predicted else f"{metric} over all calls"
+    return (f"using {instead} instead, {against} {chosen} ({basis}{what}: {instead} {substitute.value_us:.1f} us, "
+            f"{chosen} {cell.value_us:.1f} us)")
+
+
+def _judged_ratio(cell: Cell, substitute: Contender) -> float | None:
+    """The substitute's time over the choice's from their verdicts against the cell's best, the one candidate
+    without one (medians of per-round ratios; exact where the choice is the best); None for a cell not judged by
+    them (no interleaved rounds: a record made before them, a table of schema /1 or predicted)."""
+    chosen = [c for c in cell.candidates if (c.algorithm, c.options) == (cell.algorithm, cell.options)]
+    if not cell.rounds or len(chosen) != 1 or sum(c.vs_best is None for c in cell.candidates) != 1:
+        return None
+    substitute_ratio, chosen_ratio = (1.0 if c.vs_best is None else c.vs_best.ratio for c in (substitute, chosen[0]))
+    return substitute_ratio / chosen_ratio
 
 
 def library_only(document: Decision | Mapping[str, Any]) -> bool:
