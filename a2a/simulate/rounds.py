@@ -13,7 +13,6 @@ group of 16,384 x 16,383 destinations in 512 MiB.
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
@@ -182,7 +181,7 @@ class RoundTable:
 def table(per_rank: Iterable[tuple[int, RankRounds]], nprocs: int) -> RoundTable:
     """Stack every rank's rounds (rank, its rounds; in rank order) into groups of one shape."""
     kind = np.uint16 if nprocs <= np.iinfo(np.uint16).max else np.int32
-    shapes: dict[bytes, dict] = {}
+    shapes: dict[tuple, list[dict]] = {}
     copies: list[tuple[int, int, int]] = []
     count = 0
     for rank, mine in per_rank:
@@ -190,15 +189,26 @@ def table(per_rank: Iterable[tuple[int, RankRounds]], nprocs: int) -> RoundTable
         copies += [(rank, at, nbytes) for at, nbytes in mine.copies]
         if not len(mine.dests):
             continue
-        shape = hashlib.sha256(mine.rounds.tobytes()).digest()
-        found = shapes.setdefault(shape, {"ranks": [], "rounds": mine.rounds, "dests": [], "sizes": []})
+        found = _shaped(shapes, mine.rounds)
         found["ranks"].append(rank)
         found["dests"].append(mine.dests.astype(kind))
         sizes = found["sizes"]
         sizes.append(sizes[0] if sizes and np.array_equal(sizes[0], mine.nbytes) else mine.nbytes)
-    groups = [_group(found) for found in shapes.values()]
+    groups = [_group(found) for alike in shapes.values() for found in alike]
     columns = [np.array([c[i] for c in copies], np.int64) for i in range(3)]
     return RoundTable(nprocs, groups, (columns[0], columns[1], columns[2]), count)
+
+
+def _shaped(shapes: dict[tuple, list[dict]], rounds: np.ndarray) -> dict:
+    """The group being built for ranks whose messages go in these rounds (a new one if none has them): found by a
+    cheap summary of the array, then compared whole."""
+    summary = (len(rounds), int(rounds[0]), int(rounds[-1]), int(rounds.sum()))
+    alike = shapes.setdefault(summary, [])
+    found = next((g for g in alike if np.array_equal(g["rounds"], rounds)), None)
+    if found is None:
+        found = {"ranks": [], "rounds": rounds, "dests": [], "sizes": []}
+        alike.append(found)
+    return found
 
 
 def _group(found: dict) -> Group:
