@@ -38,7 +38,8 @@ CONGESTION = ("aware", "unaware")
 CAPTURE_LIMIT = 1024  # ranks up to which a schedule without steps is captured by running its plans
 SIDECAR = "analytical.csv"
 SIDECAR_COLUMNS = ("nprocs", "algorithm", "options", "bytes_per_peer", "mesh", "groups", "workload", "aware_us",
-                   "unaware_us", "busiest_us", "latency_us", "copy_us", "software_us", "rounds", "messages")
+                   "unaware_us", "busiest_us", "latency_us", "copy_us", "software_us", "rounds", "messages",
+                   "cpu_seconds")  # cpu_seconds: this process's, to read and time the variant at every size
 RESUMABLE = ("resume", "quiet", "fmt", "backend", "replay_timeout", "force_resume")
 REFUSED = ("calibrate", "keep_traces", "replayer", "jobs", "memory", "schedule_cache", "force_resume")
 
@@ -88,6 +89,7 @@ class AnalyticalRun:
                           where=lambda rows: f", simulated analytically on {rows[0].platform}")
         self.session = Session(directory, state, backend, output)
         self.sidecar = directory / SIDECAR
+        self.began = time.process_time()  # when the variant being timed began (CPU seconds)
 
     def run(self) -> int:
         began = time.monotonic()
@@ -116,7 +118,7 @@ class AnalyticalRun:
 
     def _variant(self, points: list[Point], links: Any, ppn: int, nnodes: int, platform: str) -> None:
         """Time one variant's points (one layout, every size) from one table of its rounds."""
-        first = points[0]
+        first, self.began = points[0], time.process_time()
         rows = [p.row(nnodes, ppn, iterations=1, warmup=0, platform=platform) for p in points]
         try:
             if first.collective == "alltoallv":
@@ -153,7 +155,7 @@ class AnalyticalRun:
             writer.writerow([row.nprocs, row.algorithm, row.options, row.bytes_per_peer, row.mesh, row.groups,
                              row.workload, *(f"{x * 1e6:.9g}" for x in (timing.aware, timing.unaware, timing.busiest,
                                                                         timing.latency, timing.copy, timing.software)),
-                             rounds.count, rounds.messages])
+                             rounds.count, rounds.messages, f"{time.process_time() - self.began:.3f}"])
 
     def _matrix(self, point: Point, row: Row) -> np.ndarray:
         itemsize = np.dtype(point.dtype).itemsize
