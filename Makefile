@@ -53,7 +53,7 @@ test-openmpi:
 lint: install
 	$(BIN)/ruff check a2a bench tests
 	$(BIN)/lint-imports   # the import contracts of pyproject.toml: the wings' directions, no cycles
-	$(BIN)/mypy   # the types ([tool.mypy] in pyproject.toml: a2a and bench)
+	$(BIN)/mypy   # the types ([tool.mypy] in pyproject.toml: a2a, bench and tests)
 
 clean:
 	rm -rf $(VENV) .venv-openmpi build *.egg-info .pytest_cache

@@ -121,7 +121,8 @@ class Browser:
              "--remote-debugging-port=0", f"--window-size={WIDTH},{HEIGHT}", "about:blank"],
             stdout=subprocess.DEVNULL, stderr=self.log, preexec_fn=die_with_parent)
         self.socket = Socket(self.page_socket())
-        self.serial, self.events = 0, []
+        self.serial = 0
+        self.events: list[dict[str, Any]] = []  # what the page said between replies
 
     def page_socket(self, timeout: float = 30) -> str:
         """The WebSocket address of the browser's first page, once it listens."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -102,14 +103,20 @@ def comm():
 
 
 @pytest.fixture(scope="session")
-def small_sweep(tmp_path_factory: pytest.TempPathFactory):
-    """A finished 2-rank sweep of native and linear at 8 B per peer, made once: read it, do not change it."""
+def small_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished 2-rank sweep of native and linear at 8 B per peer, made once for the session (every pytest-xdist
+    worker reads the same): read it, do not change it."""
     from support import bench
 
-    out = tmp_path_factory.mktemp("small-sweep") / "run"
-    done = bench(2, "run", "--sizes", "8", "--algorithms", "native,linear", "--iterations", "3", "--output", str(out),
-                 "--quiet")
-    assert done.returncode == 0, done.stderr
+    made = shared_directory(tmp_path_factory) / "small-sweep"
+    out = made / "run"
+    with held(made.with_suffix(".lock")):
+        if not (made / "finished").exists():
+            shutil.rmtree(made, ignore_errors=True)  # what a worker that failed to make it left
+            done = bench(2, "run", "--sizes", "8", "--algorithms", "native,linear", "--iterations", "3", "--output",
+                         str(out), "--quiet")
+            assert done.returncode == 0, done.stderr
+            (made / "finished").touch()
     return out
 
 
@@ -165,7 +172,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """pytest-xdist's load scheduling, but each group of run_together goes to one worker."""
     if config.getvalue("dist") != "load":
         return None
-    from xdist.scheduler import LoadScopeScheduling
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]  # pytest-xdist ships no types
 
     class GroupsTogether(LoadScopeScheduling):
         def schedule(self) -> None:

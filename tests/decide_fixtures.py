@@ -83,7 +83,7 @@ def two_algorithm_run(directory: Path) -> Path:
 
 def minimal_table(nprocs: int, ranges: list[tuple[int, str, str]]) -> dict:
     """A decision document by hand: ranges are (bytes_min, algorithm, options), ascending from 0."""
-    rows = []
+    rows: list[dict[str, object]] = []
     for i, (low, algorithm, options) in enumerate(ranges):
         high = ranges[i + 1][0] - 1 if i + 1 < len(ranges) else None
         rows.append({"bytes_min": low, "bytes_max": high, "algorithm": algorithm, "options": options, "cells": []})

@@ -94,14 +94,14 @@ class Cluster:
 
     def _daemon(self, name: str, *args: str) -> None:
         with open(self.root / "log" / f"{name}.out", "w") as log:
-            self.daemons.append(subprocess.Popen([_which(name), *args], env=self.env, stdout=log,
+            self.daemons.append(subprocess.Popen([_which(name) or name, *args], env=self.env, stdout=log,
                                                  stderr=subprocess.STDOUT, start_new_session=True))
 
     def _wait_until_idle(self) -> None:
         def idle() -> bool:
             for daemon in self.daemons:
                 if daemon.poll() is not None:
-                    raise RuntimeError(f"{daemon.args[0]} exited with {daemon.returncode}\n{self.logs()}")
+                    raise RuntimeError(f"{daemon.args!r} exited with {daemon.returncode}\n{self.logs()}")
             state = self.run("sinfo", "-h", "-o", "%T", check=False).stdout.strip()
             return state == "idle"
         _wait_for(idle, 60, "the Slurm node did not become idle", self)
@@ -192,7 +192,7 @@ PartitionName={partition} Nodes={host} Default=YES MaxTime=INFINITE State=UP
 
 def _node_line() -> str:
     """This machine's NodeName line as `slurmd -C` sees it (without RealMemory, which varies)."""
-    text = subprocess.run([_which("slurmd"), "-C"], capture_output=True, text=True, timeout=30,
+    text = subprocess.run([_which("slurmd") or "slurmd", "-C"], capture_output=True, text=True, timeout=30,
                           check=False).stdout
     line = next((row for row in text.splitlines() if row.startswith("NodeName=")), None)
     if line is None:

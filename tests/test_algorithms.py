@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -24,7 +25,8 @@ from a2a.simulate.capture import capture
 
 # every algorithm that may be chosen, at its defaults (a new built-in is checked with no line here), and
 # the options that change a schedule
-VARIANTS = [(name, {}) for name in candidates("alltoall")] + [
+VARIANTS: list[tuple[str, dict[str, Any]]] = [(name, {}) for name in candidates("alltoall")]
+VARIANTS += [
     ("throttled", {"window": 2}), ("bruck", {"radix": 3}), ("bruck", {"radix": 4}),
     ("node_aware", {"ppn": 3}), ("node_aware", {"ppn": 2, "placement": "cyclic"}),
     ("hierarchical", {"ppn": 3}), ("hierarchical", {"ppn": 3, "placement": "cyclic"}),

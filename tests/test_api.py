@@ -224,9 +224,9 @@ def test_the_buffers_mpi4py_takes_work(comm):
     out = array.array("i", [0] * n)
     a2a.alltoall(comm, array.array("i", values), out, "pairwise")
     assert list(out) == want.tolist()
-    out = bytearray(4 * n)
-    a2a.alltoall(comm, bytes(np.array(values, np.int32)), memoryview(out), NATIVE)
-    assert np.frombuffer(out, np.int32).tolist() == want.tolist()
+    raw = bytearray(4 * n)
+    a2a.alltoall(comm, bytes(np.array(values, np.int32)), memoryview(raw), NATIVE)
+    assert np.frombuffer(raw, np.int32).tolist() == want.tolist()
     spare = np.zeros(n + 5, np.int32)  # a spec's count says how much of the buffer is used
     a2a.alltoall(comm, [np.array(values, np.int32), 2, MPI.INT], [spare, 2, MPI.INT], "bruck")
     assert spare[:n].tolist() == want.tolist() and not spare[n:].any()

@@ -72,7 +72,8 @@ def broken_contracts(report: str) -> dict[str, list[tuple[str, str]]]:
         elif match := re.match(r"No cycles are allowed in ([\w.]+)\.", line):
             package = match[1]
         elif match := re.match(r"-\s+(\S+) -> (\S+)", line):
-            found[contract].append(tuple(package + name if name.startswith(".") else name for name in match.groups()))
+            importer, imported = (package + name if name.startswith(".") else name for name in match.groups())
+            found[contract].append((importer, imported))
     return found
 
 
@@ -216,13 +217,13 @@ def test_no_module_imports_itself_back_even_from_inside_a_function(tmp_path: Pat
 
 def test_no_command_holds_more_than_its_options_and_one_call():
     """Each command's body is a few lines: the longest command function (its decorators and docstring aside)."""
-    longest = {}
+    longest: dict[str, int] = {}
     for path in (ROOT / "bench").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.FunctionDef) and any("command" in ast.unparse(d) or "group" in ast.unparse(d)
                                                          for d in node.decorator_list):
                 body = [n for n in node.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
-                longest[f"{path.name}:{node.name}"] = sum(n.end_lineno - n.lineno + 1 for n in body)
+                longest[f"{path.name}:{node.name}"] = sum((n.end_lineno or n.lineno) - n.lineno + 1 for n in body)
     assert max(longest.values()) <= 8, sorted(longest.items(), key=lambda item: -item[1])[:5]
 
 

@@ -1,6 +1,7 @@
 """--cache warm|cold: the last-level cache read from the machine, the cold ring of buffer sets, its record."""
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -38,8 +39,8 @@ def test_last_level_cache_falls_back_when_sysfs_is_absent(tmp_path):
 
 @pytest.mark.launches
 def test_cycling_goes_round_in_order():
-    seen = []
-    run = cycling([lambda i=i: seen.append(i) for i in range(3)])
+    seen: list[int] = []
+    run = cycling([functools.partial(seen.append, i) for i in range(3)])
     for _ in range(7):
         run()
     assert seen == [0, 1, 2, 0, 1, 2, 0]

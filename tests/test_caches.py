@@ -8,6 +8,7 @@ import os
 import pickle
 import stat
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ import pytest
 from support import bench_here, needs_simgrid
 
 from a2a.errors import BadConfig
-from a2a.schedules.events import Schedule
+from a2a.schedules.events import Collective, Schedule
 from a2a.simulate import schedule_cache, simgrid, traces
 from a2a.simulate.capture import capture, capture_unit, stepped
 
@@ -34,13 +35,21 @@ def stored(schedule: Schedule) -> Schedule:
         path.unlink()
 
 
-SCHEDULES = {  # every kind of event: posts, waits for ranges, bursts, sendrecvs with and without block counts,
-    # collectives of the whole job and of sub-communicators, copies, blocking sends
+def read(name: str, p: int) -> Schedule:
+    """`name`'s schedule at p ranks, read from the steps it registers."""
+    schedule = stepped(name, {}, p)
+    assert schedule is not None, f"{name} registers no steps at p={p}"
+    return schedule
+
+
+# Every kind of event: posts, waits for ranges, bursts, sendrecvs with and without block counts,
+# collectives of the whole job and of sub-communicators, copies, blocking sends
+SCHEDULES: dict[str, Callable[[], Schedule]] = {
     "linear_sync": lambda: capture_unit("linear_sync", {"window": 16}, 20),
-    "linear": lambda: stepped("linear", {}, 8).scaled(4),
-    "pairwise": lambda: stepped("pairwise", {}, 5),
-    "bine": lambda: stepped("bine", {}, 8),
-    "native": lambda: stepped("native", {}, 6),
+    "linear": lambda: read("linear", 8).scaled(4),
+    "pairwise": lambda: read("pairwise", 5),
+    "bine": lambda: read("bine", 8),
+    "native": lambda: read("native", 6),
     "hierarchical": lambda: capture("hierarchical", {}, 6, 2, nodes=NODES),
     "bruck": lambda: capture("bruck", {}, 5, 3),
     "locality_aware": lambda: capture("locality_aware", {}, 20, 1).packed(),
@@ -62,7 +71,7 @@ def test_a_stored_schedule_reads_back_event_for_event(name):
     kinds = {e.kind for rank in schedule.events for e in rank}
     assert name != "linear_sync" or {"posts", "wait"} <= kinds
     if name == "native":
-        members = {id(rank[-1].members) for rank in back.events if rank[-1].kind == "coll"}
+        members = {id(last.members) for *_, last in back.events if isinstance(last, Collective)}
         assert len(members) == 1
 
 
@@ -71,9 +80,10 @@ def test_every_event_class_is_in_the_table_with_each_of_its_fields():
 
     from a2a.schedules import events
 
+    by_kind = {cls.kind: cls for cls in events.Event.__args__}
     for kind, (cls, hows) in schedule_cache.EVENTS.items():
-        assert cls.kind == kind and len(fields(cls)) == len(hows)
-    assert {cls for cls, _ in schedule_cache.EVENTS.values()} == set(events.Event.__args__)
+        assert by_kind[kind] is cls and len(fields(cls)) == len(hows)
+    assert {cls for cls, _ in schedule_cache.EVENTS.values()} == set(by_kind.values())
 
 
 class Hostile:
@@ -206,7 +216,7 @@ def test_the_replayer_is_built_for_this_user_alone(tmp_path, monkeypatch):
         program = Path(simgrid.s4u_replayer())
     finally:
         os.umask(old)
-    assert compiled and not any(arg == f"-I{simgrid.prefix() / 'include'}" for arg in compiled[0])
+    assert compiled and not any(arg == f"-I{simgrid.prefix()}/include" for arg in compiled[0])
     for path in (program, program.parent, program.parent.parent, simgrid.cache_home()):
         held = path.stat()
         assert held.st_uid == os.getuid() and stat.S_IMODE(held.st_mode) == 0o700, path

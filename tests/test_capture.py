@@ -12,11 +12,11 @@ from support import ROOT, mpiexec
 
 import a2a
 from a2a.algos.registry import REGISTRY, register
-from a2a.algos.schedule import Among, Phases
+from a2a.algos.schedule import Among, Phases, Posted
 from a2a.errors import CaptureError
 from a2a.schedules import world
 from a2a.schedules.bytemaps import Datatype, whole_blocks
-from a2a.schedules.events import Posts, collectives, copied, traffic
+from a2a.schedules.events import Posts, Schedule, Wait, collectives, copied, traffic
 from a2a.simulate import capture as capture_module
 from a2a.simulate.capture import capture, capture_scaled, capture_unit, digests, stepped
 
@@ -44,7 +44,8 @@ def test_linear_schedule_by_hand():
     assert traffic(s.events[1]) == {2: (1, 12), 3: (1, 12), 0: (1, 12)}
     kinds = [e.kind for e in s.events[1]]
     assert kinds == ["copy"] + ["irecv"] * 3 + ["isend"] * 3 + ["wait"]  # own block first (as Open MPI), one Waitall
-    assert len(s.events[1][-1].requests) == 6
+    waited = s.events[1][-1]
+    assert isinstance(waited, Wait) and len(waited.requests) == 6
 
 
 def test_pairwise_waits_each_step_and_copies_one_block():
@@ -69,7 +70,8 @@ def test_hierarchical_logs_node_collectives_on_the_layout():
 def test_an_alltoallv_of_equal_packed_blocks_moves_as_whole_blocks():
     """Equal counts at packed displacements are one (n, bytes) view, as an alltoall's; any other layout is not."""
     buf, byte = np.arange(12, dtype=np.uint8), Datatype.basic(1, "BYTE")
-    assert whole_blocks([buf, ([4, 4, 4], [0, 4, 8]), byte], 3).tolist() == buf.reshape(3, 4).tolist()
+    blocks = whole_blocks([buf, ([4, 4, 4], [0, 4, 8]), byte], 3)
+    assert blocks is not None and blocks.tolist() == buf.reshape(3, 4).tolist()
     assert whole_blocks([buf, ([4, 4, 4], [0, 5, 8]), byte], 3) is None
     assert whole_blocks([buf, ([4, 4, 3], [0, 4, 8]), byte], 3) is None
 
@@ -83,7 +85,8 @@ def test_scaled_capture_equals_capture_at_size():
 # Every alltoall algorithm that registers steps, at its defaults and at these process counts: a new one is checked
 # with no line here (docs/adding-an-algorithm.md)...
 STEPPED_SIZES = (1, 2, 5, 6, 8)
-STEPPED = [(name, {}, STEPPED_SIZES) for name in a2a.algorithms("alltoall") if a2a.get(name).kinds["alltoall"].steps]
+STEPPED: list[tuple[str, dict[str, object], tuple[int, ...]]] = [
+    (name, {}, STEPPED_SIZES) for name in a2a.algorithms("alltoall") if a2a.get(name).kinds["alltoall"].steps]
 # ... and the options that change a schedule, where they do
 STEPPED += [("bine", {}, (16,)), ("bruck_zero_copy", {"radix": 3}, (4, 9)), ("pairwise", {"schedule": "xor"}, (4, 8)),
             ("throttled", {"window": 3}, (5, 7, 8)), ("node_aware", {"ppn": 2}, (5, 6)),
@@ -96,6 +99,13 @@ STEPPED += [("bine", {}, (16,)), ("bruck_zero_copy", {"radix": 3}, (4, 9)), ("pa
             ("dimensional", {}, (16,)), ("dimensional", {"dims": "2x3x2"}, (12,))]
 
 
+def _steps(name: str, options: dict, p: int, nodes: list[list[int]] | None = None) -> Schedule:
+    """The schedule read from `name`'s registered steps, which it must have at p."""
+    schedule = stepped(name, options, p, nodes=nodes)
+    assert schedule is not None, (name, options, p)
+    return schedule
+
+
 @pytest.mark.parametrize("name,options,sizes", STEPPED)
 def test_the_simulator_reads_the_steps_the_plan_runs(name, options, sizes, monkeypatch):
     """Read from the registered steps, a schedule is event for event the capture of the real plan; and the
@@ -103,10 +113,10 @@ def test_the_simulator_reads_the_steps_the_plan_runs(name, options, sizes, monke
     something no schedule form describes at that p: parallel_split's odd last rank), the simulator captures."""
     sizes = [p for p in sizes if stepped(name, options, p) is not None]
     for p in sizes:
-        assert stepped(name, options, p).scaled(3).expanded().events == capture(name, options, p, 3).events, (name, p)
+        assert _steps(name, options, p).scaled(3).expanded().events == capture(name, options, p, 3).events, (name, p)
     monkeypatch.setattr(capture_module, "capture", lambda *args, **kwargs: pytest.fail("captured, not read"))
     for p in sizes:
-        assert capture_unit(name, options, p).expanded().events == stepped(name, options, p).expanded().events
+        assert capture_unit(name, options, p).expanded().events == _steps(name, options, p).expanded().events
 
 
 @pytest.mark.parametrize("nodes", [[[0, 1, 2], [3, 4, 5]], [[0, 1], [2, 3], [4]], [[0, 2, 4], [1, 3]],
@@ -115,9 +125,9 @@ def test_the_simulator_reads_the_steps_the_plan_runs(name, options, sizes, monke
 def test_node_algorithms_read_the_nodes_they_run_on(nodes, name):
     """Steps on the job's nodes (the default: as MPI tells) are event for event the capture there."""
     p = sum(map(len, nodes))
-    assert stepped(name, {}, p, nodes=nodes).scaled(2).expanded().events == capture(name, {}, p, 2, nodes=nodes).events
+    assert _steps(name, {}, p, nodes=nodes).scaled(2).expanded().events == capture(name, {}, p, 2, nodes=nodes).events
     if name != "multileader" or max(map(len, nodes)) > 2:  # its two leaders a node: on two ranks, one rank a node
-        assert stepped(name, {}, p, nodes=nodes).expanded().events != stepped(name, {}, p).expanded().events
+        assert _steps(name, {}, p, nodes=nodes).expanded().events != _steps(name, {}, p).expanded().events
 
 
 def test_a_mutated_step_breaks_the_match(monkeypatch):
@@ -130,14 +140,14 @@ def test_a_mutated_step_breaks_the_match(monkeypatch):
         return dataclasses.replace(rounds, sent=rounds.sent - (np.arange(p - 1) == p - 2)) if rank == 0 else rounds
 
     monkeypatch.setitem(a2a.get("ring").kinds, "alltoall", dataclasses.replace(kind, steps=mutated))
-    assert stepped("ring", {}, 4).events != capture("ring", {}, 4, 1).events
+    assert _steps("ring", {}, 4).events != capture("ring", {}, 4, 1).events
 
 
 def test_a_mutated_batch_breaks_the_match(monkeypatch):
     """A batch the plan does not run (rank 2 of linear sends to one peer fewer) no longer matches its capture."""
     kind = a2a.get("linear").kinds["alltoall"]
     real = kind.steps
-    assert stepped("linear", {}, 4).expanded().events == capture("linear", {}, 4, 1).events
+    assert _steps("linear", {}, 4).expanded().events == capture("linear", {}, 4, 1).events
 
     def mutated(p, rank):
         batches = real(p, rank)
@@ -145,19 +155,22 @@ def test_a_mutated_batch_breaks_the_match(monkeypatch):
             if rank == 2 else batches
 
     monkeypatch.setitem(a2a.get("linear").kinds, "alltoall", dataclasses.replace(kind, steps=mutated))
-    assert stepped("linear", {}, 4).expanded().events != capture("linear", {}, 4, 1).events
+    assert _steps("linear", {}, 4).expanded().events != capture("linear", {}, 4, 1).events
 
 
 def _one_post_fewer(phases: Phases) -> Phases:
     first = phases.phases[0]
+    assert isinstance(first, Posted)
     return Phases((first._replace(dests=first.dests[:-1], sent=first.sent[:-1]), *phases.phases[1:]))
 
 
 def _one_leader_fewer(phases: Phases) -> Phases:
     among = [k for k, phase in enumerate(phases.phases) if isinstance(phase, Among) and phase.name == "alltoallv"][0]
     found = list(phases.phases)
-    found[among] = found[among]._replace(members=found[among].members[:-1], sent=found[among].sent[:-1],
-                                         received=found[among].received[:-1])
+    leaders = found[among]
+    assert isinstance(leaders, Among)
+    found[among] = leaders._replace(members=leaders.members[:-1], sent=leaders.sent[:-1],
+                                    received=leaders.received[:-1])
     return Phases(tuple(found))
 
 
@@ -173,13 +186,13 @@ def test_a_mutated_phase_breaks_the_match(name, mutation, monkeypatch):
     leaves out its last phase: Bruck's last copy, dimensional's last Alltoall) no longer match its capture."""
     kind = a2a.get(name).kinds["alltoall"]
     real = kind.steps
-    assert stepped(name, {}, 4).expanded().events == capture(name, {}, 4, 1).events
+    assert _steps(name, {}, 4).expanded().events == capture(name, {}, 4, 1).events
     @functools.wraps(real)  # its signature too: steps_for gives `nodes` to steps that declare it
     def mutated(p: int, rank: int, **options):
         return mutation(real(p, rank, **options)) if rank == 2 else real(p, rank, **options)
 
     monkeypatch.setitem(a2a.get(name).kinds, "alltoall", dataclasses.replace(kind, steps=mutated))
-    assert stepped(name, {}, 4).expanded().events != capture(name, {}, 4, 1).events
+    assert _steps(name, {}, 4).expanded().events != capture(name, {}, 4, 1).events
 
 
 @pytest.mark.parametrize("name,options,p", [("pairwise", {"schedule": "xor"}, 6), ("linear_sync", {"window": 2}, 6),

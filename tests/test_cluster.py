@@ -97,6 +97,13 @@ def netns():
             cluster.down()
 
 
+def running_state() -> cluster.State:
+    """The cluster `bench cluster up` recorded."""
+    state = cluster.read_state()
+    assert state is not None, "`bench cluster up` recorded no cluster"
+    return state
+
+
 def bench(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """`python -m bench ARGS` in a fresh process; ranks on the cluster wait asleep (`cluster run` passes MPICH's
     MPIR_CVAR_ variables on) rather than spin on their TCP sockets in system time the other worker could use
@@ -184,7 +191,7 @@ def test_down_removes_what_a_crash_left(netns):
 @HYDRA
 def test_bytes_cross_the_emulated_links(netns, tmp_path: Path):
     ok(bench("cluster", "up", "--nodes", "2", "--slots", "2", "--hostfiles", str(tmp_path / "h")))
-    shape = cluster.read_state().shape
+    shape = running_state().shape
     before = {h: cluster.link_counters(h, "eth0") for h in shape.hosts}
     size, calls = 64 * 1024, 5 * (1 + 1)  # 5 rounds (at most --iterations) of warm-up + timed; the check's is extra
     ok(bench("cluster", "run", "--", "run", "--sizes", "64K", "--algorithms", "native", "--nprocs", "4",
@@ -211,7 +218,7 @@ def test_shallow_switch_queue_stalls_with_tcp_timeouts(netns, tmp_path: Path):
     # 8kb, not the default 32kb: a run this short must stall for sure (docs/cluster.md, "How often a short run stalls")
     ok(bench("cluster", "up", "--nodes", "4", "--slots", "1", "--queue", "8kb",
              "--hostfiles", str(tmp_path / "h")))
-    shape = cluster.read_state().shape
+    shape = running_state().shape
     before = sum(cluster.node_tcp_ext(h)["TCPTimeouts"] for h in shape.hosts)
     ok(bench("cluster", "run", "--", "run", *POINTS, "--output", str(tmp_path / "emulated")))
     after = sum(cluster.node_tcp_ext(h)["TCPTimeouts"] for h in shape.hosts)
@@ -222,7 +229,8 @@ def test_shallow_switch_queue_stalls_with_tcp_timeouts(netns, tmp_path: Path):
     # algorithms interleave in rounds): every row of a cell carries the cell's count
     by_cell = {r.bytes_per_peer: r.tcp_timeouts for r in emulated}
     assert all(r.tcp_timeouts == by_cell[r.bytes_per_peer] for r in emulated)
-    assert 0 < sum(by_cell.values()) <= after - before
+    assert None not in by_cell.values()
+    assert 0 < sum(count or 0 for count in by_cell.values()) <= after - before
     cluster.down()
 
     ok(mpiexec(4, "-m", "bench", "run", *POINTS, "--output", str(tmp_path / "plain"), timeout=120))
@@ -258,7 +266,7 @@ def arriving_ttl(a: int, b: int) -> int:
     receiver = subprocess.Popen(["ip", "netns", "exec", cluster.node_name(b), sys.executable, "-c", RECEIVER],
                                 stdout=subprocess.PIPE, text=True)
     try:
-        assert receiver.stdout.readline().strip() == "ready"
+        assert receiver.stdout and receiver.stdout.readline().strip() == "ready"
         cluster.sh("ip", "netns", "exec", cluster.node_name(a), sys.executable, "-c", SENDER,
                    cluster.node_address(b))
         return int(receiver.communicate(timeout=30)[0])
@@ -268,10 +276,13 @@ def arriving_ttl(a: int, b: int) -> int:
 
 def walked_route(a: int, b: int, nodes: int) -> list[fabric.Link]:
     """The links from node a to node b, asking each router on the way (`ip route get`)."""
-    path, here = [], a
+    path: list[fabric.Link] = []
+    here = a
     for _ in range(nodes):
-        device = re.search(r" dev (\S+)", cluster.sh("ip", "-n", cluster.router_name(here), "-o", "route",
-                                                    "get", cluster.node_address(b)))[1]
+        route = cluster.sh("ip", "-n", cluster.router_name(here), "-o", "route", "get", cluster.node_address(b))
+        found = re.search(r" dev (\S+)", route)
+        assert found, route
+        device = found[1]
         if device == "host":
             return path
         path.append((fabric.vertex(here), fabric.vertex(int(device[2:]))))
@@ -290,7 +301,7 @@ def link_bytes(shape: cluster.ClusterSpec) -> dict[str, int]:
 def test_torus_routes_in_dimension_order_and_carries_a_sweep(netns, tmp_path: Path):
     made = ok(bench("cluster", "up", "--topology", "torus:2x4", "--slots", "1"))
     assert "8 nodes x 1 slot on torus:2x4 (8 nodes, 12 cables)" in made
-    state = cluster.read_state()
+    state = running_state()
     shape = state.shape
     # the generated hostfiles stay with the cluster's state, out of the tracked hostfiles/ folder
     assert all(name.startswith(str(cluster.STATE_DIR)) for name in state.hostfiles)
@@ -340,7 +351,7 @@ def test_ring_and_fattree_connect_every_node(netns):
     ok(bench("cluster", "down"))
 
     ok(bench("cluster", "up", "--topology", "fattree:2x2,oversub=2", "--slots", "1", "--rate", "100mbit"))
-    shape = cluster.read_state().shape
+    shape = running_state().shape
     assert shape.namespaces == ["a2a-n0", "a2a-n1", "a2a-n2", "a2a-n3", "a2a-sw"]
     rates = {row["link"]: row["rate"] for row in cluster.link_report(shape)}
     assert rates["leaf0 -> spine"] == "100mbit" and rates["n3 -> leaf1"] == "100mbit"  # 2 nodes x rate / 2

@@ -63,7 +63,8 @@ def test_a_version_1_document_reads_and_writes_back_without_verdicts():
     assert document.schema == "a2a-decision/1" and document.margin is None and document.statistic is None
     cell = document.tables[0].ranges[1].cells[0]
     assert not cell.judged and cell.vs_native is None and cell.candidates[0].vs_native is None
-    assert decision.lookup(document, 4, 1000)[1].algorithm == "linear"
+    served = decision.lookup(document, 4, 1000)
+    assert served and served[1].algorithm == "linear"
     written = json.loads(document.to_json())["tables"][0]["ranges"][1]["cells"][0]
     assert "vs_native" not in written and "rounds" not in written and "vs_native" not in written["candidates"][0]
 

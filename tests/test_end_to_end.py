@@ -38,7 +38,7 @@ def test_a_wrong_result_is_recorded_invalid_warned_and_left_out_of_decisions(tmp
     assert decided.returncode == 0, decided.stderr
     document = read_decision(tmp_path / "decision.json")
     assert [r.algorithm for t in document.tables for r in t.ranges] == ["native"]
-    assert all(c.algorithm == "native" for t in document.tables for c in t.cells for c in c.candidates)
+    assert all(c.algorithm == "native" for t in document.tables for cell in t.cells for c in cell.candidates)
 
 
 def test_max_time_per_point_stops_a_slow_point_after_five_samples(tmp_path):

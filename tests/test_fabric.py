@@ -14,6 +14,7 @@ def nodes_on(route: list[fabric.Link]) -> list[str]:
 
 def test_torus_2x4_numbers_nodes_row_major_and_routes_x_then_y():
     torus = fabric.parse("torus:2x4")
+    assert isinstance(torus, fabric.Torus)
     assert (torus.nodes, torus.spec, torus.kind) == (8, "torus:2x4", "torus")
     assert [torus.coords(k) for k in (0, 3, 4, 6)] == [(0, 0), (0, 3), (1, 0), (1, 2)]
     # 0=(0,0) -> 6=(1,2): x first (0 -> 4), then y two steps the + way on the tie (4 -> 5 -> 6)
@@ -45,6 +46,7 @@ def test_every_route_uses_existing_links_and_is_minimal():
                     assert route[0][0] == fabric.vertex(a) and route[-1][1] == fabric.vertex(b)
                     assert all(x[1] == y[0] for x, y in zip(route, route[1:])), f"{spec}: {a}->{b} broken"
     torus = fabric.parse("torus:3x4")
+    assert isinstance(torus, fabric.Torus)
     # minimal: in a torus the hop count is the sum over dimensions of the ring distances
     for a in range(12):
         for b in range(12):

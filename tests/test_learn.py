@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -102,7 +103,7 @@ def preload() -> str:
     return str(preload_library())
 
 
-def learn_file(tmp_path: Path, candidates: list[str], nprocs: list[int], learned: list[str] = ()) -> Path:
+def learn_file(tmp_path: Path, candidates: list[str], nprocs: list[int], learned: Sequence[str] = ()) -> Path:
     made = learning(candidates, nprocs, 0, 1, -1, this_library())
     made.learned = list(learned)
     path = tmp_path / "learn.a2a"

@@ -121,6 +121,7 @@ def test_one_sweep_over_1d_and_2d_groups_of_the_same_eight_ranks(tmp_path):
     assert {(r.mesh, r.groups, r.group_size, r.ngroups) for r in rows} == {("2x4", "1x4", 4, 2), ("2x4", "2x4", 8, 1)}
     assert len(rows) == 8 and all(r.valid and r.nprocs == 8 for r in rows)
     for r in rows:  # nccl-tests' bandwidths of one group's all-to-all
+        assert r.group_size is not None
         assert r.algbw_GBps == pytest.approx(r.bytes_per_peer * r.group_size / (r.t_p50_us * 1e-6) / 1e9, rel=1e-4)
         assert r.busbw_GBps == pytest.approx(r.algbw_GBps * (r.group_size - 1) / r.group_size, rel=1e-4)
     groups = json.loads((out / "meta.json").read_text())["by_nprocs"]["8"]["replica_groups"]

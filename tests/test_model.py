@@ -208,7 +208,7 @@ def test_invalid_rows_and_single_rank_points_are_not_fitted():
         model.fit([rows[0], rows[-1]])
 
 
-def predicted_document(fits: list[model.Fit], counts: list[int]) -> dict:
+def predicted_document(fits: list[model.Fit], counts: list[int]) -> decision.Decision:
     return model.predicted_decision(fits, counts, SIZES, [], "float32")
 
 
@@ -282,7 +282,8 @@ def test_model_command_prints_fits_predictions_and_writes_the_table(tmp_path):
     document = read_decision(output)  # what `bench export` and the `auto` algorithm read
     assert document.predicted is True and [t.nprocs for t in document.tables] == [256, 1024]
     assert document.mpi_library == "TEST MPI 1.0"
-    assert lookup(document, 300, 100)[0].nprocs == 256
+    found = lookup(document, 300, 100)
+    assert found and found[0].nprocs == 256
 
 
 @pytest.mark.launches

@@ -95,7 +95,7 @@ def test_the_example_config_names_every_key_at_its_default():
 def test_usage_lists_every_config_key():
     section = (ROOT / "docs" / "usage.md").read_text().split("**A config file.**")[1].split("\n\n")[0]
     assert re.findall(r"`([a-z][a-z-]*)`", section) == [k.replace("_", "-") for k in CONFIG_KEYS]
-    run = main.get_command(None, "run")
+    run = bench_command("run")
     assert run is not None
     assert re.findall(r"`(--[a-z-]+)`", section) == [p.opts[0] for p in run.params if p.name not in CONFIG_KEYS]
 
@@ -130,7 +130,7 @@ def test_the_hints_after_a_sweep_run_as_printed(small_sweep, tmp_path, capsys, m
     record = shutil.copytree(small_sweep, tmp_path / "run")
     tune, decide, export = hints(record)
     assert shlex.split(tune)[:7] == ["python", "-m", "bench", "tune", "--nprocs", "2", "--sizes"]
-    main.get_command(None, "tune").make_context("tune", shlex.split(tune)[4:])  # every option one `bench tune` takes
+    bench_command("tune").make_context("tune", shlex.split(tune)[4:])  # every option one `bench tune` takes
     for line in (decide, export):
         code, out, err = bench_here(capsys, *shlex.split(line)[3:])
         assert code == 0, err
@@ -154,7 +154,7 @@ def test_after_a_sweep_that_raced_one_candidate_the_tune_races_them_all(small_sw
     [tune] = hints(record, variants=replayed)
     words = shlex.split(tune)
     assert words[3:] == ["tune", "--nprocs", "2", "--sizes", "8"], tune  # no --algorithms: every candidate
-    main.get_command(None, "tune").make_context("tune", words[4:])
+    bench_command("tune").make_context("tune", words[4:])
 
 
 def test_a_plug_in_goes_with_the_tune_and_a_mesh_sweep_is_left_to_decide(small_sweep):
@@ -232,7 +232,7 @@ def test_usage_lists_every_column_of_results_csv_in_order():
 def test_usage_documents_every_option_of_bench_run_with_its_default():
     rows = [line for line in (ROOT / "docs" / "usage.md").read_text().splitlines() if line.startswith("| `--")]
     documented = {option: row for row in rows for option in re.findall(r"--[a-z-]+", row.split(" | ")[0])}
-    run = main.get_command(None, "run")
+    run = bench_command("run")
     assert set(documented) == {o for p in run.params for o in p.opts + p.secondary_opts if o.startswith("--")}
     for key, default in DEFAULTS.items():
         if default not in ("", (), True, False):  # no value to state: nothing, an empty list, a flag on or off
@@ -265,10 +265,19 @@ def documented() -> list[tuple[str, bool, list[str]]]:
 
 def command_of(words: list[str]) -> tuple[click.Command, str, list[str]]:
     """The `bench` (sub)command the words name, its name and its own arguments (no subcommand: `run`)."""
-    command, name = main, "bench"
-    while isinstance(command, click.Group) and words and words[0] in command.list_commands(None):
-        command, name, words = command.get_command(None, words[0]), words[0], words[1:]
-    return (main.get_command(None, "run"), "run", words) if command is main else (command, name, words)
+    command: click.Command | None = main
+    name, context = "bench", click.Context(main)
+    while isinstance(command, click.Group) and words and words[0] in command.list_commands(context):
+        command, name, words = command.get_command(context, words[0]), words[0], words[1:]
+    assert command is not None, words
+    return (bench_command("run"), "run", words) if command is main else (command, name, words)
+
+
+def bench_command(name: str) -> click.Command:
+    """The click command of `bench NAME`."""
+    command = main.get_command(None, name)
+    assert command is not None, name
+    return command
 
 
 @pytest.mark.parametrize("page, typed, words", documented(), ids=lambda v: v if isinstance(v, str) else None)

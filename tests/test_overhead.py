@@ -27,7 +27,9 @@ def test_every_default_variant_is_raced_against_a_forced_algorithm_not_the_defau
         raced = with_twins(library, 4)
         assert "pairwise" in raced and "native" not in raced and "bine" not in raced  # bine: no library has it
         for ours in raced:
-            name, variables = forced_twin(library, ours, 4)
+            twin = forced_twin(library, ours, 4)
+            assert twin, (library, ours)
+            name, variables = twin
             forced = variables.get("MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM") or \
                 variables["OMPI_MCA_coll_tuned_alltoall_algorithm"]
             assert name.startswith(library) and forced not in ("native", "auto", "0"), (library, ours, name)

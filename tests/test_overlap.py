@@ -59,25 +59,25 @@ def test_a_points_figures_come_from_the_statistic_of_its_time_columns_so_one_sta
     assert osu_overlap(np.array([[s.mean() for s in samples.values()]])) == 0.0
 
 
-def test_the_compute_phase_is_calibrated_arithmetic_cut_in_even_slices():
+def test_the_compute_phase_is_calibrated_arithmetic_cut_in_even_slices(monkeypatch):
     work = Work()
     assert 0 < work.unit < 1e-3
-    work._timed = lambda units: units * work.unit  # runs as fast as first measured: the units stand
+    monkeypatch.setattr(work, "_timed", lambda units: units * work.unit)  # as fast as first measured: units stand
     assert work.units(0.02) == round(0.02 / work.unit) and work.units(0) == 0
-    work._timed = lambda units: 2 * units * work.unit  # the machine got twice as slow since: half the units
+    monkeypatch.setattr(work, "_timed", lambda units: 2 * units * work.unit)  # twice as slow since: half the units
     assert work.units(0.02) == pytest.approx(0.01 / work.unit, abs=1)
     assert slices(10, 3) == [3, 4, 3] and slices(10, 0) == [10]
     assert slices(2, 5) == [0, 1, 0, 1, 0] and slices(3, 9) == [0, 1, 0] * 3  # more tests than units: spread out
 
 
-def test_a_cold_first_timing_does_not_size_the_phase():
+def test_a_cold_first_timing_does_not_size_the_phase(monkeypatch):
     """The phase was rescaled by one timing of its units, cold: the 6.4 us asked at 1 KiB on 2 ranks became one unit,
     and the table's phase (6.4, as asked) disagreed with the compute times (2.7-4.3)."""
     work = Work()
     timings = iter([10.0, 1.0, 1.0, 1.0])  # the first timing ten times too slow (cold), the rest as first measured
-    work._timed = lambda units: next(timings) * units * work.unit
+    monkeypatch.setattr(work, "_timed", lambda units: next(timings) * units * work.unit)
     assert work.units(0.02) == round(0.02 / work.unit)
-    work._timed = lambda units: units * work.unit
+    monkeypatch.setattr(work, "_timed", lambda units: units * work.unit)
     assert work.seconds(3) == pytest.approx(3 * work.unit)
 
 

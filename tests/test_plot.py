@@ -63,7 +63,9 @@ def test_stalls_are_counted_and_marked(tmp_path):
     from a2a.analysis import plot
 
     two_algorithm_run(tmp_path)
-    figures = plot.plot_all(load(tmp_path), tmp_path / "plots")
+    (tmp_path / "plots").mkdir()
+    with plot.pyplot().rc_context(plot.STYLE):  # the samples figure alone, as plot_all draws it
+        figures = plot.samples_over_iterations(plot.prepare(load(tmp_path)), tmp_path / "plots")
     assert "samples_p2" in [f.name for f in figures]
     svg = (tmp_path / "plots" / "samples_p2.svg").read_text()
     assert "stalls: 4" in svg  # one 0.3 s sample in each of the four points
@@ -126,8 +128,13 @@ def drawn(tmp_path_factory):
 
     directory = crowded_record(tmp_path_factory.mktemp("crowded"))
     kept, save = [], plot.save
+
+    def keep(fig, where, name):
+        kept.append((name, fig))
+        return save(fig, where, name)
+
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(plot, "save", lambda fig, where, name: (kept.append((name, fig)), save(fig, where, name)))
+        patch.setattr(plot, "save", keep)
         plot.plot_all(load(directory), directory / "plots")
     return kept, plot.prepare(load(directory))
 

@@ -16,7 +16,7 @@ import a2a
 from a2a.analysis.decide import decide, decided
 from a2a.deploy.recorded import read_record
 from a2a.errors import BadConfig
-from a2a.measure.traffic import traffic_of
+from a2a.measure.traffic import Traffic, traffic_of
 from a2a.record.results import Recorder, read_rows, write_meta
 from a2a.simulate.machine import simulated_variants
 from a2a.sweep.config import SweepConfig, from_options
@@ -67,7 +67,8 @@ def test_a_record_is_read_in_order_of_ranks_and_lines(tmp_path: Path):
                                            f"call signatures (9 calls, 0.0123 s in the program) not kept ({beyond})")
 
 
-BROKEN = {  # what is wrong -> (the files' lines, what the one-line refusal says)
+# what is wrong -> (the files' lines, what the one-line refusal says)
+BROKEN: dict[str, tuple[list[dict | str], str]] = {
     "not JSON": (["{\"job\": "], "record.J.rank0.jsonl:1: not JSON"),
     "not an object": (["[1, 2]"], "a JSON list, not an object"),
     "another collective": ([{**alltoall(2, 1), "collective": "bcast"}], "collective 'bcast'; accepted: alltoall"),
@@ -141,9 +142,10 @@ def test_the_replayed_counts_are_the_recorded_ones(tmp_path: Path):
     for point in points(config, 4):
         traffic = traffic_of(point.collective, point.workload, 4, point.bytes_per_peer, point.dtype, config.seed)
         call = int(point.workload.rsplit("=", 1)[1])
-        assert traffic.counts.dtype == np.int64 and np.array_equal(traffic.counts, matrices[call])
-        assert np.array_equal(traffic_of("alltoallv", point.workload, 4, 0, "uint8", 0).counts,
-                              np.array(matrices[call]) * 8)
+        assert isinstance(traffic, Traffic) and traffic.counts.dtype == np.int64
+        assert np.array_equal(traffic.counts, matrices[call])
+        in_bytes = traffic_of("alltoallv", point.workload, 4, 0, "uint8", 0)
+        assert isinstance(in_bytes, Traffic) and np.array_equal(in_bytes.counts, np.array(matrices[call]) * 8)
     with pytest.raises(BadConfig, match="8 B elements .MPI_DOUBLE., which do not fill whole 32 B elements"):
         traffic_of("alltoallv", f"recorded:{tmp_path}:call=2", 4, 0, "complex256", 0)
     with pytest.raises(BadConfig, match="was made on 4 ranks; this exchange has 3"):

@@ -29,7 +29,7 @@ def test_every_block_arrives_once_and_each_rank_sends_what_its_left_neighbour_ex
         assert arrived == [(s, rank) for s in range(p) if s != rank]
         right = listed(ring.steps(p, (rank + 1) % p))
         assert [sent for _, sent, _, _ in listed(steps)] == [received for *_, received in right]
-        slots(steps, rank, p)  # every block it sends, it holds
+        slots(list(steps), rank, p)  # every block it sends, it holds
 
 
 @pytest.mark.parametrize("p", [2, 5, 8])

@@ -19,7 +19,7 @@ from a2a import fabric
 from a2a.errors import BadConfig, BadOption
 from a2a.record.results import Recorder, Row
 from a2a.schedules import world
-from a2a.schedules.events import Burst, Collective, Copy, Irecv, Isend, Recv, Send, Sendrecvs, Wait, unpacked
+from a2a.schedules.events import Burst, Collective, Copy, Event, Irecv, Isend, Recv, Send, Sendrecvs, Wait, unpacked
 from a2a.simulate import capture as capture_module
 from a2a.simulate import platforms, replay, simgrid, traces
 from a2a.simulate.calibrate import message_cost
@@ -29,9 +29,13 @@ from a2a.simulate.driver import Machine
 NODES = [[0, 1, 2], [3, 4, 5]]
 
 
-def messages(p: int, lines: list[list[str]]) -> tuple[Counter, Counter]:
+Message = tuple[int, int, int, int]  # (sender, receiver, tag, bytes)
+
+
+def messages(p: int, lines: list[list[str]]) -> tuple[Counter[Message], Counter[Message]]:
     """(sender, receiver, tag, bytes) of every send and every receive in the ranks' trace lines."""
-    sent, received = Counter(), Counter()
+    sent: Counter[Message] = Counter()
+    received: Counter[Message] = Counter()
     for rank, trace in enumerate(lines):
         for line in trace:
             fields = line.split()
@@ -58,7 +62,8 @@ def test_every_send_meets_its_receive(name):
                 peer, tag = int(rest[0]), int(rest[1])
                 pending.add((rank, peer, tag) if kind == "isend" else (peer, rank, tag))
             elif kind == "wait":
-                pending.remove(tuple(map(int, rest)))
+                sender, receiver, tag = map(int, rest)
+                pending.remove((sender, receiver, tag))
         assert not pending, name
 
 
@@ -121,7 +126,9 @@ def test_posts_of_one_instant_go_receives_first_by_peer():
 def test_a_compact_event_writes_the_lines_of_its_messages(name, options, p, compact):
     """Batches read from steps are one Burst event, a run of pairwise steps one Sendrecvs event; the trace of
     either is line for line that of its messages one by one."""
-    schedule = stepped(name, options, p).scaled(4)
+    steps = stepped(name, options, p)
+    assert steps is not None, name
+    schedule = steps.scaled(4)
     assert sum(isinstance(e, (Burst, Sendrecvs)) for e in schedule.events[0]) == compact
     for r, (compacted, one_by_one) in enumerate(zip(schedule.events, schedule.expanded().events)):
         assert list(traces.trace_lines(compacted, r, p, 1e9)) == list(traces.trace_lines(one_by_one, r, p, 1e9))
@@ -140,7 +147,8 @@ def test_a_packed_capture_writes_the_lines_of_its_events(monkeypatch, cores):
         assert list(traces.trace_lines(events, r, p, 1e9)) == list(traces.trace_lines(one_by_one, r, p, 1e9))
     whole = capture("locality_aware", {}, p, 1).packed()  # 19 receives and 19 sends, a copy, one wait for all
     assert [e.kind for e in whole.events[0]] == ["posts", "copy", "wait", "copy", "coll", "copy"]
-    assert whole.events[0][2].requests == range(2 * (p - 1))
+    waited = whole.events[0][2]
+    assert isinstance(waited, Wait) and waited.requests == range(2 * (p - 1))
 
 
 def test_compact_events_count_tags_on_and_lower_a_message_to_themselves():
@@ -148,7 +156,7 @@ def test_compact_events_count_tags_on_and_lower_a_message_to_themselves():
     names its own rank has that message copied."""
     line = np.array
     two = line([2])
-    events = [Copy(8), Burst(line([1, 2]), line([2, 1]), 8, 0, two, two), Isend(1, 8, 4), Wait((4,)),
+    events: list[Event] = [Copy(8), Burst(line([1, 2]), line([2, 1]), 8, 0, two, two), Isend(1, 8, 4), Wait((4,)),
               Burst(line([1, 0]), line([0, 1]), 8, 5, two, two), Sendrecvs(line([2, 2]), line([1, 1]), 8, 9),
               Sendrecvs(line([0]), line([0]), 8, 13)]
     lines = list(traces.trace_lines(events, 0, 3, 1e9))
@@ -174,7 +182,7 @@ def test_missing_simgrid_is_named(monkeypatch):
     monkeypatch.delenv(simgrid.SMPIRUN_VARIABLE, raising=False)
     monkeypatch.setattr(simgrid.shutil, "which", lambda name: None)
     problem = simgrid.missing()
-    assert "no smpirun" in problem and "make simgrid" in problem and "libsimgrid-dev" in problem
+    assert problem and "no smpirun" in problem and "make simgrid" in problem and "libsimgrid-dev" in problem
 
 
 def test_an_smpirun_named_that_is_none_is_refused_once_before_anything_runs(tmp_path, capsys, monkeypatch):
@@ -324,7 +332,12 @@ def test_one_trace_scaled_by_the_replayer_gives_each_sizes_own_times(tmp_path, c
     itself (kept with --keep-traces); SMPI's own MPI_Alltoall is still written per size, for smpirun."""
     written = []
     unit_traces = traces.unit_traces
-    monkeypatch.setattr(traces, "unit_traces", lambda *args: written.append(args[0].nprocs) or unit_traces(*args))
+
+    def logged(*args):
+        written.append(args[0].nprocs)
+        return unit_traces(*args)
+
+    monkeypatch.setattr(traces, "unit_traces", logged)
     args = ("--platform", "torus:2x2x2", "--nprocs", "8", "--sizes", "8,1K,64K,1M",
             "--algorithms", "linear,bruck,hierarchical,native:selector=mpich")
     scaled, _ = simulated(tmp_path / "scaled", capsys, *args)
@@ -611,6 +624,7 @@ class LoggedReplay:
 
     def __init__(self, log: list[str], interrupt: str = "", signum: int = signal.SIGINT, memory: int = 0):
         self.log, self.interrupt, self.signum, self.bytes = log, interrupt, signum, memory
+        self.name = ""  # the variant, set by the call that stands for starting its replay
 
     def __call__(self, schedule, *args, **kwargs) -> "LoggedReplay":
         job = LoggedReplay(self.log, self.interrupt, self.signum, self.bytes)
@@ -742,7 +756,9 @@ def test_a_traces_memory_counts_the_requests_each_rank_has_in_flight(tmp_path):
     own MPI_Alltoall (one trace line) is taken to post all 8 x 7 messages at once, each as a send and a receive."""
     written = {}
     for name, pending in (("linear", 8 * 14), ("pairwise", 8 * 2)):
-        made = written[name] = traces.write_traces(stepped(name, {}, 8), tmp_path / name, 1e10)
+        steps = stepped(name, {}, 8)
+        assert steps is not None, name
+        made = written[name] = traces.write_traces(steps, tmp_path / name, 1e10)
         assert made.pending == pending
         assert made.lines == sum(len(Path(f).read_text().splitlines()) for f in made.listing.read_text().split())
     assert written["linear"].memory() > written["pairwise"].memory()

@@ -33,7 +33,8 @@ def test_a_direct_programs_messages_are_the_matrixs_blocks(name):
     peer (a block one element short, or a message given the send buffer's size, fails here)."""
     schedule = varied.filled(varied.program(name, {}, 4, NODES[name]), MATRIX, 8)
     assert (varied.volumes(schedule) == MATRIX * 8).all()
-    sent, received = Counter(), Counter()
+    sent: Counter[tuple[int, int, int]] = Counter()  # (sender, receiver, bytes)
+    received: Counter[tuple[int, int, int]] = Counter()
     for rank, events in enumerate(schedule.events):
         for e in events:
             if isinstance(e, Isend):

@@ -113,7 +113,9 @@ def test_time_limit_warning_stops_cleanly_and_resume_finishes(slurm, tmp_path):
     resume = printed_sbatch(output)
     assert f"A2A_OUTPUT={directory}" in " ".join(resume)
     submitted = slurm.run(*resume, cwd=tmp_path)
-    again = re.search(r"Submitted batch job (\d+)", submitted.stdout).group(1)
+    found = re.search(r"Submitted batch job (\d+)", submitted.stdout)
+    assert found, submitted.stdout + submitted.stderr
+    again = found.group(1)
     state = slurm.wait(again, timeout=240)
     output = job_output(tmp_path, again)
     assert state["JobState"] == "COMPLETED", output

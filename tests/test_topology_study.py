@@ -50,7 +50,7 @@ def test_busiest_links_match_the_switch_formulas_and_add_up_on_a_ring():
 def read_from_steps() -> list[tuple[str, dict]]:
     """Every alltoall algorithm whose rounds of link traffic come from its steps (none of its own) and whose formula
     has one beta (a rank's bytes; the node-aware ones split it by link class), at its defaults; and options."""
-    found = [(name, {}) for name in a2a.algorithms("alltoall")
+    found: list[tuple[str, dict]] = [(name, {}) for name in a2a.algorithms("alltoall")
              if (kind := a2a.get(name).kinds["alltoall"]).steps and not kind.traffic
              and "beta" in model.formula_for(name).params]
     return found + [("bruck_zero_copy", {"radix": "3"}), ("parallel_split", {"factor": "4"})]

@@ -159,7 +159,7 @@ def ompi():
     return OMPI_VENV / "bin"
 
 
-def ompi_run(bin_dir: Path, n: int, rules: Path, *sizes: int) -> list[str]:
+def ompi_run(bin_dir: Path, n: int, rules: Path, *sizes: int | str) -> list[str]:  # "--alltoallv" first: that one
     done = launch([str(bin_dir / "mpirun"), "--allow-run-as-root", "--oversubscribe", "-n", str(n),
                    "--mca", "coll_tuned_use_dynamic_rules", "1",
                    "--mca", "coll_tuned_dynamic_rules_filename", str(rules),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -62,7 +63,7 @@ def test_oversubscribed_run_is_recorded_and_warned(tmp_path):
 
 @pytest.mark.mpi
 def test_time_pipelined_gives_each_ranks_mean_without_the_warmup(comm):
-    calls = []
+    calls: list[None] = []
 
     def run():  # warm-up calls are slow; timed calls take (rank + 1) x 2 ms
         calls.append(None)
@@ -96,15 +97,25 @@ def test_time_imb_starts_every_call_together_and_leaves_the_barrier_out(comm):
 @pytest.mark.mpi
 @pytest.mark.parametrize("timer", [time_pipelined, time_imb])
 def test_a_per_rank_mean_timing_stops_on_every_rank_when_one_asks(comm, timer):
-    calls = []
+    calls: list[None] = []
     samples, stopped = timer(comm, lambda: calls.append(None), warmup=1, iterations=5,
                              stop_requested=lambda: comm.rank == comm.size - 1)
     assert stopped and len(samples) == 0 and len(calls) == 1
 
 
+@pytest.fixture(scope="module")
+def sync_run(tmp_path_factory) -> Path:
+    """One point of the default (sync) timing, swept once for the modes compared with it."""
+    out = tmp_path_factory.mktemp("sync") / "run"
+    done = mpiexec(2, "-m", "bench", "run", "--sizes", "8", "--algorithms", "native", "--nprocs", "2",
+                   "--no-control", "--iterations", "5", "--output", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    return out
+
+
 @pytest.mark.launches
 @pytest.mark.parametrize("timing", ["pipelined", "imb"])
-def test_a_per_rank_mean_run_records_its_means_and_its_mode(tmp_path, timing):
+def test_a_per_rank_mean_run_records_its_means_and_its_mode(tmp_path, timing, sync_run):
     out = tmp_path / "run"
     done = mpiexec(2, "-m", "bench", "run", "--timing", timing, "--sizes", "8,64K", "--algorithms",
                    "native,pairwise", "--no-control", "--iterations", "50", "--output", str(out), "--quiet")
@@ -117,9 +128,7 @@ def test_a_per_rank_mean_run_records_its_means_and_its_mode(tmp_path, timing):
     assert all(sorted(round_ for _, round_, _ in rounds[r.key]) == sorted(list(range(25)) * 2) for r in rows)
     assert "timing" in (out / "results.csv").read_text().splitlines()[0].split(",")
     # the mode is part of a point's identity: sync points of the same grid are new points
-    done = mpiexec(2, "-m", "bench", "run", "--sizes", "8", "--algorithms", "native", "--nprocs", "2",
-                   "--no-control", "--iterations", "5", "--output", str(tmp_path / "sync"), "--quiet")
-    [sync_row] = read_rows(tmp_path / "sync")
+    [sync_row] = read_rows(sync_run)
     assert sync_row.timing == "sync" and sync_row.key != next(r.key for r in rows if r.algorithm == "native"
                                                                and r.bytes_per_peer == 8)
 

@@ -57,12 +57,12 @@ def register(config: pytest.Config) -> None:
         return
     guarded = subprocess.Popen
 
-    class Guarded(guarded):  # a subclass, so isinstance() and type hints elsewhere still hold
+    class Guarded(subprocess.Popen):  # a subclass of the Popen now in place, so isinstance() and type hints hold
         def __init__(self, args, *rest, **kwargs):
             check(config, [args] if isinstance(args, (str, os.PathLike)) else list(args))
             super().__init__(args, *rest, **kwargs)
 
-    subprocess.Popen = Guarded
+    setattr(subprocess, "Popen", Guarded)  # noqa: B010 (the class itself is replaced, as the cleanup puts it back)
     config.add_cleanup(lambda: setattr(subprocess, "Popen", guarded))
 
 

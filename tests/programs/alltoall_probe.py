@@ -22,7 +22,7 @@ def other_collectives(comm):
     gathered = np.empty(comm.size) if comm.rank == 0 else None
     comm.Gather(np.array([float(comm.rank)]), gathered)
     ok = total[0] == comm.size * (comm.size - 1) / 2 and value[0] == 7.0
-    return ok and (comm.rank != 0 or list(gathered) == list(range(comm.size)))
+    return ok and (gathered is None or list(gathered) == list(range(comm.size)))
 
 
 def probe(comm, size, uneven=False, started=False):

@@ -29,5 +29,5 @@ with a2a.get("pairwise").plan(comm, send, recv, executor="c") as plan:
     if not np.array_equal(recv, expected.astype(np.int32)):
         said += " the next call's data is wrong"
 told = comm.gather(said)
-if comm.rank == 0:
+if told is not None:  # rank 0, which gathered
     print("ok" if not any(told) else f"WRONG: {told}")
