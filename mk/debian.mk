@@ -3,7 +3,7 @@
 # makes them, and installs the packages where they are missing). The collective tests run under the library's own
 # mpirun -n $(NP); the deploy tests in plain pytest, liba2a built by the library's mpicc.
 DEBIAN_VENVS ?= $(HOME)/.cache/a2a
-DEBIAN_DEPLOY_TESTS ?= tests/test_fortran.py tests/test_liba2a_foreign.py tests/test_deploy.py
+DEBIAN_DEPLOY_TESTS ?= tests/test_fortran.py tests/test_liba2a_foreign.py tests/test_deploy.py tests/test_deploy_library.py
 # Left to the venv's MPI: the deploy tests that race algorithms over whole programs (the documented loops), and those
 # of tests/programs/ialltoall_recv.c, which -Werror does not build against MPICH 4.0.2's mpi.h (gcc 12's
 # -Wstringop-overflow on MPI_STATUSES_IGNORE); neither library here serves those calls (no progress hook)
