@@ -80,6 +80,8 @@ class PlanFailed(A2AError):
     """A plan that some rank could not make (a source missing there, a full disk, a library that will not load, a
     factory's error on that rank alone), raised alike on every rank, naming each failing rank and its cause."""
 
+    failed: tuple[tuple[int, str], ...] = ()  # each failing rank and its cause, where `of` made it
+
     @classmethod
     def of(cls, causes: list[str | None]) -> "PlanFailed":
         """The error every rank raises, from each rank's cause (None where its part of the plan was made)."""
@@ -89,4 +91,6 @@ class PlanFailed(A2AError):
                 by_cause.setdefault(cause, []).append(rank)
         told = "; ".join(f"{'rank' if len(ranks) == 1 else 'ranks'} {','.join(map(str, ranks))} of {len(causes)}: "
                          f"{cause}" for cause, ranks in by_cause.items())
-        return cls(f"planning failed on {told}; every rank raises this, and none runs the plan")
+        error = cls(f"planning failed on {told}; every rank raises this, and none runs the plan")
+        error.failed = tuple((rank, cause) for rank, cause in enumerate(causes) if isinstance(cause, str))
+        return error

@@ -1,7 +1,8 @@
 """One rank failing to plan (a source missing where the executor is built, a full disk while tracing, a library that
 will not load, a factory's error, at plan time or at the first start) is one error on every rank within seconds,
-through the library API, the one-shot calls and the driver: never a rank left waiting for its peers. Each case is a
-2-rank job of its own, killed (and the test failed) if it outlives TIMEOUT; about 17 s in all here."""
+through the library API, the one-shot calls and the driver: never a rank left waiting for its peers, not even the
+ranks inside a plan the factory makes of another algorithm (on_pairwise, at 2 to 4 ranks). Each case is a job of its
+own, killed (and the test failed) if it outlives TIMEOUT."""
 from __future__ import annotations
 
 import os
@@ -19,6 +20,8 @@ pytestmark = pytest.mark.launches
 
 TIMEOUT = 45  # seconds a 2-rank job may take before it counts as hung (each takes 1 to 3 s here)
 FACTORY_FAILS = "RuntimeError: fails_on_one: rank 1 cannot prepare, on purpose"
+NESTED_FAILS = "RuntimeError: on_pairwise: rank 1 cannot prepare, on purpose"
+SECONDS_TO_THE_ERROR = 15.0  # from the call to the error on every rank (under a second here, oversubscribed)
 # each case of PROGRAM: the rank that fails, and its cause as every rank tells it
 CASES = {"source": (0, "building the C executor: FileNotFoundError: [Errno 2] No such file or directory"),
          "disk": (1, "OSError: [Errno 28] No space left on device"),
@@ -36,6 +39,46 @@ def fails_on_one(comm, sendbuf, recvbuf):
     if comm.rank == 1 and FAILING["now"]:
         raise RuntimeError("fails_on_one: rank 1 cannot prepare, on purpose")
     return lambda: comm.Alltoall(sendbuf, recvbuf)
+
+
+@a2a.register("on_pairwise")
+def on_pairwise(comm, sendbuf, recvbuf):
+    """Alltoall by a plan of pairwise made here; rank 1 raises before making it while FAILING["now"]."""
+    if comm.rank == 1 and FAILING["now"]:
+        raise RuntimeError("on_pairwise: rank 1 cannot prepare, on purpose")
+    inner = a2a.get("pairwise").plan(comm, sendbuf, recvbuf)
+    return inner, inner.free
+'''
+
+# on_pairwise through the library API (plan) or a one-shot call, failing or not; each rank tells what it met and when
+NESTED = '''
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import a2a
+
+sys.path.insert(0, sys.argv[2])
+from fails_on_one import FAILING
+
+how, comm = sys.argv[1], MPI.COMM_WORLD
+FAILING["now"] = sys.argv[3] == "fails"
+send = np.arange(2 * comm.size, dtype=np.int32) + 100 * comm.rank
+recv = np.zeros_like(send)
+want = np.concatenate([np.arange(2) + 2 * comm.rank + 100 * q for q in range(comm.size)]).astype(np.int32)
+began = time.monotonic()
+try:
+    if how == "plan":
+        with a2a.get("on_pairwise").plan(comm, send, recv) as plan:
+            plan()
+    else:
+        a2a.alltoall(comm, send, recv, algorithm="on_pairwise")
+    outcome = f"ran right={np.array_equal(recv, want)}"
+except Exception as error:
+    outcome = f"{type(error).__name__}: {error}"
+print(f"rank {comm.rank} says: {outcome} after {time.monotonic() - began:.2f} s", flush=True)
 '''
 
 PROGRAM = '''
@@ -113,11 +156,17 @@ def plugin(tmp_path):
     return tmp_path
 
 
-def said(done: subprocess.CompletedProcess) -> list[str]:
-    """Each rank's outcome, by rank."""
+def said(done: subprocess.CompletedProcess, n: int = 2) -> list[str]:
+    """Each rank's outcome, by rank (of `n`)."""
     found = dict(re.findall(r"rank (\d) says: (.*?)(?=rank \d says: |$)", done.stdout, re.MULTILINE))  # lines may meet
-    assert sorted(found) == ["0", "1"], f"{done.stdout}\n{done.stderr[-3000:]}"
-    return [found["0"], found["1"]]
+    assert sorted(found) == [str(rank) for rank in range(n)], f"{done.stdout}\n{done.stderr[-3000:]}"
+    return [found[str(rank)].strip() for rank in range(n)]
+
+
+def timed(outcome: str) -> tuple[str, float]:
+    """An outcome of NESTED as (what the rank met, seconds from its call)."""
+    what, seconds = re.fullmatch(r"(.*) after ([\d.]+) s", outcome, re.DOTALL).groups()  # type: ignore[union-attr]
+    return what, float(seconds)
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -136,6 +185,28 @@ def test_a_library_that_one_rank_cannot_load_runs_python_on_every_rank(plugin):
     assert said(done) == ["ran executor=python right=True"] * 2
 
 
+@pytest.mark.parametrize("how", ["plan", "one-shot"])
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_a_factory_failing_before_its_own_plan_of_pairwise_is_one_error_on_every_rank(plugin, how, n):
+    """Rank 1 raises before the plan of pairwise its factory makes; the other ranks are inside that plan's agreement
+    when rank 1 tells how its factory ended: they raise what it told (the same communicator, one allgather each),
+    and every rank ends with rank 1's error. Before, they waited there for ever (the test killed the job)."""
+    done = launched(n, "-c", NESTED, how, str(plugin), "fails")
+    assert done.returncode == 0, done.stderr
+    outcomes = [timed(outcome) for outcome in said(done, n)]
+    first = outcomes[0][0]
+    assert first.startswith(f"PlanFailed: planning failed on rank 1 of {n}: {NESTED_FAILS}; every rank raises"), first
+    assert [what for what, _ in outcomes] == [first] * n  # the same error on every rank, naming only rank 1
+    assert max(seconds for _, seconds in outcomes) < SECONDS_TO_THE_ERROR, outcomes
+
+
+def test_a_factory_that_makes_its_own_plan_of_pairwise_runs_right(plugin):
+    """The agreement of the plan inside the factory is the ordinary one when every rank makes it."""
+    done = launched(3, "-c", NESTED, "plan", str(plugin), "runs")
+    assert done.returncode == 0, done.stderr
+    assert [timed(outcome)[0] for outcome in said(done, 3)] == ["ran right=True"] * 3
+
+
 def test_the_driver_fails_the_point_one_rank_cannot_plan_on_every_rank_and_goes_on(plugin):
     """Without the agreement, rank 0 would wait in the exchange, and the job would end after the driver's 10 s."""
     out = plugin / "run"
@@ -146,4 +217,22 @@ def test_the_driver_fails_the_point_one_rank_cannot_plan_on_every_rank_and_goes_
     rows = {row.algorithm: row for row in read_rows(out)}
     assert rows["pairwise"].valid
     assert not rows["fails_on_one"].valid
-    assert f"planning failed on rank 1 of 2: {FACTORY_FAILS}" in rows["fails_on_one"].note
+    assert rows["fails_on_one"].note.startswith(f"failed on rank 1: {FACTORY_FAILS}"), rows["fails_on_one"].note
+
+
+def test_a_sweep_fails_the_point_whose_factory_fails_before_its_own_plan_and_measures_native(plugin):
+    """At 3 ranks, rank 1's factory raises while ranks 0 and 2 are inside the plan of pairwise theirs make: the point
+    fails on every rank with rank 1's error (its traceback in errors.log), and native's points are measured. Before,
+    the job hung until the watchdog's 300 s, every point lost."""
+    out = plugin / "run"
+    done = launched(3, "-m", "bench", "run", "--plugin", str(plugin / "fails_on_one.py"), "--algorithms",
+                    "on_pairwise,native", "--sizes", "8,64", "--nprocs", "3", "--iterations", "3", "--no-control",
+                    "--quiet", "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    rows = {(row.algorithm, row.bytes_per_peer): row for row in read_rows(out)}
+    assert sorted(rows) == [(a, size) for a in ("native", "on_pairwise") for size in (8, 64)]
+    assert rows["native", 8].valid and rows["native", 64].valid
+    for size in (8, 64):
+        row = rows["on_pairwise", size]
+        assert not row.valid and row.note.startswith(f"failed on rank 1: {NESTED_FAILS}"), row.note
+    assert "in on_pairwise\n    raise RuntimeError" in (out / "errors.log").read_text()  # rank 1's own traceback

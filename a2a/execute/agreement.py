@@ -5,6 +5,14 @@ groups of an intercommunicator) brings every rank's problem and the signature of
 (algorithm, options, dtype, count, in place) to every rank: any problem, or a signature that
 differs, is one BadInput on every rank, never a hang. An alltoallv's counts are then checked
 against the peers' (one alltoall of the counts).
+
+Once a plan's factory has run, every rank says how it ended (`ended`, one allgather on the plan's private
+communicator): its part made, or the error it met. A factory may make plans of its own on the communicator it was
+given (a plug-in built on `a2a.get("pairwise").plan`); a rank whose factory raised before such a nested plan then
+meets, in that same allgather, peers inside the nested plan's agreement. Each side knows the other's message: the
+ranks inside the nested plan raise the failure they were told (EndedElsewhere), their factories end with it, and the
+round is held again until every rank has ended; the error then names the ranks that failed first. No rank waits
+for a peer that will never come, and the ordinary path costs what it did: one allgather each.
 """
 from __future__ import annotations
 
@@ -13,30 +21,85 @@ from typing import Any
 import numpy as np
 
 from a2a.algos.buffers import VBuffer, is_inter
-from a2a.errors import A2AError, BadInput, BadOption
+from a2a.errors import A2AError, BadInput, BadOption, PlanFailed
 
 # What every rank must give alike: (algorithm, its options as text in name order, dtype, count or "per-peer counts",
 # in place); None where there is nothing to compare (a problem, or the counts' check)
 Signature = tuple[str, tuple[tuple[str, str], ...], str, "int | str", bool]
 # A rank's told problem (whether a BadOption, its text), or None; and its signature
 Verdict = tuple["tuple[bool, str] | None", "Signature | None"]
+# What a rank whose factory ended says: (ENDED, its error as text or None, whether that error is a failure it was
+# told of, EndedElsewhere); a plain tuple, as cheap to send as a verdict (a pair)
+Ending = tuple[str, "str | None", bool]
+ENDED = "ended"
+
+
+class EndedElsewhere(PlanFailed):
+    """Raised inside a factory, by a nested plan's agreement, where peers had ended that factory (one failed): the
+    failure they told, which this rank's factory passes on."""
+
 
 def agree(comm: Any, problem: BadInput | A2AError | None, signature: Signature | None) -> None:
     """Raise, on every rank alike, the first rank's problem, or that the ranks' calls differ (naming how).
 
     One allgather, over both groups of an intercommunicator (merged for it, then freed). A bad option
-    is a BadOption on every rank, any other problem a BadInput.
+    is a BadOption on every rank, any other problem a BadInput. Inside a factory, where peers had ended it instead
+    (ended), what they told (EndedElsewhere, or that the factories differ).
     """
     mine = told(problem)
+    verdicts = gathered(comm, (mine, None if problem else signature))
+    if mine is None and verdicts.count(verdicts[0]) == len(verdicts):
+        return  # all alike, no problem: one comparison per rank in C (a capture runs every rank's call)
+    if any(map(is_ending, verdicts)):
+        raise ended_elsewhere(verdicts, signature)
+    judged(verdicts)
+
+
+def gathered(comm: Any, item: Any) -> list[Any]:
+    """Every rank's `item`, by rank, over both groups of an intercommunicator (merged for it, then freed)."""
     everyone = comm.Merge() if is_inter(comm) else comm
     try:
-        verdicts = everyone.allgather((mine, None if problem else signature))
+        return everyone.allgather(item)
     finally:
         if everyone is not comm:
             everyone.Free()
-    if mine is None and verdicts.count(verdicts[0]) == len(verdicts):
-        return  # all alike, no problem: one comparison per rank in C (a capture runs every rank's call)
-    judged(verdicts)
+
+
+def ended(comm: Any, failure: BaseException | None) -> list[Ending]:
+    """Every rank's Ending once each has ended its factory (collective on the plan's private `comm`): a round that
+    meets peers still inside theirs, in a nested plan's agreement on `comm`, is held again, for those peers raise
+    there what this round told them (EndedElsewhere) and end their factories with it (a peer in an allgather of the
+    factory's own on `comm` is given this rank's Ending there, and comes too)."""
+    cause = None if failure is None else f"{type(failure).__name__}: {failure}"
+    mine: Ending = (ENDED, cause, isinstance(failure, EndedElsewhere))
+    while True:
+        said = gathered(comm, mine)
+        if all(map(is_ending, said)):
+            return said
+
+
+def is_ending(said: Any) -> bool:
+    """Whether what a rank said in an allgather is an Ending (else a nested plan's verdict, or a factory's own)."""
+    return type(said) is tuple and len(said) == 3 and said[0] == ENDED
+
+
+def first_failures(said: list[Ending]) -> list[str | None]:
+    """Each rank's error, None for those that only passed on a failure they were told of (unless every failing rank
+    did)."""
+    first = [None if relayed else cause for _, cause, relayed in said]
+    return first if any(first) else [cause for _, cause, _ in said]
+
+
+def ended_elsewhere(said: list[Any], signature: Signature | None) -> A2AError:
+    """What a rank inside a nested plan's agreement raises when some peers had ended their factory instead: the
+    failure they told (EndedElsewhere), or, where they all made their part, that the factories differ."""
+    endings = [s if is_ending(s) else (ENDED, None, False) for s in said]
+    if any(cause for _, cause, _ in endings):
+        return EndedElsewhere(str(PlanFailed.of(first_failures(endings))))
+    done = [rank for rank, s in enumerate(said) if is_ending(s)]
+    inside = [rank for rank, s in enumerate(said) if not is_ending(s)]
+    return BadInput(f"the ranks' factories differ: {_ranks(done)} ended it without the plan {_ranks(inside)} "
+                    f"began inside it ({describe(signature)}); a factory makes the same plans on every rank")
 
 
 def told(problem: A2AError | None) -> tuple[bool, str] | None:

@@ -17,7 +17,7 @@ from a2a.algos.options import EXECUTOR, schedule_options
 from a2a.algos.plan import Plan, Prepared
 from a2a.algos.prebuilt import copier
 from a2a.errors import A2AError, BadInput, PlanFailed
-from a2a.execute.agreement import Signature, agree, matched_counts
+from a2a.execute.agreement import Signature, agree, ended, first_failures, matched_counts
 from a2a.execute.engine import EngineComm, Progression, Unprogressable, engine_module, unprogressable_names
 from a2a.execute.executor import ExecutorUnavailable, executed
 from a2a.record.results import NATIVE
@@ -105,22 +105,22 @@ def prepared_on(private: Any, algorithm: Any, kind: Any, resolved: dict[str, Any
 
 def alike(comm: Any, make: Callable[[], Any], release: Callable[[Any], Any]) -> Any:
     """What `make()` returns on every rank of `comm`, or one error on every rank where it raised on any (collective):
-    its own where every rank raised alike, else PlanFailed naming each failing rank and its cause (what the others
-    made is released, so no rank waits on a peer that will never come)."""
+    its own where every rank raised alike, else PlanFailed naming each rank that failed first and its cause (what the
+    others made is released, so no rank waits on a peer that will never come). Peers inside a plan that `make` makes
+    on `comm` itself are told the failure there (a2a.execute.agreement.ended)."""
     made = failure = None
     try:
         made = make()
     except Exception as error:
         failure = error
-    cause = None if failure is None else f"{type(failure).__name__}: {failure}"
-    causes = comm.allgather(cause)
-    if not any(causes):
+    said = ended(comm, failure)
+    if not any(cause for _, cause, _ in said):
         return made
-    if failure is not None and causes.count(cause) == len(causes):
+    if failure is not None and said.count(said[0]) == len(said) and not said[0][2]:
         raise failure
     if failure is None:
         release(made)
-    raise PlanFailed.of(causes) from failure
+    raise PlanFailed.of(first_failures(said)) from failure
 
 
 def _in_python(comm: Any, algorithm: Any, kind: Any, resolved: dict[str, Any], options: dict[str, Any], send: Any,

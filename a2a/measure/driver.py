@@ -15,7 +15,7 @@ import numpy as np
 from a2a.algos.builtin.control import stand_in
 from a2a.algos.nodes import node_groups
 from a2a.algos.registry import get
-from a2a.errors import A2AError, BadConfig
+from a2a.errors import A2AError, BadConfig, PlanFailed
 from a2a.measure.cache import buffer_sets, cycling, evict
 from a2a.measure.clock import GlobalClock, synchronise
 from a2a.measure.environment import (
@@ -40,6 +40,8 @@ from a2a.sweep.config import OVERLAP, SweepConfig
 from a2a.sweep.grid import Point, calls_in_round, cells, round_order
 from a2a.sweep.mesh import Layout, group_comm
 from a2a.sweep.session import (
+    EXIT_TERMINATED,
+    STOP_GRACE_SECONDS,
     Backend,
     Observer,
     Output,
@@ -100,7 +102,8 @@ def measure_sweep(comm: Any, directory: Path, state: SweepState, output: Output,
     every rank.
 
     A point's error fails that point (measure); any other error on any rank (rank 0's files, say) ends the whole
-    job with its message.
+    job with its message. A stop signal the ranks do not honour within its grace (stuck in a collective) ends the
+    job too, rank 0 closing the record first (_stuck).
     """
     with abort_on_error(comm):
         facts = {**describe_run(comm), "progress": state.progress_mode or None}
@@ -112,20 +115,36 @@ def measure_sweep(comm: Any, directory: Path, state: SweepState, output: Output,
             backend = Backend("mpi", facts, table_details(state.config, facts["executor"]), timeout=timeout,
                               abort=partial(_end_job, comm))
             session = Session(directory, state, backend, output)
+        stop.stuck = partial(_stuck, comm, session)
         finished = run_sweep(comm, state, Observer() if session is None else session, stop)
         code = None
         if session is not None:
             code = session.finish("complete", state.later) if finished else session.finish(f"terminated by "
                                                                                             f"{stop.name}")
+        if not finished:
+            stop.settled.set()  # honoured: the record is closed
         return comm.bcast(code, root=0)
 
 
-def _end_job(comm: Any, message: str, code: int) -> None:
+def _end_job(comm: Any, message: str, code: int, prefix_rank: bool = False) -> None:
     """abort_job from the watchdog's thread, at one rank too (there its sys.exit would end only that thread)."""
     try:
-        abort_job(comm, message, code, prefix_rank=False)
+        abort_job(comm, message, code, prefix_rank=prefix_rank)
     finally:
         os._exit(code)
+
+
+def _stuck(comm: Any, session: Session | None, name: str) -> None:
+    """End the job whose ranks did not reach a synchronisation within the grace after the stop signal `name`
+    (stuck inside a collective), from the thread that heard it: rank 0 closes the record first; another rank leaves
+    the end to rank 0 for as long again (the signal may not have reached it), then ends the job itself."""
+    if session is not None:
+        session.abandoned(name)
+        _end_job(comm, "", EXIT_TERMINATED)
+    time.sleep(STOP_GRACE_SECONDS)
+    _end_job(comm, f"{name}: this rank did not reach a synchronisation within {2 * STOP_GRACE_SECONDS:g} s, and "
+                   "rank 0 did not end the job; ending it here (the record is left as a job that died)",
+             EXIT_TERMINATED, prefix_rank=True)
 
 
 def table_details(config: SweepConfig, executor: dict[str, Any]) -> str:
@@ -309,8 +328,11 @@ def _keep(group: Any, c: Contestant, config: SweepConfig) -> None:
 def _attempt(judge: Any, contestant: Contestant, step: Callable[[], Any]) -> Any:
     """Run one step of a contestant on every rank; a refusal (raised alike on every rank) or any rank's exception
     ends it with its note, agreed on `judge`. What the step returned, or None once it ended."""
+    problem: BaseException | None = None
     try:
-        result, problem = step(), None
+        result = step()
+    except PlanFailed as failed:  # a failure, raised alike on every rank: noted by the ranks that failed to plan
+        result, problem = None, failed
     except A2AError as refused:  # the checks are collective: raised alike on every rank
         if contestant.ended is None:
             contestant.ended = _noted(contestant.row, f"refused: {refused}")
@@ -319,13 +341,20 @@ def _attempt(judge: Any, contestant: Contestant, step: Callable[[], Any]) -> Any
         result, problem = None, error
     failures = agreed_failures(judge, problem, contestant.point)
     if failures:
-        kind, message = failures[0][1], failures[0][2]
-        note = f"{FAILED}{'rank' if len(failures) == 1 else 'ranks'} {_ranges([f[0] for f in failures])}: " \
-               f"{kind}: {message}"
-        row, samples, _ = _noted(contestant.row, note)
+        row, samples, _ = _noted(contestant.row, _failure_note(failures, problem))
         contestant.ended = (row, samples, "\n".join(f"rank {r}:\n{trace}" for r, _, _, trace in failures))
         return None
     return result
+
+
+def _failure_note(failures: list[tuple[int, str, str, str]], problem: BaseException | None) -> str:
+    """'failed on ranks 0-1: ValueError: ...': the ranks that raised and the first one's error; for a plan that
+    failed (PlanFailed, the same on every rank), the ranks that failed to plan and the first one's cause."""
+    if isinstance(problem, PlanFailed) and problem.failed:
+        ranks, cause = [rank for rank, _ in problem.failed], _first_line(problem.failed[0][1])
+    else:
+        ranks, cause = [f[0] for f in failures], f"{failures[0][1]}: {failures[0][2]}"
+    return f"{FAILED}{'rank' if len(ranks) == 1 else 'ranks'} {_ranges(ranks)}: {cause}"
 
 
 def _prepare(comm: Any, group: Any, c: Contestant, config: SweepConfig, context: Context) -> None:

@@ -8,15 +8,18 @@ closing output and the hint to resume. `bench run` drives it through the MPI dri
 """
 from __future__ import annotations
 
+import os
 import re
 import signal
+import socket
 import sys
 import threading
 import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from a2a.algos.facts import shown
 from a2a.algos.plugins import load_plugin
@@ -124,19 +127,47 @@ def option_defaults(config: SweepConfig) -> dict[str, dict[str, str]]:
 # SIGUSR1 too: Open MPI's mpirun and srun kill on SIGTERM instead of passing it on, while all
 # launchers pass SIGUSR1 through, so batch scripts forward Slurm's warning as SIGUSR1.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+# How long after a stop signal the ranks have to reach the sweep's next synchronisation (a timed call takes
+# milliseconds; the slowest point's one call may take longer, and is lost either way): past it they are taken to be
+# stuck inside a collective, and the job ends with the record closed
+STOP_GRACE_SECONDS = 2.0
 
 
 @dataclass
 class StopRequest:
-    """Set by a stop signal; a sweep reads it at every synchronisation, so all ranks agree."""
+    """Set by a stop signal; a sweep reads it at every synchronisation, so all ranks agree.
+
+    A rank stuck inside MPI never runs Python's handler (it runs between bytecodes, in the main thread), so a
+    thread also hears the signal, through the wakeup file descriptor Python's C handler writes to: unless the
+    stop is honoured (`settled`) within STOP_GRACE_SECONDS, it runs `stuck(signal name)` (the sweep's: close the
+    record, end the job), or ends the process where no sweep runs.
+    """
 
     event: threading.Event = field(default_factory=threading.Event)
     name: str = "a signal on another rank"
+    stuck: Callable[[str], None] | None = None
+    settled: threading.Event = field(default_factory=threading.Event)
 
-    def install(self) -> None:
-        """Catch the stop signals in this process."""
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, self._on_signal)
+    @contextmanager
+    def installed(self) -> Iterator["StopRequest"]:
+        """Catch the stop signals in this process and hear them in a thread; the handlers given back on leaving."""
+        handlers = {signum: signal.signal(signum, self._on_signal) for signum in STOP_SIGNALS}
+        heard, told = socket.socketpair()
+        told.setblocking(False)  # as set_wakeup_fd requires
+        previous = signal.set_wakeup_fd(told.fileno(), warn_on_full_buffer=False)
+        listener = threading.Thread(target=self._listen, args=(heard,), name="a2a stop signal", daemon=True)
+        listener.start()
+        try:
+            yield self
+        finally:
+            signal.set_wakeup_fd(previous)
+            for signum, handler in handlers.items():
+                signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+            self.settled.set()
+            told.send(b"\0")  # not a signal's number: the listener returns
+            listener.join()
+            heard.close()
+            told.close()
 
     def __call__(self) -> bool:
         return self.event.is_set()
@@ -144,6 +175,25 @@ class StopRequest:
     def _on_signal(self, signum: int, frame: Any) -> None:
         self.name = signal.Signals(signum).name
         self.event.set()
+
+    def _listen(self, heard: socket.socket) -> None:
+        """Wait for a stop signal's number on `heard`; then, unless the stop is honoured within the grace, `stuck`."""
+        stops = {int(signum) for signum in STOP_SIGNALS}
+        while True:
+            number = heard.recv(1)
+            if not number or number[0] == 0:
+                return
+            if number[0] in stops:
+                break
+        self.name = signal.Signals(number[0]).name
+        self.event.set()
+        if not self.settled.wait(STOP_GRACE_SECONDS):
+            (self.stuck or _ended)(self.name)
+
+
+def _ended(name: str) -> None:
+    """End this process: a stop signal it did not honour within the grace, outside a sweep."""
+    os._exit(EXIT_TERMINATED)
 
 
 @dataclass(frozen=True)
@@ -218,6 +268,7 @@ class Session(Observer):
         self.visiting: tuple[Point, float] | None = None  # the visit in progress and when it began (the watchdog's)
         self.cell: list[Point] = []  # the cell in progress
         self.closed = threading.Lock()  # held by the watchdog from its verdict on: nothing more reaches the record
+        self.finished = False  # the record is closed
         self.write()
         what = "sweep" if backend.name == "mpi" else "simulation"
         self.say(f"a2a {what}: {counted(self.total, 'point')} -> {directory}")
@@ -240,10 +291,11 @@ class Session(Observer):
             _say(text)
 
     def start_nprocs(self, nprocs: int, facts: dict[str, Any]) -> None:
-        self.meta["by_nprocs"][str(nprocs)] = self.launch["by_nprocs"][str(nprocs)] = facts
-        self.crowded = facts.get("oversubscribed") or {}
-        self.meta["oversubscribed"] = self.meta["oversubscribed"] or bool(self.crowded)
-        self.write()
+        with self.closed:
+            self.meta["by_nprocs"][str(nprocs)] = self.launch["by_nprocs"][str(nprocs)] = facts
+            self.crowded = facts.get("oversubscribed") or {}
+            self.meta["oversubscribed"] = self.meta["oversubscribed"] or bool(self.crowded)
+            self.write()
 
     def start_point(self, point: Point) -> None:
         self.start_cell([point])
@@ -251,9 +303,10 @@ class Session(Observer):
 
     def start_cell(self, points: list[Point]) -> None:
         self.cell = points
-        self.meta["point_in_progress"] = {"key": list(points[0].key), "point": str(points[0]),
-                                          "cell": [list(p.key) for p in points]}
-        self.write()
+        with self.closed:
+            self.meta["point_in_progress"] = {"key": list(points[0].key), "point": str(points[0]),
+                                              "cell": [list(p.key) for p in points]}
+            self.write()
         if self.backend.timeout is not None and self.watchdog is None:
             self.watchdog = threading.Thread(target=self._watch, args=(self.backend.timeout,), daemon=True)
             self.watchdog.start()
@@ -323,6 +376,7 @@ class Session(Observer):
             _say(f"the points with progress {', '.join(later)} need a launch each (the library's progress thread is "
                  f"set up before MPI starts): {self.resume_command}")
         self.recorder.close()
+        self.finished = True
         self._stamp(status)
         self.write()
         if self.output.fmt == "csv":
@@ -393,6 +447,20 @@ class Session(Observer):
         abort(f"error: a visit of {point} did not finish within --timeout {timeout:g} s{cell}; "
                            f"{self.directory} keeps the {counted(len(self.rows), 'point')} finished before it; "
                            f"{retry_hint(self.resume_command, timeout)}", EXIT_TIMEOUT)
+
+
+    def abandoned(self, name: str) -> None:
+        """Close the record as it stands when the ranks did not reach a synchronisation within the grace after the
+        stop signal `name` (stuck inside a collective): the cell in progress is left out, and a resume measures it
+        again, as after any stop. The job is ended next (by the caller), under the lock this keeps."""
+        self.closed.acquire()  # never released: the main thread records nothing more
+        if self.finished:
+            return
+        visiting = self.visiting
+        inside = f" (inside a visit of {visiting[0]})" if visiting else ""
+        _say(f"the ranks did not reach a synchronisation within {STOP_GRACE_SECONDS:g} s of {name}{inside}: stuck "
+             "inside a collective, so the job ends here")
+        self._finish(f"terminated by {name}", None)
 
 
 def retry_hint(command: str, timeout: float) -> str:

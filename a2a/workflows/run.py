@@ -32,8 +32,12 @@ MAX_REFINEMENTS = 6  # rounds of midpoints: a gap of 2^64 is bracketed within a 
 def measured(values: dict[str, Any], output: Output) -> int:
     """Measure the sweep the options describe (fresh, or --resume DIR) on this MPI job, --launches times; the exit
     code."""
-    stop = StopRequest()
-    stop.install()  # before MPI starts: a batch system's warning may come at any time
+    with StopRequest().installed() as stop:  # before MPI starts: a batch system's warning may come at any time
+        return _measured(values, output, stop)
+
+
+def _measured(values: dict[str, Any], output: Output, stop: StopRequest) -> int:
+    """`measured`, the stop signals caught."""
     progress_asked()  # refused before MPI starts, in one line
     launches = _launches(values)
     mode = launch_progress_mode(values)
