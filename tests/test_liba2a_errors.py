@@ -141,7 +141,7 @@ def test_the_python_binding_raises_the_executors_error(p: int, how: str, progres
     if progress == "mpi" and not is_mpich():
         pytest.skip("the executor progresses inside MPI with MPICH's MPIX_Async only")
     command = launch_command(p, "env", f"LD_PRELOAD={shim}", f"A2A_TEST_FAIL_ISEND={failing_at(p)}",
-                             f"A2A_EXECUTOR_PROGRESS={progress}", sys.executable,
+                             f"A2A_EXECUTOR_PROGRESS={progress}", f"PYTHONPATH={ROOT}", sys.executable,
                              str(PROGRAMS / "executor_failing.py"), how)
     done = subprocess.run(command, env=clean_launcher_env(None), cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr

@@ -95,9 +95,13 @@ static int serves(blocking_call *call) {
    exchange's error handed to the program as MPI would hand it (handed_to_program) */
 static int ends(blocking_call *call) {
     if (call->timing) visited(call->timing, call->timing->arm, PMPI_Wtime() - call->library_start);
-    if (call->schedule >= 0 && call->result != MPI_SUCCESS)
+    if (call->schedule >= 0 && call->result != MPI_SUCCESS) {
         call->result = handed_to_program(call->comm, call->result, call->name, the.deploy->names[call->schedule],
                                          call->failure.call);
+        /* its private copy may hold a message of the failed exchange that no receive took: the next call makes
+           another (every rank that met the error, alike), and the old one's messages are never matched */
+        A2AX_CHECKED(NULL, PMPI_Comm_delete_attr(call->comm, the.keyval));
+    }
     if (!call->counted || !the.recording) return call->result;
     if (call->collective == ALLTOALL) /* in place, the send arguments mean nothing */
         recorded(call->comm, ALLTOALL, call->send == MPI_IN_PLACE ? call->recv_type : call->send_type,

@@ -40,6 +40,8 @@ struct a2ax_plan {
     _Atomic int idle;    /* 1 while no exchange is in flight: written last by what completes one */
     a2ax_error error;    /* the exchange's first MPI error: it stops posting, and drains what it posted */
     int cancelled;       /* after an error: its receives in flight were cancelled */
+    MPI_Request fence;   /* after an error and the drain: a barrier, so no rank starts another exchange while a
+                            peer's cancelled receive could still match its messages */
     long nmessages;
     void (*then)(void *, a2ax_error);
     void *arg;
@@ -382,6 +384,7 @@ static int prepare(const a2ax_schedule *s, MPI_Comm comm, int dup, const void *s
     a2ax_plan *p = calloc(1, sizeof *p);
     if (!p) return fail(error, room, "out of memory");
     atomic_init(&p->idle, 1);
+    p->fence = MPI_REQUEST_NULL;
     buffers b = {{(char *)(intptr_t)sendbuf, recvbuf, NULL}, {send_offsets, recv_offsets, NULL},
                  {send_lengths, recv_lengths, NULL}, temp_block};
     long nmessages = 0, ncopies = 0, nwaits = 0;
@@ -502,25 +505,32 @@ static void post(a2ax_plan *p, long k) {
 
 enum draining { WAIT, TEST, PEEK }; /* MPI_Wait; MPI_Test; look without entering MPI's progress (inside it) */
 
-/* after an error: the receives still in flight cancelled (once), then every posted request completed (`how`: waited
-   for, tested, or, inside MPI's progress, tested only once it is complete); whether none is left in flight */
+/* one request completed as `how` says (a request that fails again is not waited for twice); whether it is */
+static int finished(a2ax_plan *p, MPI_Request *request, enum draining how) {
+    int done = 1;
+#ifdef A2AX_MPI_PROGRESS
+    if (how == PEEK && !MPIX_Request_is_complete(*request)) return 0;
+#endif
+    if (how == WAIT) A2AX_CHECKED(&p->error, MPI_Wait(request, MPI_STATUS_IGNORE));
+    else A2AX_CHECKED(&p->error, MPI_Test(request, &done, MPI_STATUS_IGNORE));
+    if (done) *request = MPI_REQUEST_NULL;
+    return done;
+}
+
+/* after an error: the receives still in flight cancelled (once), every posted request completed (`how`: waited for,
+   tested, or, inside MPI's progress, tested only once it is complete), then a barrier of the ranks that met the error
+   (a failure every rank meets at the same call) completed alike; whether all that is done */
 static int drained(a2ax_plan *p, enum draining how) {
     for (long k = 0; !p->cancelled && k < p->nrounds; k++)
         for (long i = p->rounds[k].first_message; i < p->rounds[k].first_message + p->rounds[k].receives; i++)
             if (p->requests[i] != MPI_REQUEST_NULL) A2AX_CHECKED(&p->error, MPI_Cancel(&p->requests[i]));
-    p->cancelled = 1;
-    for (long i = 0; i < p->nmessages; i++) {
-        if (p->requests[i] == MPI_REQUEST_NULL) continue;
-#ifdef A2AX_MPI_PROGRESS
-        if (how == PEEK && !MPIX_Request_is_complete(p->requests[i])) return 0;
-#endif
-        int done = 1;
-        if (how == WAIT) A2AX_CHECKED(&p->error, MPI_Wait(&p->requests[i], MPI_STATUS_IGNORE));
-        else A2AX_CHECKED(&p->error, MPI_Test(&p->requests[i], &done, MPI_STATUS_IGNORE));
-        if (!done) return 0;
-        p->requests[i] = MPI_REQUEST_NULL; /* one that failed again is not waited for twice */
-    }
-    return 1;
+    p->cancelled += !p->cancelled; /* 1: cancelled; 2: the barrier posted */
+    for (long i = 0; i < p->nmessages; i++)
+        if (p->requests[i] != MPI_REQUEST_NULL && !finished(p, &p->requests[i], how)) return 0;
+    if (p->cancelled == 1 && A2AX_CHECKED(&p->error, MPI_Ibarrier(p->comm, &p->fence)) != MPI_SUCCESS)
+        p->fence = MPI_REQUEST_NULL;
+    p->cancelled = 2;
+    return p->fence == MPI_REQUEST_NULL || finished(p, &p->fence, how);
 }
 
 /* complete the current round's waits (block: MPI_Waitall, else MPI_Testall); whether they completed */
