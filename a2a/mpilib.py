@@ -2,9 +2,9 @@
 
 A profile says how the library's version text names it, the tuning files `bench export` writes for it and what each
 selects, the variables that tune its collectives from outside, what its non-blocking selection is called where it
-has one, its progress hook and thread, and what its Fortran bindings call. liba2a (a2a/deploy/c/liba2a.c) tells the
-libraries apart by the same marks in the same order (a test holds the two together). Adding a library is adding its
-profile here. Imports the standard library only.
+has one, its progress hook and thread, and what its Fortran bindings call. liba2a (a2a/deploy/c/liba2a_parser.c)
+tells the libraries apart by the same marks in the same order (a test holds the two together). Adding a library is
+adding its profile here. Imports the standard library only.
 """
 from __future__ import annotations
 
