@@ -4,7 +4,8 @@ with the costs SimGrid charges, for every size at once, congestion-aware and con
 A round of the call ends when its slowest rank is done (the rounds run one after another, as a Sendrecv or a
 wait for all ends each rank's round):
 
-- copy: the largest bytes a rank copies before the round, over the copy bandwidth;
+- copy: the largest bytes a rank copies before the round, over the copy bandwidth; a copy made while the round's
+  messages travel (between posts and their wait: a collective's own block, a Posted phase's copies) overlaps them;
 - software: the most a rank pays for its messages, `send` per message it posts, `recv` per message below SMPI's
   eager limit (64 KiB) it receives (--message-cost; 0 unless told, as in SMPI);
 - network, congestion-aware: the largest latency of the round's messages (links crossed x link latency x SMPI's
@@ -19,7 +20,8 @@ wait for all ends each rank's round):
 - messages between ranks of one node take the node's loopback, which SimGrid does not share (FATPIPE): latency
   0.1 us and the copy bandwidth, in both variants.
 
-The round's time is copy + software + the later of network and loopback; the call's time the sum over rounds.
+The round's time is copy + software + the latest of network, loopback and overlapped copies; the call's time the
+sum over rounds.
 """
 from __future__ import annotations
 
@@ -145,15 +147,15 @@ def _window(rounds: RoundTable, wires: Wires, ppn: int, costs: Costs, scale: np.
     if paid is not None:
         at.software = paid.max(axis=2)
     busiest = _busiest(wires, costs, scale, at)
-    copy = _copies(rounds, first, last, scale, costs.copy_bandwidth)
-    aware = np.maximum(at.latency + busiest, at.loopback)
-    unaware = np.maximum(at.alone, at.loopback)
+    copy, meanwhile = (_copies(rounds, first, last, scale, costs.copy_bandwidth, overlapped) for overlapped in (0, 1))
+    aware = np.maximum(np.maximum(at.latency + busiest, at.loopback), meanwhile)
+    unaware = np.maximum(np.maximum(at.alone, at.loopback), meanwhile)
     for s, timing in enumerate(found):
         timing.aware += float((copy[:, s] + at.software[:, s] + aware[:, s]).sum())
         timing.unaware += float((copy[:, s] + at.software[:, s] + unaware[:, s]).sum())
         timing.busiest += float(busiest[:, s].sum())
         timing.latency += float(at.latency[:, s].sum())
-        timing.copy += float(copy[:, s].sum())
+        timing.copy += float((copy[:, s] + meanwhile[:, s]).sum())
         timing.software += float(at.software[:, s].sum())
 
 
@@ -277,10 +279,12 @@ def _software(costs: Costs, scale: np.ndarray, paid: np.ndarray, where: np.ndarr
         paid[:, s, :] += sent + received
 
 
-def _copies(rounds: RoundTable, first: int, last: int, scale: np.ndarray, bandwidth: float) -> np.ndarray:
-    """(rounds, sizes): the most bytes a rank copies before each round, over the copy bandwidth."""
-    rank, at, nbytes = rounds.copies
-    inside = np.flatnonzero((at >= first) & (at < last))
+def _copies(rounds: RoundTable, first: int, last: int, scale: np.ndarray, bandwidth: float, overlapped: int
+            ) -> np.ndarray:
+    """(rounds, sizes): the most bytes a rank copies before each round (`overlapped` 0) or while its messages travel
+    (1), over the copy bandwidth."""
+    rank, at, nbytes, during = rounds.copies
+    inside = np.flatnonzero((at >= first) & (at < last) & (during == overlapped))
     width = last - first
     most = np.zeros(width)
     if len(inside):

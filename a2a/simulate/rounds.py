@@ -38,12 +38,13 @@ Chunk = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | int]  # (round, s
 
 @dataclass
 class RankRounds:
-    """One rank's messages in order: destination, bytes and round of each; copies as (round, bytes); its rounds."""
+    """One rank's messages in order: destination, bytes and round of each; copies as (round, bytes, whether made
+    while the round's messages travel); its rounds."""
 
     dests: np.ndarray
     nbytes: np.ndarray
     rounds: np.ndarray
-    copies: list[tuple[int, int]]
+    copies: list[tuple[int, int, bool]]
     count: int
 
 
@@ -52,7 +53,7 @@ def rank_rounds(events: Iterable[Event], rank: int) -> RankRounds:
     dests: list[np.ndarray] = []
     sizes: list[np.ndarray] = []
     rounds: list[np.ndarray] = []
-    copies: list[tuple[int, int]] = []
+    copies: list[tuple[int, int, bool]] = []
     posted: list[tuple[int, int]] = []  # sends posted since the last wait
     waiting = False  # posts made since the last wait
     now = 0
@@ -72,8 +73,8 @@ def rank_rounds(events: Iterable[Event], rank: int) -> RankRounds:
 
     for e in events:
         if isinstance(e, Copy):
-            if e.nbytes:
-                copies.append((now, e.nbytes))
+            if e.nbytes:  # between posts and their wait, it overlaps the messages (the replay's order too)
+                copies.append((now, e.nbytes, waiting))
         elif isinstance(e, Sendrecvs):
             steps = len(e.dests)
             add(e.dests, np.full(steps, e.nbytes) if e.sent is None else e.sent * e.nbytes, now + np.arange(steps))
@@ -84,10 +85,11 @@ def rank_rounds(events: Iterable[Event], rank: int) -> RankRounds:
             now += len(per_batch)
         elif isinstance(e, Posts):
             out = e.outgoing.astype(bool)
-            posted.extend(zip(e.peers[out].tolist(), e.nbytes[out].tolist()))
+            for peer, nbytes in zip(e.peers[out].tolist(), e.nbytes[out].tolist()):
+                copies.append((now, nbytes, True)) if peer == rank else posted.append((peer, nbytes))
             waiting = waiting or bool(len(e.outgoing))
         elif isinstance(e, Isend):
-            posted.append((e.peer, e.nbytes))
+            copies.append((now, e.nbytes, True)) if e.peer == rank else posted.append((e.peer, e.nbytes))
             waiting = True
         elif isinstance(e, Irecv):
             waiting = True
@@ -96,13 +98,13 @@ def rank_rounds(events: Iterable[Event], rank: int) -> RankRounds:
                 close()
         elif isinstance(e, (Send, Recv)):
             if isinstance(e, Send):
-                posted.append((e.peer, e.nbytes))
+                copies.append((now, e.nbytes, True)) if e.peer == rank else posted.append((e.peer, e.nbytes))
             close()
         elif isinstance(e, (Collective, WholeAlltoallv)):
             members = e.members if isinstance(e, Collective) else range(len(e.sends))
             for member, nbytes in zip(members, e.sends):
-                if member == rank:
-                    copies.append((now, int(nbytes))) if nbytes else None
+                if member == rank:  # the replay copies it after posting the messages, before their wait
+                    copies.append((now, int(nbytes), True)) if nbytes else None
                 elif nbytes:
                     posted.append((member, int(nbytes)))
             close()
@@ -130,7 +132,7 @@ class RoundTable:
 
     nprocs: int
     groups: list[Group]
-    copies: tuple[np.ndarray, np.ndarray, np.ndarray]
+    copies: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # rank, round, bytes, overlapped (0 or 1)
     count: int
     matrix: np.ndarray | None = None  # an alltoallv's bytes from row to column, for every message and own copy
 
@@ -139,8 +141,8 @@ class RoundTable:
         kind = np.int32 if int(counts.max(initial=0)) * itemsize < 2**31 else np.int64
         self.matrix = counts.astype(kind)
         self.matrix *= itemsize
-        rank, at, _ = self.copies
-        self.copies = (rank, at, self.matrix[rank, rank].astype(np.int64))
+        rank, at, _, overlapped = self.copies
+        self.copies = (rank, at, self.matrix[rank, rank].astype(np.int64), overlapped)
 
     @property
     def messages(self) -> int:
@@ -182,11 +184,11 @@ def table(per_rank: Iterable[tuple[int, RankRounds]], nprocs: int) -> RoundTable
     """Stack every rank's rounds (rank, its rounds; in rank order) into groups of one shape."""
     kind = np.uint16 if nprocs <= np.iinfo(np.uint16).max else np.int32
     shapes: dict[tuple, list[dict]] = {}
-    copies: list[tuple[int, int, int]] = []
+    copies: list[tuple[int, int, int, bool]] = []
     count = 0
     for rank, mine in per_rank:
-        count = max(count, mine.count, *(at + 1 for at, _ in mine.copies))  # a copy after the last round: one more
-        copies += [(rank, at, nbytes) for at, nbytes in mine.copies]
+        count = max(count, mine.count, *(at + 1 for at, _, _ in mine.copies))  # a copy after the last round: one more
+        copies += [(rank, at, nbytes, overlapped) for at, nbytes, overlapped in mine.copies]
         if not len(mine.dests):
             continue
         found = _shaped(shapes, mine.rounds)
@@ -195,8 +197,8 @@ def table(per_rank: Iterable[tuple[int, RankRounds]], nprocs: int) -> RoundTable
         sizes = found["sizes"]
         sizes.append(sizes[0] if sizes and np.array_equal(sizes[0], mine.nbytes) else mine.nbytes)
     groups = [_group(found) for alike in shapes.values() for found in alike]
-    columns = [np.array([c[i] for c in copies], np.int64) for i in range(3)]
-    return RoundTable(nprocs, groups, (columns[0], columns[1], columns[2]), count)
+    columns = [np.array([c[i] for c in copies], np.int64) for i in range(4)]
+    return RoundTable(nprocs, groups, (columns[0], columns[1], columns[2], columns[3]), count)
 
 
 def _shaped(shapes: dict[tuple, list[dict]], rounds: np.ndarray) -> dict:
