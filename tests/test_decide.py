@@ -643,3 +643,55 @@ def test_the_summary_counts_what_the_chosen_as_column_says(tmp_path):
     text = decided([run])
     assert "0 cells went to a simpler algorithm and 1 cell kept the library's own, within noise" in text, text
     assert sum(line.rstrip().endswith("the library's own") for line in text.splitlines()) == 1, text
+
+
+def test_0_bytes_and_times_below_the_timers_floor_are_shown_never_judged(tmp_path):
+    """pairwise 3x as fast as native at 0 B, 8 B and 1 KiB, the record's empty timed call 15 us: 0 B (always the
+    library's) and 8 B (pairwise's 4 us below that floor) keep native, no tie, every comparison's ratio shown with
+    its verdict withheld and the reason in the table; 1 KiB is judged faster. Before, 0 B and 8 B went to pairwise."""
+    points = {(2, 0): {("native", ""): 30, ("pairwise", "schedule=shift"): 10},
+              (2, 8): {("native", ""): 12, ("pairwise", "schedule=shift"): 4},
+              (2, 1024): {("native", ""): 60, ("pairwise", "schedule=shift"): 20}}
+    run = record(tmp_path / "run", points)
+    harness = {"wtick_us": 0.001, "sync_empty_timed_call_p50_us": 15.0}
+    write_meta(run, {**read_meta(run), "by_nprocs": {"2": {"harness": harness}}})
+    document = decide.decide([run])
+    cells = {c.bytes_per_peer: c for c in document.cells}
+    for size in (0, 8):
+        cell = cells[size]
+        assert (cell.algorithm, cell.tie, cell.tied_with, cell.native_p) == ("native", False, (), None), cell
+        told = [e.vs_native for e in cell.candidates if e.vs_native]
+        assert told and {s.verdict for s in told} == {"not judged"} and told[0].ratio == pytest.approx(1 / 3, rel=0.1)
+    assert cells[1024].algorithm == "pairwise" and cells[1024].vs_native is not None \
+        and cells[1024].vs_native.verdict == "faster"
+    zero, eight, kib = table_lines(decide.render(document))
+    assert re.search(r" 0 +native .* not judged \(0 B: always the library's\)$", zero), zero
+    assert re.search(r" 8 +native .* not judged \(below the timer's floor, as the record's harness measured it\)$",
+                     eight), eight
+    assert re.search(r" 1K +pairwise .* [23]\.\d\dx \([23]\.\d\d-3\.\d\d\)$", kib), kib
+    said = decide.decided([run])
+    assert "2 cells not judged, the library's own kept: 0 B: always the library's; below the timer's floor" \
+        in said and "cells kept the library's own, within noise" in said and "1 cell kept" not in said, said
+    assert decide.summary(document)[0].startswith("nprocs=2: 0..90 native (the library's own; not judged: 0 B"), \
+        decide.summary(document)[0]
+    path = tmp_path / "decision.json"
+    decision.write_decision(document, path)
+    [kept] = [e.vs_native for e in decision.read_decision(path).tables[0].ranges[0].cells[0].candidates if e.vs_native]
+    assert kept.verdict == "not judged" and kept == cells[0].candidates[0].vs_native  # it reads back as written
+
+
+def test_the_runner_up_is_ranked_and_costed_by_the_verdicts_that_chose_the_cell(tmp_path):
+    """node_aware 20 us and native 30 us, one stalled round on node_aware (its mean 10 ms): node_aware is chosen
+    1.5x as fast as native, so native is the runner-up by about +50 %, as the choice's verdict says, and the choice
+    is the fastest, not 'the simplest'. Before, the runner-up column read native 'by -99.7%', from the means."""
+    run = record(tmp_path / "run", {(2, 8): {("node_aware", "placement=block;ppn=0"): 20, ("native", ""): 30}},
+                 stall_at={(2, 8, "node_aware"): 1})
+    document = decide.decide([run])
+    cell = document.tables[0].ranges[0].cells[0]
+    assert (cell.algorithm, cell.runner_up, cell.tie) == ("node_aware", "native", False)
+    assert cell.speedup_vs_native is not None and cell.margin is not None
+    assert cell.margin == pytest.approx(cell.speedup_vs_native - 1, abs=0.01) and 0.35 < cell.margin < 0.65
+    assert [c.algorithm for c in cell.candidates] == ["node_aware", "native"]  # the verdicts' order, not the means'
+    [row] = table_lines(decide.render(document))
+    assert re.search(rf"native +\+{cell.margin * 100:.1f}% +{cell.speedup_vs_native:.2f}x \(", row), row
+    assert "the simplest" not in row and "chosen as" not in decide.render(document)

@@ -8,13 +8,12 @@ from typing import Any
 import numpy as np
 from tabulate import tabulate
 
-from a2a.analysis.decide import Candidate, gather
+from a2a.analysis.decide import Candidate, gather, timer_floor
 from a2a.analysis.revert import revert_slower
 from a2a.errors import BadInput, BadResults
 from a2a.record import verdict
 from a2a.record.decision import context_dict, read_decision, varying, write_decision
 from a2a.record.results import NATIVE, read_meta
-from a2a.record.stats import call_floor
 from a2a.record.verdict import ALPHA, MARGIN
 from a2a.units import human_bytes
 
@@ -42,7 +41,7 @@ def compare(baseline: list[Path], tuned: list[Path], algorithm: str = NATIVE, me
         judged, unit, untested = verdict.across_launches(before, after, margin, alpha)
         launches = (len(verdict.launches_of(before)), len(verdict.launches_of(after)))
         baseline_us, tuned_us = (float(np.median([p.value_us(metric) for p in side])) for side in (old, new))
-        floor = max(_floor(m, key, old[0]) for m in meta)
+        floor = timer_floor(meta, context_dict(key[0])["nprocs"], old[0].rows[0].timing if old[0].rows else "")
         why = verdict.unjudged_why(key[1], (baseline_us * 1e-6, tuned_us * 1e-6), floor)
         if why:
             judged = verdict.not_judged(judged)
@@ -51,15 +50,6 @@ def compare(baseline: list[Path], tuned: list[Path], algorithm: str = NATIVE, me
                      "tuned_us": tuned_us, "runs": (len(old), len(new)), "launches": launches, **judged.as_dict(),
                      "unit": unit, "why": why})
     return rows
-
-
-def _floor(meta: dict[str, Any], key: tuple, point: Candidate) -> float:
-    """The timer's floor (seconds) at the point's process count, by the harness each launch of a record measured."""
-    nprocs = str(context_dict(key[0]).get("nprocs"))
-    timing = point.rows[0].timing if point.rows else ""
-    measured = [meta.get("by_nprocs") or {}, *((launch.get("by_nprocs") or {}) for launch in meta.get("launches", []))]
-    return max((call_floor(found[nprocs].get("harness") or {}, timing) for found in measured if nprocs in found),
-               default=0.0)
 
 
 def _points_of(directory: Path, algorithm: str) -> dict[tuple, Candidate]:

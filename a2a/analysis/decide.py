@@ -51,6 +51,7 @@ from a2a.record.results import (
     read_rounds,
     read_rows,
 )
+from a2a.record.stats import call_floor
 from a2a.record.verdict import MARGIN, METRICS, Sample, metric_of
 from a2a.units import counted, human_bytes
 
@@ -265,39 +266,88 @@ def decision_cell(bytes_per_peer: int, ranked: list[tuple[str, str, float]], cho
         candidates=tuple(Contender(a, o, rounded(us)) for a, o, us in ranked))
 
 
-def decide_cell(points: list[Candidate], metric: str, alpha: float, margin: float = MARGIN) -> Cell:
+def decide_cell(points: list[Candidate], metric: str, alpha: float, margin: float = MARGIN,
+                floor: float = 0.0) -> Cell:
     """Choose among a cell's points as a2a.record.verdict judges them: native unless a candidate is faster beyond
-    the margin and the noise floor; then the simplest of those faster than native and not slower than the best."""
+    the margin and the noise floor; then the simplest of those faster than native and not slower than the best.
+    A cell the rule never judges (0 B, or a time below `floor`, the timer's, in seconds) keeps the library's own,
+    its comparisons shown with their verdicts withheld. Candidates rank as the verdicts do (the median of their
+    per-round values)."""
     timing = points[0].rows[0].timing
     contestants = [p for p in points if p.algorithm != CONTROL]
     native = next((p for p in contestants if library_own(p.algorithm, p.options, timing)), None)
     control = _control_of(points, native)
-    judged = verdict.judge_cell({_name(p): p.per_round(metric) for p in contestants},
-                                None if native is None else _name(native), lambda name: preference(*_named(name)),
+    values: dict[Hashable, verdict.Values] = {_name(p): p.per_round(metric) for p in contestants}
+    judged = verdict.judge_cell(values, None if native is None else _name(native),
+                                lambda name: preference(*_named(name)),
                                 None if control is None else control.per_round(metric), margin, alpha)
-    ranked = sorted(contestants, key=lambda p: (p.value_us(metric), preference(p.algorithm, p.options)))
+    if verdict.unjudged_why(points[0].bytes_per_peer, map(verdict.level, values.values()), floor):
+        judged = withheld(judged, None if native is None else _name(native))
+    ranked = sorted(contestants, key=lambda p: (verdict.level(values[_name(p)]), preference(p.algorithm, p.options)))
     choice = next(p for p in ranked if _name(p) == judged.choice)
     against = judged.vs_native.get(judged.choice)
     cell = decision_cell(choice.bytes_per_peer, [(p.algorithm, p.options, p.value_us(metric)) for p in ranked],
                          ranked.index(choice), len(choice.samples), [shown(*_named(name)) for name in judged.tied_with],
-                         timing, against.p if against else None)
+                         timing, against.p if against and against.verdict != verdict.NOT_JUDGED else None)
     cell = with_verdicts(cell, judged, [_name(p) for p in ranked])
     made = {r.workload: r.recorded_calls for p in points for r in p.rows if r.recorded_calls}  # by recorded call
     return replace(cell, recorded_calls=sum(made.values())) if made else cell
 
 
+def withheld(judged: verdict.CellVerdict, native: Hashable | None) -> verdict.CellVerdict:
+    """A cell the rule never judges: the library's own kept (without it, the best), nothing within noise of it, every
+    comparison shown with its verdict withheld."""
+    return replace(judged, choice=judged.best if native is None else native, tied_with=[],
+                   vs_best={k: verdict.not_judged(c) for k, c in judged.vs_best.items()},
+                   vs_native={k: verdict.not_judged(c) for k, c in judged.vs_native.items()})
+
+
 def with_verdicts(cell: Cell, judged: verdict.CellVerdict, names: list[tuple[str, str]]) -> Cell:
-    """The cell with its verdicts (its candidates named in order): each candidate's against the best and native,
-    the choice's against native (its speed-up the verdict's ratio where tested), the noise floor, rounds, launches."""
+    """The cell with its verdicts (its candidates named in order, the verdicts' fastest first): each candidate's
+    against the best and native, the choice's against native (its speed-up the verdict's ratio where tested), the
+    runner-up's margin by the same ratios, the noise floor, rounds, launches; a cell never judged is no tie."""
     candidates = tuple(replace(e, vs_best=_said(judged.vs_best.get(name)), vs_native=_said(judged.vs_native.get(name)))
                        for e, name in zip(cell.candidates, names))
     against = judged.vs_native.get(judged.choice)
     cell = replace(cell, candidates=candidates, vs_native=_said(against),
                    noise_floor=None if judged.floor is None else rounded(judged.floor), rounds=judged.rounds,
                    launches=judged.launches)
-    if against and against.verdict != verdict.UNTESTED:  # the verdict's ratio, not the pooled metric's
+    if against and against.verdict not in (verdict.UNTESTED, verdict.NOT_JUDGED):  # the verdict's, not the metric's
         cell = replace(cell, speedup_vs_native=rounded(1 / against.ratio))
-    return cell
+    runner = next((name for name in names if name != judged.choice), None)
+    if runner is not None:
+        cell = replace(cell, margin=rounded(_over_best(judged, runner) / _over_best(judged, judged.choice) - 1))
+    return replace(cell, tie=False) if never_judged(cell) else cell
+
+
+def _over_best(judged: verdict.CellVerdict, name: Hashable) -> float:
+    """A candidate's time over the cell's best as its verdict measured it (the median of per-round ratios)."""
+    return 1.0 if name == judged.best else judged.vs_best[name].ratio
+
+
+def never_judged(cell: Cell) -> bool:
+    """Whether the rule withheld the cell's verdicts (0 B, or times below the timer's floor)."""
+    return any(said is not None and said.verdict == verdict.NOT_JUDGED
+               for e in cell.candidates for said in (e.vs_best, e.vs_native))
+
+
+def unjudged_reason(cell: Cell) -> str:
+    """Why a cell was never judged, in words: the rule's (a2a.record.verdict.unjudged_why) for 0 B and times no
+    timer resolves; else the record's timer floor (the document keeps no floor to name)."""
+    times = [e.value_us * 1e-6 for e in cell.candidates]
+    return verdict.unjudged_why(cell.bytes_per_peer, times) or TIMER_FLOOR
+
+
+TIMER_FLOOR = "below the timer's floor, as the record's harness measured it"  # why a cell of bytes is not judged
+
+
+def timer_floor(metas: Iterable[dict[str, Any]], nprocs: int, timing: str) -> float:
+    """The timer's floor (seconds) at `nprocs` ranks for `timing`: the largest by the harness each record (and each
+    launch of it) measured (a2a.record.stats.call_floor); 0 where none measured it."""
+    measured = [found for meta in metas for found in (meta.get("by_nprocs") or {}, *(
+        (launch.get("by_nprocs") or {}) for launch in meta.get("launches", [])))]
+    return max((call_floor(found[str(nprocs)].get("harness") or {}, timing) for found in measured
+                if str(nprocs) in found), default=0.0)
 
 
 def _name(point: Candidate) -> tuple[str, str]:
@@ -347,6 +397,7 @@ def decide(directories: list[Path], metric: str = "mean", alpha: float = 0.05, d
     if not 0 <= margin < 1:
         raise BadInput(f"margin {margin} must be at least 0 and below 1 (a fraction: 0.05 is 5 %)")
     points, sources, chosen_dtype = gather(directories, dtype, where, force)
+    metas = [read_meta(Path(directory)) for directory in directories]
     by_cell: dict[tuple, list[Candidate]] = {}
     for point in points.values():
         by_cell.setdefault((point.context, point.bytes_per_peer), []).append(point)
@@ -354,7 +405,8 @@ def decide(directories: list[Path], metric: str = "mean", alpha: float = 0.05, d
     tables = []
     for context in sorted({c for c, _ in by_cell}):
         sizes = sorted(size for c, size in by_cell if c == context)
-        cells = [decide_cell(by_cell[context, size], metric, alpha, margin) for size in sizes]
+        floor = timer_floor(metas, context_dict(context)["nprocs"], by_cell[context, sizes[0]][0].rows[0].timing)
+        cells = [decide_cell(by_cell[context, size], metric, alpha, margin, floor) for size in sizes]
         tables.append(Table(context_dict(context), ranges(cells)))
     libraries = sorted({s["mpi_library"] for s in sources if s["mpi_library"]})
     launches = max(c.launches or 0 for t in tables for c in t.cells)
@@ -411,7 +463,10 @@ def _stated(document: Decision, floored: bool) -> list[str]:
 
 
 def _versus(cell: Cell) -> str:
-    """The choice against native in the table: its speed and interval, untested where it has no verdict."""
+    """The choice against native in the table: its speed and interval, untested where it has no verdict, and why
+    where the rule never judges the cell."""
+    if never_judged(cell):
+        return f"not judged ({unjudged_reason(cell)})"
     said = cell.vs_native
     if not said:
         return "-" if not cell.speedup_vs_native else pace(1 / cell.speedup_vs_native)
@@ -444,8 +499,8 @@ def against_native(said: verdict.Comparison, metric: str) -> str:
     (0.97-1.06)', '2.30x slower than native (2.10-2.52)', or by the metric alone, untested."""
     ratio, found = said.ratio, said.verdict
     pace = f"{1 / ratio:.2f}x as fast as native" if ratio <= 1 else f"{ratio:.2f}x slower than native"
-    if found == verdict.UNTESTED:
-        return f"{pace} by the {metric}, untested"
+    if found in (verdict.UNTESTED, verdict.NOT_JUDGED):
+        return f"{pace} by the {metric}, {found}"
     return f"within noise of native ({_interval(said)})" if found == verdict.TIE else f"{pace} ({_interval(said)})"
 
 
@@ -527,8 +582,10 @@ def range_said(row: Range, timing: str, metric: str) -> str:
 
 
 def kept(cells: Sequence[Cell]) -> str:
-    """Why the library's own stays, in words: untested (and why), or what is within noise of it ('' where every
-    other candidate is slower)."""
+    """Why the library's own stays, in words: never judged (and why), untested (and why), or what is within noise
+    of it ('' where every other candidate is slower)."""
+    if cells and all(never_judged(c) for c in cells):
+        return f"the library's own; not judged: {'; '.join(sorted({unjudged_reason(c) for c in cells}))}"
     if untested_why(cells):
         return f"the library's own; untested: {untested_why(cells)}"
     near: dict[str, list[verdict.Comparison]] = {}
@@ -595,7 +652,7 @@ def versus_native(cells: Sequence[Cell], metric: str) -> str:
     from the lowest to the highest; by the metric alone where the verdict is untested (or the table predates
     verdicts)."""
     said = [c.vs_native for c in cells if c.vs_native]
-    tested = [s for s in said if s.verdict != verdict.UNTESTED]
+    tested = [s for s in said if s.verdict not in (verdict.UNTESTED, verdict.NOT_JUDGED)]
     if len(said) == 1:
         return against_native(said[0], metric)
     if not tested:
@@ -670,6 +727,10 @@ def decided(directories: list[Path], metric: str = "mean", alpha: float = 0.05, 
     blind = [c for c in cells if untested_why([c])]
     if blind:
         lines.append(f"{counted(len(blind), 'cell')} untested: {untested_why(blind)}.")
+    withheld_ = [c for c in cells if never_judged(c)]
+    if withheld_:
+        lines.append(f"{counted(len(withheld_), 'cell')} not judged, the library's own kept: "
+                     f"{'; '.join(sorted({unjudged_reason(c) for c in withheld_}))}.")
     lines += program_totals(document)
     if output is not None:
         write_decision(document, Path(output))

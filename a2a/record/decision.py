@@ -18,10 +18,10 @@ import numpy as np
 
 from a2a.errors import BadInput
 from a2a.record.results import CONTROL, KEY_COLUMNS, KEY_DEFAULTS, NATIVE, write_atomic
-from a2a.record.verdict import FASTER, SLOWER, TIE, UNTESTED, Comparison
+from a2a.record.verdict import FASTER, NOT_JUDGED, SLOWER, TIE, UNTESTED, Comparison
 
 SCHEMA = "a2a-decision/2"
-VERDICTS = (FASTER, SLOWER, TIE, UNTESTED)
+VERDICTS = (FASTER, SLOWER, TIE, UNTESTED, NOT_JUDGED)
 READABLE = ("a2a-decision/1", SCHEMA)  # /1: before a2a.record.verdict (no statistic, margin, vs_native, noise_floor)
 # Key columns that split the table: every key column but what a cell chooses and the dtype
 CONTEXT_COLUMNS = tuple(c for c in KEY_COLUMNS if c not in ("algorithm", "options", "dtype", "bytes_per_peer"))
