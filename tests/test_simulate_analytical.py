@@ -12,12 +12,12 @@ import pytest
 from support import bench_here
 
 from a2a import fabric
-from a2a.errors import A2AError
 from a2a.analysis import validate
 from a2a.analysis.decide import decided
+from a2a.errors import A2AError
 from a2a.simulate import analytical
 from a2a.simulate.analytical_run import schedule_rounds
-from a2a.simulate.rounds import RankRounds, table
+from a2a.simulate.rounds import RankRounds, rank_rounds, table
 from a2a.simulate.wires import link_bytes, wires
 
 RATE, LATENCY, COPY = 12.5e9, 1e-6, 1e12  # 100Gbps,1us and a copy too fast to count
@@ -236,3 +236,23 @@ def test_an_alltoallv_takes_each_message_from_the_matrix():
     assert stepwise.aware == pytest.approx(4 * (1 << 16) / 1e9 + (p - 1) * big)
     with pytest.raises(A2AError, match="not a direct schedule"):
         schedule_rounds("bruck", {}, p, "float32", nodes, matrix=counts)
+
+
+def test_a_copy_between_posts_and_wait_overlaps_the_messages():
+    """A copy before the posts adds to the round; one made while the messages travel (a collective's own block) only
+    lengthens it where it takes longer than they do."""
+    from a2a.schedules.events import Collective, Copy
+
+    links, m = wires(fabric.Switch(2)), 1 << 20
+    network = 2 * LATENCY + (m + analytical.ENVELOPE) / RATE
+
+    def timed(events_of: list[list]) -> float:
+        rounds = table([(r, rank_rounds(events, r)) for r, events in enumerate(events_of)], 2)
+        return analytical.timed(rounds, links, 1, ideal(copy), [1])[0].aware
+
+    for copy in (1e12, 1e9):  # copying 1 MiB: far quicker than the message, then slower
+        together = [[Collective("alltoall", (0, 1), None, (m, m), (m, m))] for _ in range(2)]
+        first = [[Copy(m), Collective("alltoall", (0, 1), None, (0, m) if r == 0 else (m, 0), (m, m))]
+                 for r in range(2)]
+        assert timed(together) == pytest.approx(max(network, m / copy))
+        assert timed(first) == pytest.approx(m / copy + network)
