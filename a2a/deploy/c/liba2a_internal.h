@@ -163,8 +163,14 @@ a2ax_plan *prepared(comm_state *c, int k, const void *send, void *recv, MPI_Aint
 a2ax_plan *bound(comm_state *c, int k, const void *send, void *recv, MPI_Aint block, const MPI_Aint *blocks);
 MPI_Count plain_size(MPI_Datatype type);
 int passed(int collective, int reason);
-/* one more of a count that threads share (the counts of seen, passed and served calls) */
-static inline void counted(long long *count) { __atomic_fetch_add(count, 1, __ATOMIC_RELAXED); }
+/* one more of a count that threads share (the counts of seen, passed and served calls): atomic where threads may
+   call at once, a plain increment (no locked instruction on every call) where MPI lets one call at a time */
+static inline void counted(long long *count) {
+    if (the.thread_level == MPI_THREAD_MULTIPLE) __atomic_fetch_add(count, 1, __ATOMIC_RELAXED);
+    else ++*count;
+}
+/* whether liba2a does anything with a call but count it (a deploy file or a recording, after MPI_Init) */
+static inline int liba2a_runs(void) { return the.ready && (the.deploy || the.recording); }
 
 /* liba2a_serve.c */
 /* a served exchange's MPI error `code` handed to the program as MPI hands its own: through comm's error handler

@@ -35,7 +35,7 @@ int handed_to_program(MPI_Comm comm, int code, const char *call, const char *sch
 /* one blocking call in flight: its arguments in bytes and elements, and what serving it found */
 typedef struct {
     const char *name;                /* the call's, as the program made it (MPI_Alltoall, MPI_Alltoallv_c, ...) */
-    int collective, result, counted; /* counted: liba2a runs here (a file or a recording), else only counted */
+    int collective, result;
     const void *send;
     void *recv;
     MPI_Count send_count, recv_count;
@@ -78,12 +78,16 @@ static int served(blocking_call *call, MPI_Count send_bytes, MPI_Count recv_byte
     return 1;
 }
 
+/* the call counted; 1 where liba2a does nothing else with it (no deploy file, no recording): the caller passes it
+   on at once, with nothing to build */
+static int only_counted(int collective) {
+    counted(&the.seen[collective]);
+    return liba2a_runs() ? 0 : (passed(collective, NO_FILE), 1);
+}
+
 /* the call served (1, its result in call->result), else 0: the caller runs the library's own, then ends() */
 static int serves(blocking_call *call) {
-    counted(&the.seen[call->collective]);
     call->schedule = -1;
-    call->counted = the.ready && (the.deploy || the.recording);
-    if (!call->counted) return passed(call->collective, NO_FILE);
     call->start = the.recording ? PMPI_Wtime() : 0.0;
     int done = served(call, call->send_count * plain_size(call->send_type),
                       call->recv_count * plain_size(call->recv_type));
@@ -102,7 +106,7 @@ static int ends(blocking_call *call) {
            another (every rank that met the error, alike), and the old one's messages are never matched */
         A2AX_CHECKED(NULL, PMPI_Comm_delete_attr(call->comm, the.keyval));
     }
-    if (!call->counted || !the.recording) return call->result;
+    if (!the.recording) return call->result;
     if (call->collective == ALLTOALL) /* in place, the send arguments mean nothing */
         recorded(call->comm, ALLTOALL, call->send == MPI_IN_PLACE ? call->recv_type : call->send_type,
                  call->recv_type, call->send == MPI_IN_PLACE ? call->recv_count : call->send_count, NULL,
@@ -151,7 +155,7 @@ static blocking_call alltoallv_call(const char *name, const void *sb, const void
     blocking_call call = {.name = name, .collective = ALLTOALLV, .send = sb, .recv = rb, .send_type = st,
                           .recv_type = rt, .comm = comm};
     long long *row = NULL;
-    if (the.ready && (the.deploy || the.recording) && sb != MPI_IN_PLACE)
+    if (sb != MPI_IN_PLACE)
         call.blocks = alltoallv_blocks(comm, sc, sd, st, rc, rd, rt, counts, displs, &row);
     call.row = row;
     return call;
@@ -183,9 +187,12 @@ static blocking_call alltoall_call(const char *name, const void *sb, MPI_Count s
 EXPORT int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                         MPI_Datatype recvtype, MPI_Comm comm) {
     static void *next;
+    alltoall_fn *library = next_mpi("MPI_Alltoall", &next);
+    if (only_counted(ALLTOALL))
+        return library ? library(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+                      : PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     blocking_call call = alltoall_call("MPI_Alltoall", sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                                        comm);
-    alltoall_fn *library = next_mpi("MPI_Alltoall", &next);
     if (!serves(&call))
         call.result = library ? library(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
                               : PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
@@ -196,9 +203,13 @@ EXPORT int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int 
                          void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
                          MPI_Comm comm) {
     static void *next;
+    alltoallv_fn *library = next_mpi("MPI_Alltoallv", &next);
+    if (only_counted(ALLTOALLV))
+        return library ? library(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
+                      : PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                                       recvtype, comm);
     blocking_call call = alltoallv_call("MPI_Alltoallv", sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
                                         rdispls, recvtype, comm, INTS, INTS);
-    alltoallv_fn *library = next_mpi("MPI_Alltoallv", &next);
     if (!serves(&call))
         call.result = library ? library(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
                                         comm)
@@ -211,9 +222,12 @@ EXPORT int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int 
 EXPORT int MPI_Alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
                           MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
     static void *next;
+    alltoall_c_fn *library = next_mpi("MPI_Alltoall_c", &next);
+    if (only_counted(ALLTOALL))
+        return library ? library(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+                      : PMPI_Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     blocking_call call = alltoall_call("MPI_Alltoall_c", sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                                        comm);
-    alltoall_c_fn *library = next_mpi("MPI_Alltoall_c", &next);
     if (!serves(&call))
         call.result = library ? library(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
                               : PMPI_Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
@@ -224,9 +238,13 @@ EXPORT int MPI_Alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], co
                            MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[],
                            const MPI_Aint rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
     static void *next;
+    alltoallv_c_fn *library = next_mpi("MPI_Alltoallv_c", &next);
+    if (only_counted(ALLTOALLV))
+        return library ? library(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
+                      : PMPI_Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                                         recvtype, comm);
     blocking_call call = alltoallv_call("MPI_Alltoallv_c", sendbuf, sendcounts, sdispls, sendtype, recvbuf,
                                         recvcounts, rdispls, recvtype, comm, COUNTS, AINTS);
-    alltoallv_c_fn *library = next_mpi("MPI_Alltoallv_c", &next);
     if (!serves(&call))
         call.result = library ? library(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
                                         comm)
