@@ -193,8 +193,12 @@ a2ax_plan *bound(comm_state *c, int k, const void *send, void *recv, MPI_Aint bl
    type is never freed, so its handle always means the same type) */
 MPI_Count plain_size(MPI_Datatype type) {
     if (type == MPI_DATATYPE_NULL) return 0; /* an in-place call's send type may be null: nothing to ask of it */
-    static _Thread_local named_type named[NAMED]; /* each thread's own: no lock on every call */
-    static _Thread_local unsigned next_named;
+    /* each thread's own (no lock on every call), in the static TLS block: liba2a is preloaded, loaded at start */
+    static _Thread_local __attribute__((tls_model("initial-exec"))) struct {
+        named_type types[NAMED];
+        unsigned next;
+    } kept;
+    named_type *named = kept.types;
     for (int i = 0; i < NAMED; i++)
         if (named[i].size && named[i].type == type) return named[i].size;
     int integers, addresses, types, combiner;
@@ -204,7 +208,7 @@ MPI_Count plain_size(MPI_Datatype type) {
         PMPI_Type_get_extent_x(type, &lb, &extent) != MPI_SUCCESS)
         return 0; /* not known to be plain: the call passes through */
     size = lb == 0 && extent == size ? size : 0;
-    named[next_named++ % NAMED] = (named_type){type, size};
+    named[kept.next++ % NAMED] = (named_type){type, size};
     return size;
 }
 
