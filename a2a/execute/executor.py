@@ -64,23 +64,17 @@ def _error_string(code: int) -> str:
         return "a code this MPI library does not describe"
 
 
-def _exchange_checked(failed_call: Any, result: int, function: Any, arguments: tuple) -> int:
-    """ctypes' errcheck of a2ax_run, a2ax_wait and a2ax_test: their nonzero result (an MPI error code) raised as
-    ExchangeFailed naming the MPI call that failed (failed_call: a2ax_failed_call)."""
-    if result:
-        named = failed_call(arguments[0])
-        raise ExchangeFailed(result, named.decode(errors="replace").split("(")[0] if named else
-                             f"{function.__name__} (the plan had an exchange in flight)")
-    return result
+def exchange_failed(lib: ctypes.CDLL, plan: ctypes.c_void_p, code: int, function: str) -> ExchangeFailed:
+    """The error of a plan whose a2ax_run, a2ax_wait, a2ax_test or a2ax_start (`function`) returned `code`: the MPI
+    call that failed, or that the plan had an exchange in flight. (The callers check the result themselves: a ctypes
+    errcheck would cost a Python call on every exchange.)"""
+    named = lib.a2ax_failed_call(plan) if function != "a2ax_start" else None
+    if named:
+        return ExchangeFailed(code, named.decode(errors="replace").split("(")[0])
+    from mpi4py import MPI
 
-
-def _start_checked(result: int, function: Any, arguments: tuple) -> int:
-    """ctypes' errcheck of a2ax_start: nonzero where the plan has an exchange in flight already."""
-    if result:
-        from mpi4py import MPI
-
-        raise ExchangeFailed(MPI.ERR_PENDING, "a2ax_start (the plan had an exchange in flight)")
-    return result
+    return ExchangeFailed(MPI.ERR_PENDING if function == "a2ax_start" else code,
+                          f"{function} (the plan had an exchange in flight)")
 
 
 def library_path(mpicc: str | None = None) -> Path:
@@ -113,10 +107,6 @@ def loaded(path: str, comm_bytes: int) -> ctypes.CDLL:
         getattr(lib, name).argtypes = [pointer]
     lib.a2ax_test.argtypes = [pointer, ctypes.POINTER(ctypes.c_int)]
     lib.a2ax_failed_call.argtypes, lib.a2ax_failed_call.restype = [pointer], ctypes.c_char_p
-    exchanged = functools.partial(_exchange_checked, lib.a2ax_failed_call)  # nonzero: the exchange's first MPI error
-    for name, check in (("a2ax_run", exchanged), ("a2ax_wait", exchanged), ("a2ax_test", exchanged),
-                        ("a2ax_start", _start_checked)):
-        getattr(lib, name).errcheck = check
     lib.a2ax_state.argtypes, lib.a2ax_state.restype = [pointer], pointer
     lib.a2ax_progress_mode.argtypes = lib.a2ax_progress.argtypes = []
     lib.a2ax_progress.restype = None
@@ -242,7 +232,7 @@ class Executed:
                 lib.a2ax_schedule_free(schedule)
             raise ExecutorUnavailable(error.value.decode())
         self.done = ctypes.c_int()
-        self.run, self._wait, self._start = (functools.partial(f, self.plan) for f in (lib.a2ax_run, lib.a2ax_wait,
+        self._run, self._wait, self._start = (functools.partial(f, self.plan) for f in (lib.a2ax_run, lib.a2ax_wait,
                                                                                        lib.a2ax_start))
         self._test, self._tested = lib.a2ax_test, (self.plan, ctypes.byref(self.done))
         self._idle = ctypes.c_int.from_address(lib.a2ax_state(self.plan))  # read with no call: 1 once complete
@@ -263,8 +253,16 @@ class Executed:
         made on this rank alone; free it before this plan."""
         return Executed(self.lib, comm, self.schedule, send, recv, self.note, bound=True, shared=True)
 
+    def run(self) -> None:
+        """One exchange, blocking; ExchangeFailed where an MPI call in it failed (every rank that met it raises)."""
+        failed = self._run()
+        if failed:
+            raise exchange_failed(self.lib, self.plan, failed, "a2ax_run")
+
     def start(self) -> "Executed":
-        self._start()
+        failed = self._start()
+        if failed:
+            raise exchange_failed(self.lib, self.plan, failed, "a2ax_start")
         return self
 
     def Test(self) -> bool:
@@ -274,7 +272,9 @@ class Executed:
             self._poke()
             if not self._idle.value:
                 return False
-        self._test(*self._tested)
+        failed = self._test(*self._tested)
+        if failed:
+            raise exchange_failed(self.lib, self.plan, failed, "a2ax_test")
         return bool(self.done.value)
 
     def peek(self) -> bool:
@@ -282,7 +282,9 @@ class Executed:
         return bool(self._idle.value)
 
     def Wait(self) -> None:
-        self._wait()
+        failed = self._wait()
+        if failed:
+            raise exchange_failed(self.lib, self.plan, failed, "a2ax_wait")
 
     def free(self) -> None:
         if self.plan:
