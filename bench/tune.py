@@ -32,7 +32,7 @@ from .options import defaults
               help="Sweeps to decide from: the launches are the top level of the verdicts.")
 @click.option("--rounds", type=click.IntRange(min=2), default=TUNE_DEFAULTS["rounds"], show_default=True,
               help="Pairs of verification launches, one without and one with the file; a verdict pairs each "
-                   "with-file launch with its neighbour and needs 6 such pairs (3 with --deploy).")
+                   "with-file launch with its neighbour and needs 6 such pairs at --alpha 0.05.")
 @click.option("--metric", type=click.Choice(METRICS), default=TUNE_DEFAULTS["metric"], show_default=True,
               help="What 'best' means.")
 @click.option("--alpha", type=float, default=TUNE_DEFAULTS["alpha"], show_default=True,

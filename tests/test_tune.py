@@ -168,8 +168,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     (["--algorithms", "pairwise:schedule=zigzag"], "pairwise: option schedule='zigzag'"),
     (["--launcher", "no-such-launcher -x"], "--launcher no-such-launcher -x: no-such-launcher is not found"),
     (["--alpha", "1.5"], "--alpha 1.5; accepted: a level strictly between 0 and 1"),
-    (["--deploy", "--rounds", "2"], "--rounds 2: a verdict pairs each launch with the file with the launch without "
-                                    "it before it, and needs 3 such pairs; accepted: --rounds 3 or more"),
+    (["--deploy", "--rounds", "5"], "--rounds 5: --deploy judges each size by the sign test over pairs of launches "
+                                    "(with the file beside the one without it), which calls nothing different at "
+                                    "--alpha 0.05 over fewer than 6 pairs; accepted: --rounds 6 or more"),
     (["--deploy", "--verify-pattern", "took ([0-9]+)"], "--verify-pattern reads the output of --verify-with's program"),
     (["--deploy", "--verify-with", "./no-such-program --n 8"], "--verify-with './no-such-program --n 8': "
                                                                "./no-such-program is not an executable program"),

@@ -60,7 +60,7 @@ def test_tune_deploy_verifies_under_the_library_of_the_mpicc_given(tmp_path: Pat
     it verified there. linear and pairwise alone are swept, so the file serves a size and the loop verifies it."""
     directory = tmp_path / "tune"
     done = subprocess.run([sys.executable, "-m", "bench", "tune", "--deploy", "--nprocs", "2", "--launches", "1",
-                           "--iterations", "15", "--rounds", "3", "--sizes", "8,64K", "--algorithms",
+                           "--iterations", "15", "--rounds", "6", "--sizes", "8,64K", "--algorithms",
                            "linear,pairwise", "--mpicc", str(MPICH), "--output", str(directory)],
                           env=clean_launcher_env(None), capture_output=True, text=True, timeout=600)
     said = done.stdout + done.stderr
@@ -69,7 +69,7 @@ def test_tune_deploy_verifies_under_the_library_of_the_mpicc_given(tmp_path: Pat
     notes = [line for line in done.stdout.splitlines() if line.startswith(f"--mpicc {MPICH}: ")]
     assert notes == [f"--mpicc {MPICH}: liba2a, the verification loop and its launches (/usr/bin/mpiexec.mpich) run "
                      "MPICH Version: 4.0.2; the sweeps time this Python's MPI library, not that one"], said[-3000:]
-    assert "verify-1: alltoall on 2 ranks at 3 sizes, 3 launches a side" in done.stdout, said[-3000:]
+    assert "verify-1: alltoall on 2 ranks at 3 sizes, 6 launches a side" in done.stdout, said[-3000:]
     name = "deploy.a2a" if (directory / "deploy.a2a").exists() else "not-applied.a2a"
     made = Deployment.read(directory / name)
     how = made.verification[0]

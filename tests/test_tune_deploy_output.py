@@ -3,13 +3,16 @@ slower, a --verify-with program that never ran says so, and 0 B or a time below 
 from types import SimpleNamespace
 from typing import cast
 
+import pytest
+
 from a2a.analysis.decide import versus_native
 from a2a.deploy.file import Deployment, served_by
 from a2a.deploy.verify import Verdict
+from a2a.errors import BadConfig
 from a2a.record.decision import SCHEMA, Cell, Decision
 from a2a.workflows import tune_deploy
 from a2a.workflows.tune_deploy import DeployTune, unjudged, verdicts_table, why_back
-from a2a.workflows.tuning import TuneConfig
+from a2a.workflows.tuning import TuneConfig, check_grid
 
 LIBRARY = "the library"
 ROWS = [Verdict("alltoall", 2, 8, 25.35, 9.40, 0.3, "tie", LIBRARY),
@@ -96,3 +99,19 @@ def test_a_file_left_serving_0_bytes_alone_serves_nothing(tmp_path, monkeypatch)
     assert back == ["alltoall on 2 ranks, 1.. B per peer: 8 same with the file (1.00x, p=0.5)"]
     assert made.serves() and not tune_deploy.serves_calls(made)  # 0..0 B still names pairwise
     assert list(tune.meta["steps"]) == ["verify-1"]  # not verified again: nothing left to verify
+
+
+@pytest.mark.parametrize("alpha,least", [(0.05, 6), (0.01, 8)])
+def test_deploy_needs_the_pairs_the_sign_test_can_call_different(alpha, least):
+    """The verification judges by the sign test over pairs of launches, which calls nothing different over fewer
+    than least_pairs(alpha): --rounds below that refused in one line naming what is accepted (3 passed before)."""
+    too_few = TuneConfig(["no-such-launcher"], [2], "8", deploy=True, rounds=least - 1, alpha=alpha)
+    with pytest.raises(BadConfig) as refused:
+        check_grid(too_few, (), ())
+    said = str(refused.value)
+    assert said == (f"--rounds {least - 1}: --deploy judges each size by the sign test over pairs of launches (with "
+                    f"the file beside the one without it), which calls nothing different at --alpha {alpha:g} over "
+                    f"fewer than {least} pairs; accepted: --rounds {least} or more") and "\n" not in said
+    enough = TuneConfig(["no-such-launcher"], [2], "8", deploy=True, rounds=least, alpha=alpha)
+    with pytest.raises(BadConfig, match="--launcher no-such-launcher: no-such-launcher is not found"):
+        check_grid(enough, (), ())  # past the rounds, to the launcher

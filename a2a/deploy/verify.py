@@ -1,7 +1,7 @@
 """A deploy file verified on this machine before a program runs under it: alternating launches with and without
 liba2a of an IMB-style loop (c/verify_loop.c) over the collectives the file serves, or of the user's own program;
-per size (or per program) the verdict of a2a.record.verdict on the launches, each launch with the file paired with
-the launch without it just before it."""
+per size (or per program) the verdict of a2a.record.verdict's rule across launches, each launch with the file paired
+with the launch without it just before it, the pairs judged by the sign test (paired_launches)."""
 from __future__ import annotations
 
 import re
@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from a2a.errors import HarnessError
 from a2a.kept import compiled
 from a2a.record import verdict
@@ -20,7 +22,7 @@ from a2a.record.decision import lower_bounds
 
 SOURCE = Path(__file__).resolve().parent / "c" / "verify_loop.c"
 FLAGS = ["-O2", "-Wall", "-Wextra"]
-FASTER, SLOWER, SAME = "faster", "slower", "same"  # verdicts
+FASTER, SLOWER, SAME, UNTESTED = "faster", "slower", "same", "untested"  # verdicts (untested: too few pairs)
 
 
 def loop_program(mpicc: str | None = None) -> Path:
@@ -56,11 +58,12 @@ class Verdict:
 def judged(collective: str, nprocs: int, size: int, with_file: list[float], without: list[float],
            alpha: float, margin: float = verdict.MARGIN) -> Verdict:
     """The verdict of one comparison, the k-th launch with the file paired with the k-th without it (they ran one
-    after the other): faster or slower where the interval of their ratio lies wholly beyond the margin, else the
-    same."""
-    pairs = {"with": ({("", k): v for k, v in enumerate(with_file)}, {("", k): v for k, v in enumerate(without)})}
-    found = verdict.family(pairs, verdict.bound_of(margin, None), alpha)["with"]
-    said = {verdict.FASTER: FASTER, verdict.SLOWER: SLOWER}.get(found.verdict, SAME)
+    after the other), by the rule across launches (a2a.record.verdict.paired_launches, the sign test on the pairs'
+    log ratios): faster or slower where the interval of the median ratio lies wholly beyond the margin, untested
+    below least_pairs(alpha) pairs, else the same."""
+    ratios = [max(w, verdict.RESOLUTION) / max(o, verdict.RESOLUTION) for w, o in zip(with_file, without)]
+    found = verdict.paired_launches(np.log(ratios), verdict.bound_of(margin, None), alpha)
+    said = {verdict.FASTER: FASTER, verdict.SLOWER: SLOWER, verdict.UNTESTED: UNTESTED}.get(found.verdict, SAME)
     return Verdict(collective, nprocs, size, statistics.median(with_file), statistics.median(without),
                    1.0 if found.p is None else found.p, said)
 
@@ -131,12 +134,13 @@ def sizes_to_verify(measured: list[int]) -> list[int]:
 
 
 def given_back(verdicts: list[Verdict], keep_ties: bool) -> list[tuple[int, int]]:
-    """The byte ranges (low, high; -1: no limit) of an alltoall whose verdict was slower (or, unless `keep_ties`,
-    the same): each verified size stands for the bytes between its geometric midpoints with its neighbours."""
+    """The byte ranges (low, high; -1: no limit) of an alltoall whose verdict was slower or untested (or, unless
+    `keep_ties`, the same): each verified size stands for the bytes between its geometric midpoints with its
+    neighbours."""
     sizes = [v.bytes_per_peer for v in verdicts]
     lows = lower_bounds(sizes)
     highs = [low - 1 for low in lows[1:]] + [-1]
-    refused = {SLOWER} | (set() if keep_ties else {SAME})
+    refused = {SLOWER, UNTESTED} | (set() if keep_ties else {SAME})
     return [(low, high) for v, low, high in zip(verdicts, lows, highs) if v.verdict in refused]
 
 

@@ -25,7 +25,7 @@ from a2a.mpi import bench_words, clean_launcher_env, launcher_flags, launcher_li
 from a2a.record.decision import write_decision
 from a2a.record.meta import now, software
 from a2a.record.results import NATIVE, OVERLAP, read_meta, write_meta
-from a2a.record.verdict import MIN_ROUNDS
+from a2a.record.verdict import least_pairs
 from a2a.sweep.config import SweepConfig, from_options
 from a2a.sweep.parsing import parse_counts
 from a2a.sweep.session import EXIT_NOTHING, NOTHING
@@ -146,10 +146,11 @@ def check_grid(config: TuneConfig, plugins: tuple[str, ...], options: tuple[str,
     options, plug-ins, the launcher, the significance level."""
     if not 0 < config.alpha < 1:
         raise BadConfig(f"--alpha {config.alpha}; accepted: a level strictly between 0 and 1")
-    if config.deploy and config.rounds < MIN_ROUNDS:  # else a tie would keep a file that loses
-        raise BadConfig(f"--rounds {config.rounds}: a verdict pairs each launch with the file with the launch "
-                        f"without it before it, and needs {MIN_ROUNDS} such pairs; accepted: --rounds {MIN_ROUNDS} "
-                        "or more")
+    if config.deploy and config.rounds < least_pairs(config.alpha):  # else no size could be called faster
+        raise BadConfig(f"--rounds {config.rounds}: --deploy judges each size by the sign test over pairs of "
+                        f"launches (with the file beside the one without it), which calls nothing different at "
+                        f"--alpha {config.alpha:g} over fewer than {least_pairs(config.alpha)} pairs; accepted: "
+                        f"--rounds {least_pairs(config.alpha)} or more")
     check_program(config)
     if config.mpicc and not config.deploy:
         raise BadConfig(f"--mpicc {config.mpicc} builds liba2a for the program a deploy file is verified with: add "
