@@ -74,9 +74,11 @@ def cleaned(env: dict[str, str] | None, asleep: bool) -> dict[str, str]:
     return {**clean_launcher_env(env), **(QUIET_WAIT if asleep else {})}
 
 
-def bench(n: int, *args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """`mpiexec -n N python -m bench ARGS...`, with `env` added to this environment."""
-    return mpiexec(n, "-m", "bench", *args, timeout=timeout, env={**os.environ, **env} if env else None)
+def bench(n: int, *args: str, timeout: float = 300, env: dict[str, str] | None = None,
+          asleep: bool = False) -> subprocess.CompletedProcess:
+    """`mpiexec -n N python -m bench ARGS...`, with `env` added to this environment (ranks waiting asleep if
+    `asleep`: for a test of what a run records, not of how fast)."""
+    return mpiexec(n, "-m", "bench", *args, timeout=timeout, env={**os.environ, **env} if env else None, asleep=asleep)
 
 
 def bench_here(capsys, *args: str) -> tuple[int, str, str]:

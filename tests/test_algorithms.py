@@ -318,7 +318,7 @@ def test_dimension_factors():
 @pytest.mark.launches
 def test_bine_row_says_it_ran_pairwise_where_p_is_not_a_power_of_two(tmp_path):
     done = bench(4, "run", "--algorithms", "bine", "--sizes", "8", "--nprocs", "3,4",
-           "--iterations", "2", "--output", str(tmp_path / "run"), "--quiet", "--allow-oversubscribed")
+           "--iterations", "2", "--output", str(tmp_path / "run"), "--quiet", "--allow-oversubscribed", asleep=True)
     assert done.returncode == 0, done.stderr
     notes = {row.nprocs: row.note for row in read_rows(tmp_path / "run")}
     assert "bine: 3 ranks is not a power of two; ran pairwise, as Open MPI does" in notes[3]

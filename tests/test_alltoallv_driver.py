@@ -36,7 +36,7 @@ def test_alltoallv_sweep_every_algorithm_valid(tmp_path):
     out = tmp_path / "run"
     done = bench(4, "run", "--collective", "alltoallv", "--workload", "zipf:s=1.1", "--algorithms", "all",
                  "--sizes", "64,4K", "--nprocs", "3,4", "--iterations", "3", "--output", str(out),
-                 "--allow-oversubscribed")
+                 "--allow-oversubscribed", asleep=True)
     assert done.returncode == 0, done.stderr
     rows = read_rows(out)
     assert {r.algorithm for r in rows} == set(a2a.algorithms("alltoallv")) - {"auto"}

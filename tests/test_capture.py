@@ -34,7 +34,7 @@ def test_capture_matches_mpi_at_five_ranks():
 
     if MPI.COMM_WORLD.size > 1:
         pytest.skip("the mpi-marked test covers this run's own size")
-    done = mpiexec(5, str(ROOT / "tests" / "capture_check.py"), timeout=600)
+    done = mpiexec(5, str(ROOT / "tests" / "capture_check.py"), timeout=600, asleep=True)  # counts, not times
     assert done.returncode == 0, done.stdout + done.stderr
     assert "every algorithm matches at p=5" in done.stdout
 
