@@ -8,11 +8,16 @@
 
 const char *const learn_state_name[LEARN_STATES] = {"exploring", "chosen", "kept", "undecided", "given-back"};
 
+static const double LN2 = 0.69314718055994531;
+#ifndef WIDEN
+#define WIDEN 0.5
+#endif
+
 void learn_init(learner *l, int candidates, unsigned long long seed) {
     memset(l, 0, sizeof *l);
     l->narms = 1 + (candidates < LEARN_ARMS - 1 ? candidates : LEARN_ARMS - 1);
     for (int a = 0; a < l->narms; a++) l->live[a] = 1;
-    l->seed = seed;
+    l->seed = seed, l->share = 1;
 }
 
 void learn_free(learner *l) {
@@ -22,7 +27,7 @@ void learn_free(learner *l) {
 }
 
 int learn_push(learn_series *s, double value) {
-    if (s->count == LEARN_KEEP) { /* the oldest half goes: a long run's revisits judge only their latest rounds */
+    if (s->count == LEARN_KEEP) { /* the oldest half goes: a long run's library times priced by their latest */
         memmove(s->values, s->values + LEARN_KEEP / 2, sizeof(double) * (LEARN_KEEP / 2));
         s->count = LEARN_KEEP / 2;
     }
@@ -44,48 +49,83 @@ static unsigned long long draw(learner *l) {
     return z ^ (z >> 31);
 }
 
-/* the next round's order: the live arms (exploring) or the library and the choice (revisiting), shuffled */
-static void next_round(learner *l) {
-    l->nvisits = 0;
-    for (int a = 0; a < l->narms; a++)
-        if (l->state == LEARN_EXPLORING ? l->live[a] : a == 0 || a == l->choice) l->order[l->nvisits++] = a;
-    for (int i = l->nvisits - 1; i > 0; i--) {
-        int j = (int)(draw(l) % (unsigned long long)(i + 1)), t = l->order[i];
-        l->order[i] = l->order[j], l->order[j] = t;
+static int exploring(const learner *l) {
+    return l->state == LEARN_EXPLORING || l->state == LEARN_GIVEN_BACK;
+}
+
+/* the library's own builds no plan of liba2a's: it never warms up */
+static int cold(const learner *l, int arm) {
+    return arm > 0 && !l->warm[arm];
+}
+
+static void shuffle(learner *l, int *arms, int n) {
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(draw(l) % (unsigned long long)(i + 1)), t = arms[i];
+        arms[i] = arms[j], arms[j] = t;
     }
-    l->visit = 0;
+}
+
+/* the next round's order: the live arms (exploring) or the library and the choice (revisiting), shuffled, after a
+   warm-up visit of each that has not run yet */
+static void next_round(learner *l) {
+    int arms[LEARN_ARMS], n = 0;
+    for (int a = 0; a < l->narms; a++)
+        if (exploring(l) ? l->live[a] : a == 0 || a == l->choice) arms[n++] = a;
+    l->nwarm = 0;
+    for (int i = 0; i < n; i++)
+        if (cold(l, arms[i])) l->order[l->nwarm++] = arms[i];
+    shuffle(l, arms, n);
+    memcpy(l->order + l->nwarm, arms, sizeof(int) * (size_t)n);
+    l->nvisits = l->nwarm + n, l->visit = 0;
 }
 
 static int wants_block(const learner *l) {
-    return l->state == LEARN_EXPLORING || l->state == LEARN_CHOSEN;
+    return exploring(l) || l->state == LEARN_CHOSEN;
+}
+
+static int rounds_explored(const learner *l) {
+    int most = 0;
+    for (int a = 1; a < l->narms; a++) most = l->ratio[a].count > most ? l->ratio[a].count : most;
+    return most;
 }
 
 int learn_next(learner *l, int *timed) {
+    if (!l->begun) /* visits counted before this life (a restored class's): priced at the candidates' mean */
+        l->begun = 1, l->carried[0] = l->explored, l->carried[1] = l->revisited;
     l->calls++;
     *timed = 0;
     if (!l->in_block) {
         if (l->gap > 0 || !wants_block(l)) {
             if (l->gap > 0) l->gap--;
+            l->warm[l->choice] = 1; /* served: its plan is built */
             return l->choice;
         }
-        l->in_block = 1, l->round = 0, l->rounds = l->warmed ? LEARN_BLOCK : LEARN_FIRST;
+        l->in_block = 1, l->round = 0;
+        l->rounds = exploring(l) && !rounds_explored(l) ? LEARN_FIRST : LEARN_BLOCK;
         memset(l->times, 0, sizeof l->times);
         next_round(l);
     }
     *timed = 1;
-    *(l->state == LEARN_EXPLORING ? &l->explored : &l->revisited) += 1;
-    return l->order[l->visit];
+    int arm = l->order[l->visit];
+    if (exploring(l)) l->explored++, l->visits[arm]++;
+    else l->revisited++, l->library_revisits += arm == 0;
+    l->warm[arm] = 1;
+    return arm;
 }
 
 int learn_took(learner *l, int arm, double seconds) {
-    l->times[l->round][arm] = seconds > 0 ? seconds : 1e-9; /* 0 marks an arm the round did not visit */
+    if (l->visit >= l->nwarm) /* a warm-up's time is no evidence */
+        l->times[l->round][arm] = seconds > 0 ? seconds : 1e-9; /* 0 marks an arm the round did not visit */
     if (++l->visit < l->nvisits) return 0;
     if (++l->round < l->rounds) {
         next_round(l);
         return 0;
     }
-    l->in_block = 0;
     return 1;
+}
+
+int learn_pending(const learner *l) {
+    return l->in_block ? l->round : 0;
 }
 
 double *learn_times(learner *l, int *count) {
@@ -135,75 +175,244 @@ void learn_interval(const learn_series *s, int last, double alpha, double *low, 
 }
 
 double learn_level(const learner *l, const learn_settings *s) {
-    return s->alpha / ((l->narms - 1) * (LEARN_ROUNDS / LEARN_BLOCK));
+    return s->alpha * l->share / (l->narms - 1);
 }
 
-/* the block's agreed times as evidence (each round's ratios to the library's), and what its visits cost: each
-   visit at its arm's median ratio so far, not its own time (a stall hits any arm's visit, and would be charged to
-   whichever ran then) */
-static void weigh(learner *l) {
-    int revisit = l->state == LEARN_CHOSEN, visits[LEARN_ARMS] = {0};
-    for (int r = 0; r < l->rounds; r++) {
-        for (int a = 0; a < l->narms; a++) visits[a] += l->times[r][a] > 0;
-        if (!l->warmed) { /* the class's first round: plans and caches warming, counted in the cost only */
-            l->warmed = 1;
-            continue;
-        }
-        learn_push(&l->library, l->times[r][0]);
-        for (int a = 1; a < l->narms; a++)
-            if (l->times[r][a] > 0) learn_push(&l->ratio[a], log(l->times[r][a] / l->times[r][0]));
+static double log_sum(double a, double b) {
+    double most = fmax(a, b);
+    return most == -INFINITY ? most : most + log(exp(a - most) + exp(b - most));
+}
+
+/* log P(Binomial(m, 1/2) <= s), summed from the smaller tail (1 - P(above s) past the middle), each term from the
+   one before */
+static double log_binomial_below(long long m, long long s) {
+    int upper = s >= m / 2;
+    long long j = upper ? s + 1 : s;
+    if (j > m) return 0;
+    double term = lgamma((double)m + 1) - lgamma((double)j + 1) - lgamma((double)(m - j) + 1) - (double)m * LN2;
+    double total = term;
+    for (;;) { /* the tail's terms only fall from here */
+        if (upper ? ++j > m : --j < 0) break;
+        term += upper ? log((double)(m - j + 1) / (double)j) : log((double)(j + 1) / (double)(m - j));
+        total = log_sum(total, term);
+        if (term < total - 40) break;
     }
-    double library = learn_median(&l->library, INT_MAX);
-    if (revisit) /* the library's visits cost what the choice saves */
-        l->cost += visits[0] * library * (1 - exp(learn_median(&l->ratio[l->choice], INT_MAX)));
-    else
-        for (int a = 1; a < l->narms; a++)
-            l->cost += visits[a] * library * (exp(learn_median(&l->ratio[a], INT_MAX)) - 1);
+    return upper ? log1p(-exp(total)) : total;
 }
 
-/* calls before the next block: exploring's cost, with the next block's expected, within cap of the library's time */
-static long long paced(const learner *l, const learn_settings *s, double library) {
+/* log E(n, S): the likelihood ratio of S successes in n rounds, success probability p against 1/2, mixed over p
+   uniform in [1/2, 1]: 2^(n+1) B(S+1, n-S+1) P(Beta(S+1, n-S+1) > 1/2), the last P(Binomial(n+1, 1/2) <= S) */
+static double log_evalue(long long n, long long s) {
+    return (double)(n + 1) * LN2 + lgamma((double)s + 1) + lgamma((double)(n - s) + 1) - lgamma((double)n + 2) +
+           log_binomial_below(n + 1, s);
+}
+
+static int below_bound(const learn_series *s, double bound) {
+    int count = 0;
+    for (int i = 0; i < s->count; i++) count += s->values[i] < -bound;
+    return count;
+}
+
+typedef struct { double value; int at; } ranked;
+
+static int by_value(const void *a, const void *b) {
+    double x = ((const ranked *)a)->value, y = ((const ranked *)b)->value;
+    return (x > y) - (x < y);
+}
+
+/* a series' values replaced by their ranks, centred (NULL where out of memory) */
+static double *centred_ranks(const learn_series *s) {
+    int n = s->count;
+    ranked *order = malloc(sizeof(ranked) * (size_t)n);
+    double *ranks = malloc(sizeof(double) * (size_t)n);
+    if (!order || !ranks) return free(order), free(ranks), NULL;
+    for (int i = 0; i < n; i++) order[i] = (ranked){s->values[i], i};
+    qsort(order, (size_t)n, sizeof(ranked), by_value);
+    for (int i = 0, j; i < n; i = j) { /* ties share their mean rank */
+        for (j = i; j < n && order[j].value == order[i].value; j++) continue;
+        for (int k = i; k < j; k++) ranks[order[k].at] = (i + j - 1) / 2.0 - (n - 1) / 2.0;
+    }
+    free(order);
+    return ranks;
+}
+
+/* the factor by which correlated rounds widen the variance of a sign count: from the lag-1 autocorrelation of the
+   ranks of the library's times and the live candidates' ratios (pooled: the rounds they share are alike
+   correlated), plus WIDEN standard errors (small samples understate it), as an AR(1)'s signs would have it:
+   1 + 2 sum_k (2/pi) asin(rho^k) */
+static double widening(const learner *l) {
+    double lag = 0, spread = 0;
+    int pairs = 0;
+    for (int a = 0; a < l->narms; a++) {
+        const learn_series *s = a ? &l->ratio[a] : &l->library;
+        double *ranks = l->live[a] && s->count >= 4 ? centred_ranks(s) : NULL;
+        for (int i = 0; ranks && i < s->count; i++) {
+            spread += ranks[i] * ranks[i];
+            if (i) lag += ranks[i] * ranks[i - 1], pairs++;
+        }
+        free(ranks);
+    }
+    double rho = spread > 0 ? lag / spread + WIDEN / sqrt(pairs) : 0, factor = 1, power = fmin(rho, 0.95);
+    for (int k = 1; k < 64 && power > 1e-6; k++, power *= fmin(rho, 0.95)) factor += 4 / 3.141592653589793 * asin(power);
+    return factor;
+}
+
+/* log E of the count S of n, its spread about n / 2 narrowed by the widening (n and S as many rounds as carry the
+   same information had they been independent) */
+static double log_evidence_of(long long n, long long s, double widen) {
+    if (widen <= 1) return log_evalue(n, s);
+    long long m = llround((double)n / widen);
+    double centred = ((double)s - (double)n / 2) / widen;
+    long long below = (long long)floor((double)m / 2 + centred);
+    return log_evalue(m, below < 0 ? 0 : below > m ? m : below);
+}
+
+double learn_evidence(const learner *l, const learn_settings *s, int arm) {
+    const learn_series *r = &l->ratio[arm];
+    return r->count ? log_evidence_of(r->count, below_bound(r, log1p(s->margin)), widening(l)) : 0;
+}
+
+/* the log ratio that prices an arm's visits: its median, within [0, log SLOWER] until it has FEW rounds */
+static double priced_ratio(const learn_series *s) {
+    if (s->count >= LEARN_FEW) return learn_median(s, INT_MAX);
+    return s->count ? fmin(fmax(learn_median(s, INT_MAX), 0), log(LEARN_SLOWER)) : log(LEARN_SLOWER);
+}
+
+static double recent_median(const learner *l) {
+    learn_series s = {.values = (double *)l->recent, .count = (int)fmin((double)l->revisit_rounds, LEARN_WINDOW)};
+    return learn_median(&s, INT_MAX);
+}
+
+/* the cost of the explorations since the latest give-back, and of the revisits, at the library's time `library`.
+   Visits of earlier runs (the class's counts carried in, not per arm) are priced as the candidates' mean visit. */
+static double priced(const learner *l, double library) {
+    double cost = 0, mean = 0;
+    for (int a = 1; a < l->narms; a++) {
+        double price = library * expm1(priced_ratio(&l->ratio[a]));
+        cost += (double)l->visits[a] * price, mean += price / l->narms; /* the library's visits cost nothing */
+    }
+    cost += (double)l->carried[0] * mean;
+    if (l->choice) {
+        double choice = l->revisit_rounds >= LEARN_FEW ? recent_median(l) : priced_ratio(&l->ratio[l->choice]);
+        cost += (double)(l->library_revisits + l->carried[1] / 2) * library * -expm1(choice);
+    }
+    return cost;
+}
+
+int learn_cost(const learner *l, double *cost, double *spent) {
+    double library = learn_median(&l->library, INT_MAX);
+    *cost = l->settled, *spent = library * (double)l->calls;
+    if (!l->library.count) return 0;
+    *cost += priced(l, library);
+    return 1;
+}
+
+/* the block's completed rounds as evidence: the library's time and, exploring, each candidate's log ratio to it;
+   revisiting, the choice's, in the revisits' own series */
+static void weigh(learner *l, int rounds) {
+    if (!exploring(l)) { /* a revisit: the e-value from it on starts, in place of the oldest */
+        int oldest = 0;
+        for (int j = 1; j < LEARN_STARTS; j++) oldest = l->since[j].index < l->since[oldest].index ? j : oldest;
+        l->since[oldest].index = ++l->revisits, l->since[oldest].rounds = l->since[oldest].slower = 0;
+    }
+    for (int r = 0; r < rounds; r++) {
+        learn_push(&l->library, l->times[r][0]);
+        if (exploring(l)) {
+            for (int a = 1; a < l->narms; a++)
+                if (l->times[r][a] > 0) learn_push(&l->ratio[a], log(l->times[r][a] / l->times[r][0]));
+        } else if (l->times[r][l->choice] > 0) {
+            double ratio = log(l->times[r][l->choice] / l->times[r][0]);
+            l->recent[l->revisit_rounds++ % LEARN_WINDOW] = ratio;
+            for (int j = 0; j < LEARN_STARTS; j++) /* every start so far, and this revisit's (index revisits + 1) */
+                if (l->since[j].index) l->since[j].rounds++, l->since[j].slower += ratio > 0;
+        }
+    }
+}
+
+/* calls before the next block: the cost so far, with the next block's expected, within cap of the library's time */
+static long long paced(const learner *l, const learn_settings *s, double library, double cost) {
     double next = 0;
     for (int a = 1; a < l->narms; a++)
-        if (l->live[a]) next += LEARN_BLOCK * library * fmax(0, exp(learn_median(&l->ratio[a], INT_MAX)) - 1);
-    double needed = (l->cost + next) / (s->cap * library) - (double)l->calls;
+        if (l->live[a]) next += (LEARN_BLOCK + cold(l, a)) * library * fmax(0, expm1(priced_ratio(&l->ratio[a])));
+    double needed = (cost + next) / (s->cap * library) - (double)l->calls;
     return needed > 0 ? (long long)ceil(fmin(needed, 1e15)) : 0;
 }
 
 static void explored(learner *l, const learn_settings *s) {
-    double library = learn_median(&l->library, INT_MAX), bound = log1p(s->margin), level = learn_level(l, s);
+    double bound = log1p(s->margin), choose = log((l->narms - 1) / (s->alpha * l->share)), drop = -log(s->alpha);
+    double widen = widening(l), fastest = 0;
     int best = 0, live = 0;
     for (int a = 1; a < l->narms; a++) {
         if (!l->live[a]) continue;
-        double low, high, median = learn_median(&l->ratio[a], INT_MAX);
-        learn_interval(&l->ratio[a], INT_MAX, level, &low, &high);
-        if (high < -bound && (!best || median < learn_median(&l->ratio[best], INT_MAX))) best = a;
-        else if (low > -bound || (l->ratio[a].count >= LEARN_BLOCK - 1 && median > log(LEARN_SLOWER))) l->live[a] = 0;
+        const learn_series *r = &l->ratio[a];
+        long long n = r->count, below = below_bound(r, bound);
+        double median = learn_median(r, INT_MAX);
+        if (n && log_evidence_of(n, below, widen) >= choose) {
+            if (!best || median < fastest) best = a, fastest = median;
+        } else if ((n && log_evidence_of(n, n - below, widen) >= drop) ||
+                   (n >= LEARN_FEW && median > log(LEARN_SLOWER))) {
+            l->live[a] = 0;
+        }
         live += l->live[a];
     }
     if (best) {
         l->state = LEARN_CHOSEN, l->choice = best, l->gap = s->revisit;
+        l->revisit_rounds = l->revisits = 0;
+        memset(l->since, 0, sizeof l->since);
         for (int a = 1; a < l->narms; a++) l->live[a] = a == best;
     } else if (!live) {
         l->state = LEARN_KEPT, l->gap = LLONG_MAX;
-    } else if (l->library.count >= LEARN_ROUNDS) {
+    } else if (rounds_explored(l) >= LEARN_ROUNDS) {
         l->state = LEARN_UNDECIDED, l->gap = LLONG_MAX;
     } else {
-        l->gap = library > 0 ? paced(l, s, library) : 0;
+        double cost, spent;
+        l->gap = learn_cost(l, &cost, &spent) ? paced(l, s, learn_median(&l->library, INT_MAX), cost) : 0;
     }
 }
 
-/* after a revisit: the choice goes back to the library where its latest rounds' interval (level 1 - alpha, one
-   look) lies wholly above -log(1 + margin): its advantage is gone, or below the margin */
+/* log of the give-back's e-value: the e-values from each revisit kept on, weighted 1/2 (the first) and
+   1/(2 j (j - 1)) (the j-th) */
+static double give_back_evidence(const learner *l) {
+    double total = -INFINITY;
+    for (int j = 0; j < LEARN_STARTS; j++) {
+        double index = (double)l->since[j].index;
+        if (index > 0)
+            total = log_sum(total, log_evalue(l->since[j].rounds, l->since[j].slower) -
+                                       (index == 1 ? LN2 : log(2 * index * (index - 1))));
+    }
+    return total;
+}
+
+/* after a revisit: the choice goes back to the library where the give-back's e-value passes 1 / alpha; the class
+   then explores again from no rounds, at half the share */
 static void revisited(learner *l, const learn_settings *s) {
-    double low, high;
-    learn_interval(&l->ratio[l->choice], LEARN_WINDOW, s->alpha, &low, &high);
-    if (low > -log1p(s->margin)) l->state = LEARN_GIVEN_BACK, l->choice = 0, l->gap = LLONG_MAX;
-    else l->gap = s->revisit;
+    if (give_back_evidence(l) < -log(s->alpha)) {
+        l->gap = s->revisit;
+        return;
+    }
+    double spent;
+    learn_cost(l, &l->settled, &spent);
+    l->state = LEARN_GIVEN_BACK, l->choice = 0, l->givebacks++, l->share /= 2, l->gap = 0;
+    l->library_revisits = l->carried[0] = l->carried[1] = 0; /* priced in settled from here */
+    for (int a = 0; a < l->narms; a++) l->live[a] = 1, l->ratio[a].count = 0, l->visits[a] = 0;
+}
+
+double learn_share_of(int ordinal) {
+    double k = ordinal > 1 ? ordinal : 1;
+    return 6 / (3.141592653589793 * 3.141592653589793 * k * k);
+}
+
+void learn_resume(learner *l, const learn_settings *s) {
+    double cost, spent;
+    if (exploring(l) && learn_cost(l, &cost, &spent)) l->gap = paced(l, s, learn_median(&l->library, INT_MAX), cost);
 }
 
 void learn_decide(learner *l, const learn_settings *s) {
-    weigh(l);
-    if (l->state == LEARN_EXPLORING) explored(l, s);
+    int rounds = l->round < l->rounds ? l->round : l->rounds;
+    l->in_block = 0;
+    weigh(l, rounds);
+    if (exploring(l)) explored(l, s);
     else revisited(l, s);
+    double spent;
+    learn_cost(l, &l->cost, &spent);
 }
