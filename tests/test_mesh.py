@@ -116,7 +116,7 @@ def test_one_sweep_over_1d_and_2d_groups_of_the_same_eight_ranks(tmp_path):
     done = mpiexec(8, "-m", "bench", "run", "--mesh", "2x4", "--groups", "y", "--groups", "x,y",
                    "--algorithms", "native,pairwise", "--no-control", "--sizes", "8,1K", "--iterations", "3",
                    "--output", str(out), "--format", "tpu", "--allow-oversubscribed", timeout=300,
-                   asleep=True)  # 8 ranks on 2 cores: waiting ranks sleep (the columns' relations are checked, not times)
+                   asleep=True)  # 8 ranks on 2 cores: waiting ranks sleep (relations of columns are checked, not times)
     assert done.returncode == 0, done.stderr
     rows = read_rows(out)
     assert {(r.mesh, r.groups, r.group_size, r.ngroups) for r in rows} == {("2x4", "1x4", 4, 2), ("2x4", "2x4", 8, 1)}
