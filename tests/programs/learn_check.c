@@ -101,7 +101,6 @@ static void restored(learner *to, learner *from, int candidates, unsigned long l
     learn_init(to, candidates, seed);
     to->state = from->state, to->choice = from->choice, to->calls = from->calls, to->explored = from->explored;
     to->revisited = from->revisited, to->cost = from->cost, to->warmed = 1;
-    to->gap = from->state == LEARN_EXPLORING ? 0 : from->state == LEARN_CHOSEN ? 1000 : 1000000000000LL;
     for (int a = 0; a < from->narms; a++) {
         to->live[a] = from->live[a];
         for (int i = 0; i < from->ratio[a].count; i++) learn_push(&to->ratio[a], from->ratio[a].values[i]);

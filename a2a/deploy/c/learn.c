@@ -17,7 +17,7 @@ void learn_init(learner *l, int candidates, unsigned long long seed) {
     memset(l, 0, sizeof *l);
     l->narms = 1 + (candidates < LEARN_ARMS - 1 ? candidates : LEARN_ARMS - 1);
     for (int a = 0; a < l->narms; a++) l->live[a] = 1;
-    l->seed = seed, l->share = 1;
+    l->seed = seed, l->share = learn_share_of(1);
 }
 
 void learn_free(learner *l) {
@@ -404,6 +404,7 @@ double learn_share_of(int ordinal) {
 
 void learn_resume(learner *l, const learn_settings *s) {
     double cost, spent;
+    l->gap = l->state == LEARN_CHOSEN ? s->revisit : exploring(l) ? 0 : LLONG_MAX;
     if (exploring(l) && learn_cost(l, &cost, &spent)) l->gap = paced(l, s, learn_median(&l->library, INT_MAX), cost);
 }
 

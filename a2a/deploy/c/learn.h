@@ -75,7 +75,7 @@ typedef struct {
     learn_series ratio[LEARN_ARMS];        /* per candidate, log(its time / the library's) per round explored */
     learn_series library;                  /* the library's time per round */
     double cost;                           /* seconds that visits took beyond the library's (or the choice's) */
-    double share;                /* this learner's part of alpha (learn_init: 1; a second communicator's less) */
+    double share;                /* this learner's part of alpha (learn_init: the first communicator's) */
     int givebacks;               /* choices given back: each halves the share of the exploring after it */
     long long visits[LEARN_ARMS];  /* exploring visits per arm in this learner's life, warm-ups included */
     long long library_revisits;    /* the library's revisit visits in this learner's life */
@@ -107,7 +107,8 @@ double learn_evidence(const learner *l, const learn_settings *s, int arm);
 /* the share of alpha of the k-th communicator of one size to learn a class in a run (k = 1, 2, ...): 6 / (pi k)^2,
    which sum to 1 over every k (Bonferroni over communicators) */
 double learn_share_of(int ordinal);
-/* a learner restored from a learned line: the calls to wait before its next block, paced as learn_decide paces */
+/* a learner restored from a learned line: the calls before its next block (a choice: `revisit`; exploring, or
+   exploring again after a give-back: paced from the calls and cost carried, as learn_decide paces) */
 void learn_resume(learner *l, const learn_settings *s);
 /* the median of a series' last `last` values (all where last exceeds them); 0 where it is empty */
 double learn_median(const learn_series *s, int last);

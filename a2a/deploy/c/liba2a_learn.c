@@ -47,8 +47,8 @@ static learning *learning_of(comm_state *c, const entry *e, long long bytes) {
     }
     if (!k || copied(&g->l, &k->l))
         learn_init(&g->l, e->ncandidates, 0x5eed0000ULL + (unsigned long long)low * 31 + (unsigned long long)c->size);
-    else if (g->l.state == LEARN_CHOSEN)
-        g->l.gap = the.learn.revisit; /* a choice from an earlier run: revisited as if just made */
+    else /* from an earlier run: a choice revisited as if just made, exploring paced from the calls carried */
+        learn_resume(&g->l, &the.learn);
     g->before[0] = g->l.calls, g->before[1] = g->l.explored, g->before[2] = g->l.revisited;
     learning **last = &c->learnings; /* in the order first met: the report reads as the program ran */
     while (*last) last = &(*last)->next;

@@ -39,7 +39,8 @@ static void span(char *text, size_t room, long long low, long long high) {
 /* the report's lines for one size class on one communicator: what it serves, the evidence, what exploring cost */
 static void print_learning(const learning *g) {
     const learner *l = &g->l;
-    double library = learn_median(&l->library, INT_MAX), spent = library * (double)l->calls, low, high;
+    double cost, spent, low, high;
+    int known = learn_cost(l, &cost, &spent); /* priced now: the calls since the last block too */
     char range[64];
     span(range, sizeof range, g->low, g->high);
     fprintf(stderr, "  learn alltoall on %d ranks, %s: %lld calls, %lld exploring, %lld revisiting the library%s; ",
@@ -53,13 +54,17 @@ static void print_learning(const learning *g) {
     } else {
         static const char *const why[LEARN_STATES] = {
             "still exploring when the run ended", "", "no candidate faster by the margin",
-            "undecided after the most rounds", "the choice's advantage was gone at a revisit"};
+            "undecided after the most rounds", "the choice's advantage was gone at a revisit: exploring again"};
         fprintf(stderr, "the library's own serves (%s)", why[l->state]);
     }
-    fprintf(stderr, "; exploring cost %.3g ms, %.1f %% of the library's time here (cap %.0f %%%s)\n", 1e3 * l->cost,
-            spent > 0 ? 100 * l->cost / spent : 0.0, 100 * the.learn.cap,
-            spent > 0 && l->cost > the.learn.cap * spent ? "; passed by the first rounds: too few calls of this size "
-                                                           "paid for them" : "");
+    if (!known || !(spent > 0))
+        fprintf(stderr, "; exploring cost not known yet: the library's own not timed here yet (cap %.0f %%)\n",
+                100 * the.learn.cap);
+    else
+        fprintf(stderr, "; exploring cost %.3g ms, %.1f %% of the library's time here (cap %.0f %%%s)\n", 1e3 * cost,
+                100 * cost / spent, 100 * the.learn.cap,
+                cost > the.learn.cap * spent ? "; passed by the first rounds: too few calls of this size paid for them"
+                                             : "");
     for (int a = 1; a < l->narms; a++) {
         char interval[96] = "too few rounds for an interval";
         learn_interval(&l->ratio[a], INT_MAX, learn_level(l, &the.learn), &low, &high);
