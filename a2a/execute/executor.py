@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -232,13 +233,25 @@ class Executed:
                 lib.a2ax_schedule_free(schedule)
             raise ExecutorUnavailable(error.value.decode())
         self.done = ctypes.c_int()
-        self._run, self._wait, self._start = (functools.partial(f, self.plan) for f in (lib.a2ax_run, lib.a2ax_wait,
-                                                                                       lib.a2ax_start))
+        self._wait, self._start = (functools.partial(f, self.plan) for f in (lib.a2ax_wait, lib.a2ax_start))
+        self.run = self._checked_run(lib, self.plan)
         self._test, self._tested = lib.a2ax_test, (self.plan, ctypes.byref(self.done))
         self._idle = ctypes.c_int.from_address(lib.a2ax_state(self.plan))  # read with no call: 1 once complete
         mode = lib.a2ax_progress_mode()
         self.progress = PROGRESS[mode][0]
         self._poke = (functools.partial(self._test, *self._tested), lambda: None, lib.a2ax_progress)[mode]
+
+    @staticmethod
+    def _checked_run(lib: ctypes.CDLL, plan: ctypes.c_void_p) -> Callable[[], None]:
+        """One exchange, blocking; ExchangeFailed where an MPI call in it failed (every rank that met it raises). A
+        closure, not a method: the least a call adds to every exchange."""
+        exchange = functools.partial(lib.a2ax_run, plan)
+
+        def run() -> None:
+            failed = exchange()
+            if failed:
+                raise exchange_failed(lib, plan, failed, "a2ax_run")
+        return run
 
     @staticmethod
     def _side(side: Any, nprocs: int) -> tuple[int, np.ndarray, np.ndarray]:
@@ -252,12 +265,6 @@ class Executed:
         """The same schedule on other buffers of the same layout, bound on `comm` (private to one exchange at a time):
         made on this rank alone; free it before this plan."""
         return Executed(self.lib, comm, self.schedule, send, recv, self.note, bound=True, shared=True)
-
-    def run(self) -> None:
-        """One exchange, blocking; ExchangeFailed where an MPI call in it failed (every rank that met it raises)."""
-        failed = self._run()
-        if failed:
-            raise exchange_failed(self.lib, self.plan, failed, "a2ax_run")
 
     def start(self) -> "Executed":
         failed = self._start()
