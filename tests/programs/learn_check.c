@@ -21,8 +21,9 @@
  * One line per run: STATE CHOICE EXPLORED REVISITED EXTRA LEDGER ROUNDS BLOCKS CALL GIVEBACK. EXTRA: what the arms took
  * beyond the library's base time (stalls not counted), as a share of the library's time over every call (the true
  * cost of learning); LEDGER: the learner's own figure for it (nan: not known); ROUNDS: the chosen candidate's rounds
- * when it was chosen (-1: none); BLOCKS and CALL: blocks decided and the class's calls by then; GIVEBACK: the revisit that gave the choice back (-1:
- * none). Where a run has several learners (margin8), the line is the first's, its CHOICE any learner's choice. */
+ * when it was chosen (-1: none); BLOCKS and CALL: blocks decided and the class's calls by then; GIVEBACK: the
+ * revisit that gave the choice back (-1: none). Where a run has several learners (margin8), the line is the first's,
+ * its CHOICE any learner's choice. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

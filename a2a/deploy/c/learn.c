@@ -9,9 +9,7 @@
 const char *const learn_state_name[LEARN_STATES] = {"exploring", "chosen", "kept", "undecided", "given-back"};
 
 static const double LN2 = 0.69314718055994531;
-#ifndef WIDEN
-#define WIDEN 0.5
-#endif
+static const double WIDEN = 0.5; /* standard errors added to the autocorrelation that widens a count */
 
 void learn_init(learner *l, int candidates, unsigned long long seed) {
     memset(l, 0, sizeof *l);
@@ -252,8 +250,8 @@ static double widening(const learner *l) {
         }
         free(ranks);
     }
-    double rho = spread > 0 ? lag / spread + WIDEN / sqrt(pairs) : 0, factor = 1, power = fmin(rho, 0.95);
-    for (int k = 1; k < 64 && power > 1e-6; k++, power *= fmin(rho, 0.95)) factor += 4 / 3.141592653589793 * asin(power);
+    double rho = spread > 0 ? fmin(lag / spread + WIDEN / sqrt(pairs), 0.95) : 0, factor = 1, power = rho;
+    for (int k = 1; k < 64 && power > 1e-6; k++, power *= rho) factor += 4 / 3.141592653589793 * asin(power);
     return factor;
 }
 

@@ -12,8 +12,11 @@
  * 1/2, mixed over a uniform alternative in [1/2, 1]) is a test supermartingale: by Ville's inequality it passes 1/a
  * at any look, ever, with probability at most a. A candidate is chosen where its E passes candidates / (alpha x
  * share); of those that pass, the fastest (least median ratio). E depends on (n, S) only, so the evidence carries
- * across blocks and runs without adding looks to correct for. A candidate is dropped where the mirror e-value (rounds
- * at or above the bound) passes 1 / alpha, or where its median ratio over 3 rounds or more passes SLOWER.
+ * across blocks and runs without adding looks to correct for. Correlated rounds widen the count's spread: n and
+ * S - n/2 are narrowed by the variance factor that the lag-1 autocorrelation of the rounds' ranks implies for an
+ * AR(1)'s signs (measured, not proven: docs/findings/learn-rule.md). A candidate is dropped where the mirror
+ * e-value (rounds at or above the bound) passes 1 / alpha, or where its median ratio over 3 rounds or more passes
+ * SLOWER.
  *
  * Cost: every visit is priced at its arm's median ratio to the library's times the library's median, re-priced at
  * every block (a stall that hits one visit moves no median for long); an arm with fewer than FEW rounds is priced
