@@ -8,17 +8,14 @@ from typing import Any
 import click
 
 from a2a.analysis import decide as decision
-from a2a.analysis.compare import compared
 from a2a.analysis.export.formats import export_report, formats
 from a2a.analysis.validate import against_simgrid, draw_backends, render_backends, render_validation
 from a2a.analysis.validate import validate as validate_records
-from a2a.errors import BadInput
 from a2a.record.meta import backend_of
-from a2a.record.outputs import writable_file, writable_folder
+from a2a.record.outputs import writable_file
 from a2a.record.results import NATIVE, read_meta
 from a2a.record.verdict import MARGIN
-from a2a.sweep.naming import named
-from a2a.workflows.compare_launches import compare_launches
+from a2a.workflows.compare_launches import compare_command
 
 from .group import echo, main
 from .options import results_folders
@@ -110,21 +107,10 @@ def compare(baseline: tuple[str, ...], tuned: tuple[str, ...], algorithm: str, m
     than 3 a side the ratio is described, not judged; launches that ran in pairs of neighbours are paired (6 pairs
     or more for a verdict). With --launches N it makes them itself (run it without mpirun).
     """
-    if launches:
-        given = [o for o, v in (("--baseline", baseline), ("--tuned", tuned), ("--revert-slower", table)) if v]
-        if given or algorithm != NATIVE:
-            raise BadInput(f"--launches times native itself: drop {', '.join(given) or '--algorithm'}")
-        folder = writable_folder(named(launching["results"], prefix="compare-"), "the launches", "bench compare")
-        sys.exit(compare_launches({**launching, "launches": launches, "output": str(folder), "metric": metric,
-                                   "alpha": alpha, "margin": margin}, echo))
-    if not baseline or not tuned:
-        raise BadInput("give --baseline DIR and --tuned DIR (each repeatable), or --launches N to make them")
-    stray = [f"--{k.replace('_', '-')}" for k, v in launching.items() if v not in (None, ())]
-    if stray:
-        raise BadInput(f"{', '.join(stray)}: only with --launches N (they describe the launches it makes)")
-    verified = writable_file(output, "the verified table", "bench compare") if output else None
-    click.echo(compared([Path(d) for d in baseline], [Path(d) for d in tuned], algorithm, metric, alpha,
-                        Path(table) if table else None, verified, margin))
+    code = compare_command(list(baseline), list(tuned), algorithm, metric, alpha, margin, table, output, launches,
+                           launching, echo)
+    if code is not None:
+        sys.exit(code)
 
 
 @main.command("validate")

@@ -12,18 +12,42 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from a2a.analysis.compare import compare, render_comparison
+from a2a.analysis.compare import compare, compared, render_comparison
 from a2a.deploy.file import MAGIC, Deployment
 from a2a.deploy.library import preload_library
 from a2a.errors import BadConfig, BadInput, HarnessError
 from a2a.mpi import bench_words, launcher_size
 from a2a.record.meta import now
+from a2a.record.outputs import writable_file, writable_folder
 from a2a.record.results import NATIVE, read_meta
 from a2a.record.verdict import MARGIN, least_pairs, pair_orders
 from a2a.sweep.naming import named
 from a2a.workflows.tuning import TuneConfig, Tuning, config_of, launcher_found, swept_grid
 
 SCHEMA = "a2a-compare/1"
+
+
+def compare_command(baseline: list[str], tuned: list[str], algorithm: str, metric: str, alpha: float, margin: float,
+                    table: str | None, output: str | None, launches: int | None, launching: dict[str, Any],
+                    say: Any = print) -> int | None:
+    """`bench compare` as one call: records compared (None), or with `launches` the launches made first (their
+    exit code); options that belong to the other way are refused in one line."""
+    if launches:
+        given = [o for o, v in (("--baseline", baseline), ("--tuned", tuned), ("--revert-slower", table)) if v]
+        if given or algorithm != NATIVE:
+            raise BadInput(f"--launches times native itself: drop {', '.join(given) or '--algorithm'}")
+        folder = writable_folder(named(launching["results"], prefix="compare-"), "the launches", "bench compare")
+        return compare_launches({**launching, "launches": launches, "output": str(folder), "metric": metric,
+                                 "alpha": alpha, "margin": margin}, say)
+    if not baseline or not tuned:
+        raise BadInput("give --baseline DIR and --tuned DIR (each repeatable), or --launches N to make them")
+    stray = [f"--{k.replace('_', '-')}" for k, v in launching.items() if v not in (None, ())]
+    if stray:
+        raise BadInput(f"{', '.join(stray)}: only with --launches N (they describe the launches it makes)")
+    verified = writable_file(output, "the verified table", "bench compare") if output else None
+    say(compared([Path(d) for d in baseline], [Path(d) for d in tuned], algorithm, metric, alpha,
+                 Path(table) if table else None, verified, margin))
+    return None
 
 
 def compare_launches(values: dict[str, Any], say: Any = print) -> int:
