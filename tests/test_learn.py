@@ -92,9 +92,10 @@ def test_clearly_slower_candidates_are_dropped_within_the_cap(learn_check: Path)
 @pytest.mark.parametrize("rho", [0.0, 0.5])
 def test_the_switch_risk_at_the_margin_holds_with_correlated_rounds(learn_check: Path, rho: float):
     """Three candidates at 1/1.05 of the library's time (the margin itself), rounds independent or AR(1) with rho
-    0.5: at most 5 % of 1000 runs switch, on one communicator and on 8 of one size."""
-    assert switched(outcomes(learn_check, "margin", 1000, 10000, rho=rho)) <= 50
-    assert switched(outcomes(learn_check, "margin8", 300, 4000, rho=rho)) <= 15
+    0.5: at most 5 % of 400 runs switch, on one communicator and on 8 of one size (the rule measured 0.8-2.2 %
+    over 2000 runs, docs/findings/learn-rule.md; one that forgot the correlation switched 21 %)."""
+    assert switched(outcomes(learn_check, "margin", 400, 10000, rho=rho)) <= 20
+    assert switched(outcomes(learn_check, "margin8", 160, 4000, rho=rho)) <= 8
 
 
 def test_a_large_difference_is_chosen_quickly(learn_check: Path):
