@@ -1,7 +1,8 @@
 """Every MPI error inside liba2a reaches the program as MPI would hand it: an MPI_Isend made to fail under liba2a (a
 PMPI shim preloaded after it, tests/programs/failing_isend.c) ends the job with a line naming the call under
-MPI_ERRORS_ARE_FATAL, and is the call's result under MPI_ERRORS_RETURN, on every rank, none left waiting; the C
-executor's Python binding raises it. No MPI call in liba2a's or the executor's C leaves its result unread."""
+MPI_ERRORS_ARE_FATAL, and is the call's result under MPI_ERRORS_RETURN (a persistent request's: its wait's), on every
+rank, none left waiting; the C executor's Python binding raises it. No MPI call in liba2a's or the executor's C
+leaves its result unread."""
 from __future__ import annotations
 
 import re
@@ -145,3 +146,43 @@ def test_the_python_binding_raises_the_executors_error(p: int, how: str, progres
                              str(PROGRAMS / "executor_failing.py"), how)
     done = subprocess.run(command, env=clean_launcher_env(None), cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+
+
+PERSISTENT_CASES = [(2, "persistent-wait"), (3, "persistent-wait"), (3, "persistent-test"), (3, "persistent-waitall")]
+PERSISTENT_LINE = (r"a2a: rank (\d+): MPI_Start \(MPI_Alltoall_init's request\) served by liba2a \(schedule pairwise\) "
+                   r"failed: MPI_Isend returned MPI error \d+")
+
+
+@pytest.mark.launches
+@pytest.mark.skipif(not is_mpich(), reason="liba2a serves MPI_Alltoall_init where MPICH's progress hook runs it")
+@pytest.mark.parametrize("p, form", PERSISTENT_CASES)
+def test_a_failed_persistent_exchange_is_an_error_of_the_programs_wait(tmp_path: Path, preload_with_shim: str,
+                                                                       failing_exchange: str, p: int, form: str):
+    """MPI_Alltoall_init's request (served from a communicator's second), under MPI_ERRORS_RETURN: MPI_Wait, MPI_Test
+    or MPI_Waitall (and its status's MPI_ERROR) return an error after a failed exchange, a line on each rank names
+    the MPI call that failed, and the same request started again exchanges every element right."""
+    done = under_library(p, preload_with_shim, failing_exchange, "return", form, "3",
+                         A2A_DEPLOY=str(pairwise_file(tmp_path, p)), A2A_DEPLOY_REPORT="1",
+                         A2A_TEST_FAIL_ISEND=failing_at(p))
+    assert done.returncode == 0 and "ok" in done.stdout.splitlines(), done.stdout + done.stderr
+    from mpi4py import MPI
+
+    classes = re.findall(rf"rank \d+: {form} returned class (\d+)(?: \(status class (\d+)\))?", done.stdout)
+    want = (MPI.ERR_IN_STATUS, MPI.ERR_TRUNCATE) if form == "persistent-waitall" else (MPI.ERR_TRUNCATE, None)
+    assert [(int(c), int(s) if s else None) for c, s in classes] == [want] * p, done.stdout  # docs/liba2a.md's codes
+    assert re.search(rf"alltoall: seen {2 * p}, served {p} \(pairwise {p}\)", done.stderr), done.stderr
+    assert sorted(re.findall(PERSISTENT_LINE, done.stderr)) == [str(r) for r in range(p)], done.stderr
+
+
+@pytest.mark.launches
+@pytest.mark.skipif(not is_mpich(), reason="liba2a serves MPI_Alltoall_init where MPICH's progress hook runs it")
+def test_a_failed_persistent_exchange_under_errors_are_fatal_ends_the_job_with_a_line(
+        tmp_path: Path, preload_with_shim: str, failing_exchange: str):
+    """MPI_ERRORS_ARE_FATAL on the request's communicator: the job ends from the exchange's end, each rank's line
+    said once, before any MPI_Wait returns."""
+    done = under_library(3, preload_with_shim, failing_exchange, "fatal", "persistent-wait", "3",
+                         A2A_DEPLOY=str(pairwise_file(tmp_path, 3)), A2A_TEST_FAIL_ISEND=failing_at(3))
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "returned class" not in done.stdout, done.stdout  # no rank went on past its MPI_Wait
+    ranks = re.findall(PERSISTENT_LINE, done.stderr)
+    assert ranks and len(ranks) == len(set(ranks)), done.stderr  # one line per failing rank, said once

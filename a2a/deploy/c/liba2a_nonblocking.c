@@ -4,9 +4,9 @@
  * a call the deploy file covers is served as a blocking one is: MPI_Ialltoall(v) returns a generalized request that the
  * exchange completes (MPI_Grequest_complete, from MPICH's progress: any MPI call of the rank, or its progress thread);
  * MPI_Alltoall_init returns a persistent zero-byte receive from this rank on a private self-communicator, which
- * MPI_Start posts as it starts the exchange and the exchange's end completes with a zero-byte send. So the program's
- * MPI_Wait, MPI_Test and their kin work as with the library's own requests, and only MPI_Start(all) and
- * MPI_Request_free are intercepted beside the calls.
+ * MPI_Start posts as it starts the exchange and the exchange's end completes with a zero-byte send (a one-byte one, an
+ * error, where it failed). So the program's MPI_Wait, MPI_Test and their kin work as with the library's own requests
+ * (and return a failed exchange's error); only MPI_Start(all) and MPI_Request_free are intercepted beside the calls.
  *
  * Each communicator gets its own private copy for these calls, made without blocking: its first non-blocking or
  * persistent all-to-all starts MPI_Comm_idup and passes through; the next waits for that copy, which every rank
@@ -57,6 +57,7 @@ static int nonblocking_ready(void) {
     int *bound, has = 0, bad = nb.ready == 0 &&
         (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, forget_nonblocking, &nb.keyval, NULL) != MPI_SUCCESS ||
          PMPI_Comm_dup(MPI_COMM_SELF, &nb.self) != MPI_SUCCESS || /* one rank: local */
+         PMPI_Comm_set_errhandler(nb.self, MPI_ERRORS_RETURN) != MPI_SUCCESS || /* the truncation: the wait's result */
          PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &bound, &has) != MPI_SUCCESS);
     if (!nb.ready && !bad) {
         for (int i = 0; i < the.deploy->nschedules; i++) {

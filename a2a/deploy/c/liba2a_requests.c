@@ -101,17 +101,24 @@ static int served_persistent(const void *send, void *recv, MPI_Count send_bytes,
     return 1;
 }
 
-/* the exchange is complete: the program's request completes by a zero-byte message. A zero-byte receive cannot carry
-   an error, so a failed exchange is handed to the communicator's handler here, from MPI's progress: where it ends the
-   job, after the line; where it returns (MPI_ERRORS_RETURN), the line stays the one word of it (docs/liba2a.md) */
+/* a failed exchange's message: one byte into the program's zero-byte receive, so that its completion is an error */
+static const char too_long = 0;
+
+/* the exchange is complete: the program's request, a zero-byte receive on nb.self, completes by a message to it.
+   A zero-byte message where the exchange succeeded; where it failed, the communicator's handler is called with the
+   exchange's error (from MPI's progress: where it ends the job, after the line) and a one-byte message completes the
+   receive with MPI_ERR_TRUNCATE, which nb.self's MPI_ERRORS_RETURN makes the result of the program's MPI_Wait or
+   MPI_Test (MPI_Waitall's status's MPI_ERROR; MPICH raises its MPI_ERR_IN_STATUS as for its own requests); the line
+   names the real error (docs/liba2a.md) */
 static void persistent_done(void *arg, a2ax_error error) {
     persistent *r = arg;
     MPI_Request sent;
-    if (error.code != MPI_SUCCESS) {
+    int failed = error.code != MPI_SUCCESS;
+    if (failed) {
         said_failed("MPI_Start (MPI_Alltoall_init's request)", r->schedule, error.call, error.code);
         A2AX_CHECKED(NULL, PMPI_Comm_call_errhandler(r->comm, error.code));
     }
-    if (PMPI_Isend(NULL, 0, MPI_BYTE, 0, r->tag, nb.self, &sent) == MPI_SUCCESS)
+    if (PMPI_Isend(&too_long, failed, MPI_BYTE, 0, r->tag, nb.self, &sent) == MPI_SUCCESS)
         A2AX_CHECKED(NULL, PMPI_Request_free(&sent));
 }
 
