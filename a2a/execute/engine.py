@@ -15,6 +15,11 @@ non-blocking form here (MPI RMA epochs: MPI.Win), or that its factory marks as a
 form=blocking), runs whole inside wait() (or the first test()); its progression's note says so. Each plan has its
 private communicator, so exchanges of different plans in flight never mix; one plan has at most one exchange in
 flight, as an MPI persistent request.
+
+A factory may make a plan of another algorithm on the communicator it is given: a2a.execute.planning makes it on the
+real communicator behind the engine's, in its non-blocking form, whichever executor runs it. The run, calling that
+plan inside the engine, starts it and parks on its exchange (Nested) as on a request: the driver's test() advances it
+by the inner plan's own test(), so the inner plan's rounds or its C executor's request progress with the outer plan.
 """
 from __future__ import annotations
 
@@ -122,16 +127,37 @@ class Awaited:
             self.requests[-1].Wait(self.status)
 
 
+@dataclass
+class Nested:
+    """What a parked run waits for: the exchange of a plan made inside its factory (its progression), in flight."""
+
+    progression: Progression
+    result: Any = None
+
+    def ready(self) -> bool:
+        """Whether that exchange is complete (advancing it, as its own test() does)."""
+        return self.progression.test()
+
+    def block(self) -> None:
+        """Drive that exchange to its end."""
+        self.progression.wait()
+
+
 def finished(mpi: Any, requests: list[Any], any_of: bool = False, status: Any = None) -> Any:
     """Wait for real requests: parked when run inside the engine, else blocking; Waitany's index when `any_of`;
     `status` filled by the last one's completion."""
     awaited = Awaited(mpi, requests, any_of, status=status)
     if running():
-        driver = greenlet.getcurrent().parent
-        assert driver is not None  # a Round runs switched to from its driver
-        return driver.switch(awaited)  # the driver resumes the run once it has arrived
+        return parked(awaited)
     awaited.block()
     return awaited.result
+
+
+def parked(awaited: Awaited | Nested) -> Any:
+    """Hand the driver what the run (inside the engine) waits for; what it hands back once that has arrived."""
+    driver = greenlet.getcurrent().parent
+    assert driver is not None  # a Round runs switched to from its driver
+    return driver.switch(awaited)
 
 
 class EngineRequest:
@@ -263,7 +289,7 @@ class Progression:
     request: Callable[[], Any] | None = None  # the run is this one library request: started, tested, waited as is
     rounds: int = 0  # the times the latest exchange's run parked so far: its rounds posted
     _round: Round | None = field(default=None, repr=False)
-    _awaited: Awaited | None = field(default=None, repr=False)
+    _awaited: Awaited | Nested | None = field(default=None, repr=False)
     _request: Any = field(default=None, repr=False)
     active: bool = False  # an exchange is in flight: started, not yet complete
 
@@ -295,8 +321,12 @@ class Progression:
         return not self.active
 
     def wait(self) -> None:
-        """Drive the exchange to its end."""
+        """Drive the exchange to its end; inside another plan's run in the engine (a plan its factory made), park that
+        run until this exchange is complete."""
         if not self.active:
+            return
+        if running():
+            parked(Nested(self))
             return
         if self.in_wait:
             self.active = False
@@ -325,7 +355,7 @@ class Progression:
         assert run is not None  # start() made it: an exchange is in flight
         run.parent = greenlet.getcurrent()
         found = run.switch(*value)
-        if isinstance(found, Awaited):
+        if isinstance(found, (Awaited, Nested)):
             self._awaited, self.rounds = found, self.rounds + 1
             return
         self._awaited, self.active = None, False

@@ -63,12 +63,21 @@ def planned(comm: Any, find: Callable[[], Any], collective: str, options: dict[s
             call: Callable[[], tuple[Any, Any, tuple]], nonblocking: bool = False) -> Plan:
     """A plan of the algorithm `find()` gives, once every rank has checked its call (`call` returns send, recv and
     their signature) and the ranks agree: whatever is wrong on any rank, an unknown name or option included, is one
-    BadInput on every rank. `nonblocking`: prepare its non-blocking form only (start, test, wait)."""
+    BadInput on every rank. `nonblocking`: prepare its non-blocking form only (start, test, wait).
+
+    On the progression engine's communicator (a factory prepared for the engine makes a plan of another algorithm),
+    the plan is made on the real communicator behind it, which the C executor needs, in its non-blocking form only:
+    called inside the outer run, it starts, and its wait parks that run (a2a.execute.engine.Nested)."""
+    nested = isinstance(comm, EngineComm)
+    comm = comm.real if nested else comm
     mine = checked(comm, find, collective, options, call)
     agree(comm, mine.problem, mine.signature)
     if collective == "alltoallv":
         matched_counts(comm, mine.send, mine.recv)
-    return prepare(comm, mine.algorithm, mine.kind, mine.resolved, mine.send, mine.recv, nonblocking)
+    plan = prepare(comm, mine.algorithm, mine.kind, mine.resolved, mine.send, mine.recv, nonblocking or nested)
+    if nested:
+        plan.run = None  # a call starts and waits (the C executor's plan is made with a blocking form as well)
+    return plan
 
 
 def prepare(comm: Any, algorithm: Any, kind: Any, resolved: dict[str, Any], send: Any, recv: Any,
