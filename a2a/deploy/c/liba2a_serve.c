@@ -6,12 +6,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Open MPI's MPI_ERRORS_ABORT (MPI 4) is a variable of libmpi that Open MPI 4.1 lacks: a strong reference would
+   stop a program of 4.1 from loading liba2a at all (a symbol lookup error, exit 127) where liba2a must refuse it in a
+   line and pass its calls on. Weak, it is NULL there, and no handler is it. */
+#if defined(OPEN_MPI) && defined(MPI_ERRORS_ABORT)
+#pragma weak ompi_mpi_errors_abort
+#define ERRORS_ABORT_HERE (&ompi_mpi_errors_abort != NULL)
+#elif defined(MPI_ERRORS_ABORT)
+#define ERRORS_ABORT_HERE 1
+#endif
+
 int fatal_handler(MPI_Comm comm) {
     MPI_Errhandler handler = MPI_ERRHANDLER_NULL;
     if (PMPI_Comm_get_errhandler(comm, &handler) != MPI_SUCCESS) return 1;
     int fatal = handler == MPI_ERRORS_ARE_FATAL;
-#ifdef MPI_ERRORS_ABORT
-    fatal |= handler == MPI_ERRORS_ABORT;
+#ifdef ERRORS_ABORT_HERE
+    fatal |= ERRORS_ABORT_HERE && handler == MPI_ERRORS_ABORT;
 #endif
     return PMPI_Errhandler_free(&handler) != MPI_SUCCESS || fatal; /* MPI itself failing: the line is said */
 }
