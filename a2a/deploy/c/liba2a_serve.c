@@ -178,7 +178,8 @@ static int alltoallv_ended(blocking_call *call) {
     return result;
 }
 
-/* the next MPI_Alltoall(v) after liba2a's (next_mpi): what a call liba2a does not serve goes to */
+/* the next MPI_Alltoall(v) after liba2a's (next_mpi): what a call liba2a does not serve goes to; else PMPI_X, called
+   (never its address taken: that binds at load, before mpi4py has loaded libmpi into a Python program) */
 typedef int alltoall_fn(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm);
 typedef int alltoallv_fn(const void *, const int *, const int *, MPI_Datatype, void *, const int *, const int *,
                          MPI_Datatype, MPI_Comm);
