@@ -274,3 +274,12 @@ def test_communicators_learn_apart_and_every_result_holds(tmp_path: Path, preloa
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
     assert set(learned_report(done.stderr)) == {f"{p} ranks, {c}" for p in (2, 4)
                                                 for c in ("1024-2047 B", "65536-131071 B")}, done.stderr
+
+
+def test_a_learned_line_without_the_librarys_time_says_its_cost_is_not_known():
+    """bench deploy --show on a class whose library's own was never timed: its cost is not known yet, never '0.0 %';
+    with the library timed, the cost is its share of the library's time over the calls."""
+    untimed = Learned.parse("alltoall 2 * 8 15 exploring 0 12 12 0 0.002 live:- live:-")
+    assert "cost not known yet" in untimed.described(["pairwise"]) and "0.0%" not in untimed.described(["pairwise"])
+    timed = Learned.parse("alltoall 2 * 8 15 exploring 0 100 10 0 0.0002 live:1e-05,1e-05 live:-0.4,-0.4")
+    assert "cost 20.0% of the library's time (pairwise 0.67x over 2 rounds)" in timed.described(["pairwise"])

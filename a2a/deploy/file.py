@@ -368,14 +368,15 @@ class Learned:
     def described(self, candidates: list[str]) -> str:
         """One line: the class, what serves it, what exploring cost, and the evidence for the choice."""
         library = statistics.median(self.library) if self.library else 0.0
-        share = self.cost / (library * self.calls) if library and self.calls else 0.0
+        cost = (f"cost {self.cost / (library * self.calls):.1%} of the library's time" if library and self.calls else
+                "cost not known yet (the library's own not timed in this class)")
         serving = "the library's own" if self.choice == 0 else candidates[self.choice - 1]
         evidence = ", ".join(f"{name} {math.exp(statistics.median(values)):.2f}x over {counted(len(values), 'round')}"
                              f"{'' if live else ' (dropped)'}" for name, (live, values)
                              in zip(candidates, self.ratios) if values)
         return (f"{self.collective} on {self.nprocs} ranks, {span_text(self.low, self.high)}: {self.state}, "
                 f"{serving} serves; {self.calls} calls, {self.explored} exploring, {self.revisited} revisiting, "
-                f"cost {share:.1%} of the library's time ({evidence or 'no rounds yet'})")
+                f"{cost} ({evidence or 'no rounds yet'})")
 
 
 def _values(text: str) -> tuple[float, ...]:
