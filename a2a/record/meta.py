@@ -27,9 +27,9 @@ RUNNING = "running"
 PROJECT = Path(__file__).resolve().parent.parent.parent  # the checkout whose commit a record names
 
 
-def now() -> str:
+def now(timespec: str = "seconds") -> str:
     """UTC now, as meta.json writes times."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(timezone.utc).isoformat(timespec=timespec)
 
 
 def git_commit(here: Path = PROJECT) -> str | None:
@@ -78,7 +78,9 @@ def launch_meta(earlier: dict[str, Any], backend: str, config: dict[str, Any], p
     `facts` are the backend's: the MPI library, hosts and versions for `mpi`; the platform, link
     and SimGrid for `simgrid`. `already` points were recorded before; `dropped` orphan samples removed.
     """
-    start, made_with = now(), software()
+    # a launch's start names it (samples.csv's launch column): two launches of a second (a compare --launches pair
+    # on an idle machine) must not become one
+    start, made_with = now("microseconds"), software()
     entry = {"command": " ".join(sys.argv), "start": start, "git_commit": made_with["git_commit"],
              **{k: facts[k] for k in LAUNCH_FACTS if k in facts},
              "dtype": config["dtype"], "status": RUNNING, "end": None, "points_before": already,
