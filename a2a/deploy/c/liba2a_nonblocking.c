@@ -12,6 +12,8 @@
  * persistent all-to-all starts MPI_Comm_idup and passes through; the next waits for that copy, which every rank
  * started at its own first call, and is served. Node layouts are not asked for (that would block): a schedule for a
  * node layout serves these calls only where a blocking all-to-all on the communicator came first and found the layout.
+ * A learn line's size class serves them with what its blocking calls chose, once they chose (learned_choice: the
+ * exploring and revisits stay in the blocking calls; a persistent request keeps what was chosen when it was made).
  * Elsewhere (Open MPI) they pass through, counted. */
 
 #include "liba2a_internal.h" /* first: it defines _GNU_SOURCE */
@@ -106,6 +108,27 @@ static nb_state *nonblocking_state(MPI_Comm comm) {
     return NULL;
 }
 
+/* the schedule that the blocking calls of learn entry e's size class of `bytes` chose on comm, else -1 (why in *why:
+   no choice yet, or the library's own under another name). Read from the program communicator's learners (not the
+   private copy's state: they live where the blocking calls learn), found without a collective (its attribute). A
+   learner's state changes only at a block's end, agreed inside a blocking call on comm; MPI has every rank make its
+   collectives on comm in one order, so every rank reads the same state here and runs the same schedule. Only
+   MPI_Alltoall's classes are keyed by bytes per peer: other collectives' calls find none and pass through. */
+static int learned_choice(MPI_Comm comm, const entry *e, MPI_Count bytes, int *why) {
+    comm_state *c;
+    int found;
+    *why = LEARNING_BLOCKING;
+    if (PMPI_Comm_get_attr(comm, the.keyval, &c, &found) != MPI_SUCCESS || !found) return -1;
+    for (const learning *g = c->learnings; g; g = g->next)
+        if (g->e == e && bytes >= g->low && bytes <= g->high) {
+            if (g->l.state != LEARN_CHOSEN || g->l.choice <= 0) return -1;
+            int k = e->candidates[g->l.choice - 1];
+            if (k < 0) *why = LEARNING; /* `control`: the library's own under another name */
+            return k;
+        }
+    return -1;
+}
+
 /* the plan a non-blocking or persistent call of the file's entry runs on comm (NULL: pass the call through, why in
    *why; else the schedule's name in *schedule): checked as a blocking call is, on the communicator's private copy
    for these calls */
@@ -137,17 +160,17 @@ a2ax_plan *planned_nonblocking(int collective, const void *send, void *recv, MPI
     *why = PRIVATE_COPY;
     if (!s) return NULL;
     const entry *e = chosen(&s->c, collective, send_bytes, why);
-    if (e && e->learn) *why = LEARNING_BLOCKING;
-    if (!e || e->learn) return NULL;
+    int k = !e ? -1 : e->learn ? learned_choice(comm, e, send_bytes, why) : e->schedule;
+    if (k < 0) return NULL;
     *transient = own_plan;
-    a2ax_plan *plan = own_plan ? NULL : bound(&s->c, e->schedule, send, recv, (MPI_Aint)send_bytes, blocks);
+    a2ax_plan *plan = own_plan ? NULL : bound(&s->c, k, send, recv, (MPI_Aint)send_bytes, blocks);
     if (!plan) { /* a persistent request's own, or every kept plan has an exchange in flight: one for this call */
         *transient = 1;
-        plan = prepared(&s->c, e->schedule, send, recv, (MPI_Aint)send_bytes, blocks);
+        plan = prepared(&s->c, k, send, recv, (MPI_Aint)send_bytes, blocks);
     }
     *why = PREPARE;
-    if (plan) counted(&the.served[collective * the.deploy->nschedules + e->schedule]);
-    *schedule = the.deploy->names[e->schedule];
+    if (plan) counted(&the.served[collective * the.deploy->nschedules + k]);
+    *schedule = the.deploy->names[k];
     return plan;
 }
 
