@@ -235,6 +235,7 @@ EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 void finishing(void) {
     if (the.ready) {
         nonblocking_finalized();
+        rounds_kept_at_end(); /* the report and the learned file then count them */
         if (the.recording) write_records();
         if (the.report) print_report();
         learned_out();

@@ -93,6 +93,8 @@ typedef struct learning {
     int arm;
     learner l;
     long long before[3]; /* calls, exploring and revisiting calls of earlier runs (a learned line's) */
+    int ordinal;         /* its communicator's place among this rank's of its size to learn the class (1, 2, ...) */
+    long long own[LEARN_ARMS]; /* values this run added: to the library's series (0), to each candidate's ratios */
     struct comm_state *c;
     struct learning *next;
 } learning;
@@ -192,6 +194,10 @@ int same_layout(const int *a, const int *b, int nprocs);
 int learned_call(comm_state *c, const entry *e, const void *send, void *recv, MPI_Count bytes, int *result,
                  learning **timing, int *schedule, a2ax_error *failure);
 void visited(learning *g, int arm, double seconds);
+/* the completed rounds of the blocks in progress on c agreed and kept (blocking: MPI_Comm_free's delete callback) */
+void rounds_kept(comm_state *c);
+/* at MPI_Finalize, those of every communicator's: one MPI_Iallreduce each, all posted before any is waited for */
+void rounds_kept_at_end(void);
 void learned_out(void);
 
 /* liba2a_record.c */

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -47,25 +48,142 @@ static learning *learning_of(comm_state *c, const entry *e, long long bytes) {
     }
     if (!k || copied(&g->l, &k->l))
         learn_init(&g->l, e->ncandidates, 0x5eed0000ULL + (unsigned long long)low * 31 + (unsigned long long)c->size);
-    else /* from an earlier run: a choice revisited as if just made, exploring paced from the calls carried */
+    else { /* from an earlier run: a choice revisited as if just made, exploring paced from the calls and the
+              visits carried (priced before the pacing that learn_resume sets: the exploring of this run is paid from
+              the calls of every run, not begun afresh as if nothing had been spent) */
+        g->l.begun = 1, g->l.carried[0] = g->l.explored, g->l.carried[1] = g->l.revisited;
         learn_resume(&g->l, &the.learn);
+    }
     g->before[0] = g->l.calls, g->before[1] = g->l.explored, g->before[2] = g->l.revisited;
     learning **last = &c->learnings; /* in the order first met: the report reads as the program ran */
     while (*last) last = &(*last)->next;
     return *last = g;
 }
 
+#define AGREED (LEARN_BLOCK * LEARN_ARMS + 1) /* what a block's agreement reduces: its times, then an ordinal */
+
+/* a learner's part of an agreement (the maximum over the ranks is taken): its block's times on this rank, then its
+   communicator's ordinal (the share every rank then takes: the largest, the least share) */
+static void packed(learning *g, double *agreed) {
+    int n;
+    const double *times = learn_times(&g->l, &n);
+    memcpy(agreed, times, sizeof(double) * (size_t)n);
+    agreed[n] = g->ordinal;
+}
+
+/* the agreed block judged from what every rank now holds alike: the slowest rank's times, the share of the largest
+   ordinal. `ok` 0: the agreement failed (MPI said why): the library's own serves the class from here */
+static void judged(learning *g, const double *agreed, int ok) {
+    learner *l = &g->l;
+    if (!ok) {
+        l->state = LEARN_UNDECIDED, l->gap = LLONG_MAX, l->choice = 0, l->in_block = 0;
+        return;
+    }
+    int n, rounds = l->round < l->rounds ? l->round : l->rounds, exploring = l->state == LEARN_EXPLORING ||
+                                                                             l->state == LEARN_GIVEN_BACK;
+    double *times = learn_times(l, &n);
+    memcpy(times, agreed, sizeof(double) * (size_t)n);
+    l->share = ldexp(learn_share_of((int)agreed[n]), -l->givebacks);
+    for (int r = 0; r < rounds; r++) /* the values this run adds to the series (learn_decide's weighing) */
+        for (int a = 0; a < l->narms; a++) g->own[a] += !a || (exploring && times[r * LEARN_ARMS + a] > 0);
+    learn_decide(l, &the.learn);
+}
+
 /* a block's visit took `seconds` on this rank; at the block's end the slowest rank's times are agreed, on the
    communicator's private copy, and the learner decides from them (every rank reaches this at the same call) */
 void visited(learning *g, int arm, double seconds) {
     if (!learn_took(&g->l, arm, seconds)) return;
-    int n;
-    double *times = learn_times(&g->l, &n);
-    if (PMPI_Allreduce(MPI_IN_PLACE, times, n, MPI_DOUBLE, MPI_MAX, g->c->own) != MPI_SUCCESS) {
-        g->l.state = LEARN_UNDECIDED, g->l.gap = LLONG_MAX, g->l.choice = 0; /* MPI said why; the library's serves */
+    double agreed[AGREED];
+    packed(g, agreed);
+    judged(g, agreed, PMPI_Allreduce(MPI_IN_PLACE, agreed, AGREED, MPI_DOUBLE, MPI_MAX, g->c->own) == MPI_SUCCESS);
+}
+
+/* the learnings on c (MPI_Alltoall's: an alltoallv block's rounds need their classes agreed too) whose block in
+   progress has completed rounds; alike on every rank of c (the same calls) */
+static int pending_on(const comm_state *c) {
+    int pending = 0;
+    for (const learning *g = c->learnings; g; g = g->next)
+        pending += g->e->collective == ALLTOALL && learn_pending(&g->l) > 0;
+    return pending;
+}
+
+void rounds_kept(comm_state *c) {
+    for (learning *g = c->learnings; g && c->own != MPI_COMM_NULL; g = g->next)
+        if (g->e->collective == ALLTOALL && learn_pending(&g->l)) {
+            double agreed[AGREED];
+            packed(g, agreed);
+            judged(g, agreed, PMPI_Allreduce(MPI_IN_PLACE, agreed, AGREED, MPI_DOUBLE, MPI_MAX, c->own) ==
+                                  MPI_SUCCESS);
+        }
+}
+
+/* c's pending learnings judged from its agreement (`agreed`, NULL: none could be made for want of memory on some
+   rank: their rounds are dropped, as before) */
+static void judged_all(comm_state *c, const double *agreed, int ok) {
+    int i = 0;
+    for (learning *g = c->learnings; g; g = g->next)
+        if (g->e->collective == ALLTOALL && learn_pending(&g->l)) {
+            if (agreed) judged(g, agreed + AGREED * i++, ok);
+            else g->l.in_block = 0;
+        }
+}
+
+static const learning *most_calls(int collective, int nprocs, const int *layout, long long low);
+
+/* where a run's calls of a class are too few for any round (its live arms' warm-ups, then a visit of each), one line
+   on rank 0 says so: such runs never learn the class, however many there are */
+static void say_too_few(void) {
+    int rank;
+    if (!(the.report || the.learn_out[0]) || PMPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS || rank != 0)
         return;
+    for (comm_state *c = the.states; c; c = c->next)
+        for (const learning *g = c->learnings; g; g = g->next) {
+            const learner *l = &g->l;
+            int arms = 0;
+            for (int a = 0; a < l->narms; a++) arms += l->live[a];
+            long long calls = l->calls - g->before[0];
+            if ((l->state == LEARN_EXPLORING || l->state == LEARN_GIVEN_BACK) && calls > 0 && calls < 2 * arms - 1 &&
+                most_calls(g->e->collective, g->e->nprocs, g->e->layout, g->low) == g)
+                fprintf(stderr, "a2a: learn %s on %d ranks, %lld-%lld B: a run of %lld calls completes no round of its "
+                        "%d arms (%d warm-ups in a run, then a visit of each: %d calls at least), so runs like this "
+                        "one never learn it; learn fewer candidates (bench deploy --learn --candidates) or run more "
+                        "calls a run\n", collective_name[g->e->collective], c->size, g->low, g->high, calls, arms,
+                        arms - 1, 2 * arms - 1);
+        }
+}
+
+void rounds_kept_at_end(void) {
+    int comms = 0, ok = 1, all = 0, i = 0;
+    for (comm_state *c = the.states; c; c = c->next) comms += !c->freed && c->own != MPI_COMM_NULL && pending_on(c);
+    double **agreed = calloc((size_t)comms + 1, sizeof *agreed);
+    MPI_Request *requests = malloc(sizeof *requests * ((size_t)comms + 1));
+    ok = agreed && requests;
+    for (comm_state *c = the.states; c && ok; c = c->next)
+        if (!c->freed && c->own != MPI_COMM_NULL && pending_on(c))
+            ok = (agreed[i++] = malloc(sizeof(double) * AGREED * (size_t)pending_on(c))) != NULL;
+    /* one rank without memory: none posts (a rank that posted would wait for one that did not) */
+    if (PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS) all = 0;
+    i = 0;
+    for (comm_state *c = the.states; c; c = c->next) { /* each communicator's posted, in any order, then waited for */
+        if (c->freed || c->own == MPI_COMM_NULL || !pending_on(c)) continue;
+        int n = 0;
+        for (learning *g = c->learnings; all && g; g = g->next)
+            if (g->e->collective == ALLTOALL && learn_pending(&g->l)) packed(g, agreed[i] + AGREED * n++);
+        if (!all || PMPI_Iallreduce(MPI_IN_PLACE, agreed[i], AGREED * n, MPI_DOUBLE, MPI_MAX, c->own,
+                                    &requests[i]) != MPI_SUCCESS)
+            if (requests) requests[i] = MPI_REQUEST_NULL;
+        i++;
     }
-    learn_decide(&g->l, &the.learn);
+    i = 0;
+    for (comm_state *c = the.states; c; c = c->next) {
+        if (c->freed || c->own == MPI_COMM_NULL || !pending_on(c)) continue;
+        int posted = requests && requests[i] != MPI_REQUEST_NULL;
+        judged_all(c, all ? agreed[i] : NULL, posted && PMPI_Wait(&requests[i], MPI_STATUS_IGNORE) == MPI_SUCCESS);
+        i++;
+    }
+    for (int j = 0; agreed && j < comms; j++) free(agreed[j]);
+    free(agreed), free(requests);
+    say_too_few();
 }
 
 /* a learn entry's call: the arm its learner names runs, timed where it is a block's visit; 1 where a schedule ran

@@ -104,6 +104,9 @@ static int parse_learned(char *line, learned_t *k) {
         if (arms >= LEARN_ARMS || parse_series(w, &live, arms ? &l->ratio[arms] : &l->library)) return 1;
         else l->live[arms] = live;
     l->narms = arms, l->warmed = 1;
+    /* the first communicator's share (learning_of gives each its own), halved after a give-back; a line read with
+       none would never choose (its level 0) */
+    l->givebacks = l->state == LEARN_GIVEN_BACK, l->share = learn_share_of(1) / (1 + l->givebacks);
     l->gap = l->state == LEARN_EXPLORING ? 0 : LLONG_MAX; /* a choice's: learning_of, which knows the settings */
     return l->state == LEARN_STATES || arms < 2 || l->choice < 0 || l->choice >= arms;
 }

@@ -27,6 +27,7 @@ void free_plans(comm_state *c) {
 int forget(MPI_Comm comm, int keyval, void *value, void *extra) {
     (void)comm, (void)keyval, (void)extra;
     comm_state *c = value;
+    rounds_kept(c); /* MPI_Comm_free is collective: its rounds are agreed now, while its private copy lives */
     free_plans(c);
     if (c->own != MPI_COMM_NULL) A2AX_CHECKED(NULL, PMPI_Comm_free(&c->own));
     free(c->candidates);

@@ -1,0 +1,105 @@
+"""Learning across runs: the rounds completed in a block that a run ends inside are agreed at MPI_Finalize and kept
+in the learned file (A2A_LEARN_OUT), so a program that calls a size a few times a run learns over its runs; runs
+too short for any round say so; and a chain of runs pays for its exploring from the calls of every run."""
+from __future__ import annotations
+
+import math
+import subprocess
+from pathlib import Path
+
+import pytest
+from support import ROOT
+from test_deploy import under_library
+
+from a2a.deploy.file import Deployment, Learned, this_library
+from a2a.deploy.learn import learning
+from a2a.deploy.library import preload_library
+from a2a.mpi import mpi_tool
+
+INTS = 64  # ints per peer of every call: the 256-511 B class
+
+
+@pytest.fixture(scope="module")
+def preload() -> str:
+    return str(preload_library())
+
+
+@pytest.fixture(scope="module")
+def check_program(tmp_path_factory) -> Path:
+    program = tmp_path_factory.mktemp("programs") / "alltoall_check"
+    subprocess.run([mpi_tool("mpicc"), "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(program),
+                    str(ROOT / "tests" / "programs" / "alltoall_check.c")], check=True)
+    return program
+
+
+def controls(tmp_path: Path, arms: int, learned: list[str] | None = None) -> Path:
+    """A learn file for 2 ranks whose candidates are the library's own under `arms - 1` names (written as such:
+    bench deploy would make identical schedules one arm), with these learned lines."""
+    made = learning(["control"], [2], 0, 1, -1, this_library())
+    made.learning = [(c, p, layout, low, high, (-1,) * (arms - 1)) for c, p, layout, low, high, _ in made.learning]
+    made.learned = learned or []
+    path = tmp_path / "learn.a2a"
+    path.write_text(made.text())
+    return path
+
+
+def run(preload: str, program: Path, deploy: Path, out: Path, calls: int, **variables: str) -> str:
+    """One run of the checked program making `calls` all-to-alls of INTS ints per peer on 2 ranks; its stderr."""
+    done = under_library(2, preload, str(program), *[str(INTS)] * (calls // 2), A2A_DEPLOY=str(deploy),
+                         A2A_LEARN_OUT=str(out), **variables)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+    return done.stderr
+
+
+def learned_class(path: Path) -> Learned:
+    (line,) = Deployment.read(path).learned
+    return Learned.parse(line)
+
+
+@pytest.mark.launches
+def test_rounds_completed_at_a_runs_end_are_kept_run_after_run(tmp_path: Path, preload: str, check_program: Path):
+    """8 calls a run, 4 arms: 3 warm-ups, then 1 round completed and the next begun when the run ends. Each run's
+    round is agreed at MPI_Finalize and kept: after run n the learned line has 3 + n rounds in every series (3 from
+    the file: candidates priced 0.5x, so the pacing never waits) and 8 n more calls, all exploring. Without the
+    agreement at the end no run would ever add a round, as on NPB FT."""
+    line = f"alltoall 2 * 256 511 exploring 0 24 24 0 0 live:{','.join(['1e-05'] * 3)}" + " live:-0.69,-0.69,-0.69" * 3
+    deploy, out = controls(tmp_path, 4, [line]), tmp_path / "learned.a2a"
+    for n in range(1, 4):
+        run(preload, check_program, deploy if n == 1 else out, out, 8)
+        found = learned_class(out)
+        assert (found.low, found.state, found.calls, found.explored) == (256, "exploring", 24 + 8 * n, 24 + 8 * n)
+        assert len(found.library) == 3 + n and [len(values) for _, values in found.ratios] == [3 + n] * 3, found
+
+
+@pytest.mark.launches
+def test_a_run_too_short_for_any_round_says_so(tmp_path: Path, preload: str, check_program: Path):
+    """6 calls a run, 4 arms (3 warm-ups, then 4 visits a round: 7 calls at least): one line on rank 0 says runs like
+    it never learn the class, and the learned file keeps its calls and no round."""
+    deploy, out = controls(tmp_path, 4), tmp_path / "learned.a2a"
+    said = [line for line in run(preload, check_program, deploy, out, 6).splitlines() if "completes no round" in line]
+    assert len(said) == 1 and "a run of 6 calls completes no round of its 4 arms" in said[0] and \
+        "7 calls at least" in said[0], said
+    found = learned_class(out)
+    assert (found.calls, found.explored, found.library) == (6, 6, ()), found
+
+
+@pytest.mark.launches
+def test_a_chain_of_runs_pays_for_its_exploring_from_the_calls_of_every_run(tmp_path: Path, preload: str,
+                                                                            check_program: Path):
+    """A learned line that explored 40 calls of 600 with candidates priced 1.9x the library (3 rounds each): the cost
+    so far (40 visits at the candidates' mean price) and the next block's (3 x 5 visits) are paid only once the class
+    has 810 calls (cap 5 %). Runs of 100 calls: the runs at 600 and 700 explore nothing, the one at 800 explores
+    after its 10th call. A resumed class that forgot what its earlier runs spent would explore at once."""
+    library, ratio = 1e-4, math.log(1.9)
+    series = ",".join([f"{ratio:.9g}"] * 3)
+    line = f"alltoall 2 * 256 511 exploring 0 600 40 0 0.0027 live:{','.join(['0.0001'] * 3)}" + \
+        f" live:{series}" * 3
+    deploy, out = controls(tmp_path, 4, [line]), tmp_path / "learned.a2a"
+    explored = []
+    for n in range(3):
+        before = learned_class(deploy if n == 0 else out)
+        run(preload, check_program, deploy if n == 0 else out, out, 100)
+        after = learned_class(out)
+        assert after.calls == before.calls + 100 and after.library[:3] == (library,) * 3, after
+        explored.append(after.explored - before.explored)
+    assert explored[:2] == [0, 0] and explored[2] >= 19, explored
