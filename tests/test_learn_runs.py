@@ -4,6 +4,7 @@ too short for any round say so; and a chain of runs pays for its exploring from 
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 from pathlib import Path
 
@@ -103,3 +104,21 @@ def test_a_chain_of_runs_pays_for_its_exploring_from_the_calls_of_every_run(tmp_
         assert after.calls == before.calls + 100 and after.library[:3] == (library,) * 3, after
         explored.append(after.explored - before.explored)
     assert explored[:2] == [0, 0] and explored[2] >= 19, explored
+
+
+@pytest.mark.launches
+def test_the_second_communicator_of_a_size_to_learn_a_class_takes_a_quarter_share(tmp_path: Path, preload: str):
+    """3 ranks, communicators {0, 1} and {0, 2}: rank 0 learns the 8-15 B class on the first before the second, the
+    others each on their own. Both start from a learned line of 40 rounds (a candidate at the library's time), so each
+    prints its interval's level: 5 % x 6 / pi^2 (0.03) for the first, a quarter of it (0.0076) for the second; rank 2,
+    whose only communicator is the second, takes the quarter too (the largest ordinal is agreed with the times: it
+    decides as rank 0 does). Every element right; both communicators freed before MPI_Finalize (their rounds agreed
+    inside MPI_Comm_free)."""
+    ratios = ",".join(["0.3", "-0.3"] * 20)
+    line = f"alltoall 2 * 8 15 exploring 0 200 200 0 0 live:{','.join(['1e-05'] * 40)} live:{ratios}"
+    deploy = controls(tmp_path, 2, [line])
+    done = under_library(3, preload, mpi_tool("python"), str(ROOT / "tests" / "programs" / "learn_share.py"), "20",
+                         A2A_DEPLOY=str(deploy), A2A_DEPLOY_REPORT="1")
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+    levels = re.findall(r"control: .* at level ([0-9.e-]+)\)", done.stderr)
+    assert sorted(levels) == ["0.0076", "0.03"], done.stderr

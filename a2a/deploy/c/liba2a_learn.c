@@ -27,6 +27,16 @@ static int copied(learner *to, const learner *from) {
     return bad;
 }
 
+/* the communicators of this rank that learn e's class at `low` already (e serves one size and layout). The k-th to
+   learn it takes the share 6 / (pi k)^2 of alpha, the largest k of any of its ranks (agreed with the block's
+   times): every rank's communicators of one size together risk at most alpha, however many there are */
+static int learners_before(const entry *e, long long low) {
+    int found = 0;
+    for (const comm_state *c = the.states; c; c = c->next)
+        for (const learning *g = c->learnings; g; g = g->next) found += g->e == e && g->low == low;
+    return found;
+}
+
 /* the learning of the size class of `bytes` in e's range on c: a power of two to the next, within the range; made at
    its first call, from the file's learned line where it has one (every rank alike: the same file, the same calls) */
 static learning *learning_of(comm_state *c, const entry *e, long long bytes) {
@@ -55,9 +65,13 @@ static learning *learning_of(comm_state *c, const entry *e, long long bytes) {
         learn_resume(&g->l, &the.learn);
     }
     g->before[0] = g->l.calls, g->before[1] = g->l.explored, g->before[2] = g->l.revisited;
+    pthread_mutex_lock(&the.lock); /* threads may make the learnings of other communicators at once */
+    g->ordinal = 1 + learners_before(e, low);
     learning **last = &c->learnings; /* in the order first met: the report reads as the program ran */
     while (*last) last = &(*last)->next;
-    return *last = g;
+    *last = g;
+    pthread_mutex_unlock(&the.lock);
+    return g;
 }
 
 #define AGREED (LEARN_BLOCK * LEARN_ARMS + 1) /* what a block's agreement reduces: its times, then an ordinal */
