@@ -122,3 +122,19 @@ def test_the_second_communicator_of_a_size_to_learn_a_class_takes_a_quarter_shar
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
     levels = re.findall(r"control: .* at level ([0-9.e-]+)\)", done.stderr)
     assert sorted(levels) == ["0.0076", "0.03"], done.stderr
+
+
+@pytest.mark.launches
+def test_a_learn_out_the_run_did_not_learn_for_is_written_and_said(tmp_path: Path, preload: str, check_program: Path):
+    """A learn file for 2 ranks (with a learned line) on 3 ranks, where no communicator is of 2: A2A_LEARN_OUT is
+    written all the same, with the file's learn and learned lines, and one line on rank 0 says why nothing was
+    learned."""
+    line = "alltoall 2 * 256 511 exploring 0 8 8 0 0 live:1e-05 live:-0.1 live:0.1 live:0.2"
+    deploy, out = controls(tmp_path, 4, [line]), tmp_path / "learned.a2a"
+    done = under_library(3, preload, str(check_program), str(INTS), A2A_DEPLOY=str(deploy), A2A_LEARN_OUT=str(out))
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+    said = [line for line in done.stderr.splitlines() if "A2A_LEARN_OUT" in line]
+    assert len(said) == 1 and "no call of this run was in a learn range" in said[0] and \
+        "it learns on communicators of 2 ranks); written again with what it had" in said[0], done.stderr
+    written, read = Deployment.read(out), Deployment.read(deploy)
+    assert (written.learning, written.learned) == (read.learning, read.learned)

@@ -295,14 +295,37 @@ static int write_learned(const char *path) {
     return bad;
 }
 
-/* A2A_LEARN_OUT written on rank 0 (where anything was learned or read), or why not in one line; the learnings freed */
+/* the process counts of the deploy file's learn lines, for a line that says none served this run */
+static void learn_counts(char *text, size_t room) {
+    text[0] = 0;
+    for (int i = 0; i < the.deploy->nentries; i++) {
+        const entry *e = &the.deploy->entries[i];
+        int named = 0; /* each count once, in the file's order */
+        for (int j = 0; j < i; j++)
+            named |= the.deploy->entries[j].learn && the.deploy->entries[j].nprocs == e->nprocs;
+        size_t used = strlen(text);
+        if (e->learn && !named && used + 16 < room)
+            snprintf(text + used, room - used, "%s%d", used ? ", " : "", e->nprocs);
+    }
+}
+
+/* A2A_LEARN_OUT written on rank 0, or why not in one line; where no call of the run was in a learn range (a process
+   count the file does not learn, say) it is written all the same, with what it had, and one line says so; the
+   learnings freed */
 void learned_out(void) {
-    int rank, any = the.deploy && the.deploy->nlearned;
+    int rank, met = 0;
     if (PMPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS) rank = -1; /* none writes it */
-    for (comm_state *c = the.states; c; c = c->next) any |= c->learnings != NULL;
-    int why = rank == 0 && any && the.learn_out[0] ? write_learned(the.learn_out) : 0;
-    if (why) fprintf(stderr, "a2a: A2A_LEARN_OUT=%s cannot be written (%s); what was learned is not kept\n",
-                     the.learn_out, strerror(why));
+    for (comm_state *c = the.states; c; c = c->next) met |= c->learnings != NULL;
+    int why = rank == 0 && the.deploy && the.learn_out[0] ? write_learned(the.learn_out) : 0;
+    if (why) {
+        fprintf(stderr, "a2a: A2A_LEARN_OUT=%s cannot be written (%s); what was learned is not kept\n",
+                the.learn_out, strerror(why));
+    } else if (rank == 0 && the.deploy && the.learn_out[0] && !met) {
+        char counts[256];
+        learn_counts(counts, sizeof counts);
+        fprintf(stderr, "a2a: A2A_LEARN_OUT=%s: no call of this run was in a learn range of A2A_DEPLOY=%s (it learns "
+                "on communicators of %s ranks); written again with what it had\n", the.learn_out, the.path, counts);
+    }
     for (comm_state *c = the.states; c; c = c->next)
         while (c->learnings) {
             learning *g = c->learnings;
