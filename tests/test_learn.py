@@ -92,8 +92,9 @@ def test_clearly_slower_candidates_are_dropped_within_the_cap(learn_check: Path)
 @pytest.mark.parametrize("rho", [0.0, 0.5])
 def test_the_switch_risk_at_the_margin_holds_with_correlated_rounds(learn_check: Path, rho: float):
     """Three candidates at 1/1.05 of the library's time (the margin itself), rounds independent or AR(1) with rho
-    0.5: at most 5 % of 400 runs switch, on one communicator and on 8 of one size (the rule measured 0.8-2.2 %
-    over 2000 runs, docs/findings/learn-rule.md; one that forgot the correlation switched 21 %)."""
+    0.5: at most 5 % of 400 runs switch, on one communicator and on 8 of one size (the rule measured 0.65-2.5 %
+    over 2000 runs and 4.0 % on 8 communicators, docs/findings/learn-rule.md; one that forgot the correlation
+    switched 21 %)."""
     assert switched(outcomes(learn_check, "margin", 400, 10000, rho=rho)) <= 20
     assert switched(outcomes(learn_check, "margin8", 160, 4000, rho=rho)) <= 8
 
@@ -109,12 +110,13 @@ def test_a_large_difference_is_chosen_quickly(learn_check: Path):
 
 def test_a_stall_on_one_visit_moves_the_choice_by_a_few_blocks(learn_check: Path):
     """A 9 ms stall (the library's call: 1 ms) on the 5x candidate's first counted visit: against the same run
-    without it, the choice comes at most 2 blocks later in at least 90 % of runs and at most 4 in every run; a stall
-    on the library's visit beside 2x slower candidates keeps the cost within the cap."""
+    without it (the same noise at every visit), the choice comes at most 2 blocks later in every run of 200, the
+    cost within the cap (the rule that rounded the widened count down: 3 blocks later in 4 runs); a stall on the
+    library's visit beside 2x slower candidates keeps the cost within the cap."""
     plain, stalled = outcomes(learn_check, "x5", calls=2000), outcomes(learn_check, "stall", calls=2000)
     later = [run.blocks - calm.blocks for run, calm in zip(stalled, plain)]
-    assert all(run.choice == 1 for run in stalled) and max(later) <= 4
-    assert sum(blocks <= 2 for blocks in later) >= 0.9 * RUNS
+    assert all(run.choice == 1 for run in stalled) and max(later) <= 2, later
+    assert max(run.extra for run in stalled) < CAP and max(run.ledger for run in stalled) < CAP
     costly = outcomes(learn_check, "stall-lib")
     assert all(run.choice == 0 for run in costly)
     assert max(run.extra for run in costly) < CAP and max(run.ledger for run in costly) < CAP

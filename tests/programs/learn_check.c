@@ -1,7 +1,8 @@
 /* liba2a's learner (a2a/deploy/c/learn.c) over synthetic programs, many seeded runs each, no MPI: every call's time
  * is its arm's base time (the library's: 1 ms) times log-normal noise, sigma per arm (its log ratio to the library's
- * sd sigma x sqrt 2), each arm's noise an AR(1) series over its visits where rho > 0. One process stands for the
- * agreed slowest rank.
+ * sd sigma x sqrt 2), each arm's noise an AR(1) series over its calls where rho > 0. The visits (timed calls) draw
+ * from a stream of their own, the other calls from another: two runs of one seed whose pacing differs (one with a
+ * stall, one without) meet the same noise at their k-th visit. One process stands for the agreed slowest rank.
  *
  *   learn_check SCENARIO RUNS CALLS [SIGMA [RHO]]      (SIGMA 0.2, RHO 0 where left out)
  *     aa         three candidates as fast as the library
@@ -37,7 +38,8 @@
 #define CHAIN 10      /* runs in a chain */
 
 typedef struct {
-    unsigned long long state;
+    unsigned long long state, between; /* the visits' draws, and the other calls': a pacing that differs (a stall's)
+                                          leaves the visits' draws as they were */
     double sigma, rho, noise[LEARN_ARMS];
 } noise_t;
 
@@ -50,18 +52,20 @@ typedef struct {
     double extra; /* seconds beyond the library's base over every call */
 } run_t;
 
-static double uniform(noise_t *n) {
-    n->state = n->state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return ((n->state >> 11) + 0.5) / 9007199254740992.0;
+static double uniform(unsigned long long *state) {
+    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return ((*state >> 11) + 0.5) / 9007199254740992.0;
 }
 
-static double normal(noise_t *n) {
-    return sqrt(-2 * log(uniform(n))) * cos(6.283185307179586 * uniform(n));
+static double normal(unsigned long long *state) {
+    return sqrt(-2 * log(uniform(state))) * cos(6.283185307179586 * uniform(state));
 }
 
-/* the next visit's log noise of an arm: AR(1) over its visits, stationary sd sigma */
-static double noise(noise_t *n, int arm) {
-    n->noise[arm] = n->rho * n->noise[arm] + sqrt(1 - n->rho * n->rho) * n->sigma * normal(n);
+/* the next call's log noise of an arm: AR(1) over its calls, stationary sd sigma; drawn from the visits' stream where
+   the call is a visit (timed) */
+static double noise(noise_t *n, int arm, int timed) {
+    double draw = normal(timed ? &n->state : &n->between);
+    n->noise[arm] = n->rho * n->noise[arm] + sqrt(1 - n->rho * n->rho) * n->sigma * draw;
     return n->noise[arm];
 }
 
@@ -83,7 +87,7 @@ static double base(const char *scenario, int arm, long call, long calls) {
 /* one call of learner l: its arm runs, timed where it is a visit; a block's end decided */
 static void call(learner *l, const learn_settings *s, run_t *r, noise_t *n, long at) {
     int timed, arm = learn_next(l, &timed);
-    double b = base(r->scenario, arm, at, r->calls), seconds = LIBRARY * b * exp(noise(n, arm));
+    double b = base(r->scenario, arm, at, r->calls), seconds = LIBRARY * b * exp(noise(n, arm, timed));
     r->extra += LIBRARY * (b - 1);
     int counted = timed && l->visit >= l->nwarm, target = !strcmp(r->scenario, "stall") ? 1 : 0;
     if (r->stall && counted && arm == target) seconds += STALL, r->stall = 0;
@@ -145,6 +149,7 @@ static void one_run(const char *scenario, int run, long calls, double sigma, dou
         learn_init(&l[k], 3, 1000 + (unsigned long long)run * 131 + (unsigned long long)k);
         l[k].share = learn_share_of(k + 1);
         n[k] = (noise_t){.state = 77 + (unsigned long long)run * 7919 + (unsigned long long)k * 104729,
+                         .between = 91 + (unsigned long long)run * 6151 + (unsigned long long)k * 7727,
                          .sigma = sigma, .rho = rho};
         r[k] = (run_t){.scenario = scenario, .calls = calls, .chosen_rounds = -1, .giveback = -1,
                        .stall = !strncmp(scenario, "stall", 5)};

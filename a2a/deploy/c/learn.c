@@ -9,7 +9,7 @@
 const char *const learn_state_name[LEARN_STATES] = {"exploring", "chosen", "kept", "undecided", "given-back"};
 
 static const double LN2 = 0.69314718055994531;
-static const double WIDEN = 0.5; /* standard errors added to the autocorrelation that widens a count */
+static const double WIDEN = 0.75; /* standard errors added to the autocorrelation that widens a count */
 
 void learn_init(learner *l, int candidates, unsigned long long seed) {
     memset(l, 0, sizeof *l);
@@ -255,14 +255,45 @@ static double widening(const learner *l) {
     return factor;
 }
 
-/* log E of the count S of n, its spread about n / 2 narrowed by the widening (n and S as many rounds as carry the
-   same information had they been independent) */
+/* the continued fraction of the incomplete beta function I_x(a, b) (modified Lentz), for x < (a + 1) / (a + b + 2) */
+static double beta_fraction(double a, double b, double x) {
+    const double tiny = 1e-300;
+    double c = 1, d = 1 - (a + b) * x / (a + 1);
+    d = 1 / (fabs(d) < tiny ? tiny : d);
+    double h = d;
+    for (int m = 1; m <= 300; m++)
+        for (int odd = 0; odd < 2; odd++) {
+            double step = odd ? -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+                              : m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m));
+            d = 1 + step * d, c = 1 + step / c;
+            d = 1 / (fabs(d) < tiny ? tiny : d), c = fabs(c) < tiny ? tiny : c;
+            h *= d * c;
+            if (odd && fabs(d * c - 1) < 1e-13) return h;
+        }
+    return h;
+}
+
+/* log I_{1/2}(a, b), the regularized incomplete beta function at 1/2 (from the side where the fraction converges) */
+static double log_beta_below_half(double a, double b) {
+    double front = lgamma(a + b) - lgamma(a) - lgamma(b) - (a + b) * LN2;
+    if (0.5 < (a + 1) / (a + b + 2)) return front + log(beta_fraction(a, b, 0.5) / a);
+    return log1p(-exp(front) * beta_fraction(b, a, 0.5) / b);
+}
+
+/* log E for a real count s of real n rounds: 2^(n+1) times the integral of p^s (1-p)^(n-s) over [1/2, 1], the same
+   mixture as log_evalue (equal to it at whole numbers), where P(Beta(s+1, n-s+1) > 1/2) = I_{1/2}(n-s+1, s+1) */
+static double log_evalue_real(double n, double s) {
+    return (n + 1) * LN2 + lgamma(s + 1) + lgamma(n - s + 1) - lgamma(n + 2) + log_beta_below_half(n - s + 1, s + 1);
+}
+
+/* log E of the count S of n, its spread about n / 2 narrowed by the widening: n / widen rounds with S - n / 2 over
+   widen above half of them, as many as carry the same information had they been independent. Both are real: rounding
+   them (n to the nearest, the count down) cost up to a round's evidence at every look, and a choice a block or more
+   where one round went the other way (a stall) */
 static double log_evidence_of(long long n, long long s, double widen) {
     if (widen <= 1) return log_evalue(n, s);
-    long long m = llround((double)n / widen);
-    double centred = ((double)s - (double)n / 2) / widen;
-    long long below = (long long)floor((double)m / 2 + centred);
-    return log_evalue(m, below < 0 ? 0 : below > m ? m : below);
+    double m = (double)n / widen, below = m / 2 + ((double)s - (double)n / 2) / widen;
+    return log_evalue_real(m, fmin(fmax(below, 0), m));
 }
 
 double learn_evidence(const learner *l, const learn_settings *s, int arm) {
