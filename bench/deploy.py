@@ -9,6 +9,7 @@ from a2a.deploy.file import deploy as deployed
 from a2a.deploy.file import shown_file
 from a2a.deploy.learn import DEFAULT_CANDIDATES, learn_file
 from a2a.deploy.library import preload_library
+from a2a.deploy.store import shown_store
 from a2a.record.outputs import writable_file
 
 from .group import main
@@ -26,8 +27,9 @@ from .group import main
 @click.option("--mpicc", type=click.Path(dir_okay=False), default=None,
               help="With --library: build liba2a for the MPI library of this compiler wrapper (mpicc.mpich, "
                    "mpicc.openmpi, a module's mpicc), the one the program is built with  [default: this Python's]")
-@click.option("--show", "show", type=click.Path(exists=True, dir_okay=False),
-              help="Print what the deploy file FILE serves, learns and learned, and how it was verified, and exit.")
+@click.option("--show", "show", type=click.Path(exists=True),
+              help="Print what the deploy file FILE serves, learns and learned, and how it was verified, and exit; "
+                   "given a folder (A2A_LEARN_DIR), what its jobs' evidence says per class, after compacting it.")
 @click.option("--learn", is_flag=True, help="Write a learn file instead: liba2a explores --candidates against the "
               "library's own over the program's MPI_Alltoall calls on --nprocs ranks and keeps the winners "
               "(docs/learn.md).")
@@ -48,7 +50,8 @@ def deploy(decisions: tuple[str, ...], nprocs: str, extrapolate: bool, ranks_per
     """
     refuse_usage(decisions, library, mpicc, show, learn)
     if library or show:
-        click.echo(preload_library(mpicc) if library or show is None else "\n".join(shown_file(Path(show))))
+        click.echo(preload_library(mpicc) if library or show is None else
+                   "\n".join(shown_store(Path(show)) if Path(show).is_dir() else shown_file(Path(show))))
         return
     counts = [parse_count(n) for n in nprocs.split(",") if n.strip()]
     written = writable_file(output, "the deploy file", "bench deploy")

@@ -113,9 +113,11 @@ static int learns(const deploy_t *d) {
     return 0;
 }
 
-/* the learners' settings from A2A_LEARN_CAP, A2A_LEARN_REVISIT and A2A_LEARN_OUT: 0, else 1 and why in error */
+/* the learners' settings from A2A_LEARN_CAP, A2A_LEARN_REVISIT, A2A_LEARN_OUT and A2A_LEARN_DIR: 0, else 1 and why
+   in error */
 static int learn_settings_read(char *error, size_t room) {
     const char *cap = getenv("A2A_LEARN_CAP"), *revisit = getenv("A2A_LEARN_REVISIT"), *out = getenv("A2A_LEARN_OUT");
+    const char *store = getenv("A2A_LEARN_DIR");
     char *stop;
     the.learn = (learn_settings){.cap = 0.05, .margin = 0.05, .alpha = 0.05, .revisit = 1000};
     if (cap && *cap && ((the.learn.cap = strtod(cap, &stop)), *stop || !(the.learn.cap > 0 && the.learn.cap <= 1)))
@@ -126,13 +128,15 @@ static int learn_settings_read(char *error, size_t room) {
                     "choice, a whole number from 1 (default 1000)", revisit);
     if (out && *out && snprintf(the.learn_out, sizeof the.learn_out, "%s", out) >= (int)sizeof the.learn_out)
         return fail(error, room, "A2A_LEARN_OUT is longer than %zu characters", sizeof the.learn_out - 1);
+    if (store && *store && snprintf(the.learn_dir, sizeof the.learn_dir, "%s", store) >= (int)sizeof the.learn_dir)
+        return fail(error, room, "A2A_LEARN_DIR is longer than %zu characters", sizeof the.learn_dir - 1);
     return 0;
 }
 
 /* what MPI_Init found, said where it cannot be used; once per process, whichever binding's MPI_Init came first */
 void started(void) {
     char error[600] = "", why[200], version[MPI_MAX_LIBRARY_VERSION_STRING + 8192] = "";
-    int length, rank, size, local[6], all[6];
+    int length, rank, size, local[7], all[7];
     const char *deploy = getenv("A2A_DEPLOY"), *report = getenv("A2A_DEPLOY_REPORT"), *record = getenv("A2A_RECORD");
     if (the.began++) return;
     if (PMPI_Get_library_version(version, &length) != MPI_SUCCESS) version[0] = 0; /* unknown: refused below */
@@ -165,7 +169,8 @@ void started(void) {
     local[3] = the.deploy ? the.deploy->nschedules : 0;
     local[4] = unwritable != 0;
     local[5] = !the.served || PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, forget, &the.keyval, NULL) != MPI_SUCCESS;
-    if (PMPI_Allreduce(local, all, 6, MPI_INT, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS || all[5]) {
+    local[6] = !the.learn_dir[0]; /* the store is used where every rank names it */
+    if (PMPI_Allreduce(local, all, 7, MPI_INT, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS || all[5]) {
         if (rank == 0) fprintf(stderr, "a2a: liba2a could not start (out of memory, or MPI refused a call); every "
                                "call goes to the MPI library\n");
         free_deploy(the.deploy);
@@ -184,6 +189,8 @@ void started(void) {
         fprintf(stderr, "a2a: A2A_RECORD=%s cannot be written (%s); nothing will be recorded\n", record,
                 unwritable ? strerror(unwritable) : "another rank cannot write it");
     the.report = all[1];
+    if (all[6] || !the.deploy) the.learn_dir[0] = 0;
+    store_opened(rank); /* collective where a store is named: every rank alike */
     the.recording = all[2] && !all[4];
     if (the.recording) {
         snprintf(the.record, sizeof the.record, "%s", record);
@@ -238,7 +245,9 @@ void finishing(void) {
         rounds_kept_at_end(); /* the report and the learned file then count them */
         if (the.recording) write_records();
         if (the.report) print_report();
+        store_written();
         learned_out();
+        store_closed();
         for (comm_state *c = the.states; c; c = c->next)
             if (!c->freed) A2AX_CHECKED(NULL, PMPI_Comm_delete_attr(c->comm, the.keyval));
         A2AX_CHECKED(NULL, PMPI_Comm_free_keyval(&the.keyval));

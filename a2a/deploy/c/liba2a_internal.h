@@ -33,6 +33,7 @@
  *   liba2a_nonblocking.c  the private copies and plans of the non-blocking and persistent forms
  *   liba2a_requests.c     MPI_Ialltoall(v), MPI_Alltoall_init and their requests (MPI_Start, MPI_Request_free)
  *   liba2a_learn.c        the learners of `learn` lines over the calls, and the learned file (A2A_LEARN_OUT)
+ *   liba2a_store.c        the store of evidence many jobs share (A2A_LEARN_DIR)
  *   liba2a_record.c       what the program exchanged (A2A_RECORD)
  *   liba2a_report.c       the report at MPI_Finalize (A2A_DEPLOY_REPORT)
  *   liba2a_init.c         MPI_Init(_thread) and MPI_Finalize: the library checked, the settings read
@@ -95,6 +96,8 @@ typedef struct learning {
     long long before[3]; /* calls, exploring and revisiting calls of earlier runs (a learned line's) */
     int ordinal;         /* its communicator's place among this rank's of its size to learn the class (1, 2, ...) */
     long long own[LEARN_ARMS]; /* values this run added: to the library's series (0), to each candidate's ratios */
+    double cost_before;  /* the cost its evidence carried in (a learned line's, or the store's) */
+    int *layout;         /* its communicator's node layout, where A2A_LEARN_DIR keeps its evidence (else NULL) */
     struct comm_state *c;
     struct learning *next;
 } learning;
@@ -142,6 +145,8 @@ typedef struct {
     deploy_t *deploy;
     learn_settings learn;
     char path[1024], record[1024], job[64], learn_out[1024];
+    char learn_dir[1024]; /* A2A_LEARN_DIR: the store many jobs share (liba2a_store.c), "" where none is in use */
+    struct stored *stored; /* the store's evidence of this job's MPI library, merged per class */
     long long seen[COLLECTIVES], passed[COLLECTIVES][REASONS], *served; /* served: per collective, per schedule */
     comm_state *states;
     int thread_level; /* MPI_Query_thread's, after MPI_Init */
@@ -151,6 +156,8 @@ extern liba2a_state the;
 
 /* liba2a_parser.c */
 int fail(char *error, size_t room, const char *format, ...) __attribute__((format(printf, 3, 4)));
+/* a learned line, after its word (learned_line writes it): 0, else 1 */
+int parse_learned(char *line, learned_t *k);
 const char *family(const char *version);
 int read_deploy(const char *path, const char *library, deploy_t **out, char *error, size_t room);
 void free_deploy(deploy_t *d);
@@ -199,6 +206,20 @@ void rounds_kept(comm_state *c);
 /* at MPI_Finalize, those of every communicator's: one MPI_Iallreduce each, all posted before any is waited for */
 void rounds_kept_at_end(void);
 void learned_out(void);
+/* a learned line: `word` (e.g. "learned "), then the class and the learner's state and evidence */
+void learned_line(FILE *out, const char *word, int collective, int nprocs, const int *layout, long long low,
+                  long long high, const learner *l);
+
+/* liba2a_store.c: A2A_LEARN_DIR */
+/* at MPI_Init, on every rank of MPI_COMM_WORLD (collective): the store read and merged on rank 0 (compacted where
+   it holds many files), its evidence of this job's MPI library sent to every rank and merged per class; a folder
+   that cannot be used said in one line on rank 0, and left (the.learn_dir emptied on every rank) */
+void store_opened(int rank);
+/* the store's merged learner for e's class at `low` on a communicator of this node layout, or NULL */
+const learner *stored_learner(const entry *e, const int *layout, long long low);
+/* at MPI_Finalize, rank 0: what this job added (its rounds and calls, not what it read) as one new file */
+void store_written(void);
+void store_closed(void);
 
 /* liba2a_record.c */
 void recorded(MPI_Comm comm, int collective, MPI_Datatype st, MPI_Datatype rt, long long count, const long long *row,

@@ -37,6 +37,18 @@ static int learners_before(const entry *e, long long low) {
     return found;
 }
 
+/* c's node layout, where the store keeps evidence: another learning's on c, else found (collective on c's private
+   copy: every rank makes c's learnings at the same calls); NULL where it cannot be (its evidence is then not kept) */
+static int *node_layout(comm_state *c) {
+    for (const learning *g = c->learnings; g; g = g->next)
+        if (g->layout) {
+            int *copy = malloc(sizeof(int) * (size_t)c->size);
+            if (copy) memcpy(copy, g->layout, sizeof(int) * (size_t)c->size);
+            return copy;
+        }
+    return layout_of(c);
+}
+
 /* the learning of the size class of `bytes` in e's range on c: a power of two to the next, within the range; made at
    its first call, from the file's learned line where it has one (every rank alike: the same file, the same calls) */
 static learning *learning_of(comm_state *c, const entry *e, long long bytes) {
@@ -49,14 +61,16 @@ static learning *learning_of(comm_state *c, const entry *e, long long bytes) {
     learning *g = calloc(1, sizeof *g);
     if (!g) return NULL;
     *g = (learning){.e = e, .low = low, .high = high, .c = c};
-    const learned_t *k = NULL;
-    for (int i = 0; i < the.deploy->nlearned && !k; i++) {
+    const learner *from = NULL;
+    if (the.learn_dir[0] && (g->layout = node_layout(c)) != NULL) /* the store's evidence first, where it has some */
+        from = stored_learner(e, g->layout, low);
+    for (int i = 0; i < the.deploy->nlearned && !from; i++) {
         const learned_t *m = &the.deploy->learned[i];
         if (m->collective == e->collective && m->nprocs == e->nprocs && m->low == low &&
             same_layout(m->layout, e->layout, e->nprocs) && m->l.narms == 1 + e->ncandidates)
-            k = m;
+            from = &m->l;
     }
-    if (!k || copied(&g->l, &k->l))
+    if (!from || copied(&g->l, from))
         learn_init(&g->l, e->ncandidates, 0x5eed0000ULL + (unsigned long long)low * 31 + (unsigned long long)c->size);
     else { /* from an earlier run: a choice revisited as if just made, exploring paced from the calls and the
               visits carried (priced before the pacing that learn_resume sets: the exploring of this run is paid from
@@ -64,7 +78,7 @@ static learning *learning_of(comm_state *c, const entry *e, long long bytes) {
         g->l.begun = 1, g->l.carried[0] = g->l.explored, g->l.carried[1] = g->l.revisited;
         learn_resume(&g->l, &the.learn);
     }
-    g->before[0] = g->l.calls, g->before[1] = g->l.explored, g->before[2] = g->l.revisited;
+    g->before[0] = g->l.calls, g->before[1] = g->l.explored, g->before[2] = g->l.revisited, g->cost_before = g->l.cost;
     pthread_mutex_lock(&the.lock); /* threads may make the learnings of other communicators at once */
     g->ordinal = 1 + learners_before(e, low);
     learning **last = &c->learnings; /* in the order first met: the report reads as the program ran */
@@ -227,10 +241,9 @@ static void print_series(FILE *out, int live, const learn_series *s) {
     if (!s->count) fprintf(out, "-");
 }
 
-/* a learned line (parse_learned reads it) */
-static void learned_line(FILE *out, int collective, int nprocs, const int *layout, long long low, long long high,
-                         const learner *l) {
-    fprintf(out, "learned %s %d ", collective_name[collective], nprocs);
+void learned_line(FILE *out, const char *word, int collective, int nprocs, const int *layout, long long low,
+                  long long high, const learner *l) {
+    fprintf(out, "%s%s %d ", word, collective_name[collective], nprocs);
     if (!layout) fprintf(out, "*");
     for (int r = 0; layout && r < nprocs; r++) fprintf(out, "%s%d", r ? "," : "", layout[r]);
     fprintf(out, " %lld %lld %s %d %lld %lld %lld %.9g", low, high, learn_state_name[l->state], l->choice, l->calls,
@@ -277,11 +290,11 @@ static int write_learned(const char *path) {
     for (comm_state *c = the.states; c; c = c->next)
         for (const learning *g = c->learnings; g; g = g->next)
             if (most_calls(g->e->collective, g->e->nprocs, g->e->layout, g->low) == g)
-                learned_line(out, g->e->collective, g->e->nprocs, g->e->layout, g->low, g->high, &g->l);
+                learned_line(out, "learned ", g->e->collective, g->e->nprocs, g->e->layout, g->low, g->high, &g->l);
     for (int i = 0; i < d->nlearned; i++) {
         const learned_t *k = &d->learned[i];
         if (!most_calls(k->collective, k->nprocs, k->layout, k->low))
-            learned_line(out, k->collective, k->nprocs, k->layout, k->low, k->high, &k->l);
+            learned_line(out, "learned ", k->collective, k->nprocs, k->layout, k->low, k->high, &k->l);
     }
     fwrite(d->text + header, 1, (size_t)(end - header), out);
     if (fclose(out)) return free(body), errno;
@@ -331,6 +344,7 @@ void learned_out(void) {
             learning *g = c->learnings;
             c->learnings = g->next;
             learn_free(&g->l);
+            free(g->layout);
             free(g);
         }
 }

@@ -88,7 +88,7 @@ static int parse_series(char *word, int *live, learn_series *s) {
 
 /* 'learned COLLECTIVE NPROCS LAYOUT LOW HIGH STATE CHOICE CALLS EXPLORED REVISITED COST LIBRARY SERIES...'
    (after the word; written by learned_line): 0, else 1 */
-static int parse_learned(char *line, learned_t *k) {
+int parse_learned(char *line, learned_t *k) {
     char word[32], layout[4096], state[32];
     int used = 0, arms = 0, live;
     learner *l = &k->l;

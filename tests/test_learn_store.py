@@ -1,0 +1,145 @@
+"""A store many jobs share (A2A_LEARN_DIR): each job adds its own evidence file at MPI_Finalize and reads every job's
+at MPI_Init; jobs finishing at once lose nothing; evidence of another MPI library or process count is kept apart;
+many files are compacted; a folder that cannot be used is said in one line."""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from support import ROOT, bench_here, launch_command
+
+from a2a.deploy.file import Deployment, Learned, this_library
+from a2a.deploy.learn import learning
+from a2a.deploy.library import preload_library
+from a2a.deploy.store import Evidence, evidence_file, library_key, read_store
+from a2a.mpi import clean_launcher_env, library_version, mpi_tool
+
+JOBS, CALLS, INTS = 8, 8, 64  # concurrent jobs, all-to-alls each (of 64 ints per peer: the 256-511 B class)
+CONTROLS = "control,control,control"
+FASTER = " live:-0.69,-0.69,-0.69" * 3  # three rounds at half the library's time, per candidate: nothing paces
+OTHERS = ("Open_MPI/1.10.7", "MPICH/3.2.1")  # libraries no test runs
+
+
+@pytest.fixture(scope="module")
+def preload() -> str:
+    return str(preload_library())
+
+
+@pytest.fixture(scope="module")
+def check_program(tmp_path_factory) -> Path:
+    program = tmp_path_factory.mktemp("programs") / "alltoall_check"
+    subprocess.run([mpi_tool("mpicc"), "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(program),
+                    str(ROOT / "tests" / "programs" / "alltoall_check.c")], check=True)
+    return program
+
+
+def learn_file(tmp_path: Path) -> Path:
+    """Learn lines for 2 and 4 ranks whose three candidates are the library's own under other names."""
+    made = learning(["control"], [2, 4], 0, 1, -1, this_library())
+    made.learning = [(c, p, layout, low, high, (-1,) * 3) for c, p, layout, low, high, _ in made.learning]
+    path = tmp_path / "learn.a2a"
+    path.write_text(made.text())
+    return path
+
+
+def evidence(library: str, calls: int, rounds: int, nprocs: int = 2) -> str:
+    """An evidence line of the 256-511 B class of 2 ranks on one node: `rounds` at half the library's time."""
+    times, ratios = ",".join(["1e-05"] * rounds), ",".join(["-0.69"] * rounds)
+    return (f"evidence {library} {CONTROLS} alltoall {nprocs} {','.join(['0'] * nprocs)} 256 511 exploring 0 "
+            f"{calls} {calls} 0 0 live:{times}" + f" live:{ratios}" * 3)
+
+
+def plant(folder: Path, job: str, *lines: str) -> None:
+    (folder / f"{job}.a2a-evidence").write_text(evidence_file(f"job {job}\n" + "".join(f"{line}\n" for line in lines)))
+
+
+def started(n: int, preload: str, program: Path, folder: Path, deploy: Path, out: Path) -> subprocess.Popen:
+    """A job of n ranks making CALLS checked all-to-alls under liba2a with the store, begun (not waited for)."""
+    settings = [f"{k}={v}" for k, v in {"LD_PRELOAD": preload, "A2A_DEPLOY": str(deploy), "A2A_LEARN_DIR": str(folder),
+                                        "A2A_LEARN_OUT": str(out), "A2A_LEARN_CAP": "1",
+                                        "A2A_DEPLOY_REPORT": "1"}.items()]
+    return subprocess.Popen(launch_command(n, "env", *settings, str(program), *[str(INTS)] * (CALLS // 2)),
+                            env=clean_launcher_env(None), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finished(job: subprocess.Popen) -> str:
+    out, err = job.communicate(timeout=300)
+    assert job.returncode == 0 and out.strip() == "ok", out + err
+    return err
+
+
+def own_lines(folder: Path, planted: set[str]) -> dict[str, list[Evidence]]:
+    """The jobs' own evidence in the store, by job (the planted ones left out)."""
+    return {job: [Evidence.parse(line) for line in lines] for job, lines in read_store(folder)[1].items()
+            if job not in planted}
+
+
+@pytest.mark.launches
+def test_jobs_finishing_at_once_lose_nothing_and_other_libraries_and_counts_are_kept_apart(
+        tmp_path: Path, preload: str, check_program: Path, capsys):
+    """A store with 3 rounds of this library and 30 of two others (their calls 1000 each). 8 jobs of 2 ranks started
+    at once, each 8 calls (3 warm-ups, a round, a round begun): every job's file is in the store with its own round
+    and calls only, and no job read the other libraries' evidence (its learned file's calls: the store's of this
+    library and its own, never 1000 more). A job of 4 ranks then reads none of the 2-rank evidence, and the 2-rank
+    classes none of its. `bench deploy --show DIR` merges them per class (9 jobs, 11 rounds) and compacts the store."""
+    folder, deploy = tmp_path / "store", learn_file(tmp_path)
+    folder.mkdir()
+    ours = library_key(library_version())
+    plant(folder, "planted", evidence(ours, 24, 3))
+    plant(folder, "elsewhere", *(evidence(other, 1000, 30) for other in OTHERS))
+    jobs = [started(2, preload, check_program, folder, deploy, tmp_path / f"out{i}.a2a") for i in range(JOBS)]
+    for job in jobs:
+        finished(job)
+    found = own_lines(folder, {"planted", "elsewhere"})
+    assert len(found) == JOBS, found
+    for (line,) in found.values():
+        k = line.learned
+        assert (line.library, k.nprocs, k.calls, k.explored, len(k.library)) == (ours, 2, CALLS, CALLS, 1), line
+        assert [len(values) for _, values in k.ratios] == [1, 1, 1], line
+    for i in range(JOBS):
+        (learned,) = map(Learned.parse, Deployment.read(tmp_path / f"out{i}.a2a").learned)
+        assert 24 + CALLS <= learned.calls <= 24 + JOBS * CALLS and learned.state == "exploring", learned
+    report = finished(started(4, preload, check_program, folder, deploy, tmp_path / "out4.a2a"))
+    four = re.search(r"learn alltoall on 4 ranks, 256-511 B: (.*)", report)
+    assert four and "evidence before it" not in four[1], report
+    assert [Learned.parse(k).calls for k in Deployment.read(tmp_path / "out4.a2a").learned] == [CALLS]
+    code, out, _ = bench_here(capsys, "deploy", "--show", str(folder))
+    classes = out.splitlines()[1:]
+    assert code == 0 and f"the evidence of {JOBS + 3} jobs from {JOBS + 3} files, compacted into one" in out, out
+    assert len(classes) == 4 and len(list(folder.iterdir())) == 1, out
+    mine = next(c for c in classes if c.startswith(f"  {ours}, alltoall on 2 ranks"))
+    assert f"{JOBS + 1} jobs, {24 + JOBS * CALLS} calls" in mine and f"; {3 + JOBS} rounds" in mine, mine
+    assert sum(f"{ours}, alltoall on 4 ranks" in c and "1 job, 8 calls" in c for c in classes) == 1, out
+
+
+@pytest.mark.launches
+def test_a_store_of_many_files_is_compacted_and_nothing_lost(tmp_path: Path, preload: str, check_program: Path):
+    """40 job files in the store: the next job reads them all, writes one compact file of their sections and removes
+    them; the store then holds the compact file and that job's, 41 jobs' evidence."""
+    folder, deploy = tmp_path / "store", learn_file(tmp_path)
+    folder.mkdir()
+    for i in range(40):
+        plant(folder, f"job{i}", evidence(library_key(library_version()), 8, 1))
+    report = finished(started(2, preload, check_program, folder, deploy, tmp_path / "out.a2a"))
+    assert "jobs read 40 (files 40, compacted into one); lines of" in report and "merged 40 (classes 1)" in report, \
+        report
+    files, jobs = read_store(folder)
+    assert len(files) == 2 and sum(f.name.startswith("compact-") for f in files) == 1, files
+    assert len(jobs) == 41 and all(f"job{i}" in jobs for i in range(40)), sorted(jobs)
+
+
+@pytest.mark.launches
+@pytest.mark.parametrize("kind", ["a file", "missing"])
+def test_a_store_that_cannot_be_used_is_said_once_and_the_program_runs_on(tmp_path: Path, preload: str,
+                                                                           check_program: Path, kind: str):
+    """A2A_LEARN_DIR naming a file, or a folder that is not there: one line on rank 0 says so, the program runs and
+    verifies, and the learned file is still written."""
+    deploy = learn_file(tmp_path)
+    folder = deploy if kind == "a file" else tmp_path / "missing" / "store"
+    report = finished(started(2, preload, check_program, folder, deploy, tmp_path / "out.a2a"))
+    said = [line for line in report.splitlines() if line.startswith("a2a: A2A_LEARN_DIR")]
+    why = "not a folder" if kind == "a file" else "No such file or directory"
+    assert said == [f"a2a: A2A_LEARN_DIR={folder} cannot be used ({why}); learning runs on without the store"], report
+    assert Deployment.read(tmp_path / "out.a2a").learned
