@@ -112,16 +112,18 @@ def test_the_second_communicator_of_a_size_to_learn_a_class_takes_a_quarter_shar
     others each on their own. Both start from a learned line of 40 rounds (a candidate at the library's time), so each
     prints its interval's level: 5 % x 6 / pi^2 (0.03) for the first, a quarter of it (0.0076) for the second; rank 2,
     whose only communicator is the second, takes the quarter too (the largest ordinal is agreed with the times: it
-    decides as rank 0 does). Every element right; both communicators freed before MPI_Finalize (their rounds agreed
-    inside MPI_Comm_free)."""
+    decides as rank 0 does). Every element right; both communicators freed before MPI_Finalize, the round completed
+    in their last block agreed inside MPI_Comm_free and kept."""
     ratios = ",".join(["0.3", "-0.3"] * 20)
     line = f"alltoall 2 * 8 15 exploring 0 200 200 0 0 live:{','.join(['1e-05'] * 40)} live:{ratios}"
-    deploy = controls(tmp_path, 2, [line])
+    deploy, out = controls(tmp_path, 2, [line]), tmp_path / "learned.a2a"
     done = under_library(3, preload, mpi_tool("python"), str(ROOT / "tests" / "programs" / "learn_share.py"), "20",
-                         A2A_DEPLOY=str(deploy), A2A_DEPLOY_REPORT="1")
+                         A2A_DEPLOY=str(deploy), A2A_DEPLOY_REPORT="1", A2A_LEARN_OUT=str(out), A2A_LEARN_CAP="1")
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
     levels = re.findall(r"control: .* at level ([0-9.e-]+)\)", done.stderr)
     assert sorted(levels) == ["0.0076", "0.03"], done.stderr
+    # 20 calls (no pacing: cap 1): a warm-up, two blocks of 4 rounds, then a round completed that MPI_Comm_free agreed
+    assert len(learned_class(out).library) == 40 + 9, learned_class(out)
 
 
 @pytest.mark.launches
