@@ -15,6 +15,7 @@ import shutil
 import sys
 import tempfile
 import threading
+from collections import OrderedDict
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -32,7 +33,8 @@ import tiers  # noqa: E402
 
 WATCHDOG_SECONDS = float(os.environ.get("A2A_TEST_WATCHDOG", "300"))
 LAUNCHING_FIXTURES = {"small_sweep"}  # session fixtures that launch a job for the first test that needs them
-GROUP_MAP = "A2A_TEST_GROUP_MAP"  # under pytest-xdist, the file where the workers list the tests run together
+GROUP_MAP = "A2A_TEST_GROUP_MAP"  # under pytest-xdist, the file where the workers list the tests run together, and
+# what each test costs
 GROUP_LIST = pytest.StashKey[str]()  # that file, on the controller that made it
 
 
@@ -65,7 +67,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if LAUNCHING_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.launches)
     if hasattr(config, "workerinput") and os.environ.get(GROUP_MAP):  # an xdist worker (not a pytest it nests)
-        listed = {item.nodeid: group for item in items if (group := run_together(item))}
+        listed = {"groups": {item.nodeid: group for item in items if (group := run_together(item))},
+                  "costs": {item.nodeid: tiers.cost(item) for item in items}}
         written = f"{os.environ[GROUP_MAP]}.{os.getpid()}"
         Path(written).write_text(json.dumps(listed))
         os.replace(written, os.environ[GROUP_MAP])  # every worker lists the same
@@ -169,19 +172,32 @@ def run_together(item: pytest.Item) -> str | None:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """pytest-xdist's load scheduling, but each group of run_together goes to one worker."""
+    """pytest-xdist's load scheduling, but each group of run_together goes to one worker, and the costliest units of
+    work go first (tiers.cost): the two workers then end on the short in-process tests, together."""
     if config.getvalue("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]  # pytest-xdist ships no types
 
     class GroupsTogether(LoadScopeScheduling):
+        workqueue: OrderedDict[str, dict[str, bool]]  # scope: {nodeid: done}, as LoadScopeScheduling keeps it
+
         def schedule(self) -> None:
             if self.collection is None:  # the workers listed the groups before their collections reached us
-                self.group_of = json.loads(Path(os.environ[GROUP_MAP]).read_text() or "{}")
+                listed = json.loads(Path(os.environ[GROUP_MAP]).read_text() or "{}")
+                self.group_of, self.cost_of = listed.get("groups", {}), listed.get("costs", {})
+                self.ordered = False
             super().schedule()
 
         def _split_scope(self, nodeid: str) -> str:
             return self.group_of.get(nodeid, nodeid)  # a scope of its own for a test of no group
+
+        def _assign_work_unit(self, node) -> None:
+            if not self.ordered:  # the queue is whole now: the costliest units first, ties in collection order
+                units = sorted(self.workqueue.items(), key=lambda unit: -sum(
+                    self.cost_of.get(nodeid, tiers.QUICK_COST) for nodeid in unit[1]))
+                self.workqueue = OrderedDict(units)
+                self.ordered = True
+            super()._assign_work_unit(node)
 
     return GroupsTogether(config, log)
 

@@ -25,6 +25,12 @@ TIERS = {
 QUICK = " and ".join(f"not {tier}" for tier in TIERS)
 # tiers whose tests share a daemon, namespaces or both cores: under pytest-xdist one test of each runs at a time
 APART = ("nested", "slurm", "netns", "browser")
+# about what a test of each tier costs a worker, in seconds (docs/testing.md, "How long it takes"); one of no tier
+# costs QUICK_COST. The scheduler hands out the costliest work first, so that the many short in-process tests fill
+# the end of both workers' runs instead of a launch that keeps one worker busy while the other has nothing left
+COSTS = {"nested": 40.0, "netns": 10.0, "slurm": 10.0, "browser": 10.0, "simgrid": 3.0, "launches": 3.0,
+         "openmpi": 3.0, "debian": 3.0}
+QUICK_COST = 0.1
 
 # what a program's name says about the tier that may start it
 PROGRAMS = {"mpiexec": "launches", "mpirun": "launches", "mpiexec.hydra": "launches", "srun": "slurm",
@@ -36,6 +42,11 @@ CURRENT = pytest.StashKey[pytest.Item]()
 def apart_tier(item: pytest.Item) -> str | None:
     """The tier of APART the test belongs to, if any."""
     return next((tier for tier in APART if item.get_closest_marker(tier)), None)
+
+
+def cost(item: pytest.Item) -> float:
+    """What the test costs a worker, roughly: that of its costliest tier (COSTS), QUICK_COST for none."""
+    return max((COSTS[tier] for tier in COSTS if item.get_closest_marker(tier)), default=QUICK_COST)
 
 
 def tier_of(argv: list[str]) -> str | None:
