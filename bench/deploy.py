@@ -7,7 +7,7 @@ import click
 
 from a2a.deploy.file import deploy as deployed
 from a2a.deploy.file import shown_file
-from a2a.deploy.learn import DEFAULT_CANDIDATES, learn_file
+from a2a.deploy.learn import DEFAULT_CANDIDATES, DEFAULT_CANDIDATES_V, learn_file
 from a2a.deploy.library import preload_library
 from a2a.deploy.store import shown_store
 from a2a.record.outputs import writable_file
@@ -33,14 +33,19 @@ from .group import main
 @click.option("--learn", is_flag=True, help="Write a learn file instead: liba2a explores --candidates against the "
               "library's own over the program's MPI_Alltoall calls on --nprocs ranks and keeps the winners "
               "(docs/learn.md).")
-@click.option("--candidates", default=",".join(DEFAULT_CANDIDATES), show_default=True,
-              help="With --learn: 1 to 7 algorithms whose schedule is data, or 'control' (the library's own under "
-                   "another name: an A/A check).")
+@click.option("--candidates", default="",
+              help="With --learn: 1 to 7 algorithms whose schedule is data for each --collective, or 'control' (the "
+                   f"library's own under another name: an A/A check)  [default: alltoall {','.join(DEFAULT_CANDIDATES)}"
+                   f"; alltoallv {','.join(DEFAULT_CANDIDATES_V)}]")
+@click.option("--collective", type=click.Choice(["alltoall", "alltoallv", "both"]), default="alltoall",
+              show_default=True, help="With --learn: the calls learned, MPI_Alltoall, MPI_Alltoallv or both "
+              "(docs/learn.md, Alltoallv learned).")
 @click.option("--sizes", default="1:", show_default=True,
               help="With --learn: LOW:HIGH bytes per peer to learn (HIGH empty: no limit; 0 B always goes to the "
                    "library), e.g. 64K:1M.")
 def deploy(decisions: tuple[str, ...], nprocs: str, extrapolate: bool, ranks_per_node: int, output: str,
-           library: bool, mpicc: str | None, show: str | None, learn: bool, candidates: str, sizes: str) -> None:
+           library: bool, mpicc: str | None, show: str | None, learn: bool, candidates: str, sizes: str,
+           collective: str) -> None:
     """Write a deploy file: the decisions' schedules for the PMPI library to run inside any MPI program.
 
     DECISIONS are decision.json files (bench decide -o) or results directories, e.g. one for alltoall and one for
@@ -55,7 +60,7 @@ def deploy(decisions: tuple[str, ...], nprocs: str, extrapolate: bool, ranks_per
         return
     counts = [parse_count(n) for n in nprocs.split(",") if n.strip()]
     written = writable_file(output, "the deploy file", "bench deploy")
-    click.echo("\n".join(learn_file(candidates.split(","), counts, ranks_per_node, sizes, written) if learn else
+    click.echo("\n".join(learn_file(candidates, counts, ranks_per_node, sizes, written, collective) if learn else
                          deployed([Path(d) for d in decisions], counts, ranks_per_node, written, extrapolate)))
 
 

@@ -21,7 +21,7 @@ from a2a.mpi import mpi_tool
 
 C = Path(__file__).parent / "c"
 # its parts, one job each (every source counts for the kept library's key; the .c files are compiled)
-PARTS = ["parser", "state", "serve", "nonblocking", "requests", "learn", "store", "record", "report", "init",
+PARTS = ["parser", "state", "serve", "nonblocking", "requests", "learn", "learnv", "store", "record", "report", "init",
          "fortran"]
 LEARN_SOURCES = [C / "learn.c", C / "learn.h"]  # the learners of `learn` lines, which hold no MPI
 SOURCES_OF_LIBA2A = [*(C / f"liba2a_{part}.c" for part in PARTS), C / "liba2a_internal.h", *LEARN_SOURCES]

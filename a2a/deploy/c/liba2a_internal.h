@@ -34,6 +34,7 @@
  *   liba2a_requests.c     MPI_Ialltoall(v), MPI_Alltoall_init and their requests (MPI_Start, MPI_Request_free)
  *   liba2a_learn.c        the learners of `learn` lines over the calls, and the learned file (A2A_LEARN_OUT)
  *   liba2a_store.c        the store of evidence many jobs share (A2A_LEARN_DIR)
+ *   liba2a_learnv.c       the learners of `learn alltoallv` lines: the class of each call agreed at block ends
  *   liba2a_record.c       what the program exchanged (A2A_RECORD)
  *   liba2a_report.c       the report at MPI_Finalize (A2A_DEPLOY_REPORT)
  *   liba2a_init.c         MPI_Init(_thread) and MPI_Finalize: the library checked, the settings read
@@ -102,6 +103,16 @@ typedef struct learning {
     struct learning *next;
 } learning;
 
+/* a communicator's learned alltoallv calls (liba2a_learnv.c): the size class they agreed on last, the same on every
+   rank (it changes only where the ranks agreed), and the block in progress's largest block per visit */
+typedef struct {
+    learning *at;                          /* the agreed class's learner; NULL: none agreed, or out of the range */
+    long long since, agreements, probes, aside; /* calls since the last agreement; agreements; of them probes;
+                                              rounds set aside (calls of different classes) */
+    double largest;                        /* this rank's largest block (bytes to one peer) in the call in flight */
+    double bytes[LEARN_BLOCK][LEARN_ARMS]; /* each visit's largest block: this rank's, then any rank's */
+} learnedv_t;
+
 typedef struct {
     a2ax_plan *plan;
     int schedule;
@@ -130,6 +141,7 @@ typedef struct comm_state {
     unsigned long clock;
     signature *signatures;
     learning *learnings; /* kept after the communicator is freed, until MPI_Finalize reports and writes them */
+    learnedv_t v;        /* its learned alltoallv calls' agreed class (liba2a_learnv.c) */
     struct comm_state *next;
 } comm_state;
 
@@ -220,6 +232,15 @@ const learner *stored_learner(const entry *e, const int *layout, long long low);
 /* at MPI_Finalize, rank 0: what this job added (its rounds and calls, not what it read) as one new file */
 void store_written(void);
 void store_closed(void);
+
+/* liba2a_learnv.c */
+/* c's alltoallv entry where it is a learn entry (an alltoallv's size is no rank's to know: chosen() cannot match it) */
+const entry *learnv_entry(const comm_state *c);
+/* learned_call's alltoallv form: the arm the agreed class's learner names runs with these blocks */
+int learnedv_call(comm_state *c, const entry *e, const void *send, void *recv, const MPI_Aint *blocks, int *result,
+                  learning **timing, int *schedule, a2ax_error *failure);
+/* visited()'s alltoallv form: the visit's largest block agreed with its time at the block's end */
+void visitedv(learning *g, int arm, double seconds);
 
 /* liba2a_record.c */
 void recorded(MPI_Comm comm, int collective, MPI_Datatype st, MPI_Datatype rt, long long count, const long long *row,

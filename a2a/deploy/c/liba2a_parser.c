@@ -62,7 +62,7 @@ static int parse_learn(const char *line, entry *e) {
     char word[32], layout[4096], list[256];
     *e = (entry){.learn = 1, .schedule = -1};
     if (sscanf(line, "%31s %d %4095s %lld %lld %255s", word, &e->nprocs, layout, &e->low, &e->high, list) != 6 ||
-        collective_named(word) != ALLTOALL || e->nprocs < 1 || e->low < 0)
+        (e->collective = collective_named(word)) < 0 || e->nprocs < 1 || e->low < 0)
         return 1;
     for (char *at = list, *stop; *at && e->ncandidates < LEARN_ARMS - 1; at = *stop ? stop + 1 : stop) {
         e->candidates[e->ncandidates++] = (int)strtol(at, &stop, 10);
@@ -95,7 +95,7 @@ int parse_learned(char *line, learned_t *k) {
     *k = (learned_t){0};
     if (sscanf(line, "%31s %d %4095s %lld %lld %31s %d %lld %lld %lld %lf %n", word, &k->nprocs, layout, &k->low,
                &k->high, state, &l->choice, &l->calls, &l->explored, &l->revisited, &l->cost, &used) != 11 ||
-        (k->collective = collective_named(word)) != ALLTOALL || k->nprocs < 1 ||
+        (k->collective = collective_named(word)) < 0 || k->nprocs < 1 ||
         parse_layout(layout, k->nprocs, &k->layout))
         return 1;
     for (l->state = 0; l->state < LEARN_STATES && strcmp(state, learn_state_name[l->state]); l->state++) continue;
@@ -144,9 +144,8 @@ static int parse_entries(char **at, char *end, deploy_t *d, const char *library,
         } else if (strncmp(*at, "learn ", 6) == 0) {
             entry e;
             if (parse_learn(*at + 6, &e))
-                return fail(error, room, "line %ld: a learn line is 'learn alltoall NPROCS LAYOUT LOW HIGH "
-                            "CANDIDATE,...' (schedules, -1: the library's own; learning serves MPI_Alltoall only)",
-                            line);
+                return fail(error, room, "line %ld: a learn line is 'learn alltoall|alltoallv NPROCS LAYOUT LOW "
+                            "HIGH CANDIDATE,...' (schedules, -1: the library's own)", line);
             if (add_entry(d, e)) return fail(error, room, "out of memory");
         } else if (strncmp(*at, "learned ", 8) == 0) {
             learned_t k;

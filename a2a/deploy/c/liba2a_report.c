@@ -43,8 +43,9 @@ static void print_learning(const learning *g) {
     int known = learn_cost(l, &cost, &spent); /* priced now: the calls since the last block too */
     char range[64];
     span(range, sizeof range, g->low, g->high);
-    fprintf(stderr, "  learn alltoall on %d ranks, %s: %lld calls, %lld exploring, %lld revisiting the library%s; ",
-            g->c->size, range, l->calls - g->before[0], l->explored - g->before[1], l->revisited - g->before[2],
+    fprintf(stderr, "  learn %s on %d ranks, %s: %lld calls, %lld exploring, %lld revisiting the library%s; ",
+            collective_name[g->e->collective], g->c->size, range, l->calls - g->before[0],
+            l->explored - g->before[1], l->revisited - g->before[2],
             g->before[0] ? " (this run; the file's evidence before it)" : "");
     if (l->state == LEARN_CHOSEN) {
         learn_interval(&l->ratio[l->choice], INT_MAX, learn_level(l, &the.learn), &low, &high);
@@ -75,6 +76,14 @@ static void print_learning(const learning *g) {
                 exp(learn_median(&l->ratio[a], INT_MAX)), l->ratio[a].count, l->ratio[a].count == 1 ? "" : "s",
                 interval, a == l->choice ? ", chosen" : l->live[a] ? "" : ", dropped");
     }
+}
+
+/* how a communicator's learned alltoallv calls agreed on their classes (liba2a_learnv.c), where it had any */
+static void print_agreement(const comm_state *c) {
+    if (!c->v.agreements) return;
+    fprintf(stderr, "  learn alltoallv on %d ranks: the class (the largest block any rank sent one peer) agreed %lld "
+            "times, %lld of them by a probe of its own; %lld round%s set aside (calls of another class)\n", c->size,
+            c->v.agreements, c->v.probes, c->v.aside, c->v.aside == 1 ? "" : "s");
 }
 
 /* what liba2a does at the program's thread level (docs/liba2a.md) */
@@ -111,8 +120,10 @@ void print_report(void) {
                 the.fortran ? "Fortran" : "C");
         fprintf(stderr, "  threads: %s\n", thread_support(the.thread_level));
         for (int k = 0; k < COLLECTIVES; k++) print_collective(k, sum + k * per, n);
-        for (comm_state *c = the.states; c; c = c->next)
+        for (comm_state *c = the.states; c; c = c->next) {
             for (const learning *g = c->learnings; g; g = g->next) print_learning(g);
+            print_agreement(c);
+        }
         for (int i = 0; the.deploy && i < the.deploy->nunverified; i++)
             fprintf(stderr, "  unverified: the entries for %d ranks, which the decision never measured (it took the "
                     "table of %d ranks)\n", the.deploy->unverified[i][0], the.deploy->unverified[i][1]);

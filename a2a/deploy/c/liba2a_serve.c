@@ -74,7 +74,11 @@ static int served(blocking_call *call, MPI_Count send_bytes, MPI_Count recv_byte
     if (!plain_size(call->send_type) || !plain_size(call->recv_type)) return passed(collective, DATATYPE);
     if (collective == ALLTOALL && send_bytes == 0) return passed(collective, EMPTY); /* alike on every rank */
     if (collective == ALLTOALL && send_bytes != recv_bytes) return passed(collective, SIGNATURE);
-    const entry *e = chosen(c, collective, send_bytes, &why);
+    const entry *e = collective == ALLTOALLV ? learnv_entry(c) : NULL; /* learned by the class the ranks agree */
+    if (e)
+        return learnedv_call(c, e, call->send, call->recv, call->blocks, &call->result, &call->timing,
+                             &call->schedule, &call->failure);
+    e = chosen(c, collective, send_bytes, &why);
     if (!e) return passed(collective, why);
     if (e->learn)
         return learned_call(c, e, call->send, call->recv, send_bytes, &call->result, &call->timing, &call->schedule,
@@ -108,7 +112,9 @@ static int serves(blocking_call *call) {
 /* after the call ran (served or the library's): the learner's visit timed, the call recorded; its result, a served
    exchange's error handed to the program as MPI would hand it (handed_to_program) */
 static int ends(blocking_call *call) {
-    if (call->timing) visited(call->timing, call->timing->arm, PMPI_Wtime() - call->library_start);
+    if (call->timing) /* the library's visit, for its collective's learner */
+        (call->collective == ALLTOALLV ? visitedv : visited)(call->timing, call->timing->arm,
+                                                             PMPI_Wtime() - call->library_start);
     if (call->schedule >= 0 && call->result != MPI_SUCCESS) {
         call->result = handed_to_program(call->comm, call->result, call->name, the.deploy->names[call->schedule],
                                          call->failure.call);
