@@ -182,6 +182,7 @@ static void say_too_few(void) {
 
 void rounds_kept_at_end(void) {
     int comms = 0, ok = 1, all = 0, i = 0;
+    if (!the.deploy) return; /* nothing learns (alike on every rank: a file refused anywhere is refused everywhere) */
     for (comm_state *c = the.states; c; c = c->next) comms += !c->freed && c->own != MPI_COMM_NULL && pending_on(c);
     double **agreed = calloc((size_t)comms + 1, sizeof *agreed);
     MPI_Request *requests = malloc(sizeof *requests * ((size_t)comms + 1));
