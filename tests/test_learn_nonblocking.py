@@ -12,6 +12,8 @@ from support import ROOT
 from test_deploy import progress_hook, report_lines, under_library
 from test_learn import learn_file
 
+from a2a.deploy.file import this_library
+from a2a.deploy.learn import learning
 from a2a.deploy.library import preload_library
 from a2a.mpi import mpi_tool
 
@@ -46,20 +48,28 @@ STRONG = series([-0.4 + 0.01 * ((i * 17) % 40 - 20) for i in range(40)])
 LIBRARY = series([1e-5 * (1 + 0.02 * ((i * 23) % 40)) for i in range(40)])
 
 
-def run(tmp_path: Path, preload: str, program: Path, learned: str, blocking: int) -> subprocess.CompletedProcess:
-    """The program on P ranks under a learn file of pairwise at every size, with one learned line for 8-15 B."""
-    path = learn_file(tmp_path, ["pairwise"], [P], [learned])
+def run(tmp_path: Path, preload: str, program: Path, learned: str, blocking: int,
+        collective: str = "alltoall") -> subprocess.CompletedProcess:
+    """The program on P ranks under a learn file of pairwise at every size, with one learned line."""
+    path = tmp_path / "learn.a2a"
+    if collective == "alltoall":
+        path = learn_file(tmp_path, ["pairwise"], [P], [learned])
+    else:
+        made = learning(["pairwise"], [P], 0, 1, -1, this_library(), collective)
+        made.learned = [learned]
+        path.write_text(made.text())
     done = under_library(P, preload, str(program), str(COUNT), str(blocking), str(NONBLOCKING), str(STARTS),
-                         A2A_DEPLOY=str(path), A2A_DEPLOY_REPORT="1", A2A_LEARN_REVISIT="100000000")
+                         *(["v"] if collective == "alltoallv" else []), A2A_DEPLOY=str(path), A2A_DEPLOY_REPORT="1",
+                         A2A_LEARN_REVISIT="100000000")
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
     return done
 
 
-def counted(report: str) -> tuple[dict[str, int], dict[str, int]]:
-    """MPI_Alltoall's calls in the report: served by schedule, and passed through by reason (each reason this test
+def counted(report: str, collective: str = "alltoall") -> tuple[dict[str, int], dict[str, int]]:
+    """A collective's calls in the report: served by schedule, and passed through by reason (each reason this test
     knows, found by its words: one has a comma); every call seen is one or the other."""
-    seen, by_schedule, _ = report_lines(report)["alltoall"]
-    line = next(line for line in report.splitlines() if line.strip().startswith("alltoall: seen"))
+    seen, by_schedule, _ = report_lines(report)[collective]
+    line = next(line for line in report.splitlines() if line.strip().startswith(f"{collective}: seen"))
     reasons = {why: int(found[1]) for why in (FIRST, NOT_CHOSEN, LIBRARY_TURN, *NO_HOOK)
                if (found := re.search(re.escape(why) + r" (\d+)", line))}
     assert seen == sum(by_schedule.values()) + sum(reasons.values()), report
@@ -121,3 +131,19 @@ def test_a_class_that_has_not_chosen_leaves_its_nonblocking_calls_to_the_library
     assert by_schedule == {}, done.stderr
     if progress_hook():
         assert reasons == {FIRST: P, NOT_CHOSEN: P * (2 + after_the_choice()), LIBRARY_TURN: P * blocking}, done.stderr
+
+
+@pytest.mark.launches
+def test_an_alltoallv_class_that_chose_serves_its_nonblocking_calls(tmp_path: Path, preload: str, program: Path):
+    """MPI_Alltoallv of uneven blocks (the largest 16 B: the 16-31 B class), a learned line that chose pairwise: once
+    a blocking call agreed the class, every MPI_Ialltoallv runs pairwise, every element right; the two before any
+    blocking call go to the library."""
+    blocking = 4
+    done = run(tmp_path, preload, program, f"alltoallv {P} * 16 31 chosen 1 1000 80 0 -0.0001 live:{LIBRARY} "
+               f"live:{STRONG}", blocking, "alltoallv")
+    by_schedule, reasons = counted(done.stderr, "alltoallv")
+    if not progress_hook():
+        assert by_schedule == {"pairwise": P * blocking} and set(reasons) == {NO_HOOK[0]}, done.stderr
+        return
+    assert by_schedule == {"pairwise": P * (blocking + 2 * NONBLOCKING)}, done.stderr
+    assert reasons == {FIRST: P, NOT_CHOSEN: P}, done.stderr

@@ -112,8 +112,8 @@ static nb_state *nonblocking_state(MPI_Comm comm) {
    no choice yet, or the library's own under another name). Read from the program communicator's learners (not the
    private copy's state: they live where the blocking calls learn), found without a collective (its attribute). A
    learner's state changes only at a block's end, agreed inside a blocking call on comm; MPI has every rank make its
-   collectives on comm in one order, so every rank reads the same state here and runs the same schedule. Only
-   MPI_Alltoall's classes are keyed by bytes per peer: other collectives' calls find none and pass through. */
+   collectives on comm in one order, so every rank reads the same state here and runs the same schedule.
+   MPI_Alltoall's classes are keyed by bytes per peer (MPI_Alltoallv's: learned_choice_v). */
 static int learned_choice(MPI_Comm comm, const entry *e, MPI_Count bytes, int *why) {
     comm_state *c;
     int found;
@@ -127,6 +127,22 @@ static int learned_choice(MPI_Comm comm, const entry *e, MPI_Count bytes, int *w
             return k;
         }
     return -1;
+}
+
+/* learned_choice's MPI_Alltoallv form: what the learner of the class the blocking calls on comm agreed last chose
+   (liba2a_learnv.c: no rank knows a call's class alone, and the ranks agree it only at a block's end or a probe,
+   inside a blocking call). Every rank runs the same arm; where the call's own class is another, a slower arm at worst,
+   as for the blocking calls between two agreements. */
+static int learned_choice_v(MPI_Comm comm, const entry *e, int *why) {
+    comm_state *c;
+    int found;
+    *why = LEARNING_BLOCKING;
+    if (PMPI_Comm_get_attr(comm, the.keyval, &c, &found) != MPI_SUCCESS || !found) return -1;
+    const learning *g = c->v.at;
+    if (!g || g->e != e || g->l.state != LEARN_CHOSEN || g->l.choice <= 0) return -1;
+    int k = e->candidates[g->l.choice - 1];
+    if (k < 0) *why = LEARNING;
+    return k;
 }
 
 /* the plan a non-blocking or persistent call of the file's entry runs on comm (NULL: pass the call through, why in
@@ -159,8 +175,10 @@ a2ax_plan *planned_nonblocking(int collective, const void *send, void *recv, MPI
     nb_state *s = *state = nonblocking_state(comm);
     *why = PRIVATE_COPY;
     if (!s) return NULL;
-    const entry *e = chosen(&s->c, collective, send_bytes, why);
-    int k = !e ? -1 : e->learn ? learned_choice(comm, e, send_bytes, why) : e->schedule;
+    const entry *e = collective == ALLTOALLV ? learnv_entry(&s->c) : NULL, *v = e; /* by the class agreed last */
+    if (!e) e = chosen(&s->c, collective, send_bytes, why);
+    int k = !e ? -1 : v ? learned_choice_v(comm, e, why) : e->learn ? learned_choice(comm, e, send_bytes, why)
+                                                           : e->schedule;
     if (k < 0) return NULL;
     *transient = own_plan;
     a2ax_plan *plan = own_plan ? NULL : bound(&s->c, k, send, recv, (MPI_Aint)send_bytes, blocks);
