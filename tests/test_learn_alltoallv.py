@@ -170,3 +170,21 @@ def test_a_learn_line_of_another_collective_is_refused_in_one_line(tmp_path: Pat
     said = [line for line in done.stderr.splitlines() if line.startswith("a2a:")]
     assert done.returncode == 0 and "check ok" in done.stdout and len(said) == 1, done.stdout + done.stderr
     assert "a learn line is 'learn alltoall|alltoallv NPROCS LAYOUT LOW HIGH CANDIDATE,...'" in said[0], said
+
+
+@pytest.mark.launches
+def test_a_size_change_under_a_choice_is_met_within_a_probe(tmp_path: Path, preload: str, is_like: str):
+    """A class settled on pairwise (revisits beyond the run), then the exchange shrinks to another class after 150
+    calls: a probe agrees the new class within 128 calls, so the settled class serves at most 128 of the new size's
+    calls, and every key is right."""
+    evidence, library = ",".join(["-0.4"] * 20), ",".join(["1e-05"] * 20)
+    learned = (f"alltoallv 2 * 8192 16383 chosen 2 1000 80 0 -0.0001 live:{library} dropped:{evidence} "
+               f"live:{evidence} dropped:{evidence}",)
+    path = learn_file(tmp_path, CANDIDATES, learned)
+    done = under_library(2, preload, is_like, "--iterations", "300", "--vary", "150", A2A_DEPLOY=str(path),
+                         A2A_DEPLOY_REPORT="1", A2A_LEARN_REVISIT="100000000")
+    assert done.returncode == 0 and "check ok" in done.stdout, done.stdout + done.stderr
+    classes = alltoallv_classes(done.stderr)
+    settled = int(classes["8192-16383 B"].split()[0])
+    assert 150 <= settled <= 150 + 128 and "2048-4095 B" in classes, done.stderr
+    assert agreement(done.stderr)[1] >= 2, done.stderr

@@ -10,12 +10,13 @@
  *     (not evidence);
  *   - the class of the block's last visit is the communicator's class from then on: its next calls go to that
  *     class's learner (made, or taken from the file's learned line, at that point on every rank alike);
- *   - where no learner will run a block again (none agreed yet, a class out of the range, a class kept or
- *     undecided), the class is agreed by a probe of its own (one MPI_Allreduce of one number) at the first call and
- *     every PROBE calls after.
+ *   - where PROBE calls passed since the last agreement outside a block (none agreed yet, a class out of the range,
+ *     kept or undecided, a choice between revisits, exploring paced), a probe of its own (one MPI_Allreduce of one
+ *     number) agrees the class of that call.
  * The arm of a call is the agreed class's learner's, whose state changes only at agreed points: every rank runs the
  * same arm at every call. A program whose sizes change between two agreements runs the arm of the class agreed last
- * until the next (a choice: until its next revisit): a slower arm for a while at worst, never a wrong answer. */
+ * for at most PROBE calls (a block's, where one is in progress): a slower arm for a while at worst, never a wrong
+ * answer. */
 #include "liba2a_internal.h" /* first: it defines _GNU_SOURCE */
 
 #include <limits.h>
@@ -23,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PROBE 128     /* calls between the probes of a communicator whose class no learner agrees at a block's end */
+#define PROBE 128     /* calls after an agreement, outside a block, at which a probe agrees the class again */
 #define FAILED 1e300  /* a failed visit's largest block: its round is set aside on every rank (the maximum) */
 
 const entry *learnv_entry(const comm_state *c) {
@@ -88,10 +89,10 @@ static learning *class_of(comm_state *c, const entry *e, double largest) {
     return g;
 }
 
-/* whether the class is agreed at this call by a probe: where no learner would agree it at a block's end */
+/* whether the class is agreed at this call by a probe: the first call, and PROBE calls after an agreement where no
+   block is in progress (a block's rounds are one class's: it ends with its own agreement) */
 static int probing(const learnedv_t *v) {
-    int settled = !v->at || v->at->l.state == LEARN_KEPT || v->at->l.state == LEARN_UNDECIDED;
-    return settled && v->since % PROBE == 0;
+    return (!v->at || !v->at->l.in_block) && v->since % PROBE == 0;
 }
 
 /* a probe: the largest block of any rank in this call agreed, and its class's learner made the communicator's */
