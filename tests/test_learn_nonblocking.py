@@ -93,7 +93,9 @@ def test_a_class_that_chose_serves_its_nonblocking_and_persistent_calls(tmp_path
                f"live:{STRONG}", blocking)
     by_schedule, reasons = counted(done.stderr)
     if not progress_hook():
-        assert by_schedule == {"pairwise": P * blocking} and set(reasons) == set(NO_HOOK), done.stderr
+        # Open MPI: MPI_Alltoall_init is intercepted only where mpi.h says MPI 4 (Open MPI 5 says 3.1)
+        assert by_schedule == {"pairwise": P * blocking} and NO_HOOK[0] in reasons, done.stderr
+        assert set(reasons) <= set(NO_HOOK), done.stderr
         return
     assert by_schedule == {"pairwise": P * (blocking + after_the_choice())}, done.stderr
     assert reasons == {FIRST: P, NOT_CHOSEN: 2 * P}, done.stderr
