@@ -55,13 +55,19 @@ def deploy(decisions: tuple[str, ...], nprocs: str, extrapolate: bool, ranks_per
     """
     refuse_usage(decisions, library, mpicc, show, learn)
     if library or show:
-        click.echo(preload_library(mpicc) if library or show is None else
-                   "\n".join(shown_store(Path(show)) if Path(show).is_dir() else shown_file(Path(show))))
+        click.echo(library_or_shown(library, mpicc, show))
         return
     counts = [parse_count(n) for n in nprocs.split(",") if n.strip()]
     written = writable_file(output, "the deploy file", "bench deploy")
     click.echo("\n".join(learn_file(candidates, counts, ranks_per_node, sizes, written, collective) if learn else
                          deployed([Path(d) for d in decisions], counts, ranks_per_node, written, extrapolate)))
+
+
+def library_or_shown(library: bool, mpicc: str | None, show: str | None) -> str:
+    """--library's path (built), else what --show's deploy file or store folder (A2A_LEARN_DIR) holds."""
+    if library or show is None:
+        return preload_library(mpicc)
+    return "\n".join(shown_store(Path(show)) if Path(show).is_dir() else shown_file(Path(show)))
 
 
 def refuse_usage(decisions: tuple[str, ...], library: bool, mpicc: str | None, show: str | None, learn: bool) -> None:
