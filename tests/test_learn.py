@@ -15,7 +15,7 @@ from support import ROOT, bench_here
 from test_deploy import under_library
 
 from a2a.deploy.file import Deployment, Learned, shown_file, this_library
-from a2a.deploy.learn import learning
+from a2a.deploy.learn import learned_with_notes, learning
 from a2a.deploy.library import LEARN_SOURCES, preload_library
 from a2a.deploy.verify import loop_program
 from a2a.errors import BadInput
@@ -279,3 +279,13 @@ def test_a_learned_line_without_the_librarys_time_says_its_cost_is_not_known():
     assert "cost not known yet" in untimed.described(["pairwise"]) and "0.0%" not in untimed.described(["pairwise"])
     timed = Learned.parse("alltoall 2 * 8 15 exploring 0 100 10 0 0.0002 live:1e-05,1e-05 live:-0.4,-0.4")
     assert "cost 20.0% of the library's time (pairwise 0.67x over 2 rounds)" in timed.described(["pairwise"])
+
+
+def test_names_that_are_one_exchange_on_a_count_run_as_one_arm():
+    """On 2 ranks the default candidates are two exchanges (bruck's, and linear's that dimensional and linear_sync
+    share): two arms, said, not four; on 4 ranks they are four."""
+    made, notes = learned_with_notes({"alltoall": ["bruck", "dimensional", "linear", "linear_sync"]}, [2, 4], 0, 1,
+                                     -1, this_library())
+    assert [len(line[5]) for line in made.learning] == [2, 4]
+    assert notes == ["alltoall on 2 ranks: dimensional and linear and linear_sync are one schedule there: one arm "
+                     "(dimensional)"]

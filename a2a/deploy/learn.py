@@ -59,7 +59,7 @@ def learn_line(made: Deployment, collective: str, candidates: list[str], p: int,
     schedule there (one arm: the first name's)."""
     nodes = virtual_nodes(p, ranks_per_node or p, "block")
     indices: list[int] = []
-    by_node, arms = False, dict[str, list[str]]()  # schedule text: the names that are it
+    by_node, arms = False, dict[str, list[str]]()  # an exchange: the names whose schedule it is
     for name in candidates:
         if name == CONTROL:
             indices.append(-1)
@@ -72,15 +72,21 @@ def learn_line(made: Deployment, collective: str, candidates: list[str], p: int,
         except (NotExact, A2AError) as why:
             raise BadInput(f"--candidates {name}: its {collective} on {p} ranks is not exact data ({why}); accepted: "
                            "algorithms whose schedule is data (bench list), or 'control'") from None
-        if text in arms:  # the same exchange as an earlier candidate's: one arm, not two
-            arms[text].append(name)
+        exchange = exchange_of(text)
+        if exchange in arms:  # the same exchange as an earlier candidate's: one arm, not two
+            arms[exchange].append(name)
             continue
-        arms[text] = [name]
+        arms[exchange] = [name]
         indices.append(made.schedule_for(shown, text))
         by_node |= depends
     made.learning.append((collective, p, layout_text(nodes, p) if by_node else "*", low, high, tuple(indices)))
     return [f"{collective} on {p} ranks: {' and '.join(names)} are one schedule there: one arm ({names[0]})"
             for names in arms.values() if len(names) > 1]
+
+
+def exchange_of(text: str) -> str:
+    """A schedule's text without what names it (its algorithm line) and its checksum: what it exchanges."""
+    return "\n".join(line for line in text.splitlines() if not line.startswith(("algorithm ", "end ")))
 
 
 def span(sizes: str) -> tuple[int, int]:
