@@ -12,13 +12,14 @@ from support import ROOT, bench_here, launch_command
 from test_deploy import report_lines, under_library
 
 from a2a.deploy.file import Deployment, Learned, this_library
-from a2a.deploy.learn import DEFAULT_CANDIDATES, DEFAULT_CANDIDATES_V, learning
+from a2a.deploy.learn import DEFAULT_CANDIDATES_V, learning
 from a2a.deploy.library import preload_library
 from a2a.deploy.transpose_sort import transpose_sort
 from a2a.errors import BadInput
 from a2a.mpi import clean_launcher_env, mpi_tool
 
 CANDIDATES = ["linear", "pairwise", "throttled"]
+SERVING = {"linear", "pairwise"}  # the arms CANDIDATES are on 2 ranks: throttled's exchange is linear's there
 
 
 @pytest.fixture(scope="module")
@@ -56,10 +57,11 @@ def agreement(stderr: str) -> tuple[int, int, int]:
 
 
 def test_a_learn_file_for_alltoallv_takes_its_own_candidates():
-    """Learn lines for MPI_Alltoallv name alltoallv schedules; a name whose alltoallv forwards blocks (bruck) is
-    refused naming the collective; a name given twice runs as one arm."""
+    """Learn lines for MPI_Alltoallv name alltoallv schedules (on 2 ranks, names whose exchange is one are one arm:
+    throttled is linear there); a name whose alltoallv forwards blocks (bruck) is refused naming the collective; a
+    name given twice runs as one arm."""
     made = learning(CANDIDATES, [2, 4], 0, 1, -1, "MPICH", "alltoallv")
-    assert [(c, p, len(k)) for c, p, _, _, _, k in made.learning] == [("alltoallv", 2, 3), ("alltoallv", 4, 3)]
+    assert [(c, p, len(k)) for c, p, _, _, _, k in made.learning] == [("alltoallv", 2, 2), ("alltoallv", 4, 3)]
     with pytest.raises(BadInput, match="its alltoallv on 4 ranks is not exact data"):
         learning(["bruck"], [4], 0, 1, -1, "MPICH", "alltoallv")
     made = learning(["pairwise", "linear", "pairwise"], [2], 0, 1, -1, "MPICH", "alltoallv")
@@ -68,13 +70,15 @@ def test_a_learn_file_for_alltoallv_takes_its_own_candidates():
 
 def test_bench_deploy_learn_collective_both_writes_each_collectives_defaults(tmp_path: Path, capsys):
     """--collective both: a learn line per collective and count, each with its own default candidates, said in the
-    output; a repeated name is said to run as one arm; alltoall stays the default."""
+    output (on 2 ranks each collective's defaults are two exchanges: two arms, the names that share one said); a
+    repeated name is said to run as one arm; alltoall stays the default."""
     path = tmp_path / "learn.a2a"
     code, out, _ = bench_here(capsys, "deploy", "--learn", "--collective", "both", "--nprocs", "2", "-o", str(path))
     assert code == 0 and "2 learn lines" in out, out
     lines = Deployment.read(path).learning
-    assert [(c, len(k)) for c, _, _, _, _, k in lines] == [("alltoall", len(DEFAULT_CANDIDATES)),
-                                                          ("alltoallv", len(DEFAULT_CANDIDATES_V))]
+    assert [(c, len(k)) for c, _, _, _, _, k in lines] == [("alltoall", 2), ("alltoallv", 2)]
+    assert f"alltoallv on 2 ranks: {' and '.join(DEFAULT_CANDIDATES_V[i] for i in (0, 2, 3))} are one schedule " \
+           f"there: one arm ({DEFAULT_CANDIDATES_V[0]})" in out, out
     assert f"learns MPI_Alltoallv at 1.. B per peer on 2 ranks among the library's own and " \
            f"{', '.join(DEFAULT_CANDIDATES_V)}" in out, out
     code, out, _ = bench_here(capsys, "deploy", "--learn", "--collective", "alltoallv", "--candidates",
@@ -96,7 +100,7 @@ def test_the_is_like_exchange_is_served_by_candidates_and_every_key_is_right(tmp
                          A2A_LEARN_OUT=str(out))
     assert done.returncode == 0 and "check ok" in done.stdout, done.stdout + done.stderr
     seen, by_schedule, _ = report_lines(done.stderr)["alltoallv"]
-    assert seen == 120 and set(by_schedule) == set(CANDIDATES) and sum(by_schedule.values()) > 0, done.stderr
+    assert seen == 120 and set(by_schedule) == SERVING and sum(by_schedule.values()) > 0, done.stderr
     classes = alltoallv_classes(done.stderr)
     assert list(classes) == ["8192-16383 B"] and classes["8192-16383 B"].startswith("60 calls"), done.stderr
     agreements, probes, aside = agreement(done.stderr)
@@ -128,7 +132,7 @@ def test_a_chosen_alltoallv_class_serves_its_choice_without_exploring(tmp_path: 
     exploring none (revisits set beyond the run), every key right."""
     evidence, library = ",".join(["-0.4"] * 20), ",".join(["1e-05"] * 20)
     learned = (f"alltoallv 2 * 8192 16383 chosen 2 1000 80 0 -0.0001 live:{library} dropped:{evidence} "
-               f"live:{evidence} dropped:{evidence}",)
+               f"live:{evidence}",)  # the arms of CANDIDATES on 2 ranks: linear, pairwise
     path = learn_file(tmp_path, CANDIDATES, learned)
     done = under_library(2, preload, is_like, "--iterations", "30", A2A_DEPLOY=str(path), A2A_DEPLOY_REPORT="1",
                          A2A_LEARN_REVISIT="100000000")
@@ -179,7 +183,7 @@ def test_a_size_change_under_a_choice_is_met_within_a_probe(tmp_path: Path, prel
     calls, and every key is right."""
     evidence, library = ",".join(["-0.4"] * 20), ",".join(["1e-05"] * 20)
     learned = (f"alltoallv 2 * 8192 16383 chosen 2 1000 80 0 -0.0001 live:{library} dropped:{evidence} "
-               f"live:{evidence} dropped:{evidence}",)
+               f"live:{evidence}",)  # the arms of CANDIDATES on 2 ranks: linear, pairwise
     path = learn_file(tmp_path, CANDIDATES, learned)
     done = under_library(2, preload, is_like, "--iterations", "300", "--vary", "150", A2A_DEPLOY=str(path),
                          A2A_DEPLOY_REPORT="1", A2A_LEARN_REVISIT="100000000")

@@ -20,7 +20,7 @@ from a2a.mpi import mpi_tool
 P, COUNT = 2, 3  # ranks; ints per peer: 12 B, the 8-15 B class
 NONBLOCKING, STARTS = 4, 2  # rounds of two MPI_Ialltoall in flight; starts of each persistent request
 FIRST = "first non-blocking call on the communicator (its private copy is being made)"
-NOT_CHOSEN = "learning serves the blocking form only"
+NOT_CHOSEN = "learning: a non-blocking or persistent call whose class has no choice yet"
 LIBRARY_TURN = "learning: the library's own (its turn, or held)"
 NO_HOOK = ("non-blocking form (the executor has no progress hook here)",
            "persistent form (the executor has no progress hook here)")

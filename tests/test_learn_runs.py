@@ -33,10 +33,18 @@ def check_program(tmp_path_factory) -> Path:
     return program
 
 
-def controls(tmp_path: Path, arms: int, learned: list[str] | None = None) -> Path:
+@pytest.fixture(scope="module")
+def is_like(tmp_path_factory) -> Path:
+    program = tmp_path_factory.mktemp("programs") / "is_like"
+    subprocess.run([mpi_tool("mpicc"), "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(program),
+                    str(ROOT / "tests" / "programs" / "is_like.c")], check=True)
+    return program
+
+
+def controls(tmp_path: Path, arms: int, learned: list[str] | None = None, collective: str = "alltoall") -> Path:
     """A learn file for 2 ranks whose candidates are the library's own under `arms - 1` names (written as such:
     bench deploy would make identical schedules one arm), with these learned lines."""
-    made = learning(["control"], [2], 0, 1, -1, this_library())
+    made = learning(["control"], [2], 0, 1, -1, this_library(), collective)
     made.learning = [(c, p, layout, low, high, (-1,) * (arms - 1)) for c, p, layout, low, high, _ in made.learning]
     made.learned = learned or []
     path = tmp_path / "learn.a2a"
@@ -73,15 +81,42 @@ def test_rounds_completed_at_a_runs_end_are_kept_run_after_run(tmp_path: Path, p
 
 
 @pytest.mark.launches
+def test_an_is_like_exchange_learns_alltoallv_over_a_chain_of_short_runs(tmp_path: Path, preload: str, is_like: Path):
+    """NPB IS makes 22 calls a run. An IS-like run of 12 iterations (an MPI_Alltoallv of the 8192-16383 B class
+    each), 4 arms, from a learned line of 5 rounds (candidates priced 0.5x; cap 1: nothing paces): a probe at the
+    first call, 3 warm-ups, then 2 rounds of a block of 4 completed when the run ends. The alltoallv block's rounds
+    and each visit's largest block are agreed at MPI_Finalize and kept: after run n the learned alltoallv line has
+    5 + 2 n rounds in every series and 12 n more calls, all exploring; every key right. Without the agreement at the
+    end no run would add a round."""
+    line = f"alltoallv 2 * 8192 16383 exploring 0 40 40 0 0 live:{','.join(['1e-05'] * 5)}" + \
+        f" live:{','.join(['-0.69'] * 5)}" * 3
+    deploy, out = controls(tmp_path, 4, [line], "alltoallv"), tmp_path / "learned.a2a"
+    for n in range(1, 4):
+        done = under_library(2, preload, str(is_like), "--iterations", "12", "--seed", str(n),
+                             A2A_DEPLOY=str(deploy if n == 1 else out), A2A_LEARN_OUT=str(out), A2A_LEARN_CAP="1")
+        assert done.returncode == 0 and "check ok" in done.stdout, done.stdout + done.stderr
+        found = learned_class(out)
+        assert (found.collective, found.low, found.state) == ("alltoallv", 8192, "exploring"), found
+        assert (found.calls, found.explored) == (40 + 12 * n, 40 + 12 * n), found
+        assert len(found.library) == 5 + 2 * n and [len(values) for _, values in found.ratios] == [5 + 2 * n] * 3, \
+            found
+
+
+@pytest.mark.launches
 def test_a_run_too_short_for_any_round_says_so(tmp_path: Path, preload: str, check_program: Path):
     """6 calls a run, 4 arms (3 warm-ups, then 4 visits a round: 7 calls at least): one line on rank 0 says runs like
-    it never learn the class, and the learned file keeps its calls and no round."""
+    it never learn the class, and the learned file keeps its calls and no round. With the report it is said once, on
+    the class's own line of the report."""
     deploy, out = controls(tmp_path, 4), tmp_path / "learned.a2a"
-    said = [line for line in run(preload, check_program, deploy, out, 6).splitlines() if "completes no round" in line]
+    said = [line for line in run(preload, check_program, deploy, out, 6).splitlines() if "complete" in line]
     assert len(said) == 1 and "a run of 6 calls completes no round of its 4 arms" in said[0] and \
         "7 calls at least" in said[0], said
     found = learned_class(out)
     assert (found.calls, found.explored, found.library) == (6, 6, ()), found
+    report = run(preload, check_program, deploy, out, 6, A2A_DEPLOY_REPORT="1")
+    said = [line for line in report.splitlines() if "complete" in line]
+    assert len(said) == 1 and said[0].startswith("  learn alltoall on 2 ranks, 256-511 B: 6 calls, 6 exploring") and \
+        "this run's 6 calls complete no round of its 4 arms" in said[0] and "7 calls at least" in said[0], report
 
 
 @pytest.mark.launches
@@ -124,6 +159,24 @@ def test_the_second_communicator_of_a_size_to_learn_a_class_takes_a_quarter_shar
     assert sorted(levels) == ["0.0076", "0.03"], done.stderr
     # 20 calls (no pacing: cap 1): a warm-up, two blocks of 4 rounds, then a round completed that MPI_Comm_free agreed
     assert len(learned_class(out).library) == 40 + 9, learned_class(out)
+
+
+@pytest.mark.launches
+def test_alltoallv_rounds_are_kept_where_a_communicator_is_freed_and_at_the_runs_end(tmp_path: Path, preload: str):
+    """The share test's communicators, {0, 1} and {0, 2} of 3 ranks, making MPI_Alltoallv (8 B a peer) 20 times
+    each from a learned alltoallv line of 40 rounds: the first freed before MPI_Finalize (its last block's completed
+    round agreed inside MPI_Comm_free), the second left to MPI_Finalize (agreed there, the largest blocks with the
+    times). Each communicator's class keeps 9 rounds (a warm-up, two blocks of 4, a round of the block the run ends
+    in), every element right, the second communicator's level a quarter of the first's (its ordinal agreed with its
+    times)."""
+    ratios = ",".join(["0.3", "-0.3"] * 20)
+    line = f"alltoallv 2 * 8 15 exploring 0 200 200 0 0 live:{','.join(['1e-05'] * 40)} live:{ratios}"
+    deploy = controls(tmp_path, 2, [line], "alltoallv")
+    done = under_library(3, preload, mpi_tool("python"), str(ROOT / "tests" / "programs" / "learn_share.py"), "20",
+                         "alltoallv", A2A_DEPLOY=str(deploy), A2A_DEPLOY_REPORT="1", A2A_LEARN_CAP="1")
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+    found = re.findall(r"control: .* over (\d+) rounds \(interval .* at level ([0-9.e-]+)\)", done.stderr)
+    assert sorted(found) == [("49", "0.0076"), ("49", "0.03")], done.stderr
 
 
 @pytest.mark.launches

@@ -7,7 +7,9 @@ A folder of evidence files, one per job, which liba2a writes at MPI_Finalize (c/
     evidence LIBRARY CANDIDATES COLLECTIVE NPROCS LAYOUT LOW HIGH STATE CHOICE CALLS ... (a learned line's rest)
     end CHECKSUM
 
-A compact file holds the sections of the files it absorbed; a job's section counts once wherever it appears.
+A compact file holds the sections of the files it absorbed; a job's section counts once wherever it appears. Classes
+of MPI_Alltoall (bytes per peer) and of MPI_Alltoallv (the largest block any rank sends one peer) are kept apart by
+the collective in their key.
 """
 from __future__ import annotations
 
@@ -123,6 +125,13 @@ def shown_store(folder: Path) -> list[str]:
     return [head, *(described(parts) for _, parts in sorted(merged.items()))]
 
 
+def class_text(collective: str, low: int, high: int) -> str:
+    """A size class as the store keys it: an alltoall's bytes per peer, an alltoallv's largest block to one peer."""
+    if collective == "alltoallv":
+        return f"largest block to one peer {low}..{'' if high < 0 else high} B"
+    return span_text(low, high)
+
+
 def described(parts: list[Evidence]) -> str:
     """One class of the store: its key, the jobs' calls summed, the rounds concatenated, how the jobs ended."""
     first = parts[0].learned
@@ -133,7 +142,7 @@ def described(parts: list[Evidence]) -> str:
                          for name, values in zip(names, ratios) if values)
     ended = ", ".join(f"{state} {n}" for state, n in Counter(part.learned.state for part in parts).most_common())
     return (f"  {parts[0].library}, {first.collective} on {first.nprocs} ranks (nodes {first.layout}), "
-            f"{span_text(first.low, first.high)}, among the library's own, {', '.join(names)}: "
+            f"{class_text(first.collective, first.low, first.high)}, among the library's own, {', '.join(names)}: "
             f"{counted(len(parts), 'job')}, {sum(p.learned.calls for p in parts)} calls, "
             f"{sum(p.learned.explored for p in parts)} exploring, {sum(p.learned.revisited for p in parts)} "
             f"revisiting; {counted(len(library), 'round')} ({evidence or 'no rounds yet'}); the jobs ended {ended}")

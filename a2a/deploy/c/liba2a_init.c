@@ -107,7 +107,7 @@ static const char *unlike_built(const char *version, char *why, size_t room) {
     return why;
 }
 
-static int learns(const deploy_t *d) {
+int learns(const deploy_t *d) {
     for (int i = 0; i < d->nentries; i++)
         if (d->entries[i].learn) return 1;
     return 0;

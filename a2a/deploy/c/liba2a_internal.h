@@ -63,7 +63,7 @@ enum collective { ALLTOALL, ALLTOALLV, COLLECTIVES };
 extern const char *const collective_name[COLLECTIVES];
 
 enum reason { NO_FILE, EMPTY, INTERCOMM, IN_PLACE, DATATYPE, SIGNATURE, COLLECTIVE, NPROCS, LAYOUT, SIZE, LIBRARY,
-              PREPARE, NONBLOCKING, PERSISTENT, PRIVATE_COPY, LEARNING, LEARNING_BLOCKING, REASONS };
+              PREPARE, NONBLOCKING, PERSISTENT, PRIVATE_COPY, LEARNING, LEARNING_NO_CHOICE, REASONS };
 extern const char *const reason_text[REASONS];
 
 /* an entry line (one schedule, or -1: the library's) or a learn line (candidates: schedules, -1: the library's under
@@ -88,6 +88,9 @@ typedef struct {
     long length;
 } deploy_t;
 
+/* where a size class's evidence before this run came from */
+enum evidence_source { FROM_NOTHING, FROM_FILE, FROM_STORE };
+
 /* a size class of a learn entry on a communicator: its learner, and the arm a library visit stands for */
 typedef struct learning {
     const entry *e;
@@ -98,6 +101,7 @@ typedef struct learning {
     int ordinal;         /* its communicator's place among this rank's of its size to learn the class (1, 2, ...) */
     long long own[LEARN_ARMS]; /* values this run added: to the library's series (0), to each candidate's ratios */
     double cost_before;  /* the cost its evidence carried in (a learned line's, or the store's) */
+    int from;            /* enum evidence_source: the file's learned line, the store (A2A_LEARN_DIR), or none */
     int *layout;         /* its communicator's node layout, where A2A_LEARN_DIR keeps its evidence (else NULL) */
     struct comm_state *c;
     struct learning *next;
@@ -210,6 +214,10 @@ MPI_Aint *alltoallv_blocks(MPI_Comm comm, const void *sc, const void *sd, MPI_Da
 
 /* liba2a_learn.c */
 int same_layout(const int *a, const int *b, int nprocs);
+/* the learning of e's size class [low, high] on c, found, else made at its first call (collective on c's private
+   copy where the store is used: every rank makes it at the same call) from the store's evidence, else the file's
+   learned line, else afresh with `seed`; NULL: no memory */
+learning *learning_at(comm_state *c, const entry *e, long long low, long long high, unsigned long long seed);
 int learned_call(comm_state *c, const entry *e, const void *send, void *recv, MPI_Count bytes, int *result,
                  learning **timing, int *schedule, a2ax_error *failure);
 void visited(learning *g, int arm, double seconds);
@@ -218,6 +226,9 @@ void rounds_kept(comm_state *c);
 /* at MPI_Finalize, those of every communicator's: one MPI_Iallreduce each, all posted before any is waited for */
 void rounds_kept_at_end(void);
 void learned_out(void);
+/* the live arms of g's class where this run's calls of it, exploring, were too few for any round (a warm-up of each
+   candidate, then a visit of each arm), else 0: runs like this one never learn the class */
+int too_few(const learning *g);
 /* a learned line: `word` (e.g. "learned "), then the class and the learner's state and evidence */
 void learned_line(FILE *out, const char *word, int collective, int nprocs, const int *layout, long long low,
                   long long high, const learner *l);
@@ -241,6 +252,13 @@ int learnedv_call(comm_state *c, const entry *e, const void *send, void *recv, c
                   learning **timing, int *schedule, a2ax_error *failure);
 /* visited()'s alltoallv form: the visit's largest block agreed with its time at the block's end */
 void visitedv(learning *g, int arm, double seconds);
+#define AGREED_V (2 * LEARN_BLOCK * LEARN_ARMS + 1) /* an alltoallv block's agreement: times, largest blocks, ordinal */
+/* g's part of its block's agreement (the maximum over the ranks is taken): this rank's times, each visit's largest
+   block, the ordinal; AGREED_V numbers */
+void packedv(learning *g, double *agreed);
+/* the agreed block judged (its rounds of another class set aside, the rest decided); `ok` 0: the agreement failed
+   (MPI said why): the library's own serves the class from here */
+void judgedv(learning *g, const double *agreed, int ok);
 
 /* liba2a_record.c */
 void recorded(MPI_Comm comm, int collective, MPI_Datatype st, MPI_Datatype rt, long long count, const long long *row,
@@ -251,6 +269,8 @@ void write_records(void);
 void print_report(void);
 
 /* liba2a_init.c */
+/* whether a deploy file has a learn line (every rank reads the same file: alike on every rank) */
+int learns(const deploy_t *d);
 /* the next definition of an MPI function after liba2a's: a tool preloaded after it (a profiler's MPI_Init, its
    MPI_Alltoall), else the MPI library's own; looked up once into *next. NULL where none is found: liba2a then calls
    the function's PMPI_ name */

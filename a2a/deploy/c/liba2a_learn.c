@@ -49,13 +49,7 @@ static int *node_layout(comm_state *c) {
     return layout_of(c);
 }
 
-/* the learning of the size class of `bytes` in e's range on c: a power of two to the next, within the range; made at
-   its first call, from the file's learned line where it has one (every rank alike: the same file, the same calls) */
-static learning *learning_of(comm_state *c, const entry *e, long long bytes) {
-    long long low = 1;
-    while (low <= bytes / 2) low *= 2;
-    long long high = 2 * low - 1;
-    low = low > e->low ? low : e->low, high = e->high >= 0 && e->high < high ? e->high : high;
+learning *learning_at(comm_state *c, const entry *e, long long low, long long high, unsigned long long seed) {
     for (learning *g = c->learnings; g; g = g->next)
         if (g->e == e && g->low == low) return g;
     learning *g = calloc(1, sizeof *g);
@@ -64,15 +58,18 @@ static learning *learning_of(comm_state *c, const entry *e, long long bytes) {
     const learner *from = NULL;
     if (the.learn_dir[0] && (g->layout = node_layout(c)) != NULL) /* the store's evidence first, where it has some */
         from = stored_learner(e, g->layout, low);
+    g->from = from ? FROM_STORE : FROM_NOTHING;
     for (int i = 0; i < the.deploy->nlearned && !from; i++) {
         const learned_t *m = &the.deploy->learned[i];
         if (m->collective == e->collective && m->nprocs == e->nprocs && m->low == low &&
             same_layout(m->layout, e->layout, e->nprocs) && m->l.narms == 1 + e->ncandidates)
-            from = &m->l;
+            from = &m->l, g->from = FROM_FILE;
     }
-    if (!from || copied(&g->l, from))
-        learn_init(&g->l, e->ncandidates, 0x5eed0000ULL + (unsigned long long)low * 31 + (unsigned long long)c->size);
-    else { /* from an earlier run: a choice revisited as if just made, exploring paced from the calls and the
+    if (!from || copied(&g->l, from)) {
+        learn_free(&g->l); /* a copy cut short by want of memory: begun afresh */
+        learn_init(&g->l, e->ncandidates, seed);
+        g->from = FROM_NOTHING;
+    } else { /* from an earlier run: a choice revisited as if just made, exploring paced from the calls and the
               visits carried (priced before the pacing that learn_resume sets: the exploring of this run is paid from
               the calls of every run, not begun afresh as if nothing had been spent) */
         g->l.begun = 1, g->l.carried[0] = g->l.explored, g->l.carried[1] = g->l.revisited;
@@ -86,6 +83,15 @@ static learning *learning_of(comm_state *c, const entry *e, long long bytes) {
     *last = g;
     pthread_mutex_unlock(&the.lock);
     return g;
+}
+
+/* the learning of the size class of `bytes` in e's range on c: a power of two to the next, within the range */
+static learning *learning_of(comm_state *c, const entry *e, long long bytes) {
+    long long low = 1;
+    while (low <= bytes / 2) low *= 2;
+    long long high = 2 * low - 1;
+    low = low > e->low ? low : e->low, high = e->high >= 0 && e->high < high ? e->high : high;
+    return learning_at(c, e, low, high, 0x5eed0000ULL + (unsigned long long)low * 31 + (unsigned long long)c->size);
 }
 
 #define AGREED (LEARN_BLOCK * LEARN_ARMS + 1) /* what a block's agreement reduces: its times, then an ordinal */
@@ -126,79 +132,116 @@ void visited(learning *g, int arm, double seconds) {
     judged(g, agreed, PMPI_Allreduce(MPI_IN_PLACE, agreed, AGREED, MPI_DOUBLE, MPI_MAX, g->c->own) == MPI_SUCCESS);
 }
 
-/* the learnings on c (MPI_Alltoall's: an alltoallv block's rounds need their classes agreed too) whose block in
-   progress has completed rounds; alike on every rank of c (the same calls) */
-static int pending_on(const comm_state *c) {
-    int pending = 0;
-    for (const learning *g = c->learnings; g; g = g->next)
-        pending += g->e->collective == ALLTOALL && learn_pending(&g->l) > 0;
-    return pending;
+/* whether g's block in progress has completed rounds to agree at the run's end: an alltoallv learning's only where it
+   is its communicator's agreed class (whose block the communicator's visits' largest blocks are: c->v; every
+   alltoallv block in progress is), alike on every rank of its communicator (the same calls) */
+static int rounds_pending(const learning *g) {
+    return learn_pending(&g->l) > 0 && (g->e->collective == ALLTOALL || g == g->c->v.at);
 }
 
-void rounds_kept(comm_state *c) {
-    for (learning *g = c->learnings; g && c->own != MPI_COMM_NULL; g = g->next)
-        if (g->e->collective == ALLTOALL && learn_pending(&g->l)) {
-            double agreed[AGREED];
-            packed(g, agreed);
-            judged(g, agreed, PMPI_Allreduce(MPI_IN_PLACE, agreed, AGREED, MPI_DOUBLE, MPI_MAX, c->own) ==
-                                  MPI_SUCCESS);
-        }
+/* the numbers g's part of an agreement takes: a block's times and an ordinal (alltoallv: each visit's largest block
+   too, as at its block's end in liba2a_learnv.c) */
+static int agreed_size(const learning *g) {
+    return g->e->collective == ALLTOALL ? AGREED : AGREED_V;
+}
+
+static void packed_any(learning *g, double *agreed) {
+    if (g->e->collective == ALLTOALL) packed(g, agreed);
+    else packedv(g, agreed);
+}
+
+static void judged_any(learning *g, const double *agreed, int ok) {
+    if (g->e->collective == ALLTOALL) judged(g, agreed, ok);
+    else judgedv(g, agreed, ok);
+}
+
+/* the numbers c's agreement of its pending learnings takes (0: nothing to agree); alike on every rank of c */
+static int pending_on(const comm_state *c) {
+    int numbers = 0;
+    for (const learning *g = c->learnings; g; g = g->next) numbers += rounds_pending(g) ? agreed_size(g) : 0;
+    return numbers;
+}
+
+/* c's pending learnings packed into `agreed`, in the order of c's learnings (every rank's alike) */
+static void packed_on(comm_state *c, double *agreed) {
+    int at = 0;
+    for (learning *g = c->learnings; g; g = g->next)
+        if (rounds_pending(g)) packed_any(g, agreed + at), at += agreed_size(g);
 }
 
 /* c's pending learnings judged from its agreement (`agreed`, NULL: none could be made for want of memory on some
    rank: their rounds are dropped, as before) */
 static void judged_all(comm_state *c, const double *agreed, int ok) {
-    int i = 0;
+    int at = 0;
     for (learning *g = c->learnings; g; g = g->next)
-        if (g->e->collective == ALLTOALL && learn_pending(&g->l)) {
-            if (agreed) judged(g, agreed + AGREED * i++, ok);
+        if (rounds_pending(g)) {
+            int size = agreed_size(g);
+            if (agreed) judged_any(g, agreed + at, ok);
             else g->l.in_block = 0;
+            at += size;
         }
+}
+
+void rounds_kept(comm_state *c) {
+    int numbers = c->own != MPI_COMM_NULL ? pending_on(c) : 0;
+    if (!numbers) return;
+    double *agreed = malloc(sizeof(double) * (size_t)numbers);
+    int ok = agreed != NULL, all = 0;
+    /* one rank without memory: none agrees (the others would wait for it) */
+    if (PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->own) != MPI_SUCCESS) all = 0;
+    if (all) packed_on(c, agreed);
+    judged_all(c, all ? agreed : NULL, all && PMPI_Allreduce(MPI_IN_PLACE, agreed, numbers, MPI_DOUBLE, MPI_MAX,
+                                                             c->own) == MPI_SUCCESS);
+    free(agreed);
 }
 
 static const learning *most_calls(int collective, int nprocs, const int *layout, long long low);
 
-/* where a run's calls of a class are too few for any round (its live arms' warm-ups, then a visit of each), one line
-   on rank 0 says so: such runs never learn the class, however many there are */
+int too_few(const learning *g) {
+    const learner *l = &g->l;
+    int arms = 0;
+    for (int a = 0; a < l->narms; a++) arms += l->live[a];
+    long long calls = l->calls - g->before[0];
+    return (l->state == LEARN_EXPLORING || l->state == LEARN_GIVEN_BACK) && calls > 0 && calls < 2 * arms - 1 ? arms
+                                                                                                             : 0;
+}
+
+/* where a run's calls of a class are too few for any round, and no report says it on the class's line, one line on
+   rank 0 says so where A2A_LEARN_OUT keeps the run: such runs never learn the class, however many there are */
 static void say_too_few(void) {
     int rank;
-    if (!(the.report || the.learn_out[0]) || PMPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS || rank != 0)
-        return;
+    if (the.report || !the.learn_out[0] || PMPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS || rank != 0) return;
     for (comm_state *c = the.states; c; c = c->next)
         for (const learning *g = c->learnings; g; g = g->next) {
-            const learner *l = &g->l;
-            int arms = 0;
-            for (int a = 0; a < l->narms; a++) arms += l->live[a];
-            long long calls = l->calls - g->before[0];
-            if ((l->state == LEARN_EXPLORING || l->state == LEARN_GIVEN_BACK) && calls > 0 && calls < 2 * arms - 1 &&
-                most_calls(g->e->collective, g->e->nprocs, g->e->layout, g->low) == g)
+            int arms = too_few(g);
+            if (arms && most_calls(g->e->collective, g->e->nprocs, g->e->layout, g->low) == g)
                 fprintf(stderr, "a2a: learn %s on %d ranks, %lld-%lld B: a run of %lld calls completes no round of its "
                         "%d arms (%d warm-ups in a run, then a visit of each: %d calls at least), so runs like this "
                         "one never learn it; learn fewer candidates (bench deploy --learn --candidates) or run more "
-                        "calls a run\n", collective_name[g->e->collective], c->size, g->low, g->high, calls, arms,
-                        arms - 1, 2 * arms - 1);
+                        "calls a run\n", collective_name[g->e->collective], c->size, g->low, g->high,
+                        g->l.calls - g->before[0], arms, arms - 1, 2 * arms - 1);
         }
 }
 
 void rounds_kept_at_end(void) {
     int comms = 0, ok = 1, all = 0, i = 0;
-    if (!the.deploy) return; /* nothing learns (alike on every rank: a file refused anywhere is refused everywhere) */
+    /* nothing learns: no agreement (alike on every rank: every rank reads the same file, and a file refused anywhere
+       is refused everywhere) */
+    if (!the.deploy || !learns(the.deploy)) return;
     for (comm_state *c = the.states; c; c = c->next) comms += !c->freed && c->own != MPI_COMM_NULL && pending_on(c);
     double **agreed = calloc((size_t)comms + 1, sizeof *agreed);
     MPI_Request *requests = malloc(sizeof *requests * ((size_t)comms + 1));
     ok = agreed && requests;
     for (comm_state *c = the.states; c && ok; c = c->next)
         if (!c->freed && c->own != MPI_COMM_NULL && pending_on(c))
-            ok = (agreed[i++] = malloc(sizeof(double) * AGREED * (size_t)pending_on(c))) != NULL;
+            ok = (agreed[i++] = malloc(sizeof(double) * (size_t)pending_on(c))) != NULL;
     /* one rank without memory: none posts (a rank that posted would wait for one that did not) */
     if (PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS) all = 0;
     i = 0;
     for (comm_state *c = the.states; c; c = c->next) { /* each communicator's posted, in any order, then waited for */
         if (c->freed || c->own == MPI_COMM_NULL || !pending_on(c)) continue;
-        int n = 0;
-        for (learning *g = c->learnings; all && g; g = g->next)
-            if (g->e->collective == ALLTOALL && learn_pending(&g->l)) packed(g, agreed[i] + AGREED * n++);
-        if (!all || PMPI_Iallreduce(MPI_IN_PLACE, agreed[i], AGREED * n, MPI_DOUBLE, MPI_MAX, c->own,
+        if (all) packed_on(c, agreed[i]);
+        if (!all || PMPI_Iallreduce(MPI_IN_PLACE, agreed[i], pending_on(c), MPI_DOUBLE, MPI_MAX, c->own,
                                     &requests[i]) != MPI_SUCCESS)
             if (requests) requests[i] = MPI_REQUEST_NULL;
         i++;

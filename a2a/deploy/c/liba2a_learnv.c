@@ -13,6 +13,8 @@
  *   - where PROBE calls passed since the last agreement outside a block (none agreed yet, a class out of the range,
  *     kept or undecided, a choice between revisits, exploring paced), a probe of its own (one MPI_Allreduce of one
  *     number) agrees the class of that call.
+ * The completed rounds of a block in progress when the run ends (or its communicator is freed) are agreed the same
+ * way (packedv, judgedv: liba2a_learn.c's rounds_kept_at_end) and kept.
  * The arm of a call is the agreed class's learner's, whose state changes only at agreed points: every rank runs the
  * same arm at every call. A program whose sizes change between two agreements runs the arm of the class agreed last
  * for at most PROBE calls (a block's, where one is in progress): a slower arm for a while at worst, never a wrong
@@ -21,7 +23,6 @@
 
 #include <limits.h>
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define PROBE 128     /* calls after an agreement, outside a block, at which a probe agrees the class again */
@@ -41,52 +42,15 @@ static long long power_below(long long bytes) {
     return low;
 }
 
-/* a learned line's learner copied into l, its series its own: 0, else 1 (out of memory) */
-static int restored(learner *l, const learner *from) {
-    *l = *from;
-    int bad = 0;
-    for (int a = 0; a <= LEARN_ARMS; a++) {
-        learn_series *s = a < LEARN_ARMS ? &l->ratio[a] : &l->library;
-        const learn_series *f = a < LEARN_ARMS ? &from->ratio[a] : &from->library;
-        *s = (learn_series){0};
-        for (int i = 0; i < f->count; i++) bad |= learn_push(s, f->values[i]);
-    }
-    return bad;
-}
-
-/* the learner of the class of a call whose largest block is `bytes`, found or made (from the file's learned line
-   where it has one); NULL where the class lies outside e's range or there is no memory (the library's serves) */
+/* the learner of the class of a call whose largest block is `bytes`, found or made (learning_at: from the store's
+   evidence or the file's learned line where there is one); NULL where the class lies outside e's range or there is no
+   memory (the library's serves) */
 static learning *class_of(comm_state *c, const entry *e, double largest) {
     if (!(largest >= 1 && largest <= (double)(LLONG_MAX / 2))) return NULL; /* FAILED, or nothing to move */
     long long bytes = (long long)largest, low = power_below(bytes), high = 2 * low - 1;
     if (bytes < e->low || (e->high >= 0 && bytes > e->high)) return NULL;
     low = low > e->low ? low : e->low, high = e->high >= 0 && e->high < high ? e->high : high;
-    for (learning *g = c->learnings; g; g = g->next)
-        if (g->e == e && g->low == low) return g;
-    learning *g = calloc(1, sizeof *g);
-    if (!g) return NULL;
-    *g = (learning){.e = e, .low = low, .high = high, .c = c};
-    const learned_t *k = NULL;
-    for (int i = 0; i < the.deploy->nlearned && !k; i++) {
-        const learned_t *m = &the.deploy->learned[i];
-        if (m->collective == ALLTOALLV && m->nprocs == e->nprocs && m->low == low &&
-            same_layout(m->layout, e->layout, e->nprocs) && m->l.narms == 1 + e->ncandidates)
-            k = m;
-    }
-    if (!k || restored(&g->l, &k->l))
-        learn_init(&g->l, e->ncandidates, 0x5eedf000ULL + (unsigned long long)low * 37 + (unsigned long long)c->size);
-    else
-        learn_resume(&g->l, &the.learn);
-    g->before[0] = g->l.calls, g->before[1] = g->l.explored, g->before[2] = g->l.revisited;
-    pthread_mutex_lock(&the.lock); /* threads may make the learnings of other communicators at once */
-    for (const comm_state *o = the.states; o; o = o->next) /* its place among this rank's learners of the class */
-        for (const learning *h = o->learnings; h; h = h->next) g->ordinal += h->e == e && h->low == low;
-    g->ordinal++;
-    learning **last = &c->learnings;
-    while (*last) last = &(*last)->next;
-    *last = g;
-    pthread_mutex_unlock(&the.lock);
-    return g;
+    return learning_at(c, e, low, high, 0x5eedf000ULL + (unsigned long long)low * 37 + (unsigned long long)c->size);
 }
 
 /* whether the class is agreed at this call by a probe: the first call, and PROBE calls after an agreement where no
@@ -138,13 +102,14 @@ int learnedv_call(comm_state *c, const entry *e, const void *send, void *recv, c
     return 1;
 }
 
-/* the agreed block's rounds of another class than g's, or of mixed classes, set aside: the rest moved to the front
-   and counted as the block's completed rounds (learn_decide judges l->round of them), and counted in g->own as the
-   values this run adds to the series (the learned file's and the store's) */
+/* the agreed block's completed rounds of another class than g's, or of mixed classes, set aside: the rest moved to
+   the front and counted as the block's completed rounds (learn_decide judges l->round of them: a whole block's, or
+   the completed rounds of a block the run ends inside), and counted in g->own as the values this run adds to the
+   series (the learned file's and the store's) */
 static void set_aside(learning *g, learnedv_t *v) {
     learner *l = &g->l;
-    int kept = 0;
-    for (int r = 0; r < l->rounds; r++) {
+    int kept = 0, completed = l->round < l->rounds ? l->round : l->rounds;
+    for (int r = 0; r < completed; r++) {
         int alike = 1;
         for (int a = 0; a < l->narms; a++)
             alike &= !(l->times[r][a] > 0) || (v->bytes[r][a] >= (double)g->low && v->bytes[r][a] <= (double)g->high);
@@ -162,28 +127,42 @@ static void set_aside(learning *g, learnedv_t *v) {
         for (int a = 0; a < l->narms; a++) g->own[a] += !a || (exploring && l->times[r][a] > 0);
 }
 
+void packedv(learning *g, double *agreed) {
+    int n;
+    const double *times = learn_times(&g->l, &n);
+    memcpy(agreed, times, sizeof(double) * (size_t)n);
+    memcpy(agreed + n, &g->c->v.bytes[0][0], sizeof(double) * (size_t)n);
+    agreed[2 * n] = g->ordinal; /* the largest of any rank's: the share every rank takes (as liba2a_learn.c's) */
+}
+
+void judgedv(learning *g, const double *agreed, int ok) {
+    learnedv_t *v = &g->c->v;
+    learner *l = &g->l;
+    int n;
+    double *times = learn_times(l, &n);
+    if (!ok) {
+        l->state = LEARN_UNDECIDED, l->gap = LLONG_MAX, l->choice = 0, l->in_block = 0; /* the library's serves */
+        v->since = 0; /* a probe at the next call: no block agrees the class now */
+    } else {
+        memcpy(times, agreed, sizeof(double) * (size_t)n);
+        memcpy(&v->bytes[0][0], agreed + n, sizeof(double) * (size_t)n);
+        l->share = ldexp(learn_share_of((int)agreed[2 * n]), -l->givebacks);
+        set_aside(g, v);
+        learn_decide(l, &the.learn);
+    }
+    memset(v->bytes, 0, sizeof v->bytes);
+}
+
 void visitedv(learning *g, int arm, double seconds) {
     learnedv_t *v = &g->c->v;
     learner *l = &g->l;
-    int round = l->round;
-    v->bytes[round][arm] = v->largest;
+    v->bytes[l->round][arm] = v->largest;
     if (!learn_took(l, arm, seconds)) return;
-    int n;
-    double *times = learn_times(l, &n), agreed[2 * LEARN_BLOCK * LEARN_ARMS + 1];
-    memcpy(agreed, times, sizeof(double) * (size_t)n);
-    memcpy(agreed + n, &v->bytes[0][0], sizeof(double) * (size_t)n);
-    agreed[2 * n] = g->ordinal; /* the largest of any rank's: the share every rank takes (as visited's) */
-    if (PMPI_Allreduce(MPI_IN_PLACE, agreed, 2 * n + 1, MPI_DOUBLE, MPI_MAX, g->c->own) != MPI_SUCCESS) {
-        l->state = LEARN_UNDECIDED, l->gap = LLONG_MAX, l->choice = 0, l->in_block = 0; /* the library's serves */
-        v->since = 0; /* a probe at the next call: no block agrees the class now */
-        return;
-    }
-    memcpy(times, agreed, sizeof(double) * (size_t)n);
-    memcpy(&v->bytes[0][0], agreed + n, sizeof(double) * (size_t)n);
-    l->share = ldexp(learn_share_of((int)agreed[2 * n]), -l->givebacks);
-    double last = v->bytes[l->rounds - 1][arm]; /* the block's last visit: the class of the calls from here */
-    set_aside(g, v);
-    learn_decide(l, &the.learn);
-    memset(v->bytes, 0, sizeof v->bytes);
-    v->at = class_of(g->c, g->e, last), v->since = 1, v->agreements++; /* agreed now: no probe at the next call */
+    double agreed[AGREED_V];
+    packedv(g, agreed);
+    int ok = PMPI_Allreduce(MPI_IN_PLACE, agreed, AGREED_V, MPI_DOUBLE, MPI_MAX, g->c->own) == MPI_SUCCESS;
+    /* the block's last visit, as agreed: the class of the calls from here */
+    double last = agreed[LEARN_BLOCK * LEARN_ARMS + (l->rounds - 1) * LEARN_ARMS + arm];
+    judgedv(g, agreed, ok);
+    if (ok) v->at = class_of(g->c, g->e, last), v->since = 1, v->agreements++; /* agreed now: no probe next call */
 }

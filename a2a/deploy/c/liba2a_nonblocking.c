@@ -117,7 +117,7 @@ static nb_state *nonblocking_state(MPI_Comm comm) {
 static int learned_choice(MPI_Comm comm, const entry *e, MPI_Count bytes, int *why) {
     comm_state *c;
     int found;
-    *why = LEARNING_BLOCKING;
+    *why = LEARNING_NO_CHOICE;
     if (PMPI_Comm_get_attr(comm, the.keyval, &c, &found) != MPI_SUCCESS || !found) return -1;
     for (const learning *g = c->learnings; g; g = g->next)
         if (g->e == e && bytes >= g->low && bytes <= g->high) {
@@ -136,7 +136,7 @@ static int learned_choice(MPI_Comm comm, const entry *e, MPI_Count bytes, int *w
 static int learned_choice_v(MPI_Comm comm, const entry *e, int *why) {
     comm_state *c;
     int found;
-    *why = LEARNING_BLOCKING;
+    *why = LEARNING_NO_CHOICE;
     if (PMPI_Comm_get_attr(comm, the.keyval, &c, &found) != MPI_SUCCESS || !found) return -1;
     const learning *g = c->v.at;
     if (!g || g->e != e || g->l.state != LEARN_CHOSEN || g->l.choice <= 0) return -1;

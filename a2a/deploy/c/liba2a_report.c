@@ -46,7 +46,9 @@ static void print_learning(const learning *g) {
     fprintf(stderr, "  learn %s on %d ranks, %s: %lld calls, %lld exploring, %lld revisiting the library%s; ",
             collective_name[g->e->collective], g->c->size, range, l->calls - g->before[0],
             l->explored - g->before[1], l->revisited - g->before[2],
-            g->before[0] ? " (this run; the file's evidence before it)" : "");
+            g->from == FROM_STORE  ? " (this run; the store's evidence before it: A2A_LEARN_DIR)"
+            : g->from == FROM_FILE ? " (this run; the file's evidence before it)"
+                                   : "");
     if (l->state == LEARN_CHOSEN) {
         learn_interval(&l->ratio[l->choice], INT_MAX, learn_level(l, &the.learn), &low, &high);
         fprintf(stderr, "serves %s, %.2fx the library's time (median of %d rounds, interval %.2f-%.2fx)",
@@ -59,13 +61,20 @@ static void print_learning(const learning *g) {
         fprintf(stderr, "the library's own serves (%s)", why[l->state]);
     }
     if (!known || !(spent > 0))
-        fprintf(stderr, "; exploring cost not known yet: the library's own not timed here yet (cap %.0f %%)\n",
+        fprintf(stderr, "; exploring cost not known yet: the library's own not timed here yet (cap %.0f %%)",
                 100 * the.learn.cap);
     else
-        fprintf(stderr, "; exploring cost %.3g ms, %.1f %% of the library's time here (cap %.0f %%%s)\n", 1e3 * cost,
+        fprintf(stderr, "; exploring cost %.3g ms, %.1f %% of the library's time here (cap %.0f %%%s)", 1e3 * cost,
                 100 * cost / spent, 100 * the.learn.cap,
                 cost > the.learn.cap * spent ? "; passed by the first rounds: too few calls of this size paid for them"
                                              : "");
+    int arms = too_few(g);
+    if (arms)
+        fprintf(stderr, "; this run's %lld calls complete no round of its %d arms (%d warm-ups in a run, then a visit "
+                "of each: %d calls at least), so runs like this one never learn it: learn fewer candidates (bench "
+                "deploy --learn --candidates) or run more calls a run", l->calls - g->before[0], arms, arms - 1,
+                2 * arms - 1);
+    fprintf(stderr, "\n");
     for (int a = 1; a < l->narms; a++) {
         char interval[96] = "too few rounds for an interval";
         learn_interval(&l->ratio[a], INT_MAX, learn_level(l, &the.learn), &low, &high);

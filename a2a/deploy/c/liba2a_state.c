@@ -14,7 +14,7 @@ const char *const reason_text[REASONS] = {
     "the executor could not prepare it", "non-blocking form (the executor has no progress hook here)",
     "persistent form (the executor has no progress hook here)",
     "first non-blocking call on the communicator (its private copy is being made)",
-    "learning: the library's own (its turn, or held)", "learning serves the blocking form only"};
+    "learning: the library's own (its turn, or held)", "learning: a non-blocking or persistent call whose class has no choice yet"};
 
 void free_plans(comm_state *c) {
     for (int i = 0; i < SLOTS; i++) {

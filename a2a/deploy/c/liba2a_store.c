@@ -329,7 +329,7 @@ void store_written(void) {
     if (out) fprintf(out, "%sjob %.*s\n", HEADER, (int)(strlen(name) - strlen(SUFFIX)), name);
     for (comm_state *c = the.states; out && c; c = c->next)
         for (const learning *g = c->learnings; g; g = g->next)
-            if (g->layout && g->e->collective == ALLTOALL && g->l.calls > g->before[0]) {
+            if (g->layout && g->l.calls > g->before[0]) { /* MPI_Alltoall's classes and MPI_Alltoallv's */
                 own_line(out, g, library);
                 lines++;
             }
