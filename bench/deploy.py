@@ -66,7 +66,7 @@ def deploy(decisions: tuple[str, ...], nprocs: str, extrapolate: bool, ranks_per
 def library_or_shown(library: bool, mpicc: str | None, show: str | None) -> str:
     """--library's path (built), else what --show's deploy file or store folder (A2A_LEARN_DIR) holds."""
     if library or show is None:
-        return preload_library(mpicc)
+        return str(preload_library(mpicc))
     return "\n".join(shown_store(Path(show)) if Path(show).is_dir() else shown_file(Path(show)))
 
 

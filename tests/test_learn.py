@@ -170,7 +170,7 @@ def test_bench_deploy_learn_writes_the_candidates_and_refuses_in_one_line(tmp_pa
     code, out, _ = bench_here(capsys, "deploy", "--learn", "--nprocs", "2,4", "--sizes", "64K:1M", "-o", str(path))
     assert code == 0 and "2 learn lines" in out and "A2A_LEARN_OUT=" in out, out
     assert [(c, p, low, high, len(k)) for c, p, _, low, high, k in Deployment.read(path).learning] == [
-        ("alltoall", 2, 65536, 1 << 20, 4), ("alltoall", 4, 65536, 1 << 20, 4)]
+        ("alltoall", 2, 65536, 1 << 20, 2), ("alltoall", 4, 65536, 1 << 20, 4)]  # 2 ranks: two exchanges
     code, out, _ = bench_here(capsys, "deploy", "--show", str(path))
     assert "learns among the library's own, bruck, dimensional, linear, linear_sync" in out, out
     for args, said in ((["--sizes", "64K"], "accepted: LOW:HIGH bytes per peer"),
