@@ -43,6 +43,14 @@ def needs_mpich(why: str) -> pytest.MarkDecorator:
     return pytest.mark.skipif(not is_mpich(), reason=f"needs MPICH: {why}")
 
 
+def built_program(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """tests/programs/NAME.c built with this MPI library's mpicc, warnings as errors, in a folder of its own."""
+    program = tmp_path_factory.mktemp("programs") / name
+    subprocess.run([mpi_tool("mpicc"), "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(program),
+                    str(ROOT / "tests" / "programs" / f"{name}.c")], check=True)
+    return program
+
+
 def launch_command(n: int, *program: str, cores: str | None = None) -> list[str]:
     """`mpiexec -n N PROGRAM...` as this MPI needs it for tests.
 

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import ROOT, bench_here, launch_command, self_comm
+from support import ROOT, bench_here, built_program, launch_command, self_comm
 
 from a2a.algos.registry import algorithms
 from a2a.deploy.file import Deployment, deployment, this_library
@@ -52,18 +52,12 @@ def preload() -> str:
 
 @pytest.fixture(scope="module")
 def check_program(tmp_path_factory) -> Path:
-    program = tmp_path_factory.mktemp("programs") / "alltoall_check"
-    subprocess.run([mpi_tool("mpicc"), "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(program),
-                    str(ROOT / "tests" / "programs" / "alltoall_check.c")], check=True)
-    return program
+    return built_program(tmp_path_factory, "alltoall_check")
 
 
 @pytest.fixture(scope="module")
 def nonblocking_program(tmp_path_factory) -> Path:
-    program = tmp_path_factory.mktemp("programs") / "ialltoall_recv"
-    subprocess.run([mpi_tool("mpicc"), "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(program),
-                    str(ROOT / "tests" / "programs" / "ialltoall_recv.c")], check=True)
-    return program
+    return built_program(tmp_path_factory, "ialltoall_recv")
 
 
 def progress_hook() -> bool:

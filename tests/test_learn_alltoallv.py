@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import ROOT, bench_here, launch_command
+from support import bench_here, built_program, launch_command
 from test_deploy import report_lines, under_library
 
 from a2a.deploy.file import Deployment, Learned, this_library
@@ -16,7 +16,7 @@ from a2a.deploy.learn import DEFAULT_CANDIDATES_V, learning
 from a2a.deploy.library import preload_library
 from a2a.deploy.transpose_sort import transpose_sort
 from a2a.errors import BadInput
-from a2a.mpi import clean_launcher_env, mpi_tool
+from a2a.mpi import clean_launcher_env
 
 CANDIDATES = ["linear", "pairwise", "throttled"]
 SERVING = {"linear", "pairwise"}  # the arms CANDIDATES are on 2 ranks: throttled's exchange is linear's there
@@ -29,10 +29,7 @@ def preload() -> str:
 
 @pytest.fixture(scope="module")
 def is_like(tmp_path_factory) -> str:
-    program = tmp_path_factory.mktemp("programs") / "is_like"
-    subprocess.run([mpi_tool("mpicc"), "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(program),
-                    str(ROOT / "tests" / "programs" / "is_like.c")], check=True)
-    return str(program)
+    return str(built_program(tmp_path_factory, "is_like"))
 
 
 def learn_file(tmp_path: Path, candidates: list[str], learned: tuple[str, ...] = ()) -> Path:

@@ -8,14 +8,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import ROOT
+from support import built_program
 from test_deploy import progress_hook, report_lines, under_library
 from test_learn import learn_file
 
 from a2a.deploy.file import this_library
 from a2a.deploy.learn import learning
 from a2a.deploy.library import preload_library
-from a2a.mpi import mpi_tool
 
 P, COUNT = 2, 3  # ranks; ints per peer: 12 B, the 8-15 B class
 NONBLOCKING, STARTS = 4, 2  # rounds of two MPI_Ialltoall in flight; starts of each persistent request
@@ -33,10 +32,7 @@ def preload() -> str:
 
 @pytest.fixture(scope="module")
 def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    made = tmp_path_factory.mktemp("programs") / "learn_nonblocking"
-    subprocess.run([mpi_tool("mpicc"), "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(made),
-                    str(ROOT / "tests" / "programs" / "learn_nonblocking.c")], check=True)
-    return made
+    return built_program(tmp_path_factory, "learn_nonblocking")
 
 
 def series(values: list[float]) -> str:

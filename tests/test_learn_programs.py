@@ -8,13 +8,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import ROOT, launch_command
+from support import ROOT, built_program, launch_command
 from test_deploy import under_library
 
 from a2a.deploy.file import Deployment, Learned, this_library
 from a2a.deploy.learn import learning
 from a2a.deploy.library import preload_library
-from a2a.mpi import clean_launcher_env, mpi_tool
+from a2a.mpi import clean_launcher_env
 
 CALLS, BYTES = 8, 4096  # FT's 8 calls a run, at a size a test can afford
 CLASS = "2 ranks, 4096-8191 B"
@@ -22,10 +22,7 @@ CLASS = "2 ranks, 4096-8191 B"
 
 @pytest.fixture(scope="module")
 def ft_like(tmp_path_factory) -> Path:
-    program = tmp_path_factory.mktemp("programs") / "ft_like"
-    subprocess.run([mpi_tool("mpicc"), "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(program),
-                    str(ROOT / "tests" / "programs" / "ft_like.c")], check=True)
-    return program
+    return built_program(tmp_path_factory, "ft_like")
 
 
 @pytest.fixture(scope="module")

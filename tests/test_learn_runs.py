@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import math
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
-from support import ROOT
+from support import ROOT, built_program
 from test_deploy import under_library
 
 from a2a.deploy.file import Deployment, Learned, this_library
@@ -27,18 +26,12 @@ def preload() -> str:
 
 @pytest.fixture(scope="module")
 def check_program(tmp_path_factory) -> Path:
-    program = tmp_path_factory.mktemp("programs") / "alltoall_check"
-    subprocess.run([mpi_tool("mpicc"), "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(program),
-                    str(ROOT / "tests" / "programs" / "alltoall_check.c")], check=True)
-    return program
+    return built_program(tmp_path_factory, "alltoall_check")
 
 
 @pytest.fixture(scope="module")
 def is_like(tmp_path_factory) -> Path:
-    program = tmp_path_factory.mktemp("programs") / "is_like"
-    subprocess.run([mpi_tool("mpicc"), "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(program),
-                    str(ROOT / "tests" / "programs" / "is_like.c")], check=True)
-    return program
+    return built_program(tmp_path_factory, "is_like")
 
 
 def controls(tmp_path: Path, arms: int, learned: list[str] | None = None, collective: str = "alltoall") -> Path:

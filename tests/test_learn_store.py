@@ -8,13 +8,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import ROOT, bench_here, launch_command
+from support import bench_here, built_program, launch_command
 
 from a2a.deploy.file import Deployment, Learned, this_library
 from a2a.deploy.learn import learning
 from a2a.deploy.library import preload_library
 from a2a.deploy.store import Evidence, evidence_file, library_key, read_store
-from a2a.mpi import clean_launcher_env, library_version, mpi_tool
+from a2a.mpi import clean_launcher_env, library_version
 
 JOBS, CALLS, INTS = 8, 8, 64  # concurrent jobs, all-to-alls each (of 64 ints per peer: the 256-511 B class)
 CONTROLS = "control,control,control"
@@ -29,18 +29,12 @@ def preload() -> str:
 
 @pytest.fixture(scope="module")
 def check_program(tmp_path_factory) -> Path:
-    program = tmp_path_factory.mktemp("programs") / "alltoall_check"
-    subprocess.run([mpi_tool("mpicc"), "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(program),
-                    str(ROOT / "tests" / "programs" / "alltoall_check.c")], check=True)
-    return program
+    return built_program(tmp_path_factory, "alltoall_check")
 
 
 @pytest.fixture(scope="module")
 def is_like(tmp_path_factory) -> Path:
-    program = tmp_path_factory.mktemp("programs") / "is_like"
-    subprocess.run([mpi_tool("mpicc"), "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(program),
-                    str(ROOT / "tests" / "programs" / "is_like.c")], check=True)
-    return program
+    return built_program(tmp_path_factory, "is_like")
 
 
 def learn_file(tmp_path: Path, collective: str = "alltoall") -> Path:
