@@ -268,3 +268,19 @@ def schedule_cache():
     with tempfile.TemporaryDirectory(prefix="a2a-schedules-") as directory, pytest.MonkeyPatch.context() as patch:
         patch.setenv("A2A_SCHEDULE_CACHE", directory)
         yield
+
+
+@pytest.fixture(scope="module")
+def preload() -> str:
+    """liba2a.so for this Python's MPI library, built once and kept (the deploy and learning tests preload it)."""
+    from a2a.deploy.library import preload_library
+
+    return str(preload_library())
+
+
+@pytest.fixture(scope="module")
+def check_program(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/programs/alltoall_check.c built: a C program that checks every element its MPI_Alltoall calls receive."""
+    from support import built_program
+
+    return built_program(tmp_path_factory, "alltoall_check")

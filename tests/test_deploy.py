@@ -13,7 +13,6 @@ from support import ROOT, bench_here, built_program, launch_command, self_comm
 
 from a2a.algos.registry import algorithms
 from a2a.deploy.file import Deployment, deployment, this_library
-from a2a.deploy.library import preload_library
 from a2a.execute.executor import PROGRESS, executor_library
 from a2a.mpi import clean_launcher_env, mpi_tool
 from a2a.record.decision import write_decision
@@ -43,16 +42,6 @@ def every_schedule(names: list[str]) -> tuple[list[tuple[int, str]], list[int]]:
     large = [(LARGE - 64 * (k - i) + 1, name) for i, name in enumerate(names)] + [(LARGE + 1, "native")]
     counts = [i + 1 for i in range(k)] + [(LARGE - 64 * (k - 1 - i)) // 4 for i in range(k)]
     return small + gap + large, counts
-
-
-@pytest.fixture(scope="module")
-def preload() -> str:
-    return str(preload_library())
-
-
-@pytest.fixture(scope="module")
-def check_program(tmp_path_factory) -> Path:
-    return built_program(tmp_path_factory, "alltoall_check")
 
 
 @pytest.fixture(scope="module")

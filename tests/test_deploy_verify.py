@@ -15,7 +15,6 @@ from test_deploy import decision, deploy_page_block, pasted, report_lines, under
 
 from a2a.analysis import decide
 from a2a.deploy.file import Deployment, deployment, served_by
-from a2a.deploy.library import preload_library
 from a2a.deploy.verify import (
     FASTER,
     SAME,
@@ -202,11 +201,6 @@ def test_a_stop_that_ends_a_verification_launch_is_a_stop(tmp_path: Path, monkey
         monkeypatch.setattr(tune_deploy, "run_launch", failing(stop))
         with pytest.raises(raised):
             tune._launch(2)(["./verify_loop"], {})
-
-
-@pytest.fixture(scope="module")
-def preload() -> str:
-    return str(preload_library())
 
 
 @pytest.fixture(scope="module")

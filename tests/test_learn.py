@@ -16,7 +16,7 @@ from test_deploy import under_library
 
 from a2a.deploy.file import Deployment, Learned, shown_file, this_library
 from a2a.deploy.learn import learned_with_notes, learning
-from a2a.deploy.library import LEARN_SOURCES, preload_library
+from a2a.deploy.library import LEARN_SOURCES
 from a2a.deploy.verify import loop_program
 from a2a.errors import BadInput
 from a2a.mpi import mpi_tool
@@ -177,11 +177,6 @@ def test_bench_deploy_learn_writes_the_candidates_and_refuses_in_one_line(tmp_pa
                        ([str(path)], "--learn writes candidates, not a decision's winners")):
         code, out, err = bench_here(capsys, "deploy", "--learn", "--nprocs", "2", *args, "-o", str(tmp_path / "x"))
         assert code == 2 and sum(said in line for line in err.splitlines()) == 1, err
-
-
-@pytest.fixture(scope="module")
-def preload() -> str:
-    return str(preload_library())
 
 
 def learn_file(tmp_path: Path, candidates: list[str], nprocs: list[int], learned: Sequence[str] = ()) -> Path:

@@ -13,18 +13,12 @@ from test_deploy import report_lines, under_library
 
 from a2a.deploy.file import Deployment, Learned, this_library
 from a2a.deploy.learn import DEFAULT_CANDIDATES_V, learning
-from a2a.deploy.library import preload_library
 from a2a.deploy.transpose_sort import transpose_sort
 from a2a.errors import BadInput
 from a2a.mpi import clean_launcher_env
 
 CANDIDATES = ["linear", "pairwise", "throttled"]
 SERVING = {"linear", "pairwise"}  # the arms CANDIDATES are on 2 ranks: throttled's exchange is linear's there
-
-
-@pytest.fixture(scope="module")
-def preload() -> str:
-    return str(preload_library())
 
 
 @pytest.fixture(scope="module")

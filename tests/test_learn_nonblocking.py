@@ -14,7 +14,6 @@ from test_learn import learn_file
 
 from a2a.deploy.file import this_library
 from a2a.deploy.learn import learning
-from a2a.deploy.library import preload_library
 
 P, COUNT = 2, 3  # ranks; ints per peer: 12 B, the 8-15 B class
 NONBLOCKING, STARTS = 4, 2  # rounds of two MPI_Ialltoall in flight; starts of each persistent request
@@ -23,11 +22,6 @@ NOT_CHOSEN = "learning: a non-blocking or persistent call whose class has no cho
 LIBRARY_TURN = "learning: the library's own (its turn, or held)"
 NO_HOOK = ("non-blocking form (the executor has no progress hook here)",
            "persistent form (the executor has no progress hook here)")
-
-
-@pytest.fixture(scope="module")
-def preload() -> str:
-    return str(preload_library())
 
 
 @pytest.fixture(scope="module")

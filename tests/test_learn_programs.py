@@ -13,7 +13,6 @@ from test_deploy import under_library
 
 from a2a.deploy.file import Deployment, Learned, this_library
 from a2a.deploy.learn import learning
-from a2a.deploy.library import preload_library
 from a2a.mpi import clean_launcher_env
 
 CALLS, BYTES = 8, 4096  # FT's 8 calls a run, at a size a test can afford
@@ -23,11 +22,6 @@ CLASS = "2 ranks, 4096-8191 B"
 @pytest.fixture(scope="module")
 def ft_like(tmp_path_factory) -> Path:
     return built_program(tmp_path_factory, "ft_like")
-
-
-@pytest.fixture(scope="module")
-def preload() -> str:
-    return str(preload_library())
 
 
 def learn_file(folder: Path, candidates: list[str]) -> Path:

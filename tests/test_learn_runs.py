@@ -13,20 +13,9 @@ from test_deploy import under_library
 
 from a2a.deploy.file import Deployment, Learned, this_library
 from a2a.deploy.learn import learning
-from a2a.deploy.library import preload_library
 from a2a.mpi import mpi_tool
 
 INTS = 64  # ints per peer of every call: the 256-511 B class
-
-
-@pytest.fixture(scope="module")
-def preload() -> str:
-    return str(preload_library())
-
-
-@pytest.fixture(scope="module")
-def check_program(tmp_path_factory) -> Path:
-    return built_program(tmp_path_factory, "alltoall_check")
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ from support import bench_here, built_program, launch_command
 
 from a2a.deploy.file import Deployment, Learned, this_library
 from a2a.deploy.learn import learning
-from a2a.deploy.library import preload_library
 from a2a.deploy.store import Evidence, evidence_file, library_key, read_store
 from a2a.mpi import clean_launcher_env, library_version
 
@@ -20,16 +19,6 @@ JOBS, CALLS, INTS = 8, 8, 64  # concurrent jobs, all-to-alls each (of 64 ints pe
 CONTROLS = "control,control,control"
 FASTER = " live:-0.69,-0.69,-0.69" * 3  # three rounds at half the library's time, per candidate: nothing paces
 OTHERS = ("Open_MPI/1.10.7", "MPICH/3.2.1")  # libraries no test runs
-
-
-@pytest.fixture(scope="module")
-def preload() -> str:
-    return str(preload_library())
-
-
-@pytest.fixture(scope="module")
-def check_program(tmp_path_factory) -> Path:
-    return built_program(tmp_path_factory, "alltoall_check")
 
 
 @pytest.fixture(scope="module")
