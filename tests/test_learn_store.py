@@ -79,7 +79,8 @@ def test_jobs_finishing_at_once_lose_nothing_and_other_libraries_and_counts_are_
     at once, each 8 calls (3 warm-ups, a round, a round begun): every job's file is in the store with its own round
     and calls only, and no job read the other libraries' evidence (its learned file's calls: the store's of this
     library and its own, never 1000 more). A job of 4 ranks then reads none of the 2-rank evidence, and the 2-rank
-    classes none of its. `bench deploy --show DIR` merges them per class (9 jobs, 11 rounds) and compacts the store."""
+    classes none of its. `bench deploy --show DIR` merges them per class (9 jobs: the 3 planted rounds and theirs)
+    and compacts the store."""
     folder, deploy = tmp_path / "store", learn_file(tmp_path)
     folder.mkdir()
     ours = library_key(library_version())
@@ -90,10 +91,14 @@ def test_jobs_finishing_at_once_lose_nothing_and_other_libraries_and_counts_are_
         finished(job)
     found = own_lines(folder, {"planted", "elsewhere"})
     assert len(found) == JOBS, found
+    rounds = 0
     for (line,) in found.values():
         k = line.learned
-        assert (line.library, k.nprocs, k.calls, k.explored, len(k.library)) == (ours, 2, CALLS, CALLS, 1), line
-        assert [len(values) for _, values in k.ratios] == [1, 1, 1], line
+        assert (line.library, k.nprocs, k.calls, k.explored) == (ours, 2, CALLS, CALLS), line
+        # a round of 4 arms; or 2 of 3 where a job that ended before this one began had its evidence drop a
+        # candidate (jobs that do not overlap: Open MPI's start-up on 2 cores)
+        assert len(k.library) in (1, 2) and all(len(values) == len(k.library) for live, values in k.ratios if live)
+        rounds += len(k.library)
     for i in range(JOBS):
         (learned,) = map(Learned.parse, Deployment.read(tmp_path / f"out{i}.a2a").learned)
         assert 24 + CALLS <= learned.calls <= 24 + JOBS * CALLS and learned.state == "exploring", learned
@@ -106,7 +111,7 @@ def test_jobs_finishing_at_once_lose_nothing_and_other_libraries_and_counts_are_
     assert code == 0 and f"the evidence of {JOBS + 3} jobs from {JOBS + 3} files, compacted into one" in out, out
     assert len(classes) == 4 and len(list(folder.iterdir())) == 1, out
     mine = next(c for c in classes if c.startswith(f"  {ours}, alltoall on 2 ranks"))
-    assert f"{JOBS + 1} jobs, {24 + JOBS * CALLS} calls" in mine and f"; {3 + JOBS} rounds" in mine, mine
+    assert f"{JOBS + 1} jobs, {24 + JOBS * CALLS} calls" in mine and f"; {3 + rounds} rounds" in mine, mine
     assert sum(f"{ours}, alltoall on 4 ranks" in c and "1 job, 8 calls" in c for c in classes) == 1, out
 
 
