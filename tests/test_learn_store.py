@@ -95,9 +95,9 @@ def test_jobs_finishing_at_once_lose_nothing_and_other_libraries_and_counts_are_
     for (line,) in found.values():
         k = line.learned
         assert (line.library, k.nprocs, k.calls, k.explored) == (ours, 2, CALLS, CALLS), line
-        # a round of 4 arms; or 2 of 3 where a job that ended before this one began had its evidence drop a
-        # candidate (jobs that do not overlap: Open MPI's start-up on 2 cores)
-        assert len(k.library) in (1, 2) and all(len(values) == len(k.library) for live, values in k.ratios if live)
+        # a round of 4 arms; 2 of 3 or 3 of 2 where a job that ended before this one began had its evidence drop
+        # candidates (jobs that do not overlap: Open MPI's start-up on 2 cores)
+        assert 1 <= len(k.library) <= 3 and all(len(values) == len(k.library) for live, values in k.ratios if live)
         rounds += len(k.library)
     for i in range(JOBS):
         (learned,) = map(Learned.parse, Deployment.read(tmp_path / f"out{i}.a2a").learned)
