@@ -17,6 +17,7 @@ from support import (
     assert_refused_here,
     bench,
     bench_here,
+    cleaned,
     launch_command,
     mpi_library,
     mpiexec,
@@ -24,7 +25,6 @@ from support import (
 )
 
 from a2a.errors import BadConfig
-from a2a.mpi import clean_launcher_env
 from a2a.record.results import read_rows, read_samples
 from a2a.record.stats import Stats, bandwidths
 from a2a.sweep.config import default_nprocs
@@ -76,7 +76,7 @@ def test_default_process_counts():
 def test_record_has_the_exact_header_and_every_sample(tmp_path):
     out = tmp_path / "run"
     done = bench(3, "run", "--sizes", "8,1K", "--algorithms", "native,bruck", "--iterations", "4",
-                 "--output", str(out))
+                 "--output", str(out), asleep=True)
     assert done.returncode == 0, done.stderr
     lines = (out / "results.csv").read_text().splitlines()
     assert lines[0].startswith(HEADER + ",")  # later issues append columns after `note`
@@ -114,7 +114,7 @@ def test_stalls_and_outliers_are_flagged(tmp_path):
 def test_points_above_the_memory_cap_are_skipped(tmp_path):
     out = tmp_path / "run"
     done = bench(2, "run", "--sizes", "8,4K", "--algorithms", "native", "--nprocs", "2", "--no-control",
-                 "--max-memory", "4K", "--iterations", "3", "--output", str(out))
+                 "--max-memory", "4K", "--iterations", "3", "--output", str(out), asleep=True)
     assert done.returncode == 0, done.stderr
     rows = {r.bytes_per_peer: r for r in read_rows(out)}
     assert rows[8].valid and rows[8].iterations == 3
@@ -125,7 +125,7 @@ def test_points_above_the_memory_cap_are_skipped(tmp_path):
 def test_process_counts_run_on_subcommunicators(tmp_path):
     out = tmp_path / "run"
     done = bench(3, "run", "--sizes", "64", "--algorithms", "pairwise", "--nprocs", "1,2,3",
-                 "--iterations", "3", "--output", str(out), "--quiet", "--allow-oversubscribed")
+                 "--iterations", "3", "--output", str(out), "--quiet", "--allow-oversubscribed", asleep=True)
     assert done.returncode == 0, done.stderr
     assert sorted(r.nprocs for r in read_rows(out)) == [1, 2, 3]
     assert done.stdout == "" and done.stderr == f"results: {out}\n"  # quiet: only where the record is
@@ -136,7 +136,8 @@ def test_config_file_with_command_line_winning(tmp_path):
     config = tmp_path / "sweep.yaml"
     config.write_text("sizes: [8, 1K]\nalgorithms: [native, pairwise]\niterations: 3\noption: []\n")
     out = tmp_path / "run"
-    done = bench(2, "run", "--config", str(config), "--iterations", "4", "--output", str(out), "--quiet")
+    done = bench(2, "run", "--config", str(config), "--iterations", "4", "--output", str(out), "--quiet",
+                 asleep=True)
     assert done.returncode == 0, done.stderr
     rows = read_rows(out)
     assert {r.bytes_per_peer for r in rows} == {8, 1024} and {r.iterations for r in rows} == {4}
@@ -146,11 +147,12 @@ SLOW = "sleepy:stall_calls=1/2/3/4/5:seconds=0.15"
 
 
 def interrupted_sweep(out: Path, signum: int, algorithms: str, rows_first: int) -> subprocess.CompletedProcess:
-    """Start a slow 2-rank sweep, send `signum` to mpiexec once `rows_first` rows are on disk."""
+    """Start a slow 2-rank sweep, its ranks waiting asleep (each stall would keep the other spinning), send `signum`
+    to mpiexec once `rows_first` rows are on disk."""
     args = ["-m", "bench", "run", "--plugin", SLEEPY, "--algorithms", algorithms, "--sizes", "8,16,32,64",
             "--nprocs", "2", "--iterations", "5", "--no-control", "--output", str(out), "--quiet"]
     job = subprocess.Popen(launch_command(2, sys.executable, *args), cwd=ROOT,
-                           env=clean_launcher_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           env=cleaned(None, asleep=True), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and _rows_on_disk(out) < rows_first:
         time.sleep(0.1)
@@ -172,7 +174,7 @@ def test_sigterm_stops_cleanly_and_resume_measures_only_the_missing_points(tmp_p
     assert meta["status"].startswith("terminated"), meta["status"]
     assert f"--resume {out}" in stopped.stderr
 
-    done = bench(2, "run", "--resume", str(out), "--quiet")
+    done = bench(2, "run", "--resume", str(out), "--quiet", asleep=True)
     assert done.returncode == 0, done.stderr
     rows = read_rows(out)
     assert len(rows) == 8 and len({r.key for r in rows}) == 8
@@ -193,7 +195,7 @@ def test_a_point_past_the_timeout_ends_the_job_naming_it(tmp_path):
     # the points before the stalled one must finish within the timeout on a loaded machine too
     done = bench(2, "run", "--plugin", SLEEPY, "--algorithms", "native,sleepy:stall_calls=0:seconds=60:from_bytes=1024",
                  "--sizes", "8,1K", "--nprocs", "2", "--timeout", "8", "--output", str(out), "--quiet",
-                 timeout=120)
+                 timeout=120, asleep=True)  # asleep: rank 1 waits the 8 s in the exchange
     assert done.returncode != 0
     assert "sleepy:from_bytes=1024:seconds=60.0:stall_calls=0 at 1024 B per peer on 2 ranks" in done.stderr
     assert "did not finish within --timeout 8 s" in done.stderr
@@ -250,14 +252,14 @@ def test_list_and_show(small_sweep):
 def test_a_bad_record_on_resume_ends_the_job_instead_of_hanging(tmp_path):
     out = tmp_path / "run"
     assert bench(2, "run", "--sizes", "8", "--algorithms", "native", "--iterations", "2", "--output", str(out),
-                 "--quiet").returncode == 0
+                 "--quiet", asleep=True).returncode == 0
     samples = out / "samples.csv"
     samples.write_text(samples.read_text().replace("timing,", "", 1))
     meta = json.loads((out / "meta.json").read_text())
     meta["config"]["sizes"].append(16)
     (out / "meta.json").write_text(json.dumps(meta))
     began = time.monotonic()
-    done = bench(2, "run", "--resume", str(out), timeout=120)
+    done = bench(2, "run", "--resume", str(out), timeout=120, asleep=True)
     assert done.returncode != 0 and "unexpected CSV header" in done.stderr
     assert time.monotonic() - began < 60
 

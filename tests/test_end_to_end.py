@@ -19,7 +19,9 @@ WRONG = "tests/plugins/wrong.py"
 
 
 def bench_run(n: int, out, *args: str, timeout: float = 300):
-    return mpiexec(n, "-m", "bench", "run", "--output", str(out), *args, timeout=timeout)
+    """`bench run` with its ranks waiting asleep: these tests check what it records, not how fast (a rank waiting for
+    a sleepy peer would spin through every stall)."""
+    return mpiexec(n, "-m", "bench", "run", "--output", str(out), *args, timeout=timeout, asleep=True)
 
 
 def test_a_wrong_result_is_recorded_invalid_warned_and_left_out_of_decisions(tmp_path):
