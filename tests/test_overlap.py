@@ -128,7 +128,8 @@ def test_bad_overlap_options_are_one_line_and_exit_2(capsys, tmp_path, args, mes
 def test_all_under_overlap_sweeps_the_librarys_non_blocking_forms_with_a_compute_phase_given(tmp_path):
     out = tmp_path / "run"
     done = bench(2, "run", "--timing", "overlap", "--sizes", "8", "--algorithms", "all", "--tests", "0",
-                 "--compute-us", "50", "--iterations", "5", "--nprocs", "2", "--output", str(out), "--quiet")
+                 "--compute-us", "50", "--iterations", "5", "--nprocs", "2", "--output", str(out), "--quiet",
+                 asleep=True)
     assert done.returncode == 0, done.stderr
     rows = read_rows(out)
     assert sorted(r.options for r in rows if r.algorithm == "native") == ["form=nonblocking", "form=persistent"]
@@ -141,11 +142,12 @@ def test_all_under_overlap_sweeps_the_librarys_non_blocking_forms_with_a_compute
 def test_each_progress_mode_takes_a_launch_of_its_own_set_up_for_it(tmp_path):
     out = tmp_path / "run"
     first = bench(2, "run", "--timing", "overlap", "--sizes", "1K", "--algorithms", "native:form=nonblocking",
-                  "--tests", "2", "--progress", "poll,thread", "--iterations", "5", "--output", str(out), "--quiet")
+                  "--tests", "2", "--progress", "poll,thread", "--iterations", "5", "--output", str(out), "--quiet",
+                  asleep=True)  # what each launch records, not its times
     assert first.returncode == 0, first.stderr
     assert "the points with progress thread need a launch each" in first.stderr and "--resume" in first.stderr
     assert {r.progress for r in read_rows(out)} == {"poll"}
-    second = bench(2, "run", "--resume", str(out), "--quiet")
+    second = bench(2, "run", "--resume", str(out), "--quiet", asleep=True)
     assert second.returncode == 0, second.stderr
     assert {r.progress for r in read_rows(out)} == {"poll", "thread"}
     launches = json.loads((out / "meta.json").read_text())["launches"]
