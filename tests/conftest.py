@@ -126,10 +126,17 @@ def small_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # The collective tests at more ranks than `mpirun -n 4` has, on real MPI, where a property needs p > 4: an odd count
 # above 4 whose partners pair up unevenly (5) and two nodes of 4, a power of two past 4 (pairwise's xor schedule,
 # Bine's 3 steps) (8); the C executor at every p to 9, as its tests promise. Only the schedules' shapes are new there,
-# so the files run fewer dtypes and counts above 4 (their `cases`); every shape from 5 to 12 is checked in process on
-# the capture's stand-in MPI (test_algorithms, test_alltoallv, test_mesh), whose data really moves.
-ABOVE_FOUR = (("tests/test_executor.py", (5, 6, 7, 8, 9)), ("tests/test_algorithms.py", (5, 8)),
-              ("tests/test_nonblocking.py", (5, 8)))
+# so the files run fewer dtypes, counts and forms above 4 (their `cases`, `forms_at`, `counts_at`), and only the tests
+# that loop over subcommunicators of these sizes: the others run on the whole job, whose size is no shape of theirs
+# (plan reuse, refusals, one-shot handles, test() advancing rounds: at 1 to 4 under mpirun). Each variant's schedule
+# at 5 and 8 runs once, through start/test/wait (test_nonblocking, the same `cases`), not also blocking
+# (test_algorithms' test_matches_mpi_alltoall): both run the same schedule, and the blocking entry is the executor's
+# at every p to 9. Every shape from 5 to 12 is checked in process on the capture's stand-in MPI (test_algorithms,
+# test_alltoallv, test_mesh), whose data moves.
+ABOVE_FOUR = (("tests/test_executor.py", (5, 6, 7, 8, 9)),
+              ("tests/test_algorithms.py::test_pairwise_xor_matches_at_powers_of_two_and_is_refused_elsewhere", (5, 8)),
+              ("tests/test_nonblocking.py::test_start_test_wait_matches_mpi_alltoall_with_two_in_flight", (5, 8)),
+              ("tests/test_nonblocking.py::test_alltoallv_start_test_wait_matches_mpi_alltoallv", (5, 8)))
 
 
 @pytest.fixture(scope="session")

@@ -125,12 +125,14 @@ def assert_refused_here(capsys, args: list[str], message: str, out: Path) -> Non
 
 def collective_tests(files: tuple[tuple[str, tuple[int, ...]], ...], out: Path, timeout: float = 1200) -> Path:
     """Run the `mpi`-marked tests of each (file, sizes) in one `mpiexec -n N pytest` (N: the largest size named),
-    each file's on subcommunicators of its own sizes only.
+    each file's on subcommunicators of its own sizes only. A file may be named as `FILE::TEST`, once per test: those
+    tests only (a file's entries name the same sizes).
 
     Returns the JUnit report, which `assert_collective_tests_passed` reads per file.
     """
     report = out / "collective.xml"
-    told = " ".join(f"{Path(path).stem}:{','.join(map(str, sizes))}" for path, sizes in files)
+    sizes_of = {Path(path.split("::")[0]).stem: sizes for path, sizes in files}
+    told = " ".join(f"{stem}:{','.join(map(str, sizes))}" for stem, sizes in sizes_of.items())
     done = mpiexec(max(max(sizes) for _, sizes in files), "-m", "pytest", "-q", "-m", "mpi", "-p", "no:cacheprovider",
                    f"--junitxml={report}", *(path for path, _ in files), timeout=timeout,
                    env={**os.environ, SIZES_VARIABLE: told}, asleep=True)

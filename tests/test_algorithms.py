@@ -137,7 +137,10 @@ def test_ranks_with_different_dtypes_are_refused(comm):
 
 @pytest.mark.nested
 def test_every_algorithm_above_four_ranks(above_four):
-    """The collective tests above at 5 and 8 ranks (`mpirun -n 4` runs them at 1 to 4)."""
+    """Pairwise's xor schedule at 5 ranks (refused) and 8, in the shared nested job (`mpirun -n 4` runs the collective
+    tests above at 1 to 4). Every variant's schedule at 5 and 8 runs there through start/test/wait instead
+    (test_nonblocking, the same `cases`): a schedule wrong at 5 or 8 fails that; the blocking entry that is all
+    test_matches_mpi_alltoall would add is the executor's, run at every p to 9 there (test_executor)."""
     assert_collective_tests_passed(above_four, __file__)
 
 

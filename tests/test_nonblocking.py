@@ -193,5 +193,6 @@ def test_a_run_that_raises_ends_its_exchange_with_the_error():
 
 @pytest.mark.nested
 def test_every_algorithm_non_blocking_above_four_ranks(above_four):
-    """The collective tests above at 5 and 8 ranks (`mpirun -n 4` runs them at 1 to 4)."""
+    """The start/test/wait tests above, alltoall and alltoallv, at 5 and 8 ranks in the shared nested job (`mpirun -n 4`
+    runs them and the rest at 1 to 4): every variant's schedule at 5 and 8 is checked here, for test_algorithms too."""
     assert_collective_tests_passed(above_four, __file__)
