@@ -4,7 +4,9 @@ Imports only mpi4py and numpy, so it runs under any MPI library's venv. A size f
 the MPI error class it raised, or "wrong" when the data came out wrong. Extra collectives
 (Allreduce, Bcast, Barrier, Gather) run first with --collectives; --alltoallv calls
 MPI_Alltoallv instead, with size + (i + j) % 3 bytes from rank i to rank j; --ialltoall calls
-MPI_Ialltoall and waits.
+MPI_Ialltoall and waits; --alltoall goes back to MPI_Alltoall. Each of these holds for the sizes
+after it (one job probes several calls); a size that failed under a call other than the one the
+job began with is printed with that call's flag before it (--ialltoall:256:wrong).
 """
 import sys
 
@@ -51,9 +53,13 @@ def main(args):
         if not all(comm.allgather(other_collectives(comm))):
             print("OTHER COLLECTIVES WRONG", flush=True)
             return 1
-    uneven, started = args[:1] == ["--alltoallv"], args[:1] == ["--ialltoall"]
-    sizes = map(int, args[uneven or started:])
-    failed = [f"{size}:{why}" for size in sizes if (why := probe(comm, size, uneven, started))]
+    failed, call = [], args[0] if args[:1] in (["--alltoallv"], ["--ialltoall"]) else "--alltoall"
+    opening = call  # the call the job began with: its failures keep the plain SIZE:WHY
+    for arg in args:
+        if arg.startswith("--"):
+            call = arg
+        elif why := probe(comm, int(arg), call == "--alltoallv", call == "--ialltoall"):
+            failed.append(f"{arg}:{why}" if call == opening else f"{call}:{arg}:{why}")
     if comm.rank == 0:
         print("FAILED", *failed, flush=True)
     return 0
