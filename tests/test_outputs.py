@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
-from support import bench, python
+from support import bench, bench_here, python
 
 from a2a.record.outputs import Unwritable, writable_file, writable_folder
 from a2a.record.results import RESULTS_CSV, SAMPLES_CSV, Recorder, Row, read_rows, read_samples, write_atomic
@@ -36,6 +37,13 @@ def assert_one_line(done, start: str, why: str) -> None:
     assert "Traceback" not in done.stderr and ".tmp" not in done.stderr
 
 
+def here(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess:
+    """`python -m bench ARGS` run in this process, as a finished process: a refusal made before anything is done
+    reads the same (test_run_refuses_an_unwritable_output_once_on_every_rank launches one to show it is said once)."""
+    code, out, err = bench_here(capsys, *args)
+    return subprocess.CompletedProcess(["bench", *args], code, out, err)
+
+
 @pytest.fixture(scope="module")
 def table(tmp_path_factory: pytest.TempPathFactory, small_sweep: Path) -> Path:
     """The small sweep's decision table."""
@@ -46,9 +54,12 @@ def table(tmp_path_factory: pytest.TempPathFactory, small_sweep: Path) -> Path:
 
 
 @pytest.mark.launches
-def test_run_refuses_an_unwritable_output_once_on_every_rank(tmp_path):
-    for path, why in unwritable(tmp_path):
-        done = bench(2, "run", "--algorithms", "native", "--sizes", "8", "--output", str(path), timeout=60)
+def test_run_refuses_an_unwritable_output_once_on_every_rank(tmp_path, capsys):
+    """The first output launched on 2 ranks (said once, exit 2 on each); the second, only another reason, in this
+    process."""
+    for k, (path, why) in enumerate(unwritable(tmp_path)):
+        args = ("run", "--algorithms", "native", "--sizes", "8", "--output", str(path))
+        done = bench(2, *args, timeout=60) if k == 0 else here(capsys, *args)
         assert_one_line(done, f"bench run: cannot write the results to {path}: ", why)
         assert "(accepted: a folder you can create and write)" in done.stderr
 
@@ -61,20 +72,18 @@ def test_run_refuses_an_unwritable_output_of_its_config_file(tmp_path):
     assert_one_line(done, f"bench run: cannot write the results to {PROC}: ", "/proc")
 
 
-@pytest.mark.launches
-def test_simulate_refuses_an_unwritable_output_or_traces_folder(tmp_path):
+def test_simulate_refuses_an_unwritable_output_or_traces_folder(tmp_path, capsys):
     for path, why in unwritable(tmp_path):
         for option, what in (("--output", "the results"), ("--keep-traces", "the traces")):
-            done = python("-m", "bench", "simulate", "--sizes", "8", "--nprocs", "4", "--output",
+            done = here(capsys, "simulate", "--sizes", "8", "--nprocs", "4", "--output",
                           str(tmp_path / "sim"), option, str(path))
             assert_one_line(done, f"bench simulate: cannot write {what} to {path}: ", why)
     assert not (tmp_path / "sim").exists()
 
 
-@pytest.mark.launches
-def test_tune_refuses_an_unwritable_output(tmp_path):
+def test_tune_refuses_an_unwritable_output(tmp_path, capsys):
     for path, why in unwritable(tmp_path):
-        assert_one_line(python("-m", "bench", "tune", "--output", str(path)),
+        assert_one_line(here(capsys, "tune", "--output", str(path)),
                         f"bench tune: cannot write the tune to {path}: ", why)
 
 
@@ -87,7 +96,7 @@ def test_plot_refuses_an_unwritable_output(tmp_path, small_sweep):
 
 @pytest.mark.launches
 @pytest.mark.parametrize("command", ["decide", "export", "deploy", "compare"])
-def test_the_commands_writing_a_file_refuse_it_naming_it(command, tmp_path, small_sweep, table):
+def test_the_commands_writing_a_file_refuse_it_naming_it(command, tmp_path, capsys, small_sweep, table):
     args = {"decide": ["decide", str(small_sweep)], "export": ["export", str(table), "--format", "ompi"],
             "deploy": ["deploy", str(table)],
             "compare": ["compare", "--baseline", str(small_sweep), "--tuned", str(small_sweep), "--revert-slower",
@@ -97,7 +106,7 @@ def test_the_commands_writing_a_file_refuse_it_naming_it(command, tmp_path, smal
     places = [(PROC.with_suffix(".json"), "no new files can be made in /proc"), *unwritable(tmp_path)[1:],
               (tmp_path / "missing" / "x.json", f"its folder {tmp_path / 'missing'} does not exist")]
     for path, why in places:
-        done = python("-m", "bench", *args, "-o", str(path))
+        done = here(capsys, *args, "-o", str(path))
         assert_one_line(done, f"bench {command}: cannot write {what} to {path}: ", why)
         assert "(accepted: a file in a folder that exists and you can write)" in done.stderr
 
