@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from support import assert_refused_before_measuring, mpiexec
+from support import assert_refused_before_measuring, assert_refused_here, mpiexec
 
 import a2a
 from a2a.algos.registry import candidates
@@ -111,23 +111,26 @@ def test_groups_on_eight_stand_in_ranks(name):
 
 
 @pytest.mark.launches
-def test_one_sweep_over_1d_and_2d_groups_of_the_same_eight_ranks(tmp_path):
+def test_one_sweep_over_1d_and_2d_groups_of_the_same_four_ranks(tmp_path):
+    """A 2x2 mesh on 4 ranks (8 ranks cost twice the start-up on 2 cores): its 1D groups (2 of 2) and its 2D group (1
+    of 4) differ in size, count and bus bandwidth factor, and y's members tell the axes apart (x's are [[0, 2], [1, 3]];
+    every layout's members on 8 ranks are checked in process above)."""
     out = tmp_path / "run"
-    done = mpiexec(8, "-m", "bench", "run", "--mesh", "2x4", "--groups", "y", "--groups", "x,y",
+    done = mpiexec(4, "-m", "bench", "run", "--mesh", "2x2", "--groups", "y", "--groups", "x,y",
                    "--algorithms", "native,pairwise", "--no-control", "--sizes", "8,1K", "--iterations", "3",
                    "--output", str(out), "--format", "tpu", "--allow-oversubscribed", timeout=300,
-                   asleep=True)  # 8 ranks on 2 cores: waiting ranks sleep (relations of columns are checked, not times)
+                   asleep=True)  # 4 ranks on 2 cores: waiting ranks sleep (relations of columns are checked, not times)
     assert done.returncode == 0, done.stderr
     rows = read_rows(out)
-    assert {(r.mesh, r.groups, r.group_size, r.ngroups) for r in rows} == {("2x4", "1x4", 4, 2), ("2x4", "2x4", 8, 1)}
-    assert len(rows) == 8 and all(r.valid and r.nprocs == 8 for r in rows)
+    assert {(r.mesh, r.groups, r.group_size, r.ngroups) for r in rows} == {("2x2", "1x2", 2, 2), ("2x2", "2x2", 4, 1)}
+    assert len(rows) == 8 and all(r.valid and r.nprocs == 4 for r in rows)
     for r in rows:  # nccl-tests' bandwidths of one group's all-to-all
         assert r.group_size is not None
         assert r.algbw_GBps == pytest.approx(r.bytes_per_peer * r.group_size / (r.t_p50_us * 1e-6) / 1e9, rel=1e-4)
         assert r.busbw_GBps == pytest.approx(r.algbw_GBps * (r.group_size - 1) / r.group_size, rel=1e-4)
-    groups = json.loads((out / "meta.json").read_text())["by_nprocs"]["8"]["replica_groups"]
-    assert {"mesh": "2x4", "groups": "1x4", "members": [[0, 1, 2, 3], [4, 5, 6, 7]]} in groups
-    header = done.stdout.split("8 ranks\n", 1)[1].splitlines()[0].split("\t")
+    groups = json.loads((out / "meta.json").read_text())["by_nprocs"]["4"]["replica_groups"]
+    assert {"mesh": "2x2", "groups": "1x2", "members": [[0, 1], [2, 3]]} in groups
+    header = done.stdout.split("4 ranks\n", 1)[1].splitlines()[0].split("\t")
     assert header[:7] == ["iteration", "op_type", "rank", "mesh_shape", "op_dimension", "sharding_strategy",
                           "transferred_data (GB)"]
     assert "step_time_ms_p99" in header and "achieved_bw (GB/s)_p50" in header
@@ -137,9 +140,18 @@ def test_one_sweep_over_1d_and_2d_groups_of_the_same_eight_ranks(tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["--mesh", "2x4"], "mesh 2x4 holds 8 ranks, more than the 2 of this job"),
     (["--mesh", "2", "--nprocs", "1"], "mesh 2 holds 2 ranks, not a process count of this sweep (1; the world has 2)"),
+])
+def test_bad_mesh_options_exit_2(tmp_path, args, message):
+    """Refusals that need the job's size: launched on 2 ranks, which also shows a refusal is said once, not per rank."""
+    assert_refused_before_measuring([*args, "--sizes", "8"], message, tmp_path / "r")
+
+
+@pytest.mark.parametrize("args,message", [
     (["--mesh", "2x0"], "mesh '2x0'; accepted"),
     (["--groups", "z"], "--groups needs --mesh"),
     (["--mesh", "2", "--groups", "y"], "groups 'y' for mesh 2; accepted: axis names among x"),
 ])
-def test_bad_mesh_options_exit_2(tmp_path, args, message):
-    assert_refused_before_measuring([*args, "--sizes", "8"], message, tmp_path / "r")
+def test_bad_mesh_shapes_exit_2(capsys, tmp_path, args, message):
+    """Refusals of the options alone, whatever the job's size: in this process (the launched ones above show a
+    refusal is said by one rank)."""
+    assert_refused_here(capsys, [*args, "--sizes", "8"], message, tmp_path / "r")
