@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from support import assert_refused_before_measuring, bench
+from support import assert_refused_before_measuring, assert_refused_here, bench
 
 from a2a.record.results import CONTROL, read_rounds, read_rows
 from a2a.sweep.config import from_options
@@ -74,11 +74,12 @@ def test_launches_make_a_record_each_and_the_decision_reads_them_all(tmp_path):
 
 
 @pytest.mark.launches
-def test_launches_refuse_resume_and_refine_in_one_line(tmp_path):
+def test_launches_refuse_resume_and_refine_in_one_line(tmp_path, capsys):
+    """The first launched on 2 ranks (said once, not per rank); the second, of the option alone, in this process."""
     assert_refused_before_measuring(["--launches", "2", "--refine", "--sizes", "8"],
                                     "--launches goes without --refine", tmp_path / "run")
-    assert_refused_before_measuring(["--launches", "0", "--sizes", "8"], "--launches 0; accepted: 1 or more",
-                                    tmp_path / "run")
+    assert_refused_here(capsys, ["--launches", "0", "--sizes", "8"], "--launches 0; accepted: 1 or more",
+                        tmp_path / "run")
 
 
 @pytest.mark.launches
