@@ -205,10 +205,17 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_no_module_imports_itself_back_even_from_inside_a_function(tmp_path: Path):
+@pytest.fixture(scope="module")
+def project_graph() -> dict[str, set[str]]:
+    """The project's import graph, parsed once for the tests that read it."""
+    return import_graph(ROOT)
+
+
+def test_no_module_imports_itself_back_even_from_inside_a_function(tmp_path: Path,
+                                                                   project_graph: dict[str, set[str]]):
     """No cycle among any modules, a package and its members included, counting every import statement; a stray
     import inside a function makes one."""
-    assert cycles(import_graph(ROOT)) == []
+    assert cycles(project_graph) == []
     tree = copy_of_project(tmp_path)
     with open(tree / "a2a/analysis/export/mpich.py", "a") as source:
         source.write("\n\ndef stray():\n    from a2a.analysis.export import formats  # noqa: F401\n")
@@ -289,14 +296,14 @@ def test_a_new_algorithm_is_one_file(tmp_path: Path):
         capture_output=True, text=True, timeout=600)
     listed = run("-m", "bench", "list")
     assert "reversed_pairwise" in listed.stdout, listed.stderr
-    collected = run("-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "tests/test_algorithms.py",
-                    "tests/test_capture.py", "tests/test_mesh.py")
+    # one pytest both collects the new algorithm's tests in the three files and runs them (here at one rank)
+    checked = run("-m", "pytest", "-v", "-p", "no:cacheprovider", "tests/test_algorithms.py", "tests/test_capture.py",
+                  "tests/test_mesh.py", "-k", "reversed_pairwise")
+    assert checked.returncode == 0 and " passed" in checked.stdout, checked.stdout[-2000:]
     for test in ("test_algorithms.py::test_matches_mpi_alltoall[reversed_pairwise]",
                  "test_capture.py::test_the_simulator_reads_the_steps_the_plan_runs[reversed_pairwise-options",
                  "test_mesh.py::test_concurrent_groups_give_correct_data[reversed_pairwise]"):
-        assert any(test in line and "reversed_pairwise" in line for line in collected.stdout.splitlines()), test
-    checked = run("-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_capture.py", "-k", "reversed_pairwise")
-    assert checked.returncode == 0 and " passed" in checked.stdout, checked.stdout[-2000:]
+        assert any(test in line and "PASSED" in line for line in checked.stdout.splitlines()), test
     swept = run("-m", "bench", "run", "--sizes", "8,1K", "--algorithms", "reversed_pairwise,native", "--iterations",
                 "3", "--output", str(tmp_path / "run"), "--quiet", n=2)
     assert swept.returncode == 0, swept.stderr
@@ -342,7 +349,7 @@ def test_no_wing_holds_more_than_30_percent_of_the_source():
     assert max(shares.values()) <= 0.30, shares
 
 
-def test_the_interface_names_the_module_that_makes_plans():
+def test_the_interface_names_the_module_that_makes_plans(project_graph: dict[str, set[str]]):
     """algos.registry reaches the planner by name (no import up into execute): the name resolves to `planned`, and
     no module of a2a.algos imports a2a.execute, a2a.schedules or a2a.deploy, even inside a function."""
     import importlib
@@ -350,8 +357,7 @@ def test_the_interface_names_the_module_that_makes_plans():
     from a2a.algos.registry import PLANNING
 
     assert callable(importlib.import_module(PLANNING).planned)
-    graph = import_graph(ROOT)
-    upward = {(m, i) for m, imported in graph.items() if m.startswith("a2a.algos") for i in imported
+    upward = {(m, i) for m, imported in project_graph.items() if m.startswith("a2a.algos") for i in imported
               if i.split(".")[1] in ("execute", "schedules", "deploy")}
     assert upward == set()
 
