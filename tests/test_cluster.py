@@ -193,9 +193,9 @@ def test_bytes_cross_the_emulated_links(netns, tmp_path: Path):
     ok(bench("cluster", "up", "--nodes", "2", "--slots", "2", "--hostfiles", str(tmp_path / "h")))
     shape = running_state().shape
     before = {h: cluster.link_counters(h, "eth0") for h in shape.hosts}
-    size, calls = 64 * 1024, 5 * (1 + 1)  # 5 rounds (at most --iterations) of warm-up + timed; the check's is extra
+    size, calls = 64 * 1024, 2 * (1 + 1)  # 2 rounds (at most --iterations) of warm-up + timed; the check's is extra
     ok(bench("cluster", "run", "--", "run", "--sizes", "64K", "--algorithms", "native", "--nprocs", "4",
-             "--warmup", "1", "--iterations", "5", "--no-control", "--quiet", "--output", str(tmp_path / "r")))
+             "--warmup", "1", "--iterations", "2", "--no-control", "--quiet", "--output", str(tmp_path / "r")))
     after = {h: cluster.link_counters(h, "eth0") for h in shape.hosts}
     # each of the 4 ranks sends a block to each of the 2 ranks on the other node, per call
     inter_node = 4 * 2 * size * calls
@@ -316,12 +316,13 @@ def test_torus_routes_in_dimension_order_and_carries_a_sweep(netns, tmp_path: Pa
 
     before = link_bytes(shape)
     size, calls = 64 * 1024, 2 * (1 + 1) + 1  # 2 rounds (at most --iterations) of warm-up + timed, the check's call
-    ok(bench("cluster", "run", "--", "run", "--sizes", "1K,64K", "--algorithms", "pairwise,native", "--no-control",
+    # one point: the bound below is pairwise's at 64 KiB, which other points only add to; each costs 8 ranks' polling
+    ok(bench("cluster", "run", "--", "run", "--sizes", "64K", "--algorithms", "pairwise", "--no-control",
              "--nprocs", "8", "--warmup", "1", "--iterations", "2", "--quiet", "--output", str(tmp_path / "r"),
              timeout=300))
     after = link_bytes(shape)
     rows = read_rows(tmp_path / "r")
-    assert len(rows) == 4 and all(r.valid and r.nnodes == 8 and r.topology == "torus:2x4" for r in rows)
+    assert len(rows) == 1 and all(r.valid and r.nnodes == 8 and r.topology == "torus:2x4" for r in rows)
     assert json.loads((tmp_path / "r" / "meta.json").read_text())["topology"] == "torus:2x4"
     # pairwise sends each block straight to its owner: every link carries at least the blocks
     # whose dimension-order route crosses it (the other points and headers only add to it)
