@@ -16,8 +16,9 @@ pytestmark = [pytest.mark.launches, pytest.mark.netns]  # jobs of its own, on th
 def test_node_aware_and_hierarchical_exchange_right_across_uneven_nodes(netns, tmp_path: Path):  # noqa: F811
     ok(bench("cluster", "up", "--nodes", "2", "--slots", "3", "--hostfiles", str(tmp_path / "h")))
     out = tmp_path / "run"
-    # 5 ranks fill a2a-n0 with 3 and a2a-n1 with 2: unequal nodes, leaders 0 and 3
-    ok(bench("cluster", "run", "-n", "5", "--", "run", "--sizes", "8,4K", "--nprocs", "5", "--iterations", "3",
+    # 5 ranks fill a2a-n0 with 3 and a2a-n1 with 2: unequal nodes, leaders 0 and 3; one size: the node groups come
+    # from the hosts whatever the size (each point is one more round of 5 ranks polling their sockets)
+    ok(bench("cluster", "run", "-n", "5", "--", "run", "--sizes", "4K", "--nprocs", "5", "--iterations", "3",
              "--algorithms", "native,node_aware,hierarchical,node_aware:placement=cyclic",
              "--allow-oversubscribed", "--quiet", "--output", str(out), timeout=300))
     rows = read_rows(out)
@@ -26,6 +27,6 @@ def test_node_aware_and_hierarchical_exchange_right_across_uneven_nodes(netns, t
                                ("node_aware", "executor=c;placement=cyclic;ppn=0"),
                                ("hierarchical", "executor=c;placement=block;ppn=0"),
                                ("control", "form=blocking;of=native;twin=1")]  # beside native, by default
-        for s in (8, 4096)}
+        for s in (4096,)}
     assert all(r.valid and (r.nnodes, r.ppn) == (2, 3) for r in rows), [(r.algorithm, r.note) for r in rows]
     assert json.loads((out / "meta.json").read_text())["by_nprocs"]["5"]["nnodes"] == 2
