@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from decide_fixtures import record
-from support import ROOT, bench_here, launch_command
+from support import ROOT, bench_here, built_program, launch_command
 from test_deploy import decision, deploy_page_block, pasted, report_lines, under_library, written
 
 from a2a.analysis import decide
@@ -30,7 +30,7 @@ from a2a.deploy.verify import (
     verify_sizes,
 )
 from a2a.errors import HarnessError
-from a2a.mpi import clean_launcher_env, mpi_tool
+from a2a.mpi import clean_launcher_env
 from a2a.record.decision import write_decision
 from a2a.record.results import read_rows
 from a2a.sweep.parsing import parse_list
@@ -203,14 +203,6 @@ def test_a_stop_that_ends_a_verification_launch_is_a_stop(tmp_path: Path, monkey
             tune._launch(2)(["./verify_loop"], {})
 
 
-@pytest.fixture(scope="module")
-def check_program(tmp_path_factory) -> Path:
-    program = tmp_path_factory.mktemp("programs") / "alltoall_check"
-    subprocess.run([mpi_tool("mpicc"), "-O2", "-o", str(program), str(ROOT / "tests" / "programs" /
-                                                                       "alltoall_check.c")], check=True)
-    return program
-
-
 @pytest.mark.launches
 def test_a_verification_launch_whose_file_liba2a_refused_is_an_error(tmp_path: Path, preload: str):
     """A file liba2a refuses at MPI_Init leaves the "with" side to the library alone: the launch says so instead of
@@ -229,7 +221,8 @@ def test_a_verification_launch_whose_file_liba2a_refused_is_an_error(tmp_path: P
 def test_zero_byte_calls_go_to_the_library(tmp_path: Path, preload: str, check_program: Path):
     """An MPI_Alltoall of 0 bytes moves nothing: liba2a passes it to the library, whatever the file chose there."""
     path, _ = written(tmp_path, decision([(0, "bruck")], "pairwise", [2]), [2])
-    done = under_library(2, preload, str(check_program), "0", "3", A2A_DEPLOY=str(path), A2A_DEPLOY_REPORT="1")
+    done = under_library(2, preload, str(check_program), "0", "3", A2A_DEPLOY=str(path), A2A_DEPLOY_REPORT="1",
+                         asleep=True)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
     seen, served, reasons = report_lines(done.stderr)["alltoall"]
     assert reasons == {"nothing to move (0 bytes)": 4} and served == {"bruck": 4}, done.stderr
@@ -250,7 +243,7 @@ def test_process_counts_never_measured_are_refused_unless_extrapolated(tmp_path:
     assert code == 0 and "unverified: 3 ranks, which the decision never measured: the table of 2 ranks" in said, said
     code, shown, _ = bench_here(capsys, "deploy", "--show", str(out))
     assert code == 0 and "unverified: 3 ranks (the table of 2 ranks)" in shown and "not verified" in shown, shown
-    done = under_library(3, preload, str(check_program), "5", A2A_DEPLOY=str(out), A2A_DEPLOY_REPORT="1")
+    done = under_library(3, preload, str(check_program), "5", A2A_DEPLOY=str(out), A2A_DEPLOY_REPORT="1", asleep=True)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
     assert "unverified: the entries for 3 ranks, which the decision never measured (it took the table of 2 ranks)" \
         in done.stderr and report_lines(done.stderr)["alltoall"][1] == {"pairwise": 6}, done.stderr
@@ -297,10 +290,10 @@ def test_tune_deploy_serves_no_size_its_last_verification_found_slower(tmp_path:
 
 
 @pytest.mark.launches
-def test_tune_deploy_refuses_a_file_the_program_runs_slower_with(tmp_path: Path):
+def test_tune_deploy_refuses_a_file_the_program_runs_slower_with(tmp_path: Path, tmp_path_factory):
     """--verify-with: a program that is 1 s slower whenever a deploy file is set: the file is not applied, and the
     tune says the program ran slower with it."""
-    program = f"{mpi_tool('python')} {ROOT / 'tests' / 'programs' / 'slow_with_deploy.py'}"
+    program = str(built_program(tmp_path_factory, "slow_with_deploy"))  # C: its 12 launches start no interpreter
     done = tune_deploy(tmp_path, "--sizes", "8,1K", "--algorithms", "linear,pairwise,native", "--keep-ties",
                        "--verify-with", program)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
