@@ -106,7 +106,7 @@ def test_a_decision_naming_no_library_gets_this_pythons_and_says_so(tmp_path: Pa
 
 
 @pytest.mark.launches
-def test_the_learn_hint_runs_as_printed(tmp_path: Path, capsys: Captured) -> None:
+def test_the_learn_hint_runs_as_printed(tmp_path: Path, capsys: Captured, check_program: Path) -> None:
     """The line `bench deploy --learn --nprocs 2,3` ends with, run in a shell where ./program is a C program: the
     variables set on the ranks (env after the launcher, as docs/deploy.md says) and -n 3, the largest count given
     (before: `mpirun -n P`, which no shell runs); the program learns on 3 ranks and leaves its learned file."""
@@ -115,10 +115,7 @@ def test_the_learn_hint_runs_as_printed(tmp_path: Path, capsys: Captured) -> Non
     hint = said.splitlines()[-1]
     assert code == 0, said
     assert re.fullmatch(r"run: mpiexec -n 3 env LD_PRELOAD=\$\(.*\) A2A_DEPLOY=\S+ .*\./program", hint), said
-    check = tmp_path / "check"
-    subprocess.run([mpi_tool("mpicc"), "-O2", "-o", str(check), str(ROOT / "tests" / "programs" / "alltoall_check.c")],
-                   check=True)
-    (tmp_path / "program").write_text(f"#!/bin/sh\nexec {check} 4 64 1024\n")
+    (tmp_path / "program").write_text(f"#!/bin/sh\nexec {check_program} 4 64 1024\n")
     (tmp_path / "program").chmod(0o700)
     done = subprocess.run(["bash", "-e", "-c", hint.removeprefix("run: ")], cwd=tmp_path, capture_output=True,
                           text=True, env={**clean_launcher_env(None), **OPEN_MPI_RANKS}, timeout=300)

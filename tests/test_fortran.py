@@ -7,6 +7,7 @@ import json
 import os
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,10 +27,25 @@ OPEN_MPI_VENV = Path(os.environ.get("A2A_DEBIAN_VENVS") or Path.home() / ".cache
 
 
 def fortran_program(library: str, binding: str, folder: Path) -> Path:
-    """tests/programs/alltoall_check.f90 built by the library's mpif90, with `use mpi` or `use mpi_f08`."""
-    program = folder / f"alltoall_check_{binding}"
-    subprocess.run([debian_tool(library, "mpif90"), "-O2", "-cpp", *(["-DF08"] if binding == "mpi_f08" else []),
+    """tests/programs/alltoall_check.f90 built by the library's mpif90, with `use mpi` or `use mpi_f08`, named for
+    both (alltoall_check_mpi.openmpi)."""
+    compiler = debian_tool(library, "mpif90")
+    program = folder / f"alltoall_check_{binding}{Path(compiler).suffix}"
+    subprocess.run([compiler, "-O2", "-cpp", *(["-DF08"] if binding == "mpi_f08" else []),
                     "-o", str(program), str(PROGRAM)], check=True, capture_output=True, cwd=folder)
+    return program
+
+
+@pytest.fixture(scope="module")
+def fortran_programs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str], Path]:
+    """fortran_program(library, binding), each built once for the file's tests (the build costs more than a run)."""
+    folder = tmp_path_factory.mktemp("fortran")
+    built: dict[tuple[str, str], Path] = {}
+
+    def program(library: str, binding: str) -> Path:
+        if (library, binding) not in built:
+            built[library, binding] = fortran_program(library, binding, folder)
+        return built[library, binding]
     return program
 
 
@@ -43,14 +59,15 @@ def under(library: str, preload: Path, *program: str, **variables: str) -> subpr
 @pytest.mark.launches
 @pytest.mark.parametrize("binding", ["mpi", "mpi_f08"])
 @pytest.mark.parametrize("library", debian_libraries())
-def test_a_fortran_programs_calls_are_recorded_and_served(tmp_path: Path, library: str, binding: str):
+def test_a_fortran_programs_calls_are_recorded_and_served(tmp_path: Path, fortran_programs: Callable[[str, str], Path],
+                                                          library: str, binding: str):
     """MPI_ALLTOALL at 2 and 1000 integers per peer (pairwise and bruck by the file), MPI_ALLTOALLV (linear) and an
     in-place MPI_ALLTOALL (passed through: Fortran's MPI_IN_PLACE told as C's): every call recorded, every one the
     file covers served, every element and error argument right, and the report says MPI_Init came through Fortran.
     Without liba2a's Fortran entry points, Open MPI's program is neither recorded nor reported."""
     made = deployment(decision([(0, "pairwise"), (100, "bruck")], "linear", [P]), [P], 0, library, ["tests"])
     (tmp_path / "deploy.a2a").write_text(made.text())
-    program = fortran_program(library, binding, tmp_path)
+    program = fortran_programs(library, binding)
     preload = preload_library(debian_tool(library, "mpicc"))
     record = tmp_path / "record"
     done = under(library, preload, str(program), "2", "1000", A2A_DEPLOY=str(tmp_path / "deploy.a2a"),
@@ -69,9 +86,9 @@ def test_a_fortran_programs_calls_are_recorded_and_served(tmp_path: Path, librar
 
 @pytest.mark.launches
 @pytest.mark.parametrize("library", debian_libraries())
-def test_without_variables_a_fortran_program_runs_untouched(tmp_path: Path, library: str):
+def test_without_variables_a_fortran_program_runs_untouched(fortran_programs: Callable[[str, str], Path], library: str):
     """liba2a preloaded with nothing asked: the Fortran program's result right, nothing printed."""
-    program = fortran_program(library, "mpi", tmp_path)
+    program = fortran_programs(library, "mpi")
     done = under(library, preload_library(debian_tool(library, "mpicc")), str(program), "5")
     assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "ok", ""), done.stdout + done.stderr
 
