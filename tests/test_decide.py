@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from dataclasses import replace
 
 import numpy as np
 import pytest
 from decide_fixtures import LIBRARY_TABLE, minimal_table, record, row_for, samples_around
-from support import needs_mpich, python
+from support import bench_here, needs_mpich
 
 import a2a
 from a2a.algos.facts import twin
@@ -319,8 +320,11 @@ def test_mixed_dtypes_need_a_choice(tmp_path):
 
 # --- the command line: one clear message, exit 2 ---------------------------------------
 
-def bench(*args, cwd=None):
-    return python("-m", "bench", *args, cwd=cwd) if cwd else python("-m", "bench", *args)
+def bench(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess:
+    """`python -m bench ARGS` run in this process (these commands read files and start nothing), as a finished
+    process."""
+    code, out, err = bench_here(capsys, *args)
+    return subprocess.CompletedProcess(["bench", *args], code, out, err)
 
 
 def assert_one_error(done, *fragments):
@@ -331,43 +335,41 @@ def assert_one_error(done, *fragments):
         assert fragment in errors[0], errors[0]
 
 
-@pytest.mark.launches
 @needs_mpich("export --format mpich extends the built-in selection tree of MPICH's libmpi")
-def test_cli_decide_and_export(library_run, tmp_path):
+def test_cli_decide_and_export(library_run, tmp_path, capsys):
     out = tmp_path / "decision.json"
-    done = bench("decide", str(library_run), "--output", str(out))
+    done = bench(capsys, "decide", str(library_run), "--output", str(out))
     assert done.returncode == 0, done.stderr
     assert " bruck " in done.stdout and "radix=2" not in done.stdout and out.is_file()
-    done = bench("export", str(out), "--format", "mpich", "-o", str(tmp_path / "mpich.json"))
+    done = bench(capsys, "export", str(out), "--format", "mpich", "-o", str(tmp_path / "mpich.json"))
     assert done.returncode == 0, done.stderr
     assert f"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE={tmp_path / 'mpich.json'}" in done.stdout
-    done = bench("export", str(out), "--format", "intel")
+    done = bench(capsys, "export", str(out), "--format", "intel")
     assert done.stdout.startswith("I_MPI_ADJUST_ALLTOALL=") and "export I_MPI_ADJUST_ALLTOALL" in done.stderr
 
 
-@pytest.mark.launches
-def test_cli_bad_input(tmp_path, library_table):
+def test_cli_bad_input(tmp_path, library_table, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert_one_error(bench("decide", str(empty)), "not a results directory")
+    assert_one_error(bench(capsys, "decide", str(empty)), "not a results directory")
     header = tmp_path / "header"
     header.mkdir()
     (header / "results.csv").write_text("a,b,c\n1,2,3\n")
-    assert_one_error(bench("decide", str(header)), "unexpected CSV header")
+    assert_one_error(bench(capsys, "decide", str(header)), "unexpected CSV header")
     invalid = record(tmp_path / "invalid", {(4, 64): {("native", ""): 60}})
     text = (invalid / "results.csv").read_text().replace(",true,", ",false,")
     (invalid / "results.csv").write_text(text)
-    assert_one_error(bench("decide", str(invalid)), "no valid points")
+    assert_one_error(bench(capsys, "decide", str(invalid)), "no valid points")
     mixed = record(tmp_path / "mixed", {(4, 64): {("native", ""): 60}})
     record(mixed, {(4, 1024): {("native", ""): 90}}, dtype="int8")
-    assert_one_error(bench("decide", str(mixed)), "mix points of dtypes")
-    assert_one_error(bench("export", str(library_table), "--format", "lam"), "unknown format 'lam'",
+    assert_one_error(bench(capsys, "decide", str(mixed)), "mix points of dtypes")
+    assert_one_error(bench(capsys, "export", str(library_table), "--format", "lam"), "unknown format 'lam'",
                      "ompi, ompi-json, mpich, intel")
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
-    assert_one_error(bench("export", str(broken), "--format", "ompi"), "not valid JSON")
-    assert_one_error(bench("export", str(tmp_path / "none.json"), "--format", "ompi"), "does not exist")
-    assert_one_error(bench("decide", str(invalid), "--metric", "mode"), "mode")
+    assert_one_error(bench(capsys, "export", str(broken), "--format", "ompi"), "not valid JSON")
+    assert_one_error(bench(capsys, "export", str(tmp_path / "none.json"), "--format", "ompi"), "does not exist")
+    assert_one_error(bench(capsys, "decide", str(invalid), "--metric", "mode"), "mode")
 
 
 def test_formats_listed():
@@ -582,13 +584,14 @@ def test_force_mix_pools_dtypes_under_the_widest(tmp_path):
 
 
 @pytest.mark.launches
-def test_cli_margin_and_force_mix(tmp_path):
+def test_cli_margin_and_force_mix(tmp_path, capsys):
     run = record(tmp_path / "run", {(2, 8): LIBRARY_TABLE[2, 8]})
     other = record(tmp_path / "other", {(2, 8): LIBRARY_TABLE[2, 8]}, mpi_library="Open MPI v5.0.11")
     for bad in ("100", "-1", "five"):
-        assert_one_error(bench("decide", str(run), "--margin", bad), "--margin", "at least 0 and below 100")
-    assert_one_error(bench("decide", str(run), str(other)), "MPICH Version: test", "Open MPI v5.0.11", "--force-mix")
-    done = bench("decide", str(run), str(other), "--force-mix", "--margin", "2.5")
+        assert_one_error(bench(capsys, "decide", str(run), "--margin", bad), "--margin", "at least 0 and below 100")
+    assert_one_error(bench(capsys, "decide", str(run), str(other)), "MPICH Version: test", "Open MPI v5.0.11",
+                     "--force-mix")
+    done = bench(capsys, "decide", str(run), str(other), "--force-mix", "--margin", "2.5")
     assert done.returncode == 0, done.stderr
     assert "margin 2.5 %" in done.stdout and "Verdicts: median of per-round mean ratios" in done.stdout
 
