@@ -35,14 +35,11 @@ def test_the_slurm_hostfile_says_so_when_scontrol_is_missing(tmp_path):
 
 
 @pytest.mark.launches
-def test_the_suggested_tune_races_only_what_a_decision_can_choose(tmp_path):
+def test_the_suggested_tune_races_only_what_a_decision_can_choose(tmp_path, capsys, small_sweep):
     """auto (a table's replay) and control (the noise floor) are measured but never chosen: the next command the
-    sweep suggests leaves them out."""
+    sweep suggests leaves them out. The table is decided from the session's sweep of native and linear."""
     table = tmp_path / "table.json"
-    done = bench(2, "run", "--algorithms", "native,linear", "--sizes", "8", "--nprocs", "2", "--iterations", "3",
-                 "--output", str(tmp_path / "first"))
-    assert done.returncode == 0, done.stderr
-    assert bench(1, "decide", str(tmp_path / "first"), "-o", str(table)).returncode == 0
+    assert bench_here(capsys, "decide", str(small_sweep), "-o", str(table))[0] == 0
     done = bench(2, "run", "--algorithms", "auto,native,linear", "--table", str(table), "--sizes", "8", "--nprocs",
                  "2", "--iterations", "3", "--output", str(tmp_path / "run"))
     assert done.returncode == 0, done.stderr
