@@ -126,7 +126,7 @@ def small_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # The collective tests at more ranks than `mpirun -n 4` has, on real MPI, where a property needs p > 4: an odd count
 # above 4 whose partners pair up unevenly (5) and two nodes of 4, a power of two past 4 (pairwise's xor schedule,
 # Bine's 3 steps) (8); the C executor at every p to 9, as its tests promise. Only the schedules' shapes are new there,
-# so the files run fewer dtypes, counts and forms above 4 (their `cases`, `forms_at`, `counts_at`), and only the tests
+# so the files run fewer dtypes, counts and forms above 4 (their `cases`, test_executor's `in_turn`), and only the tests
 # that loop over subcommunicators of these sizes: the others run on the whole job, whose size is no shape of theirs
 # (plan reuse, refusals, one-shot handles, test() advancing rounds: at 1 to 4 under mpirun). Each variant's schedule
 # at 5 and 8 runs once, through start/test/wait (test_nonblocking, the same `cases`), not also blocking

@@ -57,18 +57,22 @@ def started_together(plans: list) -> None:
 
 
 FORMS = ("in flight", "in place", "python")  # the forms each algorithm also runs in, besides blocking
+ABOVE_FOUR = 5  # the nested job runs p = 5 .. 9: five sizes
 
 
-def forms_at(p: int, i: int) -> tuple[str, ...]:
-    """The forms the i-th algorithm runs in at p besides blocking: every one up to 4 ranks; above, where only the
-    schedule's shape is new, one in turn, so that each algorithm meets each form at some p of 5 to 9 (the nested job
-    runs every p of them)."""
-    return FORMS if p <= 4 else (FORMS[(i + p) % len(FORMS)],)
+def in_turn(choices: tuple, p: int, i: int) -> tuple:
+    """Every one of `choices` (at most five) for the i-th algorithm up to 4 ranks; above, where only the schedule's
+    shape is new, each once across p = 5 to 9 (the nested job runs every p of them): at p, the one whose turn it is,
+    or none."""
+    if p <= 4:
+        return choices
+    turn = (i + p) % ABOVE_FOUR
+    return choices[turn:turn + 1]
 
 
 @pytest.mark.mpi
 def test_every_exact_algorithm_matches_mpi_alltoall_in_c(comm):
-    """Per p and algorithm: an odd count blocking; then (forms_at) started and tested beside a count-0 exchange in
+    """Per p and algorithm: an odd count blocking; then (in turn) started and tested beside a count-0 exchange in
     flight, MPI.IN_PLACE blocking and started, and Python's executor; dtypes from int8 to complex128 in turn: the C
     executor ran each, and each gives what MPI_Alltoall gives."""
     wrong = []
@@ -78,7 +82,7 @@ def test_every_exact_algorithm_matches_mpi_alltoall_in_c(comm):
         for i, name in enumerate(EXACT):
             dtype, other = DTYPES[(i + p) % len(DTYPES)], DTYPES[(i + p + 3) % len(DTYPES)]
             send = filled(p, sub.rank, 3, dtype)
-            want, forms = reference(sub, send), forms_at(p, i)
+            want, forms = reference(sub, send), in_turn(FORMS, p, i)
             results, ran = forms_run(sub, name, send, filled(p, sub.rank, 0, other), forms)
             if ran != {"c"} or any(not np.array_equal(r, want) for r in results):
                 wrong.append((p, name, dtype, forms, ran, [np.array_equal(r, want) for r in results]))
@@ -171,19 +175,12 @@ def test_an_algorithm_in_one_new_file_runs_in_c(comm):
     assert library_path() == kept
 
 
-def counts_at(p: int, i: int) -> tuple[int, ...]:
-    """The counts per peer the i-th algorithm is started at: 8 B (eager) and 128 KiB (rendezvous, which only the
-    receiver's progress moves) up to 4 ranks; above, where only the schedule's shape is new, one in turn, so that
-    each algorithm meets both at some p of 5 to 9."""
-    both = (2, 1 << 15)
-    return both if p <= 4 else (both[(i + p) % 2],)
-
-
 @pytest.mark.mpi
 def test_a_started_exchange_completes_inside_unrelated_mpi_calls(comm):
     """Where MPI progresses the executor (MPICH's MPIX_Async_start): every exact algorithm, started at 8 B and 128 KiB
-    per peer (counts_at) and never tested, completes while each rank only probes another communicator (MPI_Iprobe finds
-    nothing there): its state says so before any test(), and that first test() finds it complete and right."""
+    per peer (above 4, each at one p in turn) and never tested, completes while each rank only probes another
+    communicator (MPI_Iprobe finds nothing there): its state says so before any test(), and that first test() finds
+    it complete and right."""
     if PROGRESS[executor_library(comm).a2ax_progress_mode()][0] != "mpi":
         pytest.skip("this MPI library offers no progress hook: test() and wait() post the executor's rounds here")
     wrong, deadline = [], time.monotonic() + 120  # a hook that never ran fails here; every plan's free() completes it
@@ -192,7 +189,7 @@ def test_a_started_exchange_completes_inside_unrelated_mpi_calls(comm):
             continue
         other = sub.Dup()
         for i, name in enumerate(EXACT):
-            for count in counts_at(p, i):
+            for count in in_turn((2, 1 << 15), p, i):  # 8 B (eager), 128 KiB (rendezvous)
                 send = filled(p, sub.rank, count, "float32")
                 want, got = reference(sub, send), np.zeros_like(send)
                 with a2a.get(name).init(sub, send, got) as plan:
