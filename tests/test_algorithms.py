@@ -148,7 +148,8 @@ def test_every_algorithm_above_four_ranks(above_four):
                          ids=[f"{n}{o or ''}" for n, o in VARIANTS if n != "onesided"])
 def test_every_variant_on_five_to_twelve_stand_in_ranks(name, options):
     """test_matches_mpi_alltoall's schedules at every p from 5 to 12, in process: the capture's stand-in MPI runs the
-    algorithm's own code, moves the data and checks every rank's result. Real MPI runs them at 1 to 4 and at 5 and 8."""
+    algorithm's own code, moves the data and checks every rank's result. Real MPI runs them at 1 to 4, and at 5 and 8
+    through start/test/wait (test_nonblocking)."""
     for p in range(5, 13):
         if fits(options, p):
             for dtype, count in (("int16", 7), ("complex128", 1)):  # the stand-in has no large-message protocol
