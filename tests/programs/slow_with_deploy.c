@@ -1,5 +1,5 @@
 /* A program that runs 1 s slower when a deploy file is set (A2A_DEPLOY): a verifier must refuse such a file (a
-   slowdown each of the 6 pairs of launches shows beside their start-up times on a loaded machine). It makes a few
+   slowdown every pair of launches shows beside their start-up times on a loaded machine). It makes a few
    MPI_Alltoall calls first, so that liba2a has calls to serve; written in C so that a launch costs no interpreter's
    start-up. */
 #include <mpi.h>
