@@ -264,12 +264,41 @@ def legend_below(fig: Any, handles: list[Any], labels: list[str], bold: Iterable
 
 def save(fig: Any, directory: Path, name: str) -> None:
     """Write NAME.png and NAME.svg, widened to whatever was drawn outside the figure; then free it."""
-    fig.canvas.draw()  # lays the figure out once; both files keep that layout
-    box = fig.get_tightbbox().padded(0.1)
+    fig.canvas.draw()  # lays the figure out and renders it once; both files keep that layout
+    drawn = fig.get_tightbbox()
+    box = whole_pixels(drawn.padded(0.1))
     fig.set_layout_engine("none")
-    fig.savefig(directory / f"{name}.png", dpi=DPI, bbox_inches=box)
+    if fig.dpi == DPI and fig.bbox_inches.contains(drawn.x0, drawn.y0) and fig.bbox_inches.contains(drawn.x1, drawn.y1):
+        write_png(fig, box, directory / f"{name}.png")
+    else:  # something lies outside the canvas: drawn again, moved into the image
+        fig.savefig(directory / f"{name}.png", dpi=DPI, bbox_inches=box)
     fig.savefig(directory / f"{name}.svg", bbox_inches=box)
     pyplot().close(fig)
+
+
+def whole_pixels(box: Any) -> Any:
+    """`box` (inches) widened to the pixel grid, so that the PNG's pixels are the canvas's as rendered."""
+    from matplotlib.transforms import Bbox
+
+    return Bbox([[math.floor(box.x0 * DPI) / DPI, math.floor(box.y0 * DPI) / DPI],
+                 [math.ceil(box.x1 * DPI) / DPI, math.ceil(box.y1 * DPI) / DPI]])
+
+
+def write_png(fig: Any, box: Any, path: Path) -> None:
+    """The canvas's pixels inside `box` (inches, all it draws within the canvas) as a PNG, the margin beyond the
+    canvas in the figure's colour: what savefig(bbox_inches=box) writes, without drawing every artist again."""
+    from matplotlib.colors import to_rgba
+    from matplotlib.image import imsave
+
+    pixels = np.asarray(fig.canvas.buffer_rgba())
+    height, width = pixels.shape[:2]
+    image = np.empty((round(box.height * DPI), round(box.width * DPI), 4), dtype=np.uint8)
+    image[...] = np.round(np.array(to_rgba(fig.get_facecolor())) * 255).astype(np.uint8)
+    left, top = round(box.x0 * DPI), height - round(box.y1 * DPI)  # the image's corner on the canvas, rows down
+    rows = slice(max(top, 0), min(top + image.shape[0], height))
+    cols = slice(max(left, 0), min(left + image.shape[1], width))
+    image[rows.start - top:rows.stop - top, cols.start - left:cols.stop - left] = pixels[rows, cols]
+    imsave(path, image, format="png", dpi=DPI)
 
 
 def band(data: Data, row: Row) -> tuple[float, float]:
