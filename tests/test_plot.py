@@ -122,16 +122,19 @@ def crowded_record(directory: Path, nprocs: tuple[int, ...] = (8,)) -> Path:
 
 @pytest.fixture(scope="module")
 def drawn(tmp_path_factory):
-    """The crowded record's figures, kept open to measure what they drew: (name, figure) pairs, and the Data."""
+    """The crowded record's figures laid out as `save` lays them out, kept to measure what they drew: (name, figure)
+    pairs, and the Data. Not written: the files copy that layout's pixels and draw it again as SVG (the real run's
+    test reads them), and what these tests measure is the layout."""
     pytest.importorskip("matplotlib")
     from a2a.analysis import plot
 
     directory = crowded_record(tmp_path_factory.mktemp("crowded"))
-    kept, save = [], plot.save
+    kept = []
 
     def keep(fig, where, name):
         kept.append((name, fig))
-        return save(fig, where, name)
+        plot.lay_out(fig)
+        plot.pyplot().close(fig)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(plot, "save", keep)

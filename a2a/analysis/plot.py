@@ -264,16 +264,21 @@ def legend_below(fig: Any, handles: list[Any], labels: list[str], bold: Iterable
 
 def save(fig: Any, directory: Path, name: str) -> None:
     """Write NAME.png and NAME.svg, widened to whatever was drawn outside the figure; then free it."""
-    fig.canvas.draw()  # lays the figure out and renders it once; both files keep that layout
+    lay_out(fig)
     drawn = fig.get_tightbbox()
     box = whole_pixels(drawn.padded(0.1))
-    fig.set_layout_engine("none")
     if fig.dpi == DPI and fig.bbox_inches.contains(drawn.x0, drawn.y0) and fig.bbox_inches.contains(drawn.x1, drawn.y1):
         write_png(fig, box, directory / f"{name}.png")
     else:  # something lies outside the canvas: drawn again, moved into the image
         fig.savefig(directory / f"{name}.png", dpi=DPI, bbox_inches=box)
     fig.savefig(directory / f"{name}.svg", bbox_inches=box)
     pyplot().close(fig)
+
+
+def lay_out(fig: Any) -> None:
+    """Lay the figure out and render it, once: both files keep that layout and the PNG those pixels."""
+    fig.canvas.draw()
+    fig.set_layout_engine("none")
 
 
 def whole_pixels(box: Any) -> Any:
