@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from decide_fixtures import two_algorithm_run
-from support import mpi_library, mpiexec, python
+from plotted_run import Plotted, plotted_run
+from support import mpi_library, python
 
 import a2a
 from a2a.algos.registry import with_defaults
@@ -19,39 +20,34 @@ FIGURES = ["time_vs_size", "busbw_vs_size", "speedup_heatmap", "ratio_to_native"
 
 
 @pytest.fixture(scope="module")
-def real_run(tmp_path_factory):
-    """A real two-rank sweep: three algorithms, three sizes, a few iterations."""
-    directory = tmp_path_factory.mktemp("run") / "results"
-    done = mpiexec(2, "-m", "bench", "run", "--sizes", "8,1K,16K", "--iterations", "5",
-                   "--algorithms", "native,pairwise,bruck", "--output", str(directory), "--quiet",
-                   timeout=240)
-    assert done.returncode == 0, done.stderr
-    return directory
+def real_run(tmp_path_factory) -> Plotted:
+    """A real two-rank sweep of five algorithms at three sizes, a few iterations, and `bench plot` of it (the same
+    the report page's test opens)."""
+    return plotted_run(tmp_path_factory)
 
 
 @pytest.mark.launches
 def test_every_figure_is_drawn_from_a_real_run(real_run):
     pytest.importorskip("matplotlib")
-    done = python("-m", "bench", "plot", str(real_run), timeout=600)  # matplotlib is slow on a loaded machine
-    assert done.returncode == 0, done.stderr
-    plots = real_run / "plots"  # the default place
+    assert real_run.stdout is not None
+    plots = real_run.run / "plots"  # the default place
     for name in FIGURES:
         for suffix in ("png", "svg"):
             image = plots / f"{name}.{suffix}"
             assert image.stat().st_size > 2000, image
-            assert f"{name}.png" in done.stdout
+            assert f"{name}.png" in real_run.stdout
         assert (plots / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert b"<svg" in (plots / f"{name}.svg").read_bytes()[:2000]
     page = (plots / "index.html").read_text()
     assert all(f'src="{name}.png"' in page and f'href="{name}.svg"' in page for name in FIGURES)
     library = mpi_library().strip().splitlines()[0]
-    assert html.escape(library) in page and "Cost model" in page and str(real_run.resolve()) in page
+    assert html.escape(library) in page and "Cost model" in page and str(real_run.run.resolve()) in page
     assert sorted(p.stem for p in plots.glob("*.png")) == sorted(FIGURES)
 
 
 @pytest.mark.launches
 def test_model_command_runs_on_the_real_run(real_run):
-    done = python("-m", "bench", "model", str(real_run), "--predict-nprocs", "64")
+    done = python("-m", "bench", "model", str(real_run.run), "--predict-nprocs", "64")
     assert done.returncode == 0, done.stderr
     for series in ("native", "pairwise", "bruck"):  # at their defaults, named without options
         assert series in done.stdout
@@ -69,6 +65,33 @@ def test_stalls_are_counted_and_marked(tmp_path):
     assert "samples_p2" in [f.name for f in figures]
     svg = (tmp_path / "plots" / "samples_p2.svg").read_text()
     assert "stalls: 4" in svg  # one 0.3 s sample in each of the four points
+
+
+def test_the_png_is_the_rendered_canvas_cut_to_the_saved_box(tmp_path):
+    """save writes the layout's own pixels: the same as matplotlib drawing them again into that box, and where
+    something lies outside the canvas, drawn again with it in."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.image import imread
+
+    from a2a.analysis import plot
+
+    def figure(outside: bool = False):
+        fig, [ax] = plot.panels(1, 1, (3.0, 2.0))
+        ax.imshow(np.arange(12.0).reshape(3, 4))
+        ax.set_title("cells")
+        if outside:
+            fig.text(1.1, 0.5, "beyond the canvas")
+        return fig
+
+    plot.save(figure(), tmp_path, "cut")
+    again = figure()
+    plot.lay_out(again)
+    box = plot.whole_pixels(again.get_tightbbox().padded(0.1))
+    again.savefig(tmp_path / "drawn.png", dpi=plot.DPI, bbox_inches=box)
+    assert np.array_equal(imread(tmp_path / "cut.png"), imread(tmp_path / "drawn.png"))
+    plot.save(figure(outside=True), tmp_path, "wide")
+    wide = imread(tmp_path / "wide.png")
+    assert (wide[:, round(3.2 * plot.DPI):, :3] < 0.5).any()  # the text right of the canvas, drawn
 
 
 @pytest.mark.launches

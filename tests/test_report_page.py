@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from browser import Browser, Report, find, served
+from plotted_run import plotted_run
 from support import mpiexec, python
 
 from a2a.record.results import Recorder, Row
@@ -38,20 +39,11 @@ def plotted(directory: Path) -> Path:
     return directory / "plots"
 
 
-# Every figure kind needs native (the speed-ups' baseline) and a second series; the series table is as wide as the
-# whole registry's with its two longest variants (locality_aware's and multileader's, 54 characters and more without
-# a space), so a page that scrolls sideways still fails. The whole registry adds only panels of the same kinds.
-REAL_ALGORITHMS = "native,pairwise,bruck,locality_aware,multileader"
-
-
 @pytest.fixture(scope="module")
 def real_page(tmp_path_factory) -> Path:
-    """The plots of a real two-rank run, as `make demo` runs them, but of five algorithms and shorter."""
-    directory = tmp_path_factory.mktemp("run") / "results"
-    done = mpiexec(2, "-m", "bench", "run", "--sizes", "8,1K,64K", "--iterations", "3", "--algorithms",
-                   REAL_ALGORITHMS, "--output", str(directory), "--quiet", timeout=300)
-    assert done.returncode == 0, done.stderr
-    return plotted(directory)
+    """The plots of a real two-rank run, as `make demo` runs them, but of five algorithms and shorter (test_plot checks
+    the same run's files)."""
+    return plotted_run(tmp_path_factory).run / "plots"
 
 
 def opened(browser: Browser, plots: Path, name: str) -> Report:
