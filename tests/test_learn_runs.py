@@ -37,7 +37,7 @@ def controls(tmp_path: Path, arms: int, learned: list[str] | None = None, collec
 def run(preload: str, program: Path, deploy: Path, out: Path, calls: int, **variables: str) -> str:
     """One run of the checked program making `calls` all-to-alls of INTS ints per peer on 2 ranks; its stderr."""
     done = under_library(2, preload, str(program), *[str(INTS)] * (calls // 2), A2A_DEPLOY=str(deploy),
-                         A2A_LEARN_OUT=str(out), **variables)
+                         A2A_LEARN_OUT=str(out), asleep=False, **variables)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
     return done.stderr
 
