@@ -9,6 +9,7 @@ prints.
 from __future__ import annotations
 
 import fcntl
+import importlib.util
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ import tempfile
 import threading
 from collections import OrderedDict
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -32,7 +34,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tiers, however
 import tiers  # noqa: E402
 
 WATCHDOG_SECONDS = float(os.environ.get("A2A_TEST_WATCHDOG", "300"))
-LAUNCHING_FIXTURES = {"small_sweep"}  # session fixtures that launch a job for the first test that needs them
+# session fixtures that launch a job for the first test that needs them
+LAUNCHING_FIXTURES = {"small_sweep", "plotted_run"}
 GROUP_MAP = "A2A_TEST_GROUP_MAP"  # under pytest-xdist, the file where the workers list the tests run together, and
 # what each test costs
 GROUP_LIST = pytest.StashKey[str]()  # that file, on the controller that made it
@@ -121,6 +124,42 @@ def small_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
             assert done.returncode == 0, done.stderr
             (made / "finished").touch()
     return out
+
+
+# Every figure kind needs native (the speed-ups' baseline) and a second series; the series table is as wide as the
+# whole registry's with its two longest variants (locality_aware's and multileader's, 54 characters and more without
+# a space), so a page that scrolls sideways still fails. The whole registry adds only panels of the same kinds.
+PLOTTED_ALGORITHMS = "native,pairwise,bruck,locality_aware,multileader"
+
+
+@dataclass(frozen=True)
+class Plotted:
+    """A run's record directory and what `bench plot RECORD` printed (None without matplotlib: not drawn)."""
+
+    run: Path
+    stdout: str | None
+
+
+@pytest.fixture(scope="session")
+def plotted_run(tmp_path_factory: pytest.TempPathFactory) -> Plotted:
+    """A real 2-rank run of PLOTTED_ALGORITHMS at three sizes, plotted into its default place (RECORD/plots) where
+    matplotlib is, made once for the session: test_plot checks its files, test_report_page opens its page."""
+    from support import mpiexec, python
+
+    made = shared_directory(tmp_path_factory) / "plotted-run"
+    drawn = importlib.util.find_spec("matplotlib") is not None
+    with held(made.with_suffix(".lock")):
+        if not (made / "finished").exists():
+            shutil.rmtree(made, ignore_errors=True)  # what a worker that failed to make it left
+            done = mpiexec(2, "-m", "bench", "run", "--sizes", "8,1K,64K", "--iterations", "5", "--algorithms",
+                           PLOTTED_ALGORITHMS, "--output", str(made / "results"), "--quiet", timeout=300)
+            assert done.returncode == 0, done.stderr
+            if drawn:
+                done = python("-m", "bench", "plot", str(made / "results"), timeout=600)  # slow on a loaded machine
+                assert done.returncode == 0, done.stderr
+                (made / "plot.out").write_text(done.stdout)
+            (made / "finished").touch()
+    return Plotted(made / "results", (made / "plot.out").read_text() if drawn else None)
 
 
 # The collective tests at more ranks than `mpirun -n 4` has, on real MPI, where a property needs p > 4: an odd count

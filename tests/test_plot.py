@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from decide_fixtures import two_algorithm_run
-from plotted_run import Plotted, plotted_run
 from support import mpi_library, python
 
 import a2a
@@ -19,35 +18,28 @@ FIGURES = ["time_vs_size", "busbw_vs_size", "speedup_heatmap", "ratio_to_native"
            "samples_p2"]
 
 
-@pytest.fixture(scope="module")
-def real_run(tmp_path_factory) -> Plotted:
-    """A real two-rank sweep of five algorithms at three sizes, a few iterations, and `bench plot` of it (the same
-    the report page's test opens)."""
-    return plotted_run(tmp_path_factory)
-
-
 @pytest.mark.launches
-def test_every_figure_is_drawn_from_a_real_run(real_run):
+def test_every_figure_is_drawn_from_a_real_run(plotted_run):
     pytest.importorskip("matplotlib")
-    assert real_run.stdout is not None
-    plots = real_run.run / "plots"  # the default place
+    assert plotted_run.stdout is not None
+    plots = plotted_run.run / "plots"  # the default place
     for name in FIGURES:
         for suffix in ("png", "svg"):
             image = plots / f"{name}.{suffix}"
             assert image.stat().st_size > 2000, image
-            assert f"{name}.png" in real_run.stdout
+            assert f"{name}.png" in plotted_run.stdout
         assert (plots / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert b"<svg" in (plots / f"{name}.svg").read_bytes()[:2000]
     page = (plots / "index.html").read_text()
     assert all(f'src="{name}.png"' in page and f'href="{name}.svg"' in page for name in FIGURES)
     library = mpi_library().strip().splitlines()[0]
-    assert html.escape(library) in page and "Cost model" in page and str(real_run.run.resolve()) in page
+    assert html.escape(library) in page and "Cost model" in page and str(plotted_run.run.resolve()) in page
     assert sorted(p.stem for p in plots.glob("*.png")) == sorted(FIGURES)
 
 
 @pytest.mark.launches
-def test_model_command_runs_on_the_real_run(real_run):
-    done = python("-m", "bench", "model", str(real_run.run), "--predict-nprocs", "64")
+def test_model_command_runs_on_the_real_run(plotted_run):
+    done = python("-m", "bench", "model", str(plotted_run.run), "--predict-nprocs", "64")
     assert done.returncode == 0, done.stderr
     for series in ("native", "pairwise", "bruck"):  # at their defaults, named without options
         assert series in done.stdout

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 from browser import Browser, Report, find, served
-from plotted_run import plotted_run
 from support import mpiexec, python
 
 from a2a.record.results import Recorder, Row
@@ -40,10 +39,10 @@ def plotted(directory: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def real_page(tmp_path_factory) -> Path:
+def real_page(plotted_run) -> Path:
     """The plots of a real two-rank run, as `make demo` runs them, but of five algorithms and shorter (test_plot checks
     the same run's files)."""
-    return plotted_run(tmp_path_factory).run / "plots"
+    return plotted_run.run / "plots"
 
 
 def opened(browser: Browser, plots: Path, name: str) -> Report:
