@@ -15,7 +15,8 @@ TEST_ENV ?= MPIR_CVAR_ENABLE_HEAVY_YIELD=1
 KEEP_BYTECODE := PYTHONDONTWRITEBYTECODE=
 # Plain pytest in three workers (pytest-xdist) on 2 cores: most tests wait on launches they start, and some on a
 # daemon, a timeout or a stall (Slurm's, the emulated cluster's), so a third worker fills the core those leave idle
-# (docs/testing.md); tests that share a daemon or namespaces still run one at a time (tiers.APART). WORKERS=0: one process.
+# (docs/testing.md); tests that share a daemon or namespaces still run one at a time (tiers.APART).
+# WORKERS=0: one process.
 WORKERS ?= 3
 # Open MPI refuses more ranks than cores, and root, unless told
 OMPI_FLAGS := --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root)
