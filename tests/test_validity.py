@@ -50,7 +50,7 @@ def test_oversubscribed_run_is_recorded_and_warned(tmp_path):
     done = mpiexec(2, "-m", "bench", "run", "--sizes", "8", "--algorithms", "native", "--nprocs", "2",
                    "--iterations", "3", "--output", str(out), cores="0")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.count("WARNING: 2 ranks, oversubscribed: 2 ranks on 1 cores") == 1
+    assert done.stdout.count("WARNING: 2 ranks, oversubscribed: 2 ranks on 1 core") == 1
     assert done.stdout.index("WARNING") < done.stdout.index("bytes/peer")  # above the table
     meta = json.loads((out / "meta.json").read_text())
     assert meta["oversubscribed"] and meta["by_nprocs"]["2"]["oversubscribed"]

@@ -685,7 +685,8 @@ def crowding(document: Decision, nprocs: int) -> str:
              (s.get("oversubscribed") or {}).get(str(nprocs), {}).items()}
     if not hosts:
         return ""
-    where_ = ", ".join(f"{got['ranks']} ranks on {got['cores']} cores of {host}" for host, got in sorted(hosts.items()))
+    where_ = ", ".join(f"{got['ranks']} ranks on {counted(got['cores'], 'core')} of {host}"
+                       for host, got in sorted(hosts.items()))
     return f"oversubscribed ({where_}): these times are the scheduler's as much as the algorithms'"
 
 

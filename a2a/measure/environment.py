@@ -12,6 +12,7 @@ from a2a.execute.executor import executor_facts
 from a2a.measure.cache import last_level_cache
 from a2a.mpi import TOPOLOGY_ENV, library_version
 from a2a.mpilib import PROFILES, profile_of
+from a2a.units import counted
 
 
 def describe_run(comm: Any) -> dict[str, Any]:
@@ -104,7 +105,7 @@ def oversubscription(placements: list[tuple[str, frozenset[int]]]) -> dict[str, 
 
 def describe_oversubscription(crowded: dict[str, dict[str, int]]) -> str:
     """'oversubscribed: 4 ranks on 2 cores (vm)' or ''."""
-    return "; ".join(f"oversubscribed: {v['ranks']} ranks on {v['cores']} cores ({host})"
+    return "; ".join(f"oversubscribed: {v['ranks']} ranks on {counted(v['cores'], 'core')} ({host})"
                      for host, v in crowded.items())
 
 

@@ -107,7 +107,7 @@ def invalid_reasons(rows: list[Row], errors: Path | None = None) -> list[str]:
 
 def oversubscription_warning(crowded: dict[str, dict[str, int]]) -> str:
     """Why oversubscribed timings mislead, with the numbers."""
-    where = ", ".join(f"{v['ranks']} ranks on {v['cores']} cores of {host}" for host, v in crowded.items())
+    where = ", ".join(f"{v['ranks']} ranks on {counted(v['cores'], 'core')} of {host}" for host, v in crowded.items())
     return (f"oversubscribed: {where}. Timings then measure the OS scheduler as much as the algorithm; "
             "compare algorithms only side by side in this run (--allow-oversubscribed hides this warning).")
 
