@@ -57,7 +57,7 @@ def started_together(plans: list) -> None:
 
 
 FORMS = ("in flight", "in place", "python")  # the forms each algorithm also runs in, besides blocking
-ABOVE_FOUR = 5  # the nested job runs p = 5 .. 9: five sizes
+SIZES_ABOVE_FOUR = 5  # the nested job runs p = 5 .. 9
 
 
 def in_turn(choices: tuple, p: int, i: int) -> tuple:
@@ -66,7 +66,7 @@ def in_turn(choices: tuple, p: int, i: int) -> tuple:
     or none."""
     if p <= 4:
         return choices
-    turn = (i + p) % ABOVE_FOUR
+    turn = (i + p) % SIZES_ABOVE_FOUR
     return choices[turn:turn + 1]
 
 
